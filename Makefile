@@ -1,0 +1,33 @@
+# Two set-up commands, both working on a fresh clone with nothing installed:
+#   make demo   runs the main job on embedded defaults
+#   make test   runs the test suite
+# torch==2.13.0 is installed first (the CPU wheel this machine keeps on disk), so the
+# package's own permissive torch range is already satisfied and never pulls a CUDA build.
+
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.editstream-installed
+
+.PHONY: demo test bench install clean
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q torch==2.13.0
+	$(PY) -m pip install -q -e '.[test]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	$(PY) examples/demo.py
+
+test: $(STAMP)
+	$(PY) -m pytest -q tests
+
+bench: $(STAMP)
+	$(PY) benchmarks/convert.py
+
+clean:
+	rm -rf $(VENV) demo-out bench-out
