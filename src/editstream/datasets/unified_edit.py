@@ -1,0 +1,44 @@
+"""Image-editing samples: an input image, one or more instructions, the edited image(s)."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from ..transforms import decode_image
+from .interleave import InterleavedBaseIterableDataset
+from .standard import ParquetStandardIterableDataset
+
+
+class UnifiedEditIterableDataset(InterleavedBaseIterableDataset, ParquetStandardIterableDataset):
+    """Edit chains from rows with ``image_list`` (>= 2 images) and ``instruction_list``.
+
+    ``instruction_list[i]`` holds equivalent phrasings of the edit from image i to i+1.
+    Randomness comes from the global ``random`` in the reference's exact order (SPEC 6), and
+    images are decoded only when the draws select them, so a bad row fails at the same point
+    of the random sequence as in the reference and later samples still match.
+    """
+
+    def parse_row(self, row: Any) -> dict:
+        images = row["image_list"]
+        instructions = row["instruction_list"]
+        n = len(images)
+        start = random.choice(range(n - 1))
+        end = random.choice(range(start + 1, min(start + 3, n)))
+
+        data = self._init_data()
+        self._add_image(data, decode_image(images[start]), need_loss=False, need_vae=True, need_vit=True)
+
+        if end - start > 1 and random.random() < 0.5:
+            if end == n - 1:
+                end -= 1
+            text = "".join(random.choice(instructions[idx - 1]) + ". " for idx in range(start + 1, end + 1))
+            self._add_text(data, text.rstrip(), need_loss=False)
+            self._add_image(data, decode_image(images[end]), need_loss=True, need_vae=False, need_vit=False)
+            return data
+
+        for idx in range(start + 1, end + 1):
+            self._add_text(data, random.choice(instructions[idx - 1]), need_loss=False)
+            last = idx == end
+            self._add_image(data, decode_image(images[idx]), need_loss=True, need_vae=not last, need_vit=not last)
+        return data

@@ -1,0 +1,200 @@
+"""Units, ranks, workers, resume and drops of the shared iteration loop, on real parquet files."""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import torch
+
+from editstream import ParquetStandardIterableDataset
+
+
+class RowIdDataset(ParquetStandardIterableDataset):
+    """parse_row returns the row's id; a row whose ``bad`` flag is set raises like a bad image would."""
+
+    def parse_row(self, row):
+        if row["bad"]:
+            raise ValueError(f"bad row {row['rid']}")
+        return {"rid": row["rid"], "draw": random.random()}
+
+
+def write_files(root, num_files=3, row_groups=2, rows=4, bad=()):
+    root.mkdir(parents=True, exist_ok=True)
+    info = {}
+    for f in range(num_files):
+        path = root / f"part-{f:03d}.parquet"
+        schema = pa.schema([("rid", pa.string()), ("bad", pa.bool_())])
+        with pq.ParquetWriter(path, schema) as w:
+            for g in range(row_groups):
+                rids = [f"f{f}g{g}r{r}" for r in range(rows)]
+                w.write_table(pa.table({"rid": rids, "bad": [rid in bad for rid in rids]}, schema=schema))
+        info[str(path)] = {"num_row_groups": row_groups}
+    return info
+
+
+def make(root, info=None, **kw):
+    kw.setdefault("num_workers", 0)
+    num_used = kw.pop("num_used", 3)
+    return RowIdDataset("toy", None, None, None, [str(root)], [num_used], info, **kw)
+
+
+def take(ds, n):
+    it = iter(ds)
+    return [next(it) for _ in range(n)]
+
+
+def expected_units(root, n_files, n_rg, seed, rank=0, world=1):
+    units = sorted((str(root / f"part-{f:03d}.parquet"), g) for f in range(n_files) for g in range(n_rg))
+    rng = random.Random(seed)
+    rng.shuffle(units)
+    k = len(units) // world
+    return units[rank * k:(rank + 1) * k]
+
+
+@pytest.mark.parametrize("seed", [0, 42, 7])
+@pytest.mark.parametrize("world", [1, 2, 4])
+def test_rank_slices_follow_sorted_shuffle(tmp_path, seed, world):
+    info = write_files(tmp_path, num_files=3, row_groups=3)
+    for rank in range(world):
+        ds = make(tmp_path, info, local_rank=rank, world_size=world)
+        ds.set_epoch(seed)
+        assert ds.data_paths_per_rank == expected_units(tmp_path, 3, 3, seed, rank, world)
+    all_ranks = [u for r in range(world) for u in make(tmp_path, info, local_rank=r, world_size=world).data_paths_per_rank]
+    assert len(set(all_ranks)) == len(all_ranks) == (9 // world) * world
+
+
+def test_stream_order_and_data_indexes_without_workers(tmp_path):
+    info = write_files(tmp_path, num_files=2, row_groups=2, rows=3)
+    ds = make(tmp_path, info, num_used=2)
+    ds.set_epoch(5)
+    units = expected_units(tmp_path, 2, 2, 5)
+    samples = take(ds, 12 + 3)  # one full pass, then it starts over
+    got = [s["rid"] for s in samples]
+    want = []
+    for path, rg in units:
+        f = int(path.rsplit("-", 1)[1].split(".")[0])
+        want += [f"f{f}g{rg}r{r}" for r in range(3)]
+    assert got[:12] == want and got[12:] == want[:3]
+    assert [s["data_indexes"]["data_indexes"] for s in samples[:4]] == [[0, 0], [0, 1], [0, 2], [1, 0]]
+    assert {s["data_indexes"]["worker_id"] for s in samples} == {0}
+    assert samples[0]["data_indexes"]["dataset_name"] == "toy"
+
+
+def test_tail_drop_warns_and_empty_rank_is_an_error(tmp_path, caplog):
+    info = write_files(tmp_path, num_files=1, row_groups=3)
+    with caplog.at_level(logging.WARNING, logger="editstream"):
+        make(tmp_path, info, num_used=1, local_rank=0, world_size=2)
+    assert "the last 1 units are not used" in caplog.text
+    with pytest.raises(ValueError) as err:
+        make(tmp_path, info, num_used=1, local_rank=0, world_size=4)
+    msg = str(err.value)
+    assert "'toy'" in msg and "3 units" in msg and "4 ranks" in msg
+
+
+def test_missing_directory_names_dataset_and_path(tmp_path):
+    with pytest.raises(FileNotFoundError) as err:
+        make(tmp_path / "nope")
+    assert "'toy'" in str(err.value) and str(tmp_path / "nope") in str(err.value)
+
+
+def test_num_used_repeats_listing(tmp_path):
+    info = write_files(tmp_path, num_files=2, row_groups=1)
+    ds = make(tmp_path, info, num_used=5)
+    files = [p.rsplit("/", 1)[1] for p, _ in ds.data_paths]
+    assert files == ["part-000.parquet", "part-001.parquet"] * 2 + ["part-000.parquet"]
+
+
+def test_parquet_info_optional_footer_read(tmp_path):
+    info = write_files(tmp_path, num_files=3, row_groups=2)
+    full = make(tmp_path, info).data_paths
+    assert make(tmp_path, None).data_paths == full
+    partial = {k: v for i, (k, v) in enumerate(sorted(info.items())) if i == 0}
+    assert make(tmp_path, partial).data_paths == full
+
+
+def test_resume_continues_like_uninterrupted(tmp_path):
+    info = write_files(tmp_path, num_files=3, row_groups=2, rows=5)
+    random.seed(1)
+    reference = [s["rid"] for s in take(make(tmp_path, info), 40)]
+    for n in (1, 4, 5, 17, 30):
+        random.seed(1)
+        first = make(tmp_path, info)
+        head = take(first, n)
+        state = first.state_dict()
+        assert state["data_status"][0] == head[-1]["data_indexes"]["data_indexes"]
+        resumed = make(tmp_path, info, data_status=state["data_status"])
+        tail = take(resumed, 40 - n)
+        assert [s["rid"] for s in head + tail] == reference
+        again = make(tmp_path, info)
+        again.load_state_dict(json.loads(json.dumps(state)))  # survives a JSON round trip
+        assert [s["rid"] for s in take(again, 3)] == reference[n:n + 3]
+
+
+def test_bad_rows_and_unreadable_units_are_dropped_and_counted(tmp_path, caplog):
+    info = write_files(tmp_path, num_files=2, row_groups=2, rows=3, bad={"f0g1r1", "f1g0r0"})
+    (tmp_path / "part-002.parquet").write_bytes(b"this is not parquet")  # unreadable file, footer read fails
+    info_lying = dict(info)
+    info_lying[str(tmp_path / "part-001.parquet")] = {"num_row_groups": 3}  # rg 2 does not exist
+    with caplog.at_level(logging.WARNING, logger="editstream.drops"):
+        ds = make(tmp_path, info_lying, num_used=3)
+        got = [s["rid"] for s in take(ds, 10)]
+    assert "f0g1r1" not in got and "f1g0r0" not in got
+    assert len(got) == 10
+    assert ds.drop_counts["unreadable_file"] == 1
+    assert ds.drop_counts["bad_row"] >= 2
+    assert ds.drop_counts["unreadable_unit"] >= 1
+    assert "part-002.parquet" in caplog.text
+    bad = [d for d in ds.drops.recent if d.reason == "bad_row"]
+    assert {"file", "row_group", "row"} <= set(bad[0].location)
+    locs = {(d.location["file"].rsplit("/", 1)[1], d.location["row_group"], d.location["row"]) for d in bad}
+    assert ("part-000.parquet", 1, 1) in locs and ("part-001.parquet", 0, 0) in locs
+
+
+def test_all_units_unreadable_raises_instead_of_spinning(tmp_path):
+    (tmp_path / "a.parquet").write_bytes(b"garbage")
+    ds = make(tmp_path, {str(tmp_path / "a.parquet"): {"num_row_groups": 1}}, num_used=1)
+    with pytest.raises(RuntimeError, match="gave no sample"):
+        take(ds, 1)
+
+
+def _collect(ds, num_workers, n):
+    loader = torch.utils.data.DataLoader(ds, batch_size=None, num_workers=num_workers)
+    out = []
+    for sample in loader:
+        out.append(sample)
+        if len(out) == n:
+            break
+    return out
+
+
+def test_dataloader_workers_take_reversed_contiguous_slices(tmp_path):
+    info = write_files(tmp_path, num_files=4, row_groups=2, rows=2)  # 8 units
+    ds = make(tmp_path, info, num_used=4, num_workers=2)
+    ds.set_epoch(3)
+    units = expected_units(tmp_path, 4, 2, 3)
+    samples = _collect(ds, 2, 16)
+    by_worker = {0: [], 1: []}
+    for s in samples:
+        by_worker[s["data_indexes"]["worker_id"]].append(s)
+    for w in (0, 1):
+        mine = units[w * 4:(w + 1) * 4][::-1]
+        rids = [s["rid"] for s in by_worker[w]]
+        want = []
+        for path, rg in mine:
+            f = int(path.rsplit("-", 1)[1].split(".")[0])
+            want += [f"f{f}g{rg}r{r}" for r in range(2)]
+        assert rids == want
+        assert by_worker[w][0]["data_indexes"]["data_indexes"] == [0, 0]
+
+
+def test_worker_without_units_is_an_error(tmp_path):
+    info = write_files(tmp_path, num_files=1, row_groups=1)
+    ds = make(tmp_path, info, num_used=1, num_workers=2)
+    with pytest.raises(Exception) as err:
+        _collect(ds, 2, 1)
+    assert "every worker needs at least one" in str(err.value) and "'toy'" in str(err.value)
