@@ -1,0 +1,135 @@
+"""Image decoding and the BAGEL image transform, with Pillow and torch only (no torchvision).
+
+The output is bit-identical to the reference's torchvision path for PIL inputs: the same
+size rule, ``Image.resize(..., BICUBIC)``, then ``uint8 / 255`` and ``(x - mean) / std`` in
+float32 with the same operation order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from io import BytesIO
+
+import numpy as np
+import torch
+from PIL import Image, ImageFile, PngImagePlugin
+
+# Pillow decoder limits, set once at import. This is the one piece of module-level state
+# the project allows: the reference sets exactly these process-wide Pillow globals when its
+# data module is imported, and decoded pixels (truncated JPEGs decode grey-filled instead of
+# raising, very large images are not refused) only match when the same limits are in force.
+Image.MAX_IMAGE_PIXELS = 200_000_000
+ImageFile.LOAD_TRUNCATED_IMAGES = True
+PngImagePlugin.MAX_TEXT_CHUNK = 1024 * 1024 * 1024
+
+DEFAULT_MAX_PIXELS = 14 * 14 * 9 * 1024
+
+
+def pil_img2rgb(image: Image.Image) -> Image.Image:
+    """Convert any PIL image to RGB; transparent images are composited onto white first.
+
+    An image counts as transparent when its mode is RGBA or it carries a ``transparency``
+    entry (palette / grey / RGB PNGs with tRNS); other modes (LA, L, CMYK ...) convert directly.
+    """
+    if image.mode == "RGBA" or image.info.get("transparency") is not None:
+        rgba = image.convert("RGBA")
+        canvas = Image.new("RGB", rgba.size, (255, 255, 255))
+        canvas.paste(rgba, mask=rgba.getchannel("A"))
+        return canvas
+    return image.convert("RGB")
+
+
+def decode_image(data: bytes) -> Image.Image:
+    """Decode encoded image bytes into an RGB PIL image exactly as the reference loader does.
+
+    Raises ``PIL.UnidentifiedImageError`` / ``OSError`` for bytes no decoder accepts.
+    """
+    return pil_img2rgb(Image.open(BytesIO(data)))
+
+
+def _snap(value: float, stride: int) -> int:
+    """Round ``value`` to the nearest multiple of ``stride``, never below ``stride``."""
+    return max(stride, int(round(value / stride) * stride))
+
+
+def _scaled(width: int, height: int, scale: float, stride: int) -> tuple[int, int]:
+    return _snap(round(width * scale), stride), _snap(round(height * scale), stride)
+
+
+def target_size(width: int, height: int, *, max_size: int, min_size: int, stride: int,
+                max_pixels: float, img_num: int = 1) -> tuple[int, int]:
+    """The ``(width, height)`` an image of this size is resized to (SPEC section 5).
+
+    Fit the long edge under ``max_size`` (never enlarging for that), raise the short edge
+    to ``min_size``, snap to ``stride``; then shrink by an area ratio when the result has more
+    than ``max_pixels / img_num`` pixels, and once more if the long edge still exceeds ``max_size``.
+    """
+    if width < 1 or height < 1:
+        raise ValueError(f"image size must be positive, got {width}x{height}")
+    scale = min(max_size / max(width, height), 1.0)
+    scale = max(scale, min_size / min(width, height))
+    new_w, new_h = _scaled(width, height, scale, stride)
+    if new_w * new_h > max_pixels / img_num:
+        scale = max_pixels / img_num / (new_w * new_h)
+        new_w, new_h = _scaled(new_w, new_h, scale, stride)
+    if max(new_w, new_h) > max_size:
+        scale = max_size / max(new_w, new_h)
+        new_w, new_h = _scaled(new_w, new_h, scale, stride)
+    return new_w, new_h
+
+
+class ImageTransform:
+    """Resize a PIL image to a stride-aligned size and turn it into a normalized float32 CxHxW tensor.
+
+    One instance per consumer: e.g. stride 16 for the VAE and stride 14 for the ViT; ``stride``
+    is read by datasets to count image tokens as ``H * W // stride**2``.
+    """
+
+    def __init__(self, max_image_size: int, min_image_size: int, image_stride: int,
+                 max_pixels: float = DEFAULT_MAX_PIXELS, image_mean: Sequence[float] = (0.5, 0.5, 0.5),
+                 image_std: Sequence[float] = (0.5, 0.5, 0.5)) -> None:
+        if image_stride < 1:
+            raise ValueError(f"image_stride must be >= 1, got {image_stride}")
+        if max_image_size < 1 or min_image_size < 1:
+            raise ValueError(f"image sizes must be >= 1, got max_image_size={max_image_size}, "
+                             f"min_image_size={min_image_size}")
+        if max_pixels <= 0:
+            raise ValueError(f"max_pixels must be > 0, got {max_pixels}")
+        if len(image_mean) != 3 or len(image_std) != 3:
+            raise ValueError(f"image_mean and image_std need 3 values, got {image_mean!r} and {image_std!r}")
+        if any(s == 0 for s in image_std):
+            raise ValueError(f"image_std must not contain 0, got {image_std!r}")
+        self.max_image_size = max_image_size
+        self.min_image_size = min_image_size
+        self.stride = image_stride
+        self.max_pixels = max_pixels
+        self.image_mean = tuple(float(m) for m in image_mean)
+        self.image_std = tuple(float(s) for s in image_std)
+        self._mean = torch.tensor(self.image_mean, dtype=torch.float32)[:, None, None]
+        self._std = torch.tensor(self.image_std, dtype=torch.float32)[:, None, None]
+
+    def __repr__(self) -> str:
+        return (f"ImageTransform(max_image_size={self.max_image_size}, min_image_size={self.min_image_size}, "
+                f"image_stride={self.stride}, max_pixels={self.max_pixels}, image_mean={self.image_mean}, "
+                f"image_std={self.image_std})")
+
+    def target_size(self, width: int, height: int, img_num: int = 1) -> tuple[int, int]:
+        """The ``(width, height)`` this transform resizes a ``width`` x ``height`` image to."""
+        return target_size(width, height, max_size=self.max_image_size, min_size=self.min_image_size,
+                           stride=self.stride, max_pixels=self.max_pixels, img_num=img_num)
+
+    def num_tokens(self, width: int, height: int, img_num: int = 1) -> int:
+        """Image tokens a ``width`` x ``height`` image costs after this transform (``H*W // stride**2``)."""
+        w, h = self.target_size(width, height, img_num)
+        return w * h // self.stride ** 2
+
+    def __call__(self, img: Image.Image, img_num: int = 1) -> torch.Tensor:
+        """Resize ``img`` (an RGB PIL image) and return it as a normalized float32 tensor of shape 3xHxW."""
+        if img.mode != "RGB":
+            raise ValueError(f"ImageTransform expects an RGB image (use pil_img2rgb), got mode {img.mode!r}")
+        w, h = self.target_size(*img.size, img_num=img_num)
+        # Always resize, even to the same size (Pillow then copies): keeps the reference path.
+        img = img.resize((w, h), Image.BICUBIC)
+        pixels = torch.from_numpy(np.array(img, dtype=np.uint8, copy=True))
+        tensor = pixels.permute(2, 0, 1).contiguous().to(torch.float32).div(255)
+        return tensor.sub_(self._mean).div_(self._std)
