@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from concurrent.futures import Executor, Future
 import random
 import time
 import uuid
@@ -69,14 +70,6 @@ def relpath(url: str, root: str) -> str:
     if not url.startswith(root):
         raise ValueError(f"{url!r} is not under {root!r}")
     return url[len(root):]
-
-
-def _unstrip(fs: fsspec.AbstractFileSystem, original: str, path: str) -> str:
-    """Put the protocol back on a path returned by ``fs`` so it matches the user's spelling."""
-    if is_local(original) and "://" not in original:
-        return path
-    proto = protocol_of(original)
-    return f"{proto}://{path}" if "://" not in path else path
 
 
 def list_files(dir_url: str, suffix: str, storage_options: StorageOptions | None = None) -> list[str]:
@@ -242,3 +235,106 @@ class RetryPolicy:
 
 
 NO_RETRY = RetryPolicy(max_attempts=1)
+
+
+class RangedReader:
+    """Sequential reads of ``[start, end)`` of one URL, fetched as ranged reads of ``block_size``.
+
+    Each block is one ranged request retried under ``retry`` from its own start offset, so a
+    connection dropped mid-body costs a re-read of that block and nothing is lost or repeated.
+    With an ``executor`` the next block is fetched in the background while the current one
+    is consumed (hides object-store latency); ``first_block`` may hand in a block that was
+    prefetched before the reader was created. Memory stays at about two blocks.
+    """
+
+    def __init__(self, url: str, *, storage_options: StorageOptions | None = None, start: int = 0,
+                 end: int | None = None, block_size: int = 8 << 20, retry: RetryPolicy | None = None,
+                 executor: Executor | None = None, first_block: Future | None = None) -> None:
+        if block_size <= 0:
+            raise ValueError(f"block_size must be > 0, got {block_size}")
+        self.url = url
+        self.storage_options = storage_options
+        self.end = end
+        self.block_size = block_size
+        self.retry = retry or RetryPolicy()
+        self.executor = executor
+        self._pos = start  # offset of the first byte not yet returned by read()
+        self._fetch_pos = start  # offset of the next block to request
+        self._buf = memoryview(b"")
+        self._eof = False
+        self._pending: Future | None = first_block
+        if first_block is not None:
+            self._fetch_pos = start + block_size if end is None else min(end, start + block_size)
+        self.requests = 0
+
+    def _fetch(self, a: int, b: int) -> bytes:
+        def once() -> bytes:
+            self.requests += 1
+            return read_bytes(self.url, self.storage_options, start=a, end=b)
+        return self.retry.call(once, describe=f"{self.url} bytes {a}-{b}")
+
+    def _submit_next(self) -> Future | None:
+        a = self._fetch_pos
+        if self.end is not None and a >= self.end:
+            return None
+        b = a + self.block_size if self.end is None else min(self.end, a + self.block_size)
+        self._fetch_pos = b
+        if self.executor is not None:
+            return self.executor.submit(self._fetch, a, b)
+        done: Future = Future()
+        try:
+            done.set_result(self._fetch(a, b))
+        except BaseException as exc:  # noqa: BLE001 - re-raised by result()
+            done.set_exception(exc)
+        return done
+
+    def _next_block(self) -> bytes:
+        pending = self._pending if self._pending is not None else self._submit_next()
+        self._pending = None
+        if pending is None:
+            return b""
+        expected = None
+        block = pending.result()
+        if self.end is not None:
+            expected = min(self.block_size, self.end - (self._pos + len(self._buf)))
+        if len(block) < (expected if expected is not None else self.block_size):
+            self._eof = True  # a short block is the end of the object (or a truncated object)
+        elif self.executor is not None:
+            self._pending = self._submit_next()
+        return block
+
+    def read(self, n: int = -1) -> bytes:
+        """Up to ``n`` bytes (all remaining when ``n < 0``); fewer only at the end."""
+        out = bytearray()
+        while n < 0 or len(out) < n:
+            if not self._buf:
+                if self._eof:
+                    break
+                block = self._next_block()
+                if not block:
+                    self._eof = True
+                    break
+                self._buf = memoryview(block)
+            take = len(self._buf) if n < 0 else min(n - len(out), len(self._buf))
+            out += self._buf[:take]
+            self._buf = self._buf[take:]
+            self._pos += take
+        return bytes(out)
+
+    def tell(self) -> int:
+        return self._pos
+
+    def seekable(self) -> bool:
+        return False
+
+    def close(self) -> None:
+        if self._pending is not None:
+            self._pending.cancel()
+            self._pending = None
+        self._buf = memoryview(b"")
+
+    def __enter__(self) -> RangedReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -37,8 +37,20 @@ class Row(dict):
             raise AttributeError(name) from exc
 
 
-class UnitReadError(Exception):
-    """A unit (row group, file or shard) could not be opened or read to its end."""
+class BadSample:
+    """A row a source read but could not decode (a shard sample missing a member, say).
+
+    Sources yield it in place of the row; the shared loop drops and counts it like a row
+    whose ``parse_row`` raised, with the source's extra location (shard URL, key).
+    """
+
+    def __init__(self, error: BaseException, where: dict[str, Any]) -> None:
+        self.error = error
+        self.where = where
+
+
+class FailureBudgetExceeded(RuntimeError):
+    """Too many units in a row could not be read: the data (or the storage) is broken."""
 
 
 class RowSource(Protocol):
@@ -173,6 +185,8 @@ class SourceIterableDataset(DistributedIterableDataset):
     """
 
     source: RowSource
+    unit_failure_budget: int = 16
+    """Units in a row that may fail to read (after the source's retries) before the stream stops."""
 
     def parse_row(self, row: dict) -> dict:
         raise NotImplementedError
@@ -189,8 +203,11 @@ class SourceIterableDataset(DistributedIterableDataset):
         while True:
             full_pass = start_unit == 0 and after is None
             yielded = 0
+            prefetch = getattr(self.source, "prefetch", None)
             for unit_position in range(start_unit, len(units)):
                 unit = units[unit_position]
+                if prefetch is not None and len(units) > 1:
+                    prefetch(units[(unit_position + 1) % len(units)])
                 rows = self.source.iter_unit_rows(unit, after)
                 after = None
                 try:
@@ -209,6 +226,8 @@ class SourceIterableDataset(DistributedIterableDataset):
             start_unit = 0
             logger.info("%s repeat in rank-%s worker-%s", self.dataset_name, self.local_rank, worker_id)
 
+    _failed_units_in_a_row = 0
+
     def _parse_unit(self, unit: Unit, unit_position: int, rows: Iterator[tuple[Position, dict]],
                     worker_id: int) -> Iterator[dict]:
         """Parse the rows of one unit, dropping (and counting) bad rows and an unreadable rest."""
@@ -221,7 +240,17 @@ class SourceIterableDataset(DistributedIterableDataset):
                 raise
             except Exception as exc:  # the unit is unreadable from here on
                 self.drops.record("unreadable_unit", self.source.describe(unit), exc)
+                self._failed_units_in_a_row += 1
+                if self._failed_units_in_a_row > self.unit_failure_budget:
+                    raise FailureBudgetExceeded(
+                        f"dataset {self.dataset_name!r}: {self._failed_units_in_a_row} units in a row could not be "
+                        f"read (budget {self.unit_failure_budget}); last: {self.source.describe(unit)}: {exc}"
+                    ) from exc
                 return
+            self._failed_units_in_a_row = 0
+            if isinstance(row, BadSample):
+                self.drops.record("bad_sample", {**self.source.describe(unit, position), **row.where}, row.error)
+                continue
             try:
                 data = self.parse_row(row)
             except FATAL:

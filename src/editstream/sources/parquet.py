@@ -13,9 +13,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-import pyarrow.parquet as pq
-
-from .. import storage
+from .. import parquet_rows, storage
 from ..storage import StorageOptions
 from .base import Position, Row, Unit
 from .drops import DropLog
@@ -49,34 +47,30 @@ def list_parquet_files(dataset_name: str, data_dir_list: Sequence[str], num_used
 
 
 class ParquetFileReader:
-    """Opens parquet files through fsspec and reads one row group at a time as rows."""
+    """Reads row groups of parquet files as rows, through the module the converter uses too."""
 
     def __init__(self, storage_options: StorageOptions | None = None) -> None:
         self.storage_options = storage_options
 
     def num_row_groups(self, url: str) -> int:
-        with storage.open_read(url, self.storage_options) as f:
-            return pq.ParquetFile(f).num_row_groups
+        return parquet_rows.num_row_groups(url, self.storage_options)
 
     def iter_rows(self, url: str, row_groups: Sequence[int] | None, start: Position | None
                   ) -> Iterator[tuple[Position, Row]]:
         """Rows of ``url``'s row groups (all when ``row_groups`` is None), after ``start``.
 
-        ``start`` is ``(row_group, row)``: reading resumes at ``row + 1`` of that row group.
-        Positions yielded are ``(row_group, row)``.
+        ``start`` is ``(row_group, row)``: reading resumes at ``row + 1`` of that row group
+        and skips earlier row groups. Positions yielded are ``(row_group, row)``.
         """
-        with storage.open_read(url, self.storage_options) as f:
-            pf = pq.ParquetFile(f)
-            groups = range(pf.num_row_groups) if row_groups is None else row_groups
-            first_rg, first_row = (start[0], start[1] + 1) if start is not None else (None, 0)
+        with parquet_rows.open_parquet(url, self.storage_options) as pf:
+            groups = range(pf.metadata.num_row_groups) if row_groups is None else row_groups
+            first_rg, first_row = (start[0], start[1] + 1) if start is not None else (-1, 0)
             for rg in groups:
-                if first_rg is not None and rg < first_rg:
+                if rg < first_rg:
                     continue
                 skip = first_row if rg == first_rg else 0
-                table = pf.read_row_group(rg)
-                if skip:
-                    table = table.slice(skip)
-                for i, values in enumerate(table.to_pylist(), start=skip):
+                table = parquet_rows.read_row_group_table(pf, url, rg)
+                for i, values in enumerate(parquet_rows.table_rows(table, skip), start=skip):
                     yield (rg, i), Row(values)
 
 
