@@ -53,6 +53,9 @@ _HOP_HEADERS = frozenset(
         "expect",
     }
 )
+# moto_server answers with two Server headers (werkzeug's and its own); strict HTTP parsers
+# (aiohttp's pure-Python one, used under `python -X dev`) reject that, so only the first is relayed.
+_SINGLETON_HEADERS = frozenset({"server", "date", "content-type", "content-length", "etag"})
 _COPY_CHUNK = 64 * 1024
 _DRAIN_LIMIT_SECONDS = 2.0
 _TIOCOUTQ: int | None = getattr(termios, "TIOCOUTQ", None)
@@ -365,9 +368,14 @@ class _ProxyHandler(BaseHTTPRequestHandler):
             fault = due
 
         self.send_response_only(resp.status, resp.reason)
+        sent_singletons: set[str] = set()
         for name, value in resp.getheaders():
-            if name.lower() not in _HOP_HEADERS:
-                self.send_header(name, value)
+            lname = name.lower()
+            if lname in _HOP_HEADERS or lname in sent_singletons:
+                continue
+            if lname in _SINGLETON_HEADERS:
+                sent_singletons.add(lname)
+            self.send_header(name, value)
         self.send_header("Connection", "close")
         self.end_headers()
         if not has_body:
