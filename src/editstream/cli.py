@@ -54,5 +54,110 @@ def synth(out: str, schema: str, num_files: int, row_groups_per_file: int, rows_
     click.echo(json.dumps(summary, indent=2, default=str))
 
 
+# ---------------------------------------------------------------------------------------
+# convert / verify / inspect (the converter's commands)
+
+def _storage_options(pairs: tuple[str, ...], endpoint_url: str | None) -> dict | None:
+    """``-o key=value`` pairs (values parsed as JSON when they parse) plus ``--endpoint-url``."""
+    opts: dict = {}
+    for pair in pairs:
+        if "=" not in pair:
+            raise click.BadParameter(f"expected KEY=VALUE, got {pair!r}", param_hint="--storage-option")
+        k, v = pair.split("=", 1)
+        try:
+            opts[k] = json.loads(v)
+        except json.JSONDecodeError:
+            opts[k] = v
+    if endpoint_url:
+        opts["endpoint_url"] = endpoint_url
+    return opts or None
+
+
+_STORAGE_OPTIONS = [
+    click.option("-o", "--storage-option", "storage_option", multiple=True, metavar="KEY=VALUE",
+                 help="fsspec storage option for SRC/DST (repeatable), e.g. -o anon=false. The standard AWS "
+                      "variables (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_ENDPOINT_URL ...) work too."),
+    click.option("--endpoint-url", default=None, help="S3 endpoint URL (e.g. MinIO); same as -o endpoint_url=..."),
+]
+
+
+def _with_storage_options(fn):
+    for option in reversed(_STORAGE_OPTIONS):
+        fn = option(fn)
+    return fn
+
+
+@main.command()
+@click.argument("src")
+@click.argument("dst")
+@click.option("--schema", type=click.Choice(["unified_edit", "t2i", "t2i_pretrain", "generic"]), default=None,
+              help="Source schema; detected from the columns when omitted.")
+@click.option("--parquet-info", default=None, help="parquet_info JSON (row groups per file); footers otherwise.")
+@click.option("--workers", type=int, default=None, help="Worker processes (default: the CPU count).")
+@click.option("--layout", type=click.Choice(["rowgroup", "size"]), default="rowgroup", show_default=True,
+              help="rowgroup: one shard per parquet row group (matches the parquet backend); size: shards "
+                   "of a target size.")
+@click.option("--shard-size", type=str, default=None, help="Target shard size for --layout size, e.g. 512MB.")
+@click.option("--samples-per-shard", type=int, default=None, help="Samples per shard for --layout size.")
+@click.option("--overwrite", is_flag=True, help="Replace a finished conversion in DST.")
+@click.option("--drop-bad-rows", is_flag=True,
+              help="Leave out rows that fail the schema checks (loses equivalence with the parquet backend).")
+@click.option("--no-progress", is_flag=True, help="No progress bar.")
+@_with_storage_options
+def convert(src: str, dst: str, schema: str | None, parquet_info: str | None, workers: int | None, layout: str,
+            shard_size: str | None, samples_per_shard: int | None, overwrite: bool, drop_bad_rows: bool,
+            no_progress: bool, storage_option: tuple[str, ...], endpoint_url: str | None) -> None:
+    """Convert the parquet dataset SRC into WebDataset tar shards under DST (local or s3://)."""
+    from .convert import convert as run, parse_size
+
+    summary = run(src, dst, schema=schema, parquet_info=parquet_info, workers=workers, layout=layout,
+                  shard_size=parse_size(shard_size) if shard_size else None, samples_per_shard=samples_per_shard,
+                  overwrite=overwrite, drop_bad_rows=drop_bad_rows,
+                  storage_options=_storage_options(storage_option, endpoint_url), progress=not no_progress)
+    click.echo(json.dumps(summary, indent=2))
+    if summary["num_bad_rows"]:
+        action = "dropped" if drop_bad_rows else "kept verbatim"
+        click.echo(f"{summary['num_bad_rows']} bad rows {action}; see {summary['report']}", err=True)
+
+
+@main.command()
+@click.argument("dst")
+@click.option("--source", default=None, help="Also check every row of this parquet source against the shards.")
+@click.option("--workers", type=int, default=None, help="Worker processes (default: the CPU count).")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@_with_storage_options
+def verify(dst: str, source: str | None, workers: int | None, as_json: bool, storage_option: tuple[str, ...],
+           endpoint_url: str | None) -> None:
+    """Re-read every shard of DST and check it against the manifest; exit 1 on any mismatch."""
+    from .verify import verify as run
+
+    report = run(dst, source=source, workers=workers, storage_options=_storage_options(storage_option, endpoint_url))
+    click.echo(json.dumps(report.to_dict(), indent=2) if as_json else report.format())
+    if not report.ok:
+        sys.exit(1)
+
+
+@main.command()
+@click.argument("dst")
+@click.option("--sample", "key", default=None, help="Print the row of the sample with this key.")
+@click.option("--max-samples", type=int, default=1000, show_default=True,
+              help="Samples scanned for image statistics (0: all).")
+@_with_storage_options
+def inspect(dst: str, key: str | None, max_samples: int, storage_option: tuple[str, ...],
+            endpoint_url: str | None) -> None:
+    """Show what DST holds: shards, samples, bytes, images per sample, image formats and sizes."""
+    from .inspect_cmd import describe_value, find_sample, inspect_dataset
+
+    opts = _storage_options(storage_option, endpoint_url)
+    if key is not None:
+        try:
+            row = find_sample(dst, key, storage_options=opts)
+        except KeyError as exc:
+            raise click.ClickException(str(exc.args[0])) from None
+        click.echo(json.dumps(describe_value(row), indent=2, ensure_ascii=False, default=str))
+        return
+    click.echo(json.dumps(inspect_dataset(dst, storage_options=opts, max_samples=max_samples or None), indent=2))
+
+
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())

@@ -47,10 +47,12 @@ class RowSlice:
 
 @dataclass(frozen=True, kw_only=True)
 class SourceFile:
-    """A source parquet file: path relative to the source root, rows per row group."""
+    """A source parquet file: path relative to the source root, rows per row group, key stem."""
 
     path: str
     row_groups: list[int]
+    key_stem: str
+    """Sample keys of this file's rows are ``{key_stem}-rg{row_group:05d}-r{row:07d}``."""
 
     @property
     def num_rows(self) -> int:
@@ -142,6 +144,8 @@ class Manifest:
         files = {f.path: f for f in self.source_files}
         if len(files) != len(self.source_files):
             raise ManifestError("source files listed twice")
+        if len({f.key_stem for f in self.source_files}) != len(self.source_files):
+            raise ManifestError("two source files share a key stem")
         paths = set()
         for shard in self.shards:
             if shard.path in paths:

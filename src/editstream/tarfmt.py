@@ -304,6 +304,8 @@ def iter_members(fileobj: IO[bytes], *, start_offset: int = 0, end_offset: int |
     stream must already be there) and stops at the end-of-archive marker or, when given, at
     ``end_offset``. Directories and other non-file entries are skipped. With
     ``require_end_marker`` a stream that ends before the marker is a ``TruncatedTarError``.
+    At the marker exactly one zero block is consumed, so the stream then sits at
+    ``end + 512`` (``verify`` relies on this to find the end offset).
     """
     seekable = getattr(fileobj, "seekable", None)
     if start_offset and seekable is not None and seekable():

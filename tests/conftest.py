@@ -1,0 +1,123 @@
+"""Shared fixtures: a real S3-protocol server (moto_server) on a free loopback port.
+
+``s3_endpoint`` (session) starts ``python -m moto.server`` once and yields its URL.
+``s3_bucket`` (function) resets the server, creates a fresh bucket, sets fake AWS
+credentials in the environment, clears s3fs's instance cache, and yields an object with
+``.name``, ``.url`` (``s3://name``) and ``.storage_options``. The S3 client is never patched:
+every request goes over HTTP to the server.
+"""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+FAKE_KEY = "testing-key"
+FAKE_SECRET = "testing-secret"
+FAKE_REGION = "us-east-1"
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=1) as resp:
+            return resp.status < 500
+    except urllib.error.HTTPError as exc:
+        return exc.code < 500
+    except OSError:
+        return False
+
+
+@pytest.fixture(scope="session")
+def s3_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """URL of a moto S3 server started for this test session on 127.0.0.1."""
+    log_path = tmp_path_factory.mktemp("moto") / "moto_server.log"
+    last_error = "server did not answer"
+    for _attempt in range(3):  # another process may grab the port between probe and bind
+        port = _free_port()
+        endpoint = f"http://127.0.0.1:{port}"
+        log = open(log_path, "ab")
+        proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+                                stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and proc.poll() is None:
+            if _answers(f"{endpoint}/moto-api/"):
+                break
+            time.sleep(0.1)
+        if proc.poll() is None and _answers(f"{endpoint}/moto-api/"):
+            try:
+                yield endpoint
+            finally:
+                proc.terminate()
+                try:
+                    proc.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+                log.close()
+            return
+        last_error = f"exit code {proc.poll()}"
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        log.close()
+    pytest.fail(f"could not start moto_server ({last_error}); log: {log_path.read_text(errors='replace')[-2000:]}")
+
+
+@dataclass
+class S3Bucket:
+    """A fresh bucket on the test S3 server."""
+
+    name: str
+    endpoint: str
+    storage_options: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def url(self) -> str:
+        return f"s3://{self.name}"
+
+
+def _clear_s3fs_cache() -> None:
+    try:
+        import s3fs
+    except ImportError:  # pragma: no cover
+        return
+    s3fs.S3FileSystem.clear_instance_cache()
+
+
+@pytest.fixture
+def s3_bucket(s3_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """Reset the server, create a bucket, and yield it with ready-to-use storage options."""
+    req = urllib.request.Request(f"{s3_endpoint}/moto-api/reset", method="POST", data=b"")
+    with urllib.request.urlopen(req, timeout=10):
+        pass
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", FAKE_KEY)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", FAKE_SECRET)
+    monkeypatch.setenv("AWS_DEFAULT_REGION", FAKE_REGION)
+    for var in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN"):
+        monkeypatch.delenv(var, raising=False)
+    _clear_s3fs_cache()
+    name = f"test-{uuid.uuid4().hex[:12]}"
+    bucket = S3Bucket(name=name, endpoint=s3_endpoint,
+                      storage_options={"endpoint_url": s3_endpoint, "key": FAKE_KEY, "secret": FAKE_SECRET})
+    import s3fs
+
+    fs = s3fs.S3FileSystem(**bucket.storage_options)
+    fs.mkdir(name)
+    _clear_s3fs_cache()
+    yield bucket
+    _clear_s3fs_cache()
