@@ -1,0 +1,107 @@
+"""One generic resume check for every stage with ``state_dict()`` / ``load_state_dict()``.
+
+Run a stage for ``n_before`` items, take its state, build a fresh stage, load the state and
+check that the next ``n_after`` items equal those of an uninterrupted run. Import it from any
+test module in this directory: ``from resume_check import assert_resumes_identically``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import math
+import random
+from typing import Any, Callable, Iterator
+
+import numpy as np
+import torch
+
+
+def assert_batches_equal(expected: Any, actual: Any, path: str = "item") -> None:
+    """Recursive equality: same keys and types, tensors ``torch.equal`` with the same dtype."""
+    if isinstance(expected, torch.Tensor):
+        assert isinstance(actual, torch.Tensor), f"{path}: expected a tensor, got {type(actual).__name__}"
+        assert expected.dtype == actual.dtype, f"{path}: dtype {actual.dtype} != {expected.dtype}"
+        assert expected.shape == actual.shape, f"{path}: shape {tuple(actual.shape)} != {tuple(expected.shape)}"
+        assert torch.equal(expected, actual), f"{path}: tensor values differ"
+        return
+    if isinstance(expected, dict):
+        assert isinstance(actual, dict), f"{path}: expected a dict, got {type(actual).__name__}"
+        assert list(expected) == list(actual), f"{path}: keys {list(actual)} != {list(expected)}"
+        for key in expected:
+            assert_batches_equal(expected[key], actual[key], f"{path}[{key!r}]")
+        return
+    if isinstance(expected, (list, tuple)):
+        assert type(expected) is type(actual), f"{path}: {type(actual).__name__} != {type(expected).__name__}"
+        assert len(expected) == len(actual), f"{path}: length {len(actual)} != {len(expected)}"
+        for i, (e, a) in enumerate(zip(expected, actual)):
+            assert_batches_equal(e, a, f"{path}[{i}]")
+        return
+    if isinstance(expected, float) and math.isnan(expected):
+        assert isinstance(actual, float) and math.isnan(actual), f"{path}: {actual!r} != nan"
+        return
+    assert type(expected) is type(actual) and expected == actual, f"{path}: {actual!r} != {expected!r}"
+
+
+@contextlib.contextmanager
+def preserved_global_rng() -> Iterator[None]:
+    """Put the global random / numpy / torch RNG states back afterwards (stages may reseed them)."""
+    saved = (random.getstate(), np.random.get_state(), torch.get_rng_state())
+    try:
+        yield
+    finally:
+        random.setstate(saved[0])
+        np.random.set_state(saved[1])
+        torch.set_rng_state(saved[2])
+
+
+def torch_roundtrip(state: Any) -> Any:
+    """Pass a state through ``torch.save`` / ``torch.load`` as a checkpoint would."""
+    buffer = io.BytesIO()
+    torch.save(state, buffer)
+    buffer.seek(0)
+    return torch.load(buffer, weights_only=False)
+
+
+def take(iterator: Iterator[Any], n: int) -> list[Any]:
+    """The next ``n`` items of ``iterator``; fails clearly if it ends early."""
+    items = []
+    for i in range(n):
+        try:
+            items.append(next(iterator))
+        except StopIteration:
+            raise AssertionError(f"the stage stopped after {i} items, {n} were needed") from None
+    return items
+
+
+def assert_resumes_identically(
+    make: Callable[[], Any],
+    n_before: int,
+    n_after: int,
+    compare: Callable[[Any, Any], None] = assert_batches_equal,
+    roundtrip: Callable[[Any], Any] | None = None,
+) -> Any:
+    """Check that state taken after ``n_before`` items resumes to the uninterrupted stream.
+
+    ``make()`` must return a fresh, ready-to-iterate stage (e.g. ``set_epoch`` already called)
+    that behaves the same on every call. ``roundtrip`` may transform the state in between
+    (e.g. :func:`torch_roundtrip`). Returns the state, for further assertions by the caller.
+    The three runs happen one after another and the global RNGs are restored at the end.
+    """
+    with preserved_global_rng():
+        uninterrupted = take(iter(make()), n_before + n_after)
+
+        first = make()
+        first_items = take(iter(first), n_before)
+        for expected, actual in zip(uninterrupted, first_items):
+            compare(expected, actual)
+        state = first.state_dict()
+        if roundtrip is not None:
+            state = roundtrip(state)
+
+        resumed = make()
+        resumed.load_state_dict(state)
+        resumed_items = take(iter(resumed), n_after)
+        for expected, actual in zip(uninterrupted[n_before:], resumed_items):
+            compare(expected, actual)
+    return state
