@@ -64,7 +64,7 @@ def _rows_by_position(summary: dict) -> dict[tuple[str, int, int], dict]:
 
 @pytest.mark.parametrize("schema", ["unified_edit", "t2i_pretrain"])
 def test_same_arguments_give_byte_identical_files(tmp_path, schema):
-    kwargs = dict(schema=schema, num_files=2, row_groups_per_file=2, rows_per_group=5, seed=7,
+    kwargs = dict(schema=schema, num_files=2, row_groups_per_file=2, rows_per_group=4, seed=7,
                   corrupt_fraction=0.3, max_side=96)
     a = write_synthetic_dataset(str(tmp_path / "a"), **kwargs)
     b = write_synthetic_dataset(str(tmp_path / "b"), **kwargs)
@@ -74,6 +74,15 @@ def test_same_arguments_give_byte_identical_files(tmp_path, schema):
         [dict(r, file=os.path.basename(r["file"])) for r in b["corrupt_rows"]]
     c = write_synthetic_dataset(str(tmp_path / "c"), **dict(kwargs, seed=8))
     assert _read_all_bytes(a["files"]) != _read_all_bytes(c["files"])
+
+
+def test_worker_processes_do_not_change_the_bytes(tmp_path):
+    kwargs = dict(num_files=1, row_groups_per_file=2, rows_per_group=10, seed=11, corrupt_fraction=0.2,
+                  max_side=48)
+    serial = write_synthetic_dataset(str(tmp_path / "serial"), workers=1, **kwargs)
+    pooled = write_synthetic_dataset(str(tmp_path / "pooled"), workers=2, **kwargs)
+    assert _read_all_bytes(serial["files"]) == _read_all_bytes(pooled["files"])
+    assert serial["formats"] == pooled["formats"]
 
 
 def test_layout_row_groups_and_parquet_info(tmp_path):
@@ -189,7 +198,7 @@ def test_writes_to_a_non_local_fsspec_url():
 
 
 @pytest.mark.parametrize("bad", [dict(schema="nope"), dict(num_files=0), dict(rows_per_group=0),
-                                 dict(corrupt_fraction=1.5), dict(min_side=100, max_side=50)])
+                                 dict(corrupt_fraction=1.5), dict(min_side=100, max_side=50), dict(workers=0)])
 def test_bad_arguments_fail_before_writing(tmp_path, bad):
     out = tmp_path / "ds"
     with pytest.raises(ValueError):

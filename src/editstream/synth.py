@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import json
+import multiprocessing
 import os
 import random
 import sys
@@ -17,8 +18,6 @@ from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass
 from typing import Any
-
-import multiprocessing
 
 import numpy as np
 import pyarrow as pa
@@ -140,7 +139,9 @@ def _photo_like(rng: np.random.Generator, width: int, height: int) -> Image.Imag
     t = (np.cos(angle) * xs + np.sin(angle) * ys)
     t = (t - t.min()) / max(float(t.max() - t.min()), 1e-6)
     pixels = c0 + t[:, :, None] * (c1 - c0)
-    noise = rng.integers(-6, 7, size=(height, width, 1), dtype=np.int16).astype(np.float32)
+    # Grain in 2x2 cells: looks like sensor noise, yet keeps PNGs near real-photo sizes.
+    grain = rng.integers(-4, 5, size=((height + 1) // 2, (width + 1) // 2, 1), dtype=np.int8)
+    noise = np.repeat(np.repeat(grain, 2, axis=0), 2, axis=1)[:height, :width].astype(np.float32)
     pixels = np.clip(pixels + noise, 0, 255).astype(np.uint8)
     img = Image.fromarray(pixels, "RGB")
     draw = ImageDraw.Draw(img)
@@ -201,14 +202,13 @@ def _encode(img: Image.Image, fmt: str, rng: np.random.Generator) -> bytes:
 
 
 def _sides(rng: np.random.Generator, cfg: SynthConfig) -> tuple[int, int]:
-    """Width and height: mostly independent draws, sometimes a strongly elongated shape."""
-    w = int(rng.integers(cfg.min_side, cfg.max_side + 1))
-    h = int(rng.integers(cfg.min_side, cfg.max_side + 1))
-    if rng.random() < 0.2:  # an extreme aspect ratio within the allowed range
-        if rng.random() < 0.5:
-            w, h = cfg.max_side, cfg.min_side
-        else:
-            w, h = cfg.min_side, cfg.max_side
+    """Width and height, each log-uniform in ``[min_side, max_side]`` (many small images, some
+    large, mixed aspect ratios), and now and then the most elongated shape the range allows."""
+    lo, hi = np.log(cfg.min_side), np.log(cfg.max_side + 1)
+    w = min(cfg.max_side, int(np.exp(rng.uniform(lo, hi))))
+    h = min(cfg.max_side, int(np.exp(rng.uniform(lo, hi))))
+    if rng.random() < 0.1:
+        w, h = (cfg.max_side, cfg.min_side) if rng.random() < 0.5 else (cfg.min_side, cfg.max_side)
     return w, h
 
 
@@ -371,27 +371,36 @@ def _generate(cfg: SynthConfig, corrupt: dict[int, str],
     cfg_dict = asdict(cfg)
     tasks = [(cfg_dict, s, e, {i: k for i, k in corrupt.items() if s <= i < e}) for s, e in chunks]
     # spawn: the caller may hold threads or torch state that fork would copy unsafely.
-    with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
+    try:
         for (start, stop), (rows, formats) in zip(chunks, pool.map(_build_rows_task, tasks)):
             yield start, stop, rows, formats
+    finally:
+        # On an error or Ctrl-C do not wait for the queued chunks to be generated.
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def write_synthetic_dataset(out: str, *, schema: str = "unified_edit", num_files: int = 2,
                             row_groups_per_file: int = 2, rows_per_group: int = 8, seed: int = 0,
                             corrupt_fraction: float = 0.0, min_side: int = 48, max_side: int = 320,
-                            storage_options: dict | None = None) -> dict:
+                            storage_options: dict | None = None, workers: int | None = None) -> dict:
     """Write ``num_files`` parquet files of photo-like images plus ``parquet_info.json`` to ``out``.
 
     ``out`` is a local directory or any fsspec URL. Returns a JSON-able summary (files, counts,
-    bytes, image formats, and where the planted bad rows are).
+    bytes, image formats, and where the planted bad rows are). ``workers`` processes generate
+    rows (default: one per CPU above 1000 rows, else none); the bytes do not depend on it. The
+    pool uses the spawn start method, so a calling script needs an ``if __name__ == "__main__"`` guard.
     """
+    if workers is not None and workers < 1:
+        raise ValueError(f"workers must be >= 1, got {workers}")
     cfg = SynthConfig(schema=schema, num_files=num_files, row_groups_per_file=row_groups_per_file,
                       rows_per_group=rows_per_group, seed=seed, corrupt_fraction=corrupt_fraction,
                       min_side=min_side, max_side=max_side)
     corrupt = plan_corrupt_rows(cfg)
     arrow_schema = UNIFIED_EDIT_SCHEMA if cfg.schema == "unified_edit" else T2I_SCHEMA
     big = cfg.total_rows > _BIG_DATASET_ROWS
-    workers = min(os.cpu_count() or 1, 8) if big else 1
+    if workers is None:
+        workers = min(os.cpu_count() or 1, 8) if big else 1
 
     storage.makedirs(out, storage_options)
     files = [storage.join(out, file_name(i)) for i in range(cfg.num_files)]
