@@ -9,6 +9,7 @@ standard AWS environment variables (``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_K
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 from concurrent.futures import Executor, Future
 import random
@@ -35,14 +36,22 @@ def is_local(url: str) -> bool:
 
 
 def _s3_defaults(storage_options: StorageOptions | None) -> StorageOptions:
-    """Fill the endpoint from ``AWS_ENDPOINT_URL`` when the caller gave none.
+    """S3 options editstream relies on, unless the caller set them.
 
-    Recent botocore reads that variable itself; older ones do not, so we pass it explicitly.
+    - The endpoint comes from ``AWS_ENDPOINT_URL`` (recent botocore reads it itself, older
+      ones do not, so it is passed explicitly).
+    - botocore's own retries are off: their backoff jitter draws from Python's global
+      ``random``, on s3fs's I/O thread, which would shift the per-sample draws of
+      ``parse_row`` whenever a request is retried. s3fs's retries (no randomness) and
+      editstream's :class:`RetryPolicy` (a private RNG) handle faults instead.
     """
     opts = dict(storage_options or {})
     endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
     if endpoint and "endpoint_url" not in opts and "endpoint_url" not in opts.get("client_kwargs", {}):
         opts["endpoint_url"] = endpoint
+    config = dict(opts.get("config_kwargs") or {})
+    config.setdefault("retries", {"max_attempts": 0})
+    opts["config_kwargs"] = config
     return opts
 
 
@@ -191,9 +200,14 @@ def _default_transient(exc: BaseException) -> bool:
                        "ServerTimeoutError", "IncompleteReadError", "ConnectionClosedError")
     if name in transient_names:
         return True
-    for marker in ("500", "502", "503", "504", "SlowDown", "InternalError", "ServiceUnavailable",
-                   "Connection reset", "Connection aborted", "timed out", "Response payload is not completed"):
-        if marker in text:
+    if isinstance(exc, OSError) and exc.errno in (errno.EREMOTEIO, errno.EAGAIN, errno.EBUSY, errno.ECONNRESET,
+                                                  errno.ECONNABORTED, errno.ETIMEDOUT, errno.EPIPE):
+        return True  # s3fs maps S3 5xx / throttling answers to EREMOTEIO / EAGAIN / EBUSY
+    lowered = text.lower()
+    for marker in ("500", "502", "503", "504", "slowdown", "internalerror", "internal error", "serviceunavailable",
+                   "service unavailable", "please try again", "reduce your request rate", "connection reset",
+                   "connection aborted", "timed out", "timeout", "response payload is not completed"):
+        if marker in lowered:
             return True
     return isinstance(exc, OSError) and exc.errno is None and bool(text)
 
