@@ -10,6 +10,7 @@ sha256, so a crashed conversion resumes and ends byte-identical to an uninterrup
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -17,15 +18,16 @@ import os
 import re
 import sys
 import time
+import uuid
 from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import IO, Any
 
 from . import __version__, manifest as mf, storage
 from .converters import canonical_name, check_columns, detect_schema, get_schema
 from .executors import Executor, make_executor
-from .parquet_rows import open_parquet
+from .parquet_rows import batch_rows, open_parquet
 from .rowcodec import encode_members, make_key, safe_component
 from .tarfmt import TarWriter
 
@@ -346,6 +348,59 @@ def _plan_size_layout(cfg: ConvertConfig, names: list[str], footers: dict[int, _
 
 
 # ---------------------------------------------------------------------------------------
+# Output files
+
+@contextlib.contextmanager
+def _open_output(url: str, storage_options: dict[str, Any] | None) -> Iterator[IO[bytes]]:
+    """Write ``url`` so it appears under its name only when complete.
+
+    Local files: a hidden temp file in the same directory, renamed on success, without a
+    per-file fsync (the whole output is synced once before the manifest is written, and a
+    re-run re-hashes every shard it reuses, so a torn file after a power cut is redone).
+    Elsewhere: ``storage.atomic_write`` (an S3 multipart upload completes only on close).
+    """
+    if not (storage.is_local(url) and "://" not in url):
+        with storage.atomic_write(url, storage_options) as f:
+            yield f
+        return
+    directory, name = os.path.split(url)
+    os.makedirs(directory or ".", exist_ok=True)
+    tmp = os.path.join(directory, f".{name}.{uuid.uuid4().hex}.tmp")
+    f = open(tmp, "wb")
+    try:
+        yield f
+        f.close()
+        os.replace(tmp, url)
+    except BaseException:
+        f.close()
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+def _write_output(url: str, data: bytes, storage_options: dict[str, Any] | None) -> None:
+    with _open_output(url, storage_options) as f:
+        f.write(data)
+
+
+def _sync_local(dst: str, relpaths: list[str]) -> None:
+    """fsync the given files under a local ``dst`` and the directory itself (no-op elsewhere)."""
+    if not (storage.is_local(dst) and "://" not in dst):
+        return
+
+    def sync(path: str) -> None:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        list(pool.map(sync, [os.path.join(dst, p) for p in relpaths]))
+    sync(dst)
+
+
+# ---------------------------------------------------------------------------------------
 # One shard
 
 def _progress_url(dst_root: str, shard_path: str) -> str:
@@ -425,7 +480,7 @@ def _iter_rows(task: ShardTask) -> Iterator[tuple[mf.RowSlice, int, dict[str, An
                 lo, hi = max(0, s.start - row), min(n, stop - row)
                 if hi > lo:
                     part = batch if (lo == 0 and hi == n) else batch.slice(lo, hi - lo)
-                    for i, values in enumerate(part.to_pylist()):
+                    for i, values in enumerate(batch_rows(part, binary_views=True)):
                         yield s, row + lo + i, values
                 row += n
                 if row >= stop:
@@ -450,7 +505,7 @@ def convert_shard(task: ShardTask) -> ShardResult:
     counts: dict[tuple[str, int, int], int] = {}
     shard_url = storage.join(task.dst_root, task.shard_path)
     position = 0
-    with storage.atomic_write(shard_url, task.storage_options) as f:
+    with _open_output(shard_url, task.storage_options) as f:
         writer = TarWriter(f)
         for s, row_index, row in _iter_rows(task):
             slice_id = (s.file, s.row_group, s.start)
@@ -471,15 +526,16 @@ def convert_shard(task: ShardTask) -> ShardResult:
         n = counts.get((s.file, s.row_group, s.start), 0)
         actual_slices.append(mf.RowSlice(file=s.file, row_group=s.row_group, start=s.start, stop=s.start + n))
     idx_path = mf.idx_path_for(task.shard_path)
-    mf.write_idx(storage.join(task.dst_root, idx_path), writer.offsets, writer.end_offset, task.storage_options)
+    _write_output(storage.join(task.dst_root, idx_path), mf.encode_idx(writer.offsets, writer.end_offset),
+                  task.storage_options)
     info = mf.ShardInfo(path=task.shard_path, idx_path=idx_path, num_samples=len(writer.offsets),
                         num_bytes=writer.num_bytes, sha256=writer.sha256, rows=actual_slices,
                         source_file=task.source_file, row_group=task.row_group, dropped=dropped)
     result = ShardResult(shard=asdict(info), bad_rows=bad_rows, num_rows=position,
                          seconds=time.perf_counter() - t0)
     record = {"fingerprint": task.fingerprint(), "result": asdict(result)}
-    storage.write_bytes(_progress_url(task.dst_root, task.shard_path),
-                        json.dumps(record, sort_keys=True).encode(), task.storage_options)
+    _write_output(_progress_url(task.dst_root, task.shard_path), json.dumps(record, sort_keys=True).encode(),
+                  task.storage_options)
     return result
 
 
@@ -623,6 +679,7 @@ def convert(src: str, dst: str, *, schema: str | None = None, parquet_info: str 
     }
     storage.write_bytes(storage.join(cfg.dst, mf.REPORT_NAME),
                         (json.dumps(report, indent=1) + "\n").encode(), so)
+    _sync_local(cfg.dst, [p for s in manifest.shards for p in (s.path, s.idx_path)])
     manifest.write(cfg.dst, so)
     _remove_progress(cfg.dst, so)
     converted = sum(1 for r in ordered if not r.skipped)

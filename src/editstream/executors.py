@@ -63,11 +63,15 @@ def default_start_method() -> str:
 class ProcessPoolExecutor:
     """Runs tasks on ``workers`` processes; each worker builds its own filesystems."""
 
-    def __init__(self, workers: int, *, start_method: str | None = None, max_in_flight: int | None = None) -> None:
+    def __init__(self, workers: int, *, start_method: str | None = None, max_in_flight: int | None = None,
+                 preload: tuple[str, ...] = ("editstream.convert", "editstream.verify")) -> None:
         if workers < 1:
             raise ValueError(f"workers must be >= 1, got {workers}")
         self.workers = workers
         self._ctx = multiprocessing.get_context(start_method or default_start_method())
+        if self._ctx.get_start_method() == "forkserver":
+            # Import the heavy modules (pyarrow, PIL) once in the fork server, not in every worker.
+            self._ctx.set_forkserver_preload(list(preload))
         self._pool: _Pool | None = None
         self._max_in_flight = max_in_flight or 2 * workers
 

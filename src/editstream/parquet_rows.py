@@ -10,6 +10,7 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -18,7 +19,23 @@ from . import storage
 
 @contextlib.contextmanager
 def open_parquet(url: str, storage_options: storage.StorageOptions | None = None) -> Iterator[pq.ParquetFile]:
-    """Open ``url`` (local or any fsspec URL) as a ``ParquetFile``; the file closes on exit."""
+    """Open ``url`` (local or any fsspec URL) as a ``ParquetFile``; the file closes on exit.
+
+    Plain local paths are memory-mapped by arrow itself (no copy through Python file
+    objects); everything else is read through ``storage.open_read``. The rows are the same.
+    """
+    if storage.is_local(url) and "://" not in url:
+        try:
+            pf = pq.ParquetFile(url, memory_map=True)
+        except FileNotFoundError:
+            raise
+        except (pa.ArrowInvalid, OSError) as exc:
+            raise OSError(f"cannot read parquet footer of {url}: {exc}") from exc
+        try:
+            yield pf
+        finally:
+            pf.close()
+        return
     with storage.open_read(url, storage_options) as f:
         try:
             pf = pq.ParquetFile(f)
@@ -52,6 +69,67 @@ def table_rows(table: pa.Table, start_row: int = 0) -> list[dict[str, Any]]:
     if start_row:
         table = table.slice(start_row)
     return table.to_pylist()
+
+
+def _is_binary(t: pa.DataType) -> bool:
+    return pa.types.is_binary(t) or pa.types.is_large_binary(t)
+
+
+def _binary_views(arr: pa.Array) -> list[memoryview | None]:
+    """Values of a (large) binary array as zero-copy memoryviews into arrow's buffers."""
+    _, offsets_buf, data_buf = arr.buffers()
+    dtype = np.int64 if pa.types.is_large_binary(arr.type) else np.int32
+    n = len(arr)
+    if n == 0:
+        return []
+    offsets = np.frombuffer(offsets_buf, dtype=dtype)[arr.offset:arr.offset + n + 1].tolist()
+    data = memoryview(data_buf) if data_buf is not None else memoryview(b"")
+    views: list[memoryview | None] = [data[offsets[i]:offsets[i + 1]] for i in range(n)]
+    if arr.null_count:
+        for i, null in enumerate(arr.is_null().to_pylist()):
+            if null:
+                views[i] = None
+    return views
+
+
+def _list_of_binary_views(arr: pa.Array) -> list[list[memoryview | None] | None]:
+    """Values of a list<binary> array as lists of zero-copy memoryviews."""
+    n = len(arr)
+    if n == 0:
+        return []
+    offsets = arr.offsets.to_pylist()
+    lo, hi = offsets[0], offsets[-1]
+    child = _binary_views(arr.values.slice(lo, hi - lo))
+    out: list[list[memoryview | None] | None] = [child[offsets[i] - lo:offsets[i + 1] - lo] for i in range(n)]
+    if arr.null_count:
+        for i, null in enumerate(arr.is_null().to_pylist()):
+            if null:
+                out[i] = None
+    return out
+
+
+def batch_rows(batch: pa.RecordBatch | pa.Table, *, binary_views: bool = False) -> list[dict[str, Any]]:
+    """Rows of a record batch as dicts in column order, like ``to_pylist()``.
+
+    With ``binary_views``, binary values (top level or in a list) are ``memoryview`` slices of
+    arrow's buffers instead of ``bytes`` copies: equal content, no copy. The converter uses
+    this to stream image bytes into tar shards without touching them.
+    """
+    if not binary_views:
+        return batch.to_pylist()
+    columns = []
+    for arr in batch.columns:
+        if isinstance(arr, pa.ChunkedArray):
+            arr = arr.combine_chunks()
+        t = arr.type
+        if _is_binary(t):
+            columns.append(_binary_views(arr))
+        elif (pa.types.is_list(t) or pa.types.is_large_list(t)) and _is_binary(t.value_type):
+            columns.append(_list_of_binary_views(arr))
+        else:
+            columns.append(arr.to_pylist())
+    names = batch.schema.names
+    return [dict(zip(names, values)) for values in zip(*columns)] if columns else [{} for _ in range(batch.num_rows)]
 
 
 def read_row_group_rows(url: str, row_group: int, storage_options: storage.StorageOptions | None = None,

@@ -92,10 +92,10 @@ class _Encoder:
 
     def __init__(self, key: str) -> None:
         self.key = key
-        self.members: list[tuple[str, bytes]] = []
+        self.members: list[tuple[str, Any]] = []
         self.used: set[str] = {JSON_SUFFIX}
 
-    def _member_name(self, path: list[str], data: bytes) -> str:
+    def _member_name(self, path: list[str], data: bytes | memoryview) -> str:
         ext = sniff_extension(data)
         base = ".".join(path)
         name = f"{base}.{ext}"
@@ -116,7 +116,7 @@ class _Encoder:
                 return v
             return {"$float": "nan" if math.isnan(v) else ("inf" if v > 0 else "-inf")}
         if isinstance(v, (bytes, bytearray, memoryview)):
-            data = bytes(v)
+            data = v  # memoryviews (zero-copy arrow slices) are written as they are
             name = self._member_name(path, data)
             self.members.append((name, data))
             return {"$bytes": name}
@@ -160,6 +160,9 @@ def _column_names(schema_types: Any) -> list[str] | None:
 
 def encode_members(row: Mapping[str, Any], key: str, schema_types: Any = None) -> list[tuple[str, bytes]]:
     """Members of one sample as ``(suffix, data)`` pairs, sorted by suffix (no key prefix).
+
+    ``data`` is the row's own bytes object (a ``memoryview`` in the row stays a ``memoryview``,
+    so zero-copy rows are written without a copy).
 
     ``schema_types`` (a pyarrow schema, a column -> type mapping, a sequence of column names or
     ``(name, type)`` pairs, or ``None``) is checked

@@ -10,6 +10,8 @@ the byte offset of every member, caps member sizes, understands GNU long names a
 from __future__ import annotations
 
 import hashlib
+import os
+import stat
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import IO, Any
@@ -91,6 +93,40 @@ def _padding(size: int) -> bytes:
     return b"\0" * (-size % BLOCK)
 
 
+_IOV_MAX = 512
+
+
+def _real_fd(fileobj: Any) -> int | None:
+    """The OS descriptor of a plain local file opened for writing, else ``None``."""
+    try:
+        fd = fileobj.fileno()
+    except (AttributeError, OSError, ValueError):
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+    except OSError:
+        return None
+    fileobj.flush()
+    return fd
+
+
+def _writev_all(fd: int, chunks: list[Any]) -> None:
+    """Write every chunk with ``os.writev``, resuming after partial writes."""
+    views = [memoryview(c).cast("B") if not isinstance(c, bytes) else c for c in chunks if len(c)]
+    i = 0
+    while i < len(views):
+        batch = views[i:i + _IOV_MAX]
+        written = os.writev(fd, batch)
+        for v in batch:
+            if written >= len(v):
+                written -= len(v)
+                i += 1
+            else:
+                views[i] = memoryview(v)[written:]
+                break
+
+
 def member_bytes(name: str, data: bytes | bytearray | memoryview) -> list[bytes | bytearray | memoryview]:
     """The chunks that make up one regular-file member: header(s), data, padding.
 
@@ -118,13 +154,16 @@ def member_bytes(name: str, data: bytes | bytearray | memoryview) -> list[bytes 
 class TarWriter:
     """Streams samples into a deterministic tar archive while hashing and indexing it.
 
-    Writes go through an in-memory buffer flushed in large blocks; ``offsets`` holds the byte
-    offset of each sample's first header, and ``sha256``/``num_bytes`` describe what was
-    written once ``close()`` has added the end-of-archive marker.
+    Chunks (headers, the members' own bytes or memoryviews, padding) are hashed as they
+    arrive and written in large batches: with ``os.writev`` straight from the members'
+    buffers when the file has a real descriptor (no copy in Python), otherwise as one joined
+    write. ``offsets`` holds each sample's first header offset; ``sha256`` and ``num_bytes``
+    describe the archive once ``close()`` has added the end-of-archive marker.
     """
 
     def __init__(self, fileobj: IO[bytes], *, buffer_size: int = 8 * 1024 * 1024, hash_output: bool = True) -> None:
         self._f = fileobj
+        self._fd = _real_fd(fileobj)
         self._buffer: list[Any] = []
         self._buffered = 0
         self._buffer_size = buffer_size
@@ -140,8 +179,11 @@ class TarWriter:
         return self._pos
 
     def _emit(self, chunks: Iterable[Any]) -> None:
+        update = self._hash.update if self._hash is not None else None
         for chunk in chunks:
             n = len(chunk)
+            if update is not None:
+                update(chunk)
             self._buffer.append(chunk)
             self._buffered += n
             self._pos += n
@@ -151,12 +193,13 @@ class TarWriter:
     def _flush(self) -> None:
         if not self._buffer:
             return
-        data = b"".join(self._buffer)
-        self._buffer.clear()
+        chunks = self._buffer
+        self._buffer = []
         self._buffered = 0
-        if self._hash is not None:
-            self._hash.update(data)
-        self._f.write(data)
+        if self._fd is None:
+            self._f.write(b"".join(chunks))
+            return
+        _writev_all(self._fd, chunks)
 
     def write_sample(self, key: str, members: Iterable[tuple[str, bytes]]) -> int:
         """Write one sample's members (``(suffix, data)``, stored as ``key.suffix``) in sorted order.
