@@ -511,7 +511,10 @@ def convert_shard(task: ShardTask) -> ShardResult:
             slice_id = (s.file, s.row_group, s.start)
             counts[slice_id] = counts.get(slice_id, 0) + 1
             key = make_key(stems[s.file], s.row_group, row_index)
-            reason = check_row(row)
+            try:
+                reason = check_row(row)
+            except Exception as exc:  # noqa: BLE001 - a check that trips over a row marks the row bad
+                reason = f"schema check failed: {type(exc).__name__}: {exc}"
             if reason is not None:
                 bad_rows.append({"file": s.file, "row_group": s.row_group, "row": row_index, "key": key,
                                  "reason": reason, "shard": task.shard_path, "dropped": task.drop_bad_rows})
