@@ -46,8 +46,8 @@ class ParquetStandardIterableDataset(SourceIterableDataset):
 
     def __init__(self, dataset_name: str, transform: Any, tokenizer: Any, vit_transform: Any,
                  data_dir_list: Sequence[str], num_used_data: Sequence[int],
-                 parquet_info: Mapping[str, Any] | None = None, local_rank: int | None = 0,
-                 world_size: int | None = 1, num_workers: int = 8, data_status: list | None = None, *,
+                 parquet_info: Mapping[str, Any] | None = None, local_rank: int | None = None,
+                 world_size: int | None = None, num_workers: int = 8, data_status: list | None = None, *,
                  backend: str | None = None, storage_options: StorageOptions | None = None,
                  **backend_options: Any) -> None:
         super().__init__(dataset_name, local_rank, world_size, num_workers)

@@ -26,7 +26,7 @@ class T2IIterableDataset(ParquetStandardIterableDataset):
     unit_granularity = "file"
 
     def __init__(self, dataset_name: str, transform: Any, tokenizer: Any, data_dir_list: Sequence[str],
-                 num_used_data: Sequence[int], local_rank: int | None = 0, world_size: int | None = 1,
+                 num_used_data: Sequence[int], local_rank: int | None = None, world_size: int | None = None,
                  num_workers: int = 8, data_status: list | None = None, *,
                  parquet_info: Mapping[str, Any] | None = None, vit_transform: Any = None,
                  backend: str | None = None, storage_options: StorageOptions | None = None,

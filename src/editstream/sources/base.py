@@ -89,7 +89,7 @@ class DistributedIterableDataset(torch.utils.data.IterableDataset):
     it uses Python's global ``random`` inside ``parse_row``.
     """
 
-    def __init__(self, dataset_name: str, local_rank: int | None = 0, world_size: int | None = 1,
+    def __init__(self, dataset_name: str, local_rank: int | None = None, world_size: int | None = None,
                  num_workers: int = 8) -> None:
         local_rank, world_size = resolve_rank_and_world(local_rank, world_size)
         if world_size < 1 or not 0 <= local_rank < world_size:
@@ -157,19 +157,28 @@ class DistributedIterableDataset(torch.utils.data.IterableDataset):
         info = torch.utils.data.get_worker_info()
         if info is None:
             return list(self.data_paths_per_rank), 0
-        per_worker = self.num_files_per_rank // info.num_workers
+        return self.worker_units(info.id, info.num_workers), info.id
+
+    def worker_units(self, worker_id: int, num_workers: int) -> list[Unit]:
+        """The units DataLoader worker ``worker_id`` of ``num_workers`` reads, in its order.
+
+        ``data_indexes[0]`` of a sample is a position in this list. ``num_workers == 0`` means
+        no DataLoader workers: the whole rank slice, in order.
+        """
+        if num_workers == 0:
+            return list(self.data_paths_per_rank)
+        per_worker = self.num_files_per_rank // num_workers
         if per_worker == 0:
             raise ValueError(
                 f"dataset {self.dataset_name!r}: rank {self.local_rank} has {self.num_files_per_rank} units "
-                f"for {info.num_workers} DataLoader workers: every worker needs at least one "
+                f"for {num_workers} DataLoader workers: every worker needs at least one "
                 f"({self.num_files_per_rank} units x {self.world_size} ranks available); "
                 f"use fewer workers or more units")
-        tail = self.num_files_per_rank - per_worker * info.num_workers
-        if tail and info.id == 0:
+        tail = self.num_files_per_rank - per_worker * num_workers
+        if tail and worker_id == 0:
             logger.warning("dataset %s rank %d: %d units over %d workers, the last %d units are not used",
-                           self.dataset_name, self.local_rank, self.num_files_per_rank, info.num_workers, tail)
-        units = self.data_paths_per_rank[info.id * per_worker:(info.id + 1) * per_worker]
-        return units[::-1], info.id
+                           self.dataset_name, self.local_rank, self.num_files_per_rank, num_workers, tail)
+        return self.data_paths_per_rank[worker_id * per_worker:(worker_id + 1) * per_worker][::-1]
 
     def __iter__(self) -> Iterator[dict]:
         raise NotImplementedError
