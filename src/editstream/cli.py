@@ -108,12 +108,22 @@ def convert(src: str, dst: str, schema: str | None, parquet_info: str | None, wo
             shard_size: str | None, samples_per_shard: int | None, overwrite: bool, drop_bad_rows: bool,
             no_progress: bool, storage_option: tuple[str, ...], endpoint_url: str | None) -> None:
     """Convert the parquet dataset SRC into WebDataset tar shards under DST (local or s3://)."""
-    from .convert import convert as run, parse_size
+    from .executors import make_executor
 
-    summary = run(src, dst, schema=schema, parquet_info=parquet_info, workers=workers, layout=layout,
-                  shard_size=parse_size(shard_size) if shard_size else None, samples_per_shard=samples_per_shard,
-                  overwrite=overwrite, drop_bad_rows=drop_bad_rows,
-                  storage_options=_storage_options(storage_option, endpoint_url), progress=not no_progress)
+    runner = make_executor("auto", workers)
+    start = getattr(runner, "start", None)
+    if start is not None:
+        start()  # workers import pyarrow & co. while this process does the same
+    try:
+        from .convert import convert as run, parse_size
+
+        summary = run(src, dst, schema=schema, parquet_info=parquet_info, workers=workers, layout=layout,
+                      shard_size=parse_size(shard_size) if shard_size else None,
+                      samples_per_shard=samples_per_shard, overwrite=overwrite, drop_bad_rows=drop_bad_rows,
+                      storage_options=_storage_options(storage_option, endpoint_url), progress=not no_progress,
+                      executor=runner)
+    finally:
+        runner.close()
     click.echo(json.dumps(summary, indent=2))
     if summary["num_bad_rows"]:
         action = "dropped" if drop_bad_rows else "kept verbatim"

@@ -75,9 +75,17 @@ class ProcessPoolExecutor:
         self._pool: _Pool | None = None
         self._max_in_flight = max_in_flight or 2 * workers
 
-    def map_unordered(self, fn: Callable[[T], R], tasks: Iterable[T]) -> Iterator[tuple[T, R]]:
+    def start(self) -> None:
+        """Launch the workers now, without waiting for them, so their start-up (imports in the
+        fork server) overlaps with whatever the caller does next."""
         if self._pool is None:
             self._pool = _Pool(max_workers=self.workers, mp_context=self._ctx)
+            for _ in range(self.workers):
+                self._pool.submit(os.getpid)
+
+    def map_unordered(self, fn: Callable[[T], R], tasks: Iterable[T]) -> Iterator[tuple[T, R]]:
+        self.start()
+        assert self._pool is not None
         pending: dict[Future, Any] = {}
         source = iter(tasks)
         exhausted = False
