@@ -18,12 +18,17 @@ import torch
 
 
 def assert_batches_equal(expected: Any, actual: Any, path: str = "item") -> None:
-    """Recursive equality: same keys and types, tensors ``torch.equal`` with the same dtype."""
+    """Recursive equality: same keys and types; tensors and arrays equal with the same dtype."""
     if isinstance(expected, torch.Tensor):
         assert isinstance(actual, torch.Tensor), f"{path}: expected a tensor, got {type(actual).__name__}"
         assert expected.dtype == actual.dtype, f"{path}: dtype {actual.dtype} != {expected.dtype}"
         assert expected.shape == actual.shape, f"{path}: shape {tuple(actual.shape)} != {tuple(expected.shape)}"
         assert torch.equal(expected, actual), f"{path}: tensor values differ"
+        return
+    if isinstance(expected, np.ndarray):
+        assert isinstance(actual, np.ndarray), f"{path}: expected an ndarray, got {type(actual).__name__}"
+        assert expected.dtype == actual.dtype, f"{path}: dtype {actual.dtype} != {expected.dtype}"
+        assert np.array_equal(expected, actual), f"{path}: array values differ"
         return
     if isinstance(expected, dict):
         assert isinstance(actual, dict), f"{path}: expected a dict, got {type(actual).__name__}"
@@ -53,6 +58,13 @@ def preserved_global_rng() -> Iterator[None]:
         random.setstate(saved[0])
         np.random.set_state(saved[1])
         torch.set_rng_state(saved[2])
+
+
+def scramble_global_rng(seed: int = 987_654_321) -> None:
+    """Move the global random / numpy / torch RNGs somewhere unrelated, as a new process would be."""
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
 
 
 def torch_roundtrip(state: Any) -> Any:
@@ -85,8 +97,10 @@ def assert_resumes_identically(
 
     ``make()`` must return a fresh, ready-to-iterate stage (e.g. ``set_epoch`` already called)
     that behaves the same on every call. ``roundtrip`` may transform the state in between
-    (e.g. :func:`torch_roundtrip`). Returns the state, for further assertions by the caller.
-    The three runs happen one after another and the global RNGs are restored at the end.
+    (e.g. :func:`torch_roundtrip`). Before resuming, the global RNGs are scrambled, so a stage
+    that relies on them must restore them from its state. Returns the state, for further
+    assertions by the caller. The runs happen one after another; the global RNGs are put back
+    at the end.
     """
     with preserved_global_rng():
         uninterrupted = take(iter(make()), n_before + n_after)
@@ -98,6 +112,7 @@ def assert_resumes_identically(
         state = first.state_dict()
         if roundtrip is not None:
             state = roundtrip(state)
+        scramble_global_rng()  # a resumed job starts in a new process with unrelated RNG states
 
         resumed = make()
         resumed.load_state_dict(state)

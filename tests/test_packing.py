@@ -403,11 +403,11 @@ def test_mandatory_group_opens_every_sequence_and_needs_strictly_fewer_tokens():
 
 
 def test_a_regular_sample_of_exactly_the_sample_limit_is_kept():
-    packer = make_packer(sized_groups([8]), epoch=1, expected_num_tokens=8, max_num_tokens=8,
+    packer = make_packer(sized_groups([8, 4]), epoch=1, expected_num_tokens=8, max_num_tokens=8,
                          max_num_tokens_per_sample=8)
     with preserved_global_rng():
         batch = next(iter(packer))
-    assert batch["sample_lens"] == [8]
+    assert names_and_positions(batch) == [("toy", 0)] and batch["sample_lens"] == [8]
 
 
 def test_groups_are_drawn_by_weight_from_the_reseeded_global_random():
