@@ -127,6 +127,9 @@ def test_other_groups_or_foreign_states_are_refused():
         make_packer(sized_groups([4]), epoch=9).load_state_dict(state)
     with pytest.raises(ValueError, match="not a PackedDataset state"):
         make_mixed().load_state_dict({"data_status": [1]})
+    truncated = {key: value for key, value in state.items() if key != "rng"}
+    with pytest.raises(ValueError, match=r"lacks \['rng'\]"):
+        make_mixed().load_state_dict(truncated)
 
 
 def test_a_state_from_another_worker_is_refused_when_iteration_starts():

@@ -34,6 +34,8 @@ STATE_FORMAT = "editstream.PackedDataset/1"
 SPECIAL_TOKEN_KEYS = ("bos_token_id", "eos_token_id", "start_of_image", "end_of_image")
 BACKENDS = ("parquet", "webdataset")
 _PLAN_TYPES = ("text", "vit_image", "vae_image")
+_STATE_KEYS = ("started", "rank", "world_size", "num_workers", "worker_id", "data_seed", "global_seed",
+               "buffer", "rng", "datasets")
 _SAMPLE_KEYS = ("sequence_plan", "text_ids_list", "image_tensor_list", "num_tokens", "data_indexes")
 
 
@@ -700,6 +702,9 @@ class PackedDataset(torch.utils.data.IterableDataset):
         if not isinstance(state, Mapping) or state.get("format") != STATE_FORMAT:
             found = state.get("format") if isinstance(state, Mapping) else type(state).__name__
             raise ValueError(f"not a PackedDataset state (expected format {STATE_FORMAT!r}, got {found!r})")
+        missing = [key for key in _STATE_KEYS if key not in state]
+        if missing:
+            raise ValueError(f"PackedDataset state lacks {missing}; it may be truncated or from another tool")
         for key, mine in (("rank", self.local_rank), ("world_size", self.world_size), ("num_workers", self.num_workers)):
             if state[key] != mine:
                 raise ValueError(
