@@ -20,6 +20,7 @@ import numpy as np
 import torch
 
 from .config import BagelDatasetConfig
+from .sources.base import resolve_rank_and_world
 from .sequence import (
     get_flattened_position_ids_extrapolate,
     get_flattened_position_ids_interpolate,
@@ -102,9 +103,9 @@ class PackedDataset(torch.utils.data.IterableDataset):
         data_config: BagelDatasetConfig,
         tokenizer: Any,
         special_tokens: Mapping[str, int],
-        local_rank: int,
-        world_size: int,
-        num_workers: int,
+        local_rank: int | None = None,
+        world_size: int | None = None,
+        num_workers: int = 8,
         expected_num_tokens: int = 32768,
         max_num_tokens_per_sample: int = 16384,
         max_num_tokens: int = 36864,
@@ -118,6 +119,7 @@ class PackedDataset(torch.utils.data.IterableDataset):
         registry: Mapping[str, Callable[..., Any]] | None = None,
     ) -> None:
         super().__init__()
+        local_rank, world_size = resolve_rank_and_world(local_rank, world_size)
         for name, value in (
             ("expected_num_tokens", expected_num_tokens),
             ("max_num_tokens_per_sample", max_num_tokens_per_sample),
@@ -777,8 +779,8 @@ def make_bagel_multimodal_dataset(
     tokenizer: Any,
     special_tokens: Mapping[str, int],
     grouped_datasets: Mapping[str, Mapping[str, Any]],
-    local_rank: int = 0,
-    world_size: int = 1,
+    local_rank: int | None = None,
+    world_size: int | None = None,
     num_workers: int = 4,
     expected_num_tokens: int = 32768,
     max_num_tokens_per_sample: int = 16384,
