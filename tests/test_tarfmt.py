@@ -189,3 +189,24 @@ class ShortReads(io.RawIOBase):
 def test_reader_handles_short_reads_on_unseekable_streams():
     data, _ = build()
     assert [k for k, _, _ in iter_samples(ShortReads(data))] == [k for k, _ in SAMPLES]
+
+
+def test_background_writer_gives_the_same_bytes_and_surfaces_write_errors(tmp_path):
+    data, _ = build()
+    path = tmp_path / "bg.tar"
+    with open(path, "wb") as f, TarWriter(f, buffer_size=600, background=True) as w:
+        for key, members in SAMPLES:
+            w.write_sample(key, members)
+    assert path.read_bytes() == data
+
+    class Broken(io.RawIOBase):
+        def writable(self) -> bool:
+            return True
+
+        def write(self, b) -> int:
+            raise OSError("disk full")
+
+    with pytest.raises(OSError, match="disk full"):
+        with TarWriter(Broken(), buffer_size=600, background=True) as w:
+            for key, members in SAMPLES * 3:
+                w.write_sample(key, members)

@@ -505,8 +505,8 @@ def convert_shard(task: ShardTask) -> ShardResult:
     counts: dict[tuple[str, int, int], int] = {}
     shard_url = storage.join(task.dst_root, task.shard_path)
     position = 0
-    with _open_output(shard_url, task.storage_options) as f:
-        writer = TarWriter(f)
+    with _open_output(shard_url, task.storage_options) as f, \
+            TarWriter(f, buffer_size=2 * 1024 * 1024, background=True) as writer:
         for s, row_index, row in _iter_rows(task):
             slice_id = (s.file, s.row_group, s.start)
             counts[slice_id] = counts.get(slice_id, 0) + 1
@@ -524,7 +524,6 @@ def convert_shard(task: ShardTask) -> ShardResult:
                     continue
             position += 1
             writer.write_sample(key, encode_members(row, key, column_names))
-        writer.close()
     for s in task.slices:
         n = counts.get((s.file, s.row_group, s.start), 0)
         actual_slices.append(mf.RowSlice(file=s.file, row_group=s.row_group, start=s.start, stop=s.start + n))

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import hashlib
 import os
+import queue
 import stat
+import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import IO, Any
@@ -161,7 +163,8 @@ class TarWriter:
     describe the archive once ``close()`` has added the end-of-archive marker.
     """
 
-    def __init__(self, fileobj: IO[bytes], *, buffer_size: int = 8 * 1024 * 1024, hash_output: bool = True) -> None:
+    def __init__(self, fileobj: IO[bytes], *, buffer_size: int = 8 * 1024 * 1024, hash_output: bool = True,
+                 background: bool = False) -> None:
         self._f = fileobj
         self._fd = _real_fd(fileobj)
         self._buffer: list[Any] = []
@@ -172,6 +175,49 @@ class TarWriter:
         self._closed = False
         self.offsets: list[int] = []
         self.keys: list[str] = []
+        # With ``background``, batches are written by a helper thread (two batches in flight) so
+        # reading and hashing the next rows overlap with the write; errors surface on the next call.
+        self._queue: queue.Queue | None = None
+        self._thread: threading.Thread | None = None
+        self._error: BaseException | None = None
+        if background:
+            self._queue = queue.Queue(maxsize=2)
+            self._thread = threading.Thread(target=self._drain, name="tar-writer", daemon=True)
+            self._thread.start()
+
+    def __enter__(self) -> TarWriter:
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self.abort()
+
+    def _drain(self) -> None:
+        assert self._queue is not None
+        while True:
+            chunks = self._queue.get()
+            if chunks is None:
+                return
+            if self._error is None:
+                try:
+                    self._write(chunks)
+                except BaseException as exc:  # noqa: BLE001 - handed to the producer thread
+                    self._error = exc
+
+    def _raise_background_error(self) -> None:
+        if self._error is not None:
+            raise self._error
+
+    def abort(self) -> None:
+        """Stop the helper thread without finishing the archive (after an error)."""
+        self._closed = True
+        self._buffer = []
+        if self._thread is not None and self._queue is not None:
+            self._queue.put(None)
+            self._thread.join()
+            self._thread = None
 
     @property
     def position(self) -> int:
@@ -196,10 +242,17 @@ class TarWriter:
         chunks = self._buffer
         self._buffer = []
         self._buffered = 0
+        if self._queue is not None:
+            self._raise_background_error()
+            self._queue.put(chunks)
+        else:
+            self._write(chunks)
+
+    def _write(self, chunks: list[Any]) -> None:
         if self._fd is None:
             self._f.write(b"".join(chunks))
-            return
-        _writev_all(self._fd, chunks)
+        else:
+            _writev_all(self._fd, chunks)
 
     def write_sample(self, key: str, members: Iterable[tuple[str, bytes]]) -> int:
         """Write one sample's members (``(suffix, data)``, stored as ``key.suffix``) in sorted order.
@@ -232,6 +285,11 @@ class TarWriter:
         self._emit([END_OF_ARCHIVE])
         self._flush()
         self._closed = True
+        if self._thread is not None and self._queue is not None:
+            self._queue.put(None)
+            self._thread.join()
+            self._thread = None
+            self._raise_background_error()
 
     @property
     def end_offset(self) -> int:
