@@ -156,10 +156,10 @@ def member_bytes(name: str, data: bytes | bytearray | memoryview) -> list[bytes 
 class TarWriter:
     """Streams samples into a deterministic tar archive while hashing and indexing it.
 
-    Chunks (headers, the members' own bytes or memoryviews, padding) are hashed as they
-    arrive and written in large batches: with ``os.writev`` straight from the members'
+    Chunks (headers, the members' own bytes or memoryviews, padding) are collected into large
+    batches, each hashed and then written: with ``os.writev`` straight from the members'
     buffers when the file has a real descriptor (no copy in Python), otherwise as one joined
-    write. ``offsets`` holds each sample's first header offset; ``sha256`` and ``num_bytes``
+    write. With ``background`` a helper thread hashes and writes while the caller goes on. ``offsets`` holds each sample's first header offset; ``sha256`` and ``num_bytes``
     describe the archive once ``close()`` has added the end-of-archive marker.
     """
 
@@ -225,11 +225,8 @@ class TarWriter:
         return self._pos
 
     def _emit(self, chunks: Iterable[Any]) -> None:
-        update = self._hash.update if self._hash is not None else None
         for chunk in chunks:
             n = len(chunk)
-            if update is not None:
-                update(chunk)
             self._buffer.append(chunk)
             self._buffered += n
             self._pos += n
@@ -249,6 +246,11 @@ class TarWriter:
             self._write(chunks)
 
     def _write(self, chunks: list[Any]) -> None:
+        """Hash then write one batch (on the helper thread in background mode)."""
+        if self._hash is not None:
+            update = self._hash.update
+            for chunk in chunks:
+                update(chunk)
         if self._fd is None:
             self._f.write(b"".join(chunks))
         else:
