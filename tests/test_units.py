@@ -198,3 +198,18 @@ def test_worker_without_units_is_an_error(tmp_path):
     with pytest.raises(Exception) as err:
         _collect(ds, 2, 1)
     assert "every worker needs at least one" in str(err.value) and "'toy'" in str(err.value)
+
+
+@pytest.mark.parametrize("start", [0, 1, 31, 32, 33, 70, 99, 100])
+def test_streamed_row_group_rows_equal_the_whole_table_read(tmp_path, start):
+    from editstream import parquet_rows
+
+    path = tmp_path / "big.parquet"
+    table = pa.table({"i": list(range(100)), "b": [bytes([k % 256]) * (k % 7) for k in range(100)],
+                      "l": [[str(k)] * (k % 3) for k in range(100)]})
+    pq.write_table(table, path, row_group_size=100)
+    whole = parquet_rows.read_row_group_rows(str(path), 0, start_row=start)
+    with parquet_rows.open_parquet_streaming(str(path)) as pf:
+        streamed = list(parquet_rows.iter_row_group_rows(pf, str(path), 0, start, batch_rows=32))
+    assert [i for i, _ in streamed] == list(range(start, 100))
+    assert [row for _, row in streamed] == whole

@@ -150,3 +150,48 @@ def num_row_groups(url: str, storage_options: storage.StorageOptions | None = No
     """Number of row groups of ``url``, from the footer only."""
     with open_parquet(url, storage_options) as pf:
         return pf.metadata.num_row_groups
+
+
+STREAM_BATCH_ROWS = 32
+STREAM_BUFFER_BYTES = 4 << 20
+
+
+@contextlib.contextmanager
+def open_parquet_streaming(url: str, storage_options: storage.StorageOptions | None = None,
+                           buffer_size: int = STREAM_BUFFER_BYTES) -> Iterator[pq.ParquetFile]:
+    """Open ``url`` so that row groups can be read page by page (no whole-column-chunk reads).
+
+    ``pre_buffer=False`` with a read buffer makes pyarrow stream each column chunk, so memory
+    stays at a few batches of rows instead of ~4x the row group.
+    """
+    with storage.open_read(url, storage_options) as f:
+        try:
+            pf = pq.ParquetFile(f, pre_buffer=False, buffer_size=buffer_size)
+        except (pa.ArrowInvalid, OSError) as exc:
+            raise OSError(f"cannot read parquet footer of {url}: {exc}") from exc
+        try:
+            yield pf
+        finally:
+            pf.close()
+
+
+def iter_row_group_rows(pf: pq.ParquetFile, url: str, row_group: int, start_row: int = 0,
+                        batch_rows: int = STREAM_BATCH_ROWS) -> Iterator[tuple[int, dict[str, Any]]]:
+    """``(row index, row)`` of one row group from ``start_row`` on, decoded a small batch at a time.
+
+    The rows are the ones :func:`read_row_group_rows` returns (same values, same order).
+    """
+    check_row_group(url, pf, row_group)
+    index = 0
+    try:
+        for batch in pf.iter_batches(batch_size=batch_rows, row_groups=[row_group], use_threads=False):
+            n = batch.num_rows
+            if index + n <= start_row:
+                index += n
+                continue
+            skip = max(0, start_row - index)
+            for i, row in enumerate(batch.slice(skip).to_pylist(), start=index + skip):
+                yield i, row
+            index += n
+    except (pa.ArrowException, OSError) as exc:
+        raise OSError(f"cannot read row group {row_group} of {url} (at row {index}): {exc}") from exc

@@ -47,7 +47,7 @@ def list_parquet_files(dataset_name: str, data_dir_list: Sequence[str], num_used
 
 
 class ParquetFileReader:
-    """Reads row groups of parquet files as rows, through the module the converter uses too."""
+    """Streams rows of parquet row groups a small batch at a time (memory stays bounded)."""
 
     def __init__(self, storage_options: StorageOptions | None = None) -> None:
         self.storage_options = storage_options
@@ -62,15 +62,14 @@ class ParquetFileReader:
         ``start`` is ``(row_group, row)``: reading resumes at ``row + 1`` of that row group
         and skips earlier row groups. Positions yielded are ``(row_group, row)``.
         """
-        with parquet_rows.open_parquet(url, self.storage_options) as pf:
+        with parquet_rows.open_parquet_streaming(url, self.storage_options) as pf:
             groups = range(pf.metadata.num_row_groups) if row_groups is None else row_groups
             first_rg, first_row = (start[0], start[1] + 1) if start is not None else (-1, 0)
             for rg in groups:
                 if rg < first_rg:
                     continue
                 skip = first_row if rg == first_rg else 0
-                table = parquet_rows.read_row_group_table(pf, url, rg)
-                for i, values in enumerate(parquet_rows.table_rows(table, skip), start=skip):
+                for i, values in parquet_rows.iter_row_group_rows(pf, url, rg, skip):
                     yield (rg, i), Row(values)
 
 
