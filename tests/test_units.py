@@ -209,7 +209,7 @@ def test_streamed_row_group_rows_equal_the_whole_table_read(tmp_path, start):
                       "l": [[str(k)] * (k % 3) for k in range(100)]})
     pq.write_table(table, path, row_group_size=100)
     whole = parquet_rows.read_row_group_rows(str(path), 0, start_row=start)
-    with parquet_rows.open_parquet_streaming(str(path)) as pf:
+    with parquet_rows.open_parquet(str(path), streaming=True) as pf:
         streamed = list(parquet_rows.iter_row_group_rows(pf, str(path), 0, start, batch_rows=32))
     assert [i for i, _ in streamed] == list(range(start, 100))
     assert [row for _, row in streamed] == whole

@@ -16,29 +16,23 @@ import pyarrow.parquet as pq
 
 from . import storage
 
+STREAM_BATCH_ROWS = 32
+STREAM_BUFFER_BYTES = 4 << 20
+
 
 @contextlib.contextmanager
-def open_parquet(url: str, storage_options: storage.StorageOptions | None = None) -> Iterator[pq.ParquetFile]:
+def open_parquet(url: str, storage_options: storage.StorageOptions | None = None, *,
+                 streaming: bool = False) -> Iterator[pq.ParquetFile]:
     """Open ``url`` (local or any fsspec URL) as a ``ParquetFile``; the file closes on exit.
 
-    Plain local paths are memory-mapped by arrow itself (no copy through Python file
-    objects); everything else is read through ``storage.open_read``. The rows are the same.
+    With ``streaming``, pyarrow reads column chunks page by page through a small buffer
+    (``pre_buffer=False``), so :func:`iter_row_group_rows` holds a few batches of rows in
+    memory instead of about four times the row group.
     """
-    if storage.is_local(url) and "://" not in url:
-        try:
-            pf = pq.ParquetFile(url, memory_map=True)
-        except FileNotFoundError:
-            raise
-        except (pa.ArrowInvalid, OSError) as exc:
-            raise OSError(f"cannot read parquet footer of {url}: {exc}") from exc
-        try:
-            yield pf
-        finally:
-            pf.close()
-        return
+    options = {"pre_buffer": False, "buffer_size": STREAM_BUFFER_BYTES} if streaming else {}
     with storage.open_read(url, storage_options) as f:
         try:
-            pf = pq.ParquetFile(f)
+            pf = pq.ParquetFile(f, **options)
         except (pa.ArrowInvalid, OSError) as exc:
             raise OSError(f"cannot read parquet footer of {url}: {exc}") from exc
         try:
@@ -150,29 +144,6 @@ def num_row_groups(url: str, storage_options: storage.StorageOptions | None = No
     """Number of row groups of ``url``, from the footer only."""
     with open_parquet(url, storage_options) as pf:
         return pf.metadata.num_row_groups
-
-
-STREAM_BATCH_ROWS = 32
-STREAM_BUFFER_BYTES = 4 << 20
-
-
-@contextlib.contextmanager
-def open_parquet_streaming(url: str, storage_options: storage.StorageOptions | None = None,
-                           buffer_size: int = STREAM_BUFFER_BYTES) -> Iterator[pq.ParquetFile]:
-    """Open ``url`` so that row groups can be read page by page (no whole-column-chunk reads).
-
-    ``pre_buffer=False`` with a read buffer makes pyarrow stream each column chunk, so memory
-    stays at a few batches of rows instead of ~4x the row group.
-    """
-    with storage.open_read(url, storage_options) as f:
-        try:
-            pf = pq.ParquetFile(f, pre_buffer=False, buffer_size=buffer_size)
-        except (pa.ArrowInvalid, OSError) as exc:
-            raise OSError(f"cannot read parquet footer of {url}: {exc}") from exc
-        try:
-            yield pf
-        finally:
-            pf.close()
 
 
 def iter_row_group_rows(pf: pq.ParquetFile, url: str, row_group: int, start_row: int = 0,

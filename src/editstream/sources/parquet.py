@@ -62,7 +62,7 @@ class ParquetFileReader:
         ``start`` is ``(row_group, row)``: reading resumes at ``row + 1`` of that row group
         and skips earlier row groups. Positions yielded are ``(row_group, row)``.
         """
-        with parquet_rows.open_parquet_streaming(url, self.storage_options) as pf:
+        with parquet_rows.open_parquet(url, self.storage_options, streaming=True) as pf:
             groups = range(pf.metadata.num_row_groups) if row_groups is None else row_groups
             first_rg, first_row = (start[0], start[1] + 1) if start is not None else (-1, 0)
             for rg in groups:
