@@ -383,21 +383,42 @@ def _write_output(url: str, data: bytes, storage_options: dict[str, Any] | None)
         f.write(data)
 
 
-def _sync_local(dst: str, relpaths: list[str]) -> None:
-    """fsync the given files under a local ``dst`` and the directory itself (no-op elsewhere)."""
-    if not (storage.is_local(dst) and "://" not in dst):
-        return
+def _fsync_path(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
-    def sync(path: str) -> None:
-        fd = os.open(path, os.O_RDONLY)
+
+class _LocalSyncer:
+    """fsyncs finished local shards on a few threads while the conversion goes on, then the
+    directory, so the manifest is written only over durable files. A no-op for object stores."""
+
+    def __init__(self, dst: str) -> None:
+        self.dst = dst if storage.is_local(dst) and "://" not in dst else None
+        self._pool = ThreadPoolExecutor(max_workers=4) if self.dst else None
+        self._futures: list[Any] = []
+
+    def add(self, relpaths: list[str]) -> None:
+        if self._pool is not None and self.dst is not None:
+            self._futures.extend(self._pool.submit(_fsync_path, os.path.join(self.dst, p)) for p in relpaths)
+
+    def finish(self) -> None:
+        """Wait for every fsync (re-raising the first error) and sync the directory."""
+        if self._pool is None or self.dst is None:
+            return
         try:
-            os.fsync(fd)
+            for future in self._futures:
+                future.result()
+            _fsync_path(self.dst)
         finally:
-            os.close(fd)
+            self.close()
 
-    with ThreadPoolExecutor(max_workers=8) as pool:
-        list(pool.map(sync, [os.path.join(dst, p) for p in relpaths]))
-    sync(dst)
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
 
 
 # ---------------------------------------------------------------------------------------
@@ -658,11 +679,15 @@ def convert(src: str, dst: str, *, schema: str | None = None, parquet_info: str 
     runner = executor or make_executor(cfg.engine, cfg.workers)
     bar = _Progress(len(plan.tasks), cfg.progress)
     results: dict[str, ShardResult] = {}
+    syncer = _LocalSyncer(cfg.dst)
     try:
         for task, result in runner.map_unordered(convert_shard, plan.tasks):
             results[task.shard_path] = result
+            syncer.add([result.shard["path"], result.shard["idx_path"]])
             bar.update(result)
+        syncer.finish()
     finally:
+        syncer.close()
         bar.close()
         if own_executor:
             runner.close()
@@ -681,7 +706,6 @@ def convert(src: str, dst: str, *, schema: str | None = None, parquet_info: str 
     }
     storage.write_bytes(storage.join(cfg.dst, mf.REPORT_NAME),
                         (json.dumps(report, indent=1) + "\n").encode(), so)
-    _sync_local(cfg.dst, [p for s in manifest.shards for p in (s.path, s.idx_path)])
     manifest.write(cfg.dst, so)
     _remove_progress(cfg.dst, so)
     converted = sum(1 for r in ordered if not r.skipped)
