@@ -278,3 +278,14 @@ def test_bad_arguments_fail_before_any_write(edit_src, tmp_path):
         convert(str(tmp_path / "missing"), str(tmp_path / "o"), progress=False)
     assert not (tmp_path / "o").exists()
     assert parse_size("1GiB") == 2 ** 30 and parse_size("512MB") == 512 * 10 ** 6
+
+
+def test_editstream_convert_is_callable_however_it_was_imported(edit_src, tmp_path):
+    import editstream
+    import editstream.convert  # binds the package attribute to the submodule
+
+    src, _ = edit_src
+    summary = editstream.convert(str(src), str(tmp_path / "o"), workers=1, progress=False)
+    assert summary["num_shards"] == 4
+    from editstream import convert as fn
+    assert fn(str(src), str(tmp_path / "o"), workers=1, progress=False)["already_done"]
