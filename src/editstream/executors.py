@@ -123,6 +123,7 @@ def _describe(task: Any) -> str:
 
 
 def default_workers() -> int:
+    """The default worker count: the machine's CPU count."""
     return os.cpu_count() or 1
 
 

@@ -173,6 +173,7 @@ class Manifest:
 
     # -- (de)serialisation ---------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
+        """The manifest as JSON-able data, keys in a fixed order (so the file is deterministic)."""
         d = asdict(self)
         order = ["format", "format_version", "created_by", "schema", "layout", "columns", "source_root",
                  "drop_bad_rows", "num_bad_rows", "source_files", "shards", "extra"]
@@ -180,6 +181,7 @@ class Manifest:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Manifest:
+        """Build and validate a manifest from ``to_dict`` output; ``ManifestError`` when malformed."""
         try:
             data = dict(d)
             data["source_files"] = [SourceFile(**f) for f in d["source_files"]]
@@ -234,6 +236,7 @@ def write(manifest: Manifest, root: str, storage_options: storage.StorageOptions
 # Offset index (.tar.idx)
 
 def idx_path_for(shard_path: str) -> str:
+    """The idx sidecar's path for a shard path (``x.tar`` -> ``x.tar.idx``)."""
     return shard_path + ".idx"
 
 

@@ -42,6 +42,7 @@ def open_parquet(url: str, storage_options: storage.StorageOptions | None = None
 
 
 def check_row_group(url: str, pf: pq.ParquetFile, row_group: int) -> None:
+    """Raise ``IndexError`` naming the file when ``row_group`` is not one of its row groups."""
     n = pf.metadata.num_row_groups
     if not 0 <= row_group < n:
         raise IndexError(f"{url} has {n} row groups; row group {row_group} does not exist")
