@@ -1,12 +1,13 @@
 """Executors run independent units of work (one shard each) and yield results as they finish.
 
-An executor is any object with ``map_unordered(fn, tasks)`` and ``close()``. ``fn`` must be a
-picklable top-level function and ``tasks`` picklable values, so the same work runs in this
-process, in a process pool, or on a cluster (a Ray executor plugs in through ``make_executor``).
+An executor is any object with ``map_unordered(fn, tasks)`` and ``close()`` (and optionally
+``start()``). ``fn`` must be a picklable top-level function and ``tasks`` picklable values, so
+the same work runs in this process, in a process pool, or as Ray tasks on a cluster.
 """
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
 from collections.abc import Callable, Iterable, Iterator
@@ -17,7 +18,8 @@ from typing import Any, Protocol, TypeVar
 T = TypeVar("T")
 R = TypeVar("R")
 
-ENGINES = ("auto", "inprocess", "process")
+ENGINES = ("auto", "local", "inprocess", "process", "ray")
+"""``local`` is another name for ``auto``: this machine, in-process for one worker, else a process pool."""
 
 
 class TaskError(RuntimeError):
@@ -117,6 +119,105 @@ class ProcessPoolExecutor:
             self._pool = None
 
 
+class RayExecutor:
+    """Runs each task as a Ray task, on this machine or a cluster, so conversion scales past one host.
+
+    Tasks read and write storage themselves (credentials travel in the task's storage options or
+    come from the workers' environment); only small results come back. Ray is initialised with
+    ``address`` unless it already is, and shut down on ``close()`` only if this executor started it.
+    At most ``max_in_flight`` tasks are submitted at a time (default: ``workers``, else twice the
+    cluster's CPUs), so a plan of millions of shards never floods the scheduler.
+    """
+
+    def __init__(self, workers: int | None = None, *, address: str | None = None, max_in_flight: int | None = None,
+                 runtime_env: dict[str, Any] | None = None, num_cpus: float = 1.0) -> None:
+        if workers is not None and workers < 1:
+            raise ValueError(f"workers must be >= 1, got {workers}")
+        if max_in_flight is not None and max_in_flight < 1:
+            raise ValueError(f"max_in_flight must be >= 1, got {max_in_flight}")
+        if num_cpus <= 0:
+            raise ValueError(f"num_cpus per task must be > 0, got {num_cpus}")
+        self._ray = import_ray()
+        self.workers = workers
+        self.address = address
+        self.max_in_flight = max_in_flight
+        self.num_cpus = num_cpus
+        self._runtime_env = runtime_env
+        self._owns_ray = False
+
+    def start(self) -> None:
+        """Connect to (or start) Ray now unless it is already initialised in this process."""
+        ray = self._ray
+        if ray.is_initialized():
+            return
+        kwargs: dict[str, Any] = {"include_dashboard": False}
+        if self._runtime_env is not None:
+            kwargs["runtime_env"] = self._runtime_env
+        try:
+            ray.init(address=self.address, **kwargs)
+        except ConnectionError as exc:
+            raise ConnectionError(f"cannot connect to Ray at {self.address or 'the default address'}: {exc}") from exc
+        self._owns_ray = True
+
+    def _in_flight_limit(self) -> int:
+        if self.max_in_flight is not None:
+            return self.max_in_flight
+        if self.workers is not None:
+            return self.workers
+        cpus = self._ray.cluster_resources().get("CPU", 1)
+        return max(1, int(2 * cpus / self.num_cpus))
+
+    def map_unordered(self, fn: Callable[[T], R], tasks: Iterable[T]) -> Iterator[tuple[T, R]]:
+        self.start()
+        ray = self._ray
+        remote_fn = ray.remote(num_cpus=self.num_cpus)(fn)
+        limit = self._in_flight_limit()
+        pending: dict[Any, Any] = {}  # ObjectRef -> task
+        source = iter(tasks)
+        exhausted = False
+        try:
+            while True:
+                while not exhausted and len(pending) < limit:
+                    try:
+                        task = next(source)
+                    except StopIteration:
+                        exhausted = True
+                        break
+                    pending[remote_fn.remote(task)] = task
+                if not pending:
+                    return
+                refs = list(pending)
+                ray.wait(refs, num_returns=1)
+                ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
+                for ref in ready:
+                    task = pending.pop(ref)
+                    try:
+                        result = ray.get(ref)
+                    except Exception as exc:  # noqa: BLE001 - any task or system failure names the task
+                        cause = getattr(exc, "cause", None)
+                        cause = cause if isinstance(cause, BaseException) else exc
+                        raise TaskError(f"{_describe(task)} failed: {type(cause).__name__}: {cause}", task) from exc
+                    yield task, result
+        finally:
+            for ref in pending:
+                with contextlib.suppress(Exception):
+                    ray.cancel(ref)
+
+    def close(self) -> None:
+        if self._owns_ray and self._ray.is_initialized():
+            self._ray.shutdown()
+        self._owns_ray = False
+
+
+def import_ray() -> Any:
+    """The ``ray`` module, or an ImportError that says which extra provides it."""
+    try:
+        import ray
+    except ImportError as exc:
+        raise ImportError("engine 'ray' needs Ray, which is not installed: pip install 'editstream[ray]'") from exc
+    return ray
+
+
 def _describe(task: Any) -> str:
     describe = getattr(task, "describe", None)
     return describe() if callable(describe) else f"task {task!r}"
@@ -127,18 +228,24 @@ def default_workers() -> int:
     return os.cpu_count() or 1
 
 
-def make_executor(engine: str = "auto", workers: int | None = None) -> Executor:
+def make_executor(engine: str = "auto", workers: int | None = None, *,
+                  ray_address: str | None = None) -> Executor:
     """Build the executor named ``engine`` with ``workers`` workers (default: the CPU count).
 
-    ``auto`` runs in-process for one worker and on a process pool otherwise.
+    ``auto`` (or ``local``) runs in-process for one worker and on a process pool otherwise;
+    ``ray`` runs Ray tasks, connecting to ``ray_address`` (``"auto"``: an existing cluster).
     """
+    if engine not in ENGINES:
+        raise ValueError(f"unknown engine {engine!r}; expected one of {ENGINES}")
+    if ray_address is not None and engine != "ray":
+        raise ValueError(f"ray_address applies to engine='ray' only, not engine={engine!r}")
+    if workers is not None and workers < 1:
+        raise ValueError(f"workers must be >= 1, got {workers}")
+    if engine == "ray":
+        return RayExecutor(workers, address=ray_address)
     n = default_workers() if workers is None else workers
-    if n < 1:
-        raise ValueError(f"workers must be >= 1, got {n}")
-    if engine == "auto":
+    if engine in ("auto", "local"):
         engine = "inprocess" if n == 1 else "process"
     if engine == "inprocess":
         return InProcessExecutor()
-    if engine == "process":
-        return ProcessPoolExecutor(n)
-    raise ValueError(f"unknown engine {engine!r}; expected one of {ENGINES}")
+    return ProcessPoolExecutor(n)
