@@ -27,7 +27,7 @@ from typing import IO, Any
 
 from . import __version__, manifest as mf, storage
 from .converters import canonical_name, check_columns, detect_schema, get_schema
-from .executors import Executor, make_executor
+from .executors import ENGINES, Executor, make_executor
 from .parquet_rows import batch_rows, open_parquet
 from .rowcodec import encode_members, make_key, safe_component
 from .tarfmt import TarWriter
@@ -56,6 +56,7 @@ class ConvertConfig:
     parquet_info: str | Mapping[str, Any] | None = None
     workers: int | None = None
     engine: str = "auto"
+    ray_address: str | None = None
     layout: str = "rowgroup"
     shard_size: int | None = None
     samples_per_shard: int | None = None
@@ -65,6 +66,10 @@ class ConvertConfig:
     progress: bool = True
 
     def __post_init__(self) -> None:
+        if self.engine not in ENGINES:
+            raise ValueError(f"engine must be one of {ENGINES}, got {self.engine!r}")
+        if self.ray_address is not None and self.engine != "ray":
+            raise ValueError(f"ray_address applies to engine='ray' only, not engine={self.engine!r}")
         if self.layout not in mf.LAYOUTS:
             raise ValueError(f"layout must be one of {mf.LAYOUTS}, got {self.layout!r}")
         if self.layout == "rowgroup" and (self.shard_size is not None or self.samples_per_shard is not None):
@@ -636,10 +641,12 @@ def convert(src: str, dst: str, *, schema: str | None = None, parquet_info: str 
             workers: int | None = None, layout: str = "rowgroup", shard_size: int | None = None,
             samples_per_shard: int | None = None, overwrite: bool = False, drop_bad_rows: bool = False,
             storage_options: dict[str, Any] | None = None, progress: bool = True, engine: str = "auto",
-            executor: Executor | None = None) -> dict[str, Any]:
+            ray_address: str | None = None, executor: Executor | None = None) -> dict[str, Any]:
     """Convert the parquet dataset at ``src`` into WebDataset shards under ``dst``; returns a summary.
 
     Re-running after a crash resumes (finished shards are checked by size and sha256 and kept).
+    ``engine``: ``"auto"``/``"local"`` (this machine) or ``"ray"`` (Ray tasks; ``ray_address``
+    as for ``ray.init``, ``"auto"`` for a running cluster); every engine writes the same bytes.
     ``executor`` overrides ``engine``/``workers`` with any object that has ``map_unordered``.
     """
     if storage.is_local(src) and "://" not in src:
@@ -647,7 +654,7 @@ def convert(src: str, dst: str, *, schema: str | None = None, parquet_info: str 
     if storage.is_local(dst) and "://" not in dst:
         dst = os.path.abspath(dst)
     cfg = ConvertConfig(src=src, dst=dst, schema=schema, parquet_info=parquet_info, workers=workers,
-                        engine=engine, layout=layout, shard_size=shard_size, samples_per_shard=samples_per_shard,
+                        engine=engine, ray_address=ray_address, layout=layout, shard_size=shard_size, samples_per_shard=samples_per_shard,
                         overwrite=overwrite, drop_bad_rows=drop_bad_rows, storage_options=storage_options,
                         progress=progress)
     t0 = time.perf_counter()
@@ -677,7 +684,7 @@ def convert(src: str, dst: str, *, schema: str | None = None, parquet_info: str 
     _clean_stale_temp_files(cfg.dst, outputs)
 
     own_executor = executor is None
-    runner = executor or make_executor(cfg.engine, cfg.workers)
+    runner = executor or make_executor(cfg.engine, cfg.workers, ray_address=cfg.ray_address)
     bar = _Progress(len(plan.tasks), cfg.progress)
     results: dict[str, ShardResult] = {}
     syncer = _LocalSyncer(cfg.dst)
