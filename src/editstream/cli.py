@@ -93,7 +93,15 @@ def _with_storage_options(fn):
 @click.option("--schema", type=click.Choice(["unified_edit", "t2i", "t2i_pretrain", "generic"]), default=None,
               help="Source schema; detected from the columns when omitted.")
 @click.option("--parquet-info", default=None, help="parquet_info JSON (row groups per file); footers otherwise.")
-@click.option("--workers", type=int, default=None, help="Worker processes (default: the CPU count).")
+@click.option("--workers", type=int, default=None,
+              help="Worker processes (default: the CPU count); with --engine ray, the most shards in flight "
+                   "at once (default: twice the cluster's CPUs).")
+@click.option("--engine", type=click.Choice(["local", "ray"]), default="local", show_default=True,
+              help="local: a process pool on this machine; ray: Ray tasks (pip install 'editstream[ray]'), "
+                   "same output bytes.")
+@click.option("--ray-address", default=None,
+              help="With --engine ray: the cluster to use, as for ray.init ('auto': the running cluster; "
+                   "default: RAY_ADDRESS, else a new local Ray instance).")
 @click.option("--layout", type=click.Choice(["rowgroup", "size"]), default="rowgroup", show_default=True,
               help="rowgroup: one shard per parquet row group (matches the parquet backend); size: shards "
                    "of a target size.")
@@ -104,16 +112,23 @@ def _with_storage_options(fn):
               help="Leave out rows that fail the schema checks (loses equivalence with the parquet backend).")
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
 @_with_storage_options
-def convert(src: str, dst: str, schema: str | None, parquet_info: str | None, workers: int | None, layout: str,
-            shard_size: str | None, samples_per_shard: int | None, overwrite: bool, drop_bad_rows: bool,
-            no_progress: bool, storage_option: tuple[str, ...], endpoint_url: str | None) -> None:
+def convert(src: str, dst: str, schema: str | None, parquet_info: str | None, workers: int | None, engine: str,
+            ray_address: str | None, layout: str, shard_size: str | None, samples_per_shard: int | None,
+            overwrite: bool, drop_bad_rows: bool, no_progress: bool, storage_option: tuple[str, ...],
+            endpoint_url: str | None) -> None:
     """Convert the parquet dataset SRC into WebDataset tar shards under DST (local or s3://)."""
     from .executors import make_executor
 
-    runner = make_executor("auto", workers)
+    try:
+        runner = make_executor(engine, workers, ray_address=ray_address)
+    except (ImportError, ValueError) as exc:
+        raise click.ClickException(str(exc)) from None
     start = getattr(runner, "start", None)
     if start is not None:
-        start()  # workers import pyarrow & co. while this process does the same
+        try:
+            start()  # local workers import pyarrow & co. while this process does the same; Ray connects
+        except ConnectionError as exc:
+            raise click.ClickException(str(exc)) from None
     try:
         from .convert import convert as run, parse_size
 
@@ -121,7 +136,7 @@ def convert(src: str, dst: str, schema: str | None, parquet_info: str | None, wo
                       shard_size=parse_size(shard_size) if shard_size else None,
                       samples_per_shard=samples_per_shard, overwrite=overwrite, drop_bad_rows=drop_bad_rows,
                       storage_options=_storage_options(storage_option, endpoint_url), progress=not no_progress,
-                      executor=runner)
+                      engine=engine, ray_address=ray_address, executor=runner)
     finally:
         runner.close()
     click.echo(json.dumps(summary, indent=2))
