@@ -27,7 +27,7 @@ from typing import IO, Any
 
 from . import __version__, manifest as mf, storage
 from .converters import canonical_name, check_columns, detect_schema, get_schema
-from .executors import ENGINES, Executor, make_executor
+from .executors import ENGINES, Executor, import_ray, make_executor
 from .parquet_rows import batch_rows, open_parquet
 from .rowcodec import encode_members, make_key, safe_component
 from .tarfmt import TarWriter
@@ -657,6 +657,8 @@ def convert(src: str, dst: str, *, schema: str | None = None, parquet_info: str 
                         engine=engine, ray_address=ray_address, layout=layout, shard_size=shard_size, samples_per_shard=samples_per_shard,
                         overwrite=overwrite, drop_bad_rows=drop_bad_rows, storage_options=storage_options,
                         progress=progress)
+    if executor is None and cfg.engine == "ray":
+        import_ray()  # a missing optional extra fails before any reads or writes
     t0 = time.perf_counter()
     so = cfg.storage_options
     plan = plan_conversion(cfg)
@@ -710,7 +712,7 @@ def convert(src: str, dst: str, *, schema: str | None = None, parquet_info: str 
         "note": DROP_NOTE if cfg.drop_bad_rows else
         "bad rows are kept verbatim so row positions match the parquet backend; the training-time parser "
         "drops them",
-        "bad_rows": [b for r in ordered for b in r.bad_rows],
+        "bad_rows": [_in_report_order(b) for r in ordered for b in r.bad_rows],
     }
     storage.write_bytes(storage.join(cfg.dst, mf.REPORT_NAME),
                         (json.dumps(report, indent=1) + "\n").encode(), so)
@@ -719,6 +721,16 @@ def convert(src: str, dst: str, *, schema: str | None = None, parquet_info: str 
     converted = sum(1 for r in ordered if not r.skipped)
     return _summary(cfg, manifest, plan, converted=converted, skipped=len(ordered) - converted,
                     seconds=time.perf_counter() - t0, already_done=False)
+
+
+_BAD_ROW_FIELDS = ("file", "row_group", "row", "key", "reason", "shard", "dropped")
+
+
+def _in_report_order(bad_row: Mapping[str, Any]) -> dict[str, Any]:
+    """One bad-row entry with its keys in a fixed order: done records store them sorted, so a
+    resumed run would otherwise write a report.json that differs from an uninterrupted run's."""
+    known = {k: bad_row[k] for k in _BAD_ROW_FIELDS if k in bad_row}
+    return {**known, **{k: bad_row[k] for k in sorted(bad_row) if k not in known}}
 
 
 def _write_records_for(existing: mf.Manifest, plan: Plan, cfg: ConvertConfig) -> None:
