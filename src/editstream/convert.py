@@ -654,9 +654,9 @@ def convert(src: str, dst: str, *, schema: str | None = None, parquet_info: str 
     if storage.is_local(dst) and "://" not in dst:
         dst = os.path.abspath(dst)
     cfg = ConvertConfig(src=src, dst=dst, schema=schema, parquet_info=parquet_info, workers=workers,
-                        engine=engine, ray_address=ray_address, layout=layout, shard_size=shard_size, samples_per_shard=samples_per_shard,
-                        overwrite=overwrite, drop_bad_rows=drop_bad_rows, storage_options=storage_options,
-                        progress=progress)
+                        engine=engine, ray_address=ray_address, layout=layout, shard_size=shard_size,
+                        samples_per_shard=samples_per_shard, overwrite=overwrite, drop_bad_rows=drop_bad_rows,
+                        storage_options=storage_options, progress=progress)
     if executor is None and cfg.engine == "ray":
         import_ray()  # a missing optional extra fails before any reads or writes
     t0 = time.perf_counter()
