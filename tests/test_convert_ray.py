@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import s3fs
 
 ray = pytest.importorskip("ray")
 
@@ -95,6 +96,23 @@ def test_ray_engine_writes_the_local_engines_bytes(ray_local, src, reference, tm
     assert json.loads((out / "report.json").read_bytes()) == json.loads((reference / "report.json").read_bytes())
     assert tree(out) == tree(reference)  # nothing else left behind either (no progress records)
     assert not (out / PROGRESS_DIR).exists()
+
+
+def test_ray_workers_read_and_write_s3_themselves(ray_local, s3_bucket, reference):
+    """S3 to S3 on Ray: credentials travel in the storage options; the shards equal the local engine's."""
+    so = s3_bucket.storage_options
+    s3_src, s3_dst = f"{s3_bucket.url}/src", f"{s3_bucket.url}/out"
+    write_synthetic_dataset(s3_src, schema="unified_edit", num_files=2, row_groups_per_file=3, rows_per_group=5,
+                            seed=7, corrupt_fraction=0.2, min_side=16, max_side=48, storage_options=so)
+    summary = convert(s3_src, s3_dst, engine="ray", progress=False, storage_options=so)
+    assert summary["converted_shards"] == 6
+    fs = s3fs.S3FileSystem(**so)
+    ray_manifest = mf.Manifest.read(s3_dst, so)
+    assert [s.sha256 for s in ray_manifest.shards] == [s.sha256 for s in mf.Manifest.read(str(reference)).shards]
+    for shard in ray_manifest.shards:
+        assert fs.cat_file(f"{s3_dst}/{shard.path}") == (reference / shard.path).read_bytes()
+        assert fs.cat_file(f"{s3_dst}/{shard.idx_path}") == (reference / shard.idx_path).read_bytes()
+    assert not fs.exists(f"{s3_dst}/{PROGRESS_DIR}")
 
 
 def test_ray_resume_redoes_only_the_missing_shard(ray_local, src, reference, tmp_path):
