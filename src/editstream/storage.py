@@ -251,6 +251,14 @@ class RetryPolicy:
 NO_RETRY = RetryPolicy(max_attempts=1)
 
 
+def read_range(url: str, start: int, end: int, *, storage_options: StorageOptions | None = None,
+               retry: RetryPolicy | None = None) -> bytes:
+    """Bytes ``[start, end)`` of ``url`` with one ranged request, retried under ``retry``."""
+    policy = retry or RetryPolicy()
+    return policy.call(lambda: read_bytes(url, storage_options, start=start, end=end),
+                       describe=f"{url} bytes {start}-{end}")
+
+
 class RangedReader:
     """Sequential reads of ``[start, end)`` of one URL, fetched as ranged reads of ``block_size``.
 
@@ -282,10 +290,8 @@ class RangedReader:
         self.requests = 0
 
     def _fetch(self, a: int, b: int) -> bytes:
-        def once() -> bytes:
-            self.requests += 1
-            return read_bytes(self.url, self.storage_options, start=a, end=b)
-        return self.retry.call(once, describe=f"{self.url} bytes {a}-{b}")
+        self.requests += 1
+        return read_range(self.url, a, b, storage_options=self.storage_options, retry=self.retry)
 
     def _submit_next(self) -> Future | None:
         a = self._fetch_pos

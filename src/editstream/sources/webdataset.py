@@ -22,7 +22,7 @@ from typing import Any
 from .. import storage
 from ..manifest import Manifest, read_idx
 from ..rowcodec import decode_sample
-from ..storage import RangedReader, RetryPolicy, StorageOptions
+from ..storage import RangedReader, RetryPolicy, StorageOptions, read_range
 from ..tarfmt import iter_samples
 from .base import BadSample, Position, Row, Unit
 from .drops import DropLog
@@ -160,9 +160,8 @@ class TarSource:
                 stale.cancel()
             self._prefetched.clear()
         end = min(shard.num_bytes, self.block_size)
-        reader = RangedReader(shard.url, storage_options=self.storage_options, start=0, end=shard.num_bytes,
-                              block_size=self.block_size, retry=self.retry)
-        self._prefetched[key] = self._pool().submit(reader._fetch, 0, end)
+        self._prefetched[key] = self._pool().submit(read_range, shard.url, 0, end,
+                                                    storage_options=self.storage_options, retry=self.retry)
 
     def _unit_shards(self, unit: Unit) -> list[ShardRef]:
         if self.layout == "size":
