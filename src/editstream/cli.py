@@ -101,7 +101,7 @@ def _with_storage_options(fn):
                    "same output bytes.")
 @click.option("--ray-address", default=None,
               help="With --engine ray: the cluster to use, as for ray.init ('auto': the running cluster; "
-                   "default: RAY_ADDRESS, else a new local Ray instance).")
+                   "default: RAY_ADDRESS, else a `ray start` cluster on this machine, else a new local instance).")
 @click.option("--layout", type=click.Choice(["rowgroup", "size"]), default="rowgroup", show_default=True,
               help="rowgroup: one shard per parquet row group (matches the parquet backend); size: shards "
                    "of a target size.")
