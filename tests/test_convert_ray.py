@@ -20,7 +20,7 @@ import s3fs
 ray = pytest.importorskip("ray")
 
 from editstream import manifest as mf  # noqa: E402
-from editstream.convert import PROGRESS_DIR, ConvertConfig, convert, convert_shard, plan_conversion  # noqa: E402
+from editstream.conversion import PROGRESS_DIR, ConvertConfig, convert, convert_shard, plan_conversion  # noqa: E402
 from editstream.executors import RayExecutor, TaskError, make_executor  # noqa: E402
 from editstream.synth import write_synthetic_dataset  # noqa: E402
 

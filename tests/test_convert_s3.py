@@ -12,7 +12,7 @@ import pytest
 import s3fs
 
 from editstream import manifest as mf
-from editstream.convert import convert
+from editstream.conversion import convert
 from editstream.inspect_cmd import find_sample
 from editstream.parquet_rows import read_row_group_rows, row_group_sizes
 from editstream.synth import write_synthetic_dataset

@@ -17,7 +17,7 @@ import pytest
 import torch
 
 from editstream import ByteTokenizer, ImageTransform, UnifiedEditIterableDataset
-from editstream.convert import convert
+from editstream.conversion import convert
 from editstream.sources.base import FailureBudgetExceeded
 from editstream.storage import RetryPolicy
 from editstream.synth import write_synthetic_dataset

@@ -13,7 +13,7 @@ from collections import Counter
 import pytest
 
 from editstream import ParquetStandardIterableDataset
-from editstream.convert import convert
+from editstream.conversion import convert
 from editstream.synth import write_synthetic_dataset
 
 

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from editstream import ByteTokenizer, ImageTransform, T2IIterableDataset, UnifiedEditIterableDataset
-from editstream.convert import convert
+from editstream.conversion import convert
 from editstream.synth import write_synthetic_dataset
 
 VAE = dict(max_image_size=128, min_image_size=32, image_stride=16)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from editstream.convert import convert
+from editstream.conversion import convert
 from editstream.synth import write_synthetic_dataset
 
 ROOT = Path(__file__).resolve().parents[1]

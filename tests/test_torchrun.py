@@ -20,7 +20,7 @@ import fsspec
 import pytest
 
 from editstream import UnifiedEditIterableDataset
-from editstream.convert import convert
+from editstream.conversion import convert
 from editstream.synth import write_synthetic_dataset
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from editstream import manifest as mf
-from editstream.convert import convert
+from editstream.conversion import convert
 from editstream.inspect_cmd import find_sample, inspect_dataset
 from editstream.parquet_rows import read_row_group_rows
 from editstream.synth import write_synthetic_dataset

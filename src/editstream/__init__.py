@@ -29,7 +29,7 @@ _EXPORTS = {
     "ByteTokenizer": "editstream.tokenizer",
     "write_synthetic_dataset": "editstream.synth",
     "RetryPolicy": "editstream.storage",
-    "convert": "editstream.convert",
+    "convert": "editstream.conversion",
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__"]

@@ -130,7 +130,7 @@ def convert(src: str, dst: str, schema: str | None, parquet_info: str | None, wo
         except ConnectionError as exc:
             raise click.ClickException(str(exc)) from None
     try:
-        from .convert import convert as run, parse_size
+        from .conversion import convert as run, parse_size
 
         summary = run(src, dst, schema=schema, parquet_info=parquet_info, workers=workers, layout=layout,
                       shard_size=parse_size(shard_size) if shard_size else None,

@@ -66,7 +66,7 @@ class ProcessPoolExecutor:
     """Runs tasks on ``workers`` processes; each worker builds its own filesystems."""
 
     def __init__(self, workers: int, *, start_method: str | None = None, max_in_flight: int | None = None,
-                 preload: tuple[str, ...] = ("editstream.convert", "editstream.verify")) -> None:
+                 preload: tuple[str, ...] = ("editstream.conversion", "editstream.verify")) -> None:
         if workers < 1:
             raise ValueError(f"workers must be >= 1, got {workers}")
         self.workers = workers

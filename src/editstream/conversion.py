@@ -18,7 +18,6 @@ import os
 import re
 import sys
 import time
-import types
 import uuid
 from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -819,14 +818,3 @@ def parse_size(text: str) -> int:
     if m is None or m.group(2).lower() not in _SIZE_UNITS:
         raise ValueError(f"cannot read size {text!r}; use e.g. 512MB, 1GiB or a number of bytes")
     return int(float(m.group(1)) * _SIZE_UNITS[m.group(2).lower()])
-
-
-class _CallableModule(types.ModuleType):
-    """Lets ``editstream.convert(...)`` work even after ``import editstream.convert`` has bound the
-    package attribute to this module (Python binds submodules over the lazy export of the same name)."""
-
-    def __call__(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
-        return convert(*args, **kwargs)
-
-
-sys.modules[__name__].__class__ = _CallableModule
