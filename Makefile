@@ -13,7 +13,6 @@ STAMP  := $(VENV)/.editstream-installed
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -qq --upgrade pip
 	$(PY) -m pip install -qq torch==2.13.0
 	$(PY) -m pip install -qq -e '.[test]'
 	touch $(STAMP)
