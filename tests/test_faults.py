@@ -166,7 +166,7 @@ def test_manifest_that_does_not_match_the_shard(data, tmp_path):
     values = struct.unpack(f"<{idx.stat().st_size // 8}Q", idx.read_bytes())
     idx.write_bytes(struct.pack(f"<{len(values) - 1}Q", *values[1:]))  # one offset short
     resumed = edit(root)
-    unit = (str(root / manifest["shards"][2]["source_file"]), manifest["shards"][2]["row_group"])
+    unit = (f'{manifest["source_root"]}/{manifest["shards"][2]["source_file"]}', manifest["shards"][2]["row_group"])
     resumed.load_state_dict({"data_status": [[resumed.data_paths_per_rank.index(unit), 0]]})
     take(resumed, 5)
     assert any("offsets for" in d.error for d in resumed.drops.recent)

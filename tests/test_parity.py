@@ -175,3 +175,22 @@ def test_edit_parity_from_s3(edit_data, s3_bucket, workers):
         ds = edit(f"{s3_bucket.url}/{sub}", backend, workers=workers, storage_options=so)
         ds.set_epoch(7)
         assert_same(stream(ds, 24, workers, 7), want)
+
+
+def test_parity_with_several_roots_named_in_another_order(tmp_path):
+    """Units are named after the source parquet files, so the converted roots' own names do not
+    change the order: here the roots sort the other way round from their sources."""
+    for i, name in enumerate(("src1", "src2")):
+        write_synthetic_dataset(str(tmp_path / name), num_files=2, row_groups_per_file=2, rows_per_group=3,
+                                seed=30 + i, corrupt_fraction=0.1, max_side=64)
+    convert(str(tmp_path / "src1"), str(tmp_path / "zz_out"), workers=1, progress=False)
+    convert(str(tmp_path / "src2"), str(tmp_path / "aa_out"), workers=1, progress=False)
+
+    def both(backend, dirs):
+        return UnifiedEditIterableDataset("unified_edit", ImageTransform(**VAE), ByteTokenizer(),
+                                          ImageTransform(**VIT), [str(tmp_path / d) for d in dirs], [2, 2], None,
+                                          num_workers=0, backend=backend)
+
+    pq_ds, wds_ds = both("parquet", ("src1", "src2")), both("webdataset", ("zz_out", "aa_out"))
+    assert pq_ds.data_paths_per_rank == wds_ds.data_paths_per_rank
+    assert_same(stream(pq_ds, 20), stream(wds_ds, 20))

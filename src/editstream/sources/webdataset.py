@@ -100,18 +100,21 @@ class TarSource:
             raise type(exc)(f"dataset {self.dataset_name!r}: {exc}") from None
 
     def _rowgroup_units(self, root: str, manifest: Manifest, num_used: int) -> list[Unit]:
+        """Units named after the source parquet files (``source_root/name``), as the parquet
+        backend names them when given the conversion's source directory: same sort, same order."""
+        def file_id(relative: str) -> str:
+            return storage.join(manifest.source_root, relative)
+
         for shard in manifest.shards:
-            file_id = storage.join(root, shard.source_file)
             url = storage.join(root, shard.path)
-            self._shards[(file_id, shard.row_group)] = ShardRef(
+            self._shards[(file_id(shard.source_file), shard.row_group)] = ShardRef(
                 url, storage.join(root, shard.idx_path), shard.num_bytes, shard.num_samples, shard.row_group,
                 tuple(sorted(shard.rows[0].start + d for d in shard.dropped)))
-        files = sorted(storage.join(root, f.path) for f in manifest.source_files)
-        if not files:
+        if not manifest.source_files:
             raise FileNotFoundError(f"dataset {self.dataset_name!r}: {root} lists no source files")
-        counts = {storage.join(root, f.path): f.num_row_groups for f in manifest.source_files}
+        counts = {file_id(f.path): f.num_row_groups for f in manifest.source_files}
         self._file_row_groups.update(counts)
-        chosen = repeat_to(files, num_used)
+        chosen = repeat_to(sorted(counts), num_used)
         if self.granularity == "file":
             return chosen
         return [(path, rg) for path in chosen for rg in range(counts[path])]
