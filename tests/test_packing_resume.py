@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-import torch
 
 from editstream.packing import STATE_FORMAT, collate_fn
 from resume_check import (

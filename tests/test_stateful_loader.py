@@ -3,11 +3,9 @@ process, and the following batches equal an uninterrupted run's, on either backe
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
 import pytest
 import torch
@@ -15,8 +13,9 @@ import torch
 from editstream.conversion import convert
 from editstream.synth import write_synthetic_dataset
 
-ROOT = Path(__file__).resolve().parents[1]
-TRAIN_LOOP = ROOT / "examples" / "train_loop.py"
+from example_scripts import ROOT, TRAIN_LOOP, load_example
+from resume_check import assert_batches_equal
+
 AFTER = 5
 
 RESTORE_SCRIPT = textwrap.dedent("""
@@ -33,13 +32,6 @@ RESTORE_SCRIPT = textwrap.dedent("""
             break
     torch.save(out, sys.argv[6])
 """)
-
-
-def load_train_loop():
-    spec = importlib.util.spec_from_file_location("train_loop", TRAIN_LOOP)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture(scope="module")
@@ -60,24 +52,11 @@ def take(loader, n):
     return out
 
 
-def assert_batches_equal(a, b):
-    assert len(a) == len(b)
-    for x, y in zip(a, b):
-        assert x.keys() == y.keys()
-        for key in x:
-            if isinstance(x[key], torch.Tensor):
-                assert x[key].dtype == y[key].dtype and torch.equal(x[key], y[key]), key
-            elif isinstance(x[key], list) and x[key] and isinstance(x[key][0], torch.Tensor):
-                assert all(torch.equal(p, q) for p, q in zip(x[key], y[key])), key
-            else:
-                assert x[key] == y[key], key
-
-
 @pytest.mark.parametrize("first,second", [("parquet", "parquet"), ("webdataset", "webdataset"),
                                           ("parquet", "webdataset")])
 @pytest.mark.parametrize("n", [3, 8])
 def test_restore_in_fresh_process_continues_exactly(data, tmp_path, first, second, n):
-    tl = load_train_loop()
+    tl = load_example()
     sub = {"parquet": "pq", "webdataset": "wds"}
 
     def loader_for(backend):
@@ -87,7 +66,7 @@ def test_restore_in_fresh_process_continues_exactly(data, tmp_path, first, secon
     reference = take(loader_for(first), n + AFTER)
     interrupted = loader_for(first)
     head = take(interrupted, n)
-    assert_batches_equal(head, reference[:n])
+    assert_batches_equal(reference[:n], head)
     state_file = tmp_path / "state.pt"
     torch.save(interrupted.state_dict(), state_file)
     del interrupted
@@ -99,4 +78,4 @@ def test_restore_in_fresh_process_continues_exactly(data, tmp_path, first, secon
                            str(state_file), str(AFTER), str(out_file)], capture_output=True, text=True,
                           timeout=600, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr[-4000:]
-    assert_batches_equal(torch.load(out_file, weights_only=False), reference[n:n + AFTER])
+    assert_batches_equal(reference[n:n + AFTER], torch.load(out_file, weights_only=False))

@@ -7,7 +7,6 @@ single process computes for that rank.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import random
@@ -23,16 +22,9 @@ from editstream import UnifiedEditIterableDataset
 from editstream.conversion import convert
 from editstream.synth import write_synthetic_dataset
 
-ROOT = Path(__file__).resolve().parents[1]
-TRAIN_LOOP = ROOT / "examples" / "train_loop.py"
+from example_scripts import ROOT, TRAIN_LOOP, load_example
+
 STEPS = 14
-
-
-def load_train_loop():
-    spec = importlib.util.spec_from_file_location("train_loop", TRAIN_LOOP)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture(scope="module")
@@ -87,7 +79,7 @@ def test_torchrun_two_ranks_split_units_and_match_single_process(data, tmp_path,
     dropped = all_units - seen[0] - seen[1]
     assert len(dropped) == 9 - 2 * 4  # the rank tail: 9 units over 2 ranks leaves 1
 
-    train_loop = load_train_loop()
+    train_loop = load_example()
     for rank in range(2):
         args = train_loop.parse_args(["--data", data_dir, "--backend", backend, "--workers", "2"])
         random.seed(123)  # the packer reseeds per rank/worker, so the caller's RNG state must not matter

@@ -18,7 +18,6 @@ import os
 import re
 import sys
 import time
-import uuid
 from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
@@ -355,32 +354,14 @@ def _plan_size_layout(cfg: ConvertConfig, names: list[str], footers: dict[int, _
 # ---------------------------------------------------------------------------------------
 # Output files
 
-@contextlib.contextmanager
-def _open_output(url: str, storage_options: dict[str, Any] | None) -> Iterator[IO[bytes]]:
-    """Write ``url`` so it appears under its name only when complete.
+def _open_output(url: str, storage_options: dict[str, Any] | None) -> contextlib.AbstractContextManager[IO[bytes]]:
+    """Write ``url`` so it appears under its name only when complete (``storage.atomic_write``).
 
-    Local files: a hidden temp file in the same directory, renamed on success, without a
-    per-file fsync (the whole output is synced once before the manifest is written, and a
-    re-run re-hashes every shard it reuses, so a torn file after a power cut is redone).
-    Elsewhere: ``storage.atomic_write`` (an S3 multipart upload completes only on close).
+    Local files skip the per-file fsync: the whole output is synced once before the manifest
+    is written, and a re-run re-hashes every shard it reuses, so a torn file after a power cut
+    is redone. On S3 a multipart upload completes only on close.
     """
-    if not (storage.is_local(url) and "://" not in url):
-        with storage.atomic_write(url, storage_options) as f:
-            yield f
-        return
-    directory, name = os.path.split(url)
-    os.makedirs(directory or ".", exist_ok=True)
-    tmp = os.path.join(directory, f".{name}.{uuid.uuid4().hex}.tmp")
-    f = open(tmp, "wb")
-    try:
-        yield f
-        f.close()
-        os.replace(tmp, url)
-    except BaseException:
-        f.close()
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
+    return storage.atomic_write(url, storage_options, fsync=False)
 
 
 def _write_output(url: str, data: bytes, storage_options: dict[str, Any] | None) -> None:

@@ -31,22 +31,17 @@ def open_parquet(url: str, storage_options: storage.StorageOptions | None = None
     through a small buffer (``pre_buffer=False``), so :func:`iter_row_group_rows` holds a few
     batches of rows in memory instead of about four times the row group. The rows are the same.
     """
-    if not streaming and storage.is_local(url) and "://" not in url:
+    with contextlib.ExitStack() as stack:
+        if not streaming and storage.is_local(url) and "://" not in url:
+            source: Any = url
+            options: dict[str, Any] = {"memory_map": True}
+        else:
+            source = stack.enter_context(storage.open_read(url, storage_options))
+            options = {"pre_buffer": False, "buffer_size": STREAM_BUFFER_BYTES} if streaming else {}
         try:
-            pf = pq.ParquetFile(url, memory_map=True)
+            pf = pq.ParquetFile(source, **options)
         except FileNotFoundError:
             raise
-        except (pa.ArrowInvalid, OSError) as exc:
-            raise OSError(f"cannot read parquet footer of {url}: {exc}") from exc
-        try:
-            yield pf
-        finally:
-            pf.close()
-        return
-    options = {"pre_buffer": False, "buffer_size": STREAM_BUFFER_BYTES} if streaming else {}
-    with storage.open_read(url, storage_options) as f:
-        try:
-            pf = pq.ParquetFile(f, **options)
         except (pa.ArrowInvalid, OSError) as exc:
             raise OSError(f"cannot read parquet footer of {url}: {exc}") from exc
         try:

@@ -136,10 +136,12 @@ def remove(url: str, storage_options: StorageOptions | None = None) -> None:
 
 
 @contextlib.contextmanager
-def atomic_write(url: str, storage_options: StorageOptions | None = None) -> Iterator[IO[bytes]]:
+def atomic_write(url: str, storage_options: StorageOptions | None = None, *,
+                 fsync: bool = True) -> Iterator[IO[bytes]]:
     """Open ``url`` for writing so that it appears under its name only after a clean exit.
 
-    Local files are written to a hidden temp name in the same directory and renamed.
+    Local files are written to a hidden temp name in the same directory and renamed (after an
+    fsync, unless ``fsync=False`` for a caller that syncs many files in one pass later).
     Object stores (S3) complete their multipart upload only on a clean close; on error the
     upload is discarded, so no partial object ever appears.
     """
@@ -152,7 +154,8 @@ def atomic_write(url: str, storage_options: StorageOptions | None = None) -> Ite
         try:
             yield f
             f.flush()
-            os.fsync(f.fileno())
+            if fsync:
+                os.fsync(f.fileno())
             f.close()
             os.replace(tmp, path)
         except BaseException:
