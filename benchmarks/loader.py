@@ -45,17 +45,16 @@ import random
 import resource
 import shlex
 import shutil
-import socket
-import subprocess
 import sys
 import time
-import urllib.request
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
+
+from editstream.s3server import LocalS3Server
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_RESULTS = REPO / "benchmarks" / "LOADER.md"
@@ -297,51 +296,19 @@ def run_loader(make: Callable[[], Any], num_workers: int, samples: int, warmup: 
 # ---------------------------------------------------------------------------------------
 # S3
 
-class MotoServer:
-    """A ``moto_server`` on a free loopback port, stopped on exit."""
+class MotoServer(LocalS3Server):
+    """The shared local S3 server, plus the CPU time it used (it competes for the same cores)."""
 
-    def __enter__(self) -> MotoServer:
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            port = sock.getsockname()[1]
-        self.endpoint = f"http://127.0.0.1:{port}"
-        self.proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                urllib.request.urlopen(f"{self.endpoint}/moto-api/", timeout=1).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline or self.proc.poll() is not None:
-                    self.__exit__()
-                    raise RuntimeError("moto_server did not start") from None
-                time.sleep(0.1)
-        self.storage_options = {"endpoint_url": self.endpoint, "key": "x", "secret": "x"}
-        return self
-
-    def upload(self, local_dir: Path, prefix: str) -> str:
-        """Copy ``local_dir`` to ``s3://S3_BUCKET/prefix`` with s3fs and return that URL."""
-        import s3fs
-
-        fs = s3fs.S3FileSystem(client_kwargs={"endpoint_url": self.endpoint}, key="x", secret="x",
-                               skip_instance_cache=True)
-        fs.mkdir(S3_BUCKET)
-        fs.put(str(local_dir) + "/", f"{S3_BUCKET}/{prefix}/", recursive=True)
-        return f"s3://{S3_BUCKET}/{prefix}"
+    def upload(self, local_dir: Path, prefix: str) -> str:  # type: ignore[override]
+        """Copy ``local_dir`` to ``s3://S3_BUCKET/prefix`` and return that URL."""
+        return super().upload(local_dir, f"s3://{S3_BUCKET}/{prefix}")
 
     def cpu_seconds(self) -> float:
         """User + system CPU time the server process has used so far (from /proc)."""
-        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
-    def __exit__(self, *exc: object) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+
 
 
 # ---------------------------------------------------------------------------------------

@@ -19,6 +19,7 @@ import torch
 
 from editstream import ByteTokenizer, PackedDataset, collate_fn, convert, write_synthetic_dataset
 from editstream.config import DataConfig
+from editstream.s3server import LocalS3Server
 
 VAE_ARGS = {"image_stride": 16, "max_image_size": 256, "min_image_size": 64}
 VIT_ARGS = {"image_stride": 14, "max_image_size": 224, "min_image_size": 56}
@@ -132,8 +133,8 @@ def main(argv: list[str] | None = None) -> int:
           f"in {conv['seconds']:.2f}s; {conv['num_bad_rows']} bad rows kept verbatim and listed in report.json")
 
     print("3. start a local S3-protocol server (moto) on loopback and upload the shards")
-    with LocalS3() as s3:
-        remote = s3.upload(wds_dir, "shards")
+    with LocalS3Server(key="demo", secret="demo") as s3:
+        remote = s3.upload(wds_dir, "s3://shards/edit-wds")
         print(f"   {remote} on {s3.endpoint}")
 
         print(f"4. stream both through PackedDataset ({args.workers} DataLoader workers, {args.batches} batches)")
@@ -151,47 +152,6 @@ def main(argv: list[str] | None = None) -> int:
           f"padded_images={tuple(first['padded_images'].shape) if 'padded_images' in first else None}")
     print(f"streams identical (every tensor torch.equal, every index equal): {'YES' if same else 'NO'}")
     return 0 if same else 1
-
-
-class LocalS3:
-    """A moto_server on a free loopback port, for the demo only (tests have their own fixture)."""
-
-    def __enter__(self) -> "LocalS3":
-        import os
-        import socket
-        import subprocess
-        import urllib.request
-
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            port = sock.getsockname()[1]
-        self.endpoint = f"http://127.0.0.1:{port}"
-        self.proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                urllib.request.urlopen(f"{self.endpoint}/moto-api/", timeout=1).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline or self.proc.poll() is not None:
-                    raise RuntimeError("moto_server did not start") from None
-                time.sleep(0.1)
-        os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
-        self.storage_options = {"endpoint_url": self.endpoint, "key": "demo", "secret": "demo"}
-        return self
-
-    def upload(self, local_dir: str, bucket: str) -> str:
-        import fsspec
-
-        fs = fsspec.filesystem("s3", **self.storage_options)
-        fs.mkdir(bucket)
-        fs.put(local_dir.rstrip("/") + "/", f"{bucket}/edit-wds/", recursive=True)
-        return f"s3://{bucket}/edit-wds"
-
-    def __exit__(self, *exc: object) -> None:
-        self.proc.terminate()
-        self.proc.wait(timeout=10)
 
 
 if __name__ == "__main__":

@@ -9,11 +9,6 @@ every request goes over HTTP to the server.
 
 from __future__ import annotations
 
-import socket
-import subprocess
-import sys
-import time
-import urllib.error
 import urllib.request
 import uuid
 from dataclasses import dataclass, field
@@ -21,61 +16,18 @@ from typing import Any
 
 import pytest
 
+from editstream.s3server import LocalS3Server
+
 FAKE_KEY = "testing-key"
 FAKE_SECRET = "testing-secret"
 FAKE_REGION = "us-east-1"
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _answers(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url, timeout=1) as resp:
-            return resp.status < 500
-    except urllib.error.HTTPError as exc:
-        return exc.code < 500
-    except OSError:
-        return False
-
-
 @pytest.fixture(scope="session")
 def s3_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Any:
     """URL of a moto S3 server started for this test session on 127.0.0.1."""
-    log_path = tmp_path_factory.mktemp("moto") / "moto_server.log"
-    last_error = "server did not answer"
-    for _attempt in range(3):  # another process may grab the port between probe and bind
-        port = _free_port()
-        endpoint = f"http://127.0.0.1:{port}"
-        log = open(log_path, "ab")
-        proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-                                stdout=log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and proc.poll() is None:
-            if _answers(f"{endpoint}/moto-api/"):
-                break
-            time.sleep(0.1)
-        if proc.poll() is None and _answers(f"{endpoint}/moto-api/"):
-            try:
-                yield endpoint
-            finally:
-                proc.terminate()
-                try:
-                    proc.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
-                log.close()
-            return
-        last_error = f"exit code {proc.poll()}"
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        log.close()
-    pytest.fail(f"could not start moto_server ({last_error}); log: {log_path.read_text(errors='replace')[-2000:]}")
+    with LocalS3Server(log=tmp_path_factory.mktemp("moto") / "moto_server.log") as server:
+        yield server.endpoint
 
 
 @dataclass

@@ -6,9 +6,6 @@ from __future__ import annotations
 import http.client
 import os
 import socket
-import subprocess
-import sys
-import time
 import urllib.error
 import urllib.request
 import uuid
@@ -21,6 +18,7 @@ import requests
 import s3fs
 from botocore.config import Config
 from botocore.exceptions import ClientError
+from editstream.s3server import LocalS3Server
 from faultproxy import FAULT_KINDS, FaultPlan, FaultProxy
 
 KEY = "testing"
@@ -29,41 +27,11 @@ REGION = "us-east-1"
 BIG = 4 * 1024 * 1024 + 123  # a few MB, not a multiple of any buffer size
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def fp_moto_endpoint() -> Iterator[str]:
     """A moto_server of this module's own on a free loopback port (separate from shared fixtures)."""
-    port = _free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    endpoint = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(400):
-            if proc.poll() is not None:
-                raise RuntimeError(f"moto_server exited with {proc.returncode} on port {port}")
-            try:
-                requests.get(f"{endpoint}/moto-api/", timeout=1)
-                break
-            except requests.ConnectionError:
-                time.sleep(0.05)
-        else:
-            raise RuntimeError(f"moto_server did not answer on {endpoint}")
-        yield endpoint
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    with LocalS3Server() as server:
+        yield server.endpoint
 
 
 def _client(endpoint: str):
