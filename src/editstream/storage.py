@@ -328,6 +328,11 @@ class RangedReader:
 
     def read(self, n: int = -1) -> bytes:
         """Up to ``n`` bytes (all remaining when ``n < 0``); fewer only at the end."""
+        if 0 <= n <= len(self._buf):  # served from the current block: one copy
+            out_view = self._buf[:n]
+            self._buf = self._buf[n:]
+            self._pos += n
+            return bytes(out_view)
         out = bytearray()
         while n < 0 or len(out) < n:
             if not self._buf:

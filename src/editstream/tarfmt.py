@@ -347,6 +347,19 @@ def _read_exact(f: IO[bytes], n: int) -> bytes:
     return b"".join(parts)
 
 
+def _read_payload(f: IO[bytes], size: int, truncated: str) -> bytes:
+    """The ``size`` data bytes of an entry, then its padding to the next block, read and dropped.
+
+    Reading the padding separately keeps the data from being sliced (copied) once more.
+    Raises ``TruncatedTarError(truncated)`` when the stream ends first.
+    """
+    data = _read_exact(f, size) if size else b""
+    pad = -size % BLOCK
+    if len(data) < size or (pad and len(_read_exact(f, pad)) < pad):
+        raise TruncatedTarError(truncated)
+    return data
+
+
 def _parse_number(field: bytes, what: str, source: str, offset: int) -> int:
     if field[:1] in (b"\x80", b"\xff"):
         value = int.from_bytes(field[1:], "big")
@@ -449,12 +462,9 @@ def iter_members(fileobj: IO[bytes], *, start_offset: int = 0, end_offset: int |
             if size > MAX_EXTENDED_HEADER:
                 raise MemberTooLargeError(f"{source}: extended header of {size} bytes at offset {header_offset} "
                                           f"exceeds {MAX_EXTENDED_HEADER}")
-            payload = _read_exact(fileobj, padded)
-            if len(payload) < padded:
-                raise TruncatedTarError(f"{source}: stream ended inside the extended header at offset "
-                                        f"{header_offset}")
+            payload = _read_payload(fileobj, size, f"{source}: stream ended inside the extended header at "
+                                                   f"offset {header_offset}")
             pos += padded
-            payload = payload[:size]
             if typeflag == b"g" or typeflag == b"K":
                 continue
             if pending_offset is None:
@@ -485,23 +495,18 @@ def iter_members(fileobj: IO[bytes], *, start_offset: int = 0, end_offset: int |
 
         if typeflag not in _REGULAR_TYPES:
             if typeflag in (b"1", b"2", b"3", b"4", b"5", b"6"):
-                padded = 0  # links, devices, directories and fifos carry no data blocks
-            skipped = _read_exact(fileobj, padded) if padded else b""
-            if len(skipped) < padded:
-                raise TruncatedTarError(f"{source}: stream ended inside entry {name!r} at offset {header_offset}")
+                size = padded = 0  # links, devices, directories and fifos carry no data blocks
+            _read_payload(fileobj, size, f"{source}: stream ended inside entry {name!r} at offset {header_offset}")
             pos += padded
             continue
         if size > max_member_size:
             raise MemberTooLargeError(f"{source}: member {name!r} at offset {header_offset} has {size} bytes, "
                                       f"above the cap of {max_member_size}")
-        data = _read_exact(fileobj, padded)
-        if len(data) < padded:
-            raise TruncatedTarError(f"{source}: stream ended inside member {name!r} at offset {header_offset} "
-                                    f"({max(0, len(data))} of {size} data bytes)")
+        data = _read_payload(fileobj, size, f"{source}: stream ended inside member {name!r} at offset "
+                                            f"{header_offset} (of {size} data bytes)")
         data_offset = pos
         pos += padded
-        yield TarMember(name=name, offset=member_offset, data_offset=data_offset,
-                        data=data[:size] if padded != size else data)
+        yield TarMember(name=name, offset=member_offset, data_offset=data_offset, data=data)
 
 
 def split_name(name: str) -> tuple[str, str] | None:
