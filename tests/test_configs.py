@@ -8,8 +8,7 @@ import pytest
 import yaml
 
 from editstream import ByteTokenizer, DataConfig, PackedDataset
-from editstream.conversion import convert
-from editstream.synth import write_synthetic_dataset
+from data_helpers import synth_and_convert
 from resume_check import assert_batches_equal, take
 
 CONFIGS = Path(__file__).resolve().parents[1] / "examples" / "configs"
@@ -17,11 +16,8 @@ CONFIGS = Path(__file__).resolve().parents[1] / "examples" / "configs"
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
-    root = tmp_path_factory.mktemp("configs")
-    write_synthetic_dataset(str(root / "pq"), num_files=3, row_groups_per_file=2, rows_per_group=4, seed=6,
-                            corrupt_fraction=0.1, max_side=128)
-    convert(str(root / "pq"), str(root / "wds"), workers=1, progress=False)
-    return root
+    return synth_and_convert(tmp_path_factory.mktemp("configs"), num_files=3, row_groups_per_file=2,
+                             rows_per_group=4, seed=6, corrupt_fraction=0.1, max_side=128)
 
 
 def packer_from_yaml(backend_line: str, data_dir: str) -> PackedDataset:

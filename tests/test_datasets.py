@@ -12,10 +12,9 @@ from PIL import Image
 
 from editstream import (ByteTokenizer, ImageTransform, InterleavedBaseIterableDataset, T2IIterableDataset,
                         UnifiedEditIterableDataset, write_synthetic_dataset)
+from data_helpers import VAE, VIT
 from editstream.transforms import decode_image
 
-VAE = dict(max_image_size=128, min_image_size=32, image_stride=16)
-VIT = dict(max_image_size=112, min_image_size=28, image_stride=14)
 
 
 def png(w, h, color=(200, 10, 10), fmt="PNG"):

@@ -17,25 +17,19 @@ import pytest
 import torch
 
 from editstream import ByteTokenizer, ImageTransform, UnifiedEditIterableDataset
-from editstream.conversion import convert
 from editstream.sources.base import FailureBudgetExceeded
 from editstream.storage import RetryPolicy
-from editstream.synth import write_synthetic_dataset
 from editstream.tarfmt import iter_members
+from data_helpers import VAE, VIT, synth_and_convert
 from faultproxy import FaultPlan, FaultProxy
 
-VAE = dict(max_image_size=128, min_image_size=32, image_stride=16)
-VIT = dict(max_image_size=112, min_image_size=28, image_stride=14)
 FAST_RETRY = RetryPolicy(max_attempts=8, initial_backoff=0.01, max_backoff=0.05)
 
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
-    root = tmp_path_factory.mktemp("faults")
-    write_synthetic_dataset(str(root / "pq"), num_files=2, row_groups_per_file=2, rows_per_group=6, seed=4,
-                            corrupt_fraction=0.1, max_side=160)
-    convert(str(root / "pq"), str(root / "wds"), workers=1, progress=False)
-    return root
+    return synth_and_convert(tmp_path_factory.mktemp("faults"), num_files=2, row_groups_per_file=2,
+                             rows_per_group=6, seed=4, corrupt_fraction=0.1, max_side=160)
 
 
 def edit(root, backend="webdataset", **kw):

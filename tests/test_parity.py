@@ -16,26 +16,20 @@ from editstream import ByteTokenizer, ImageTransform, T2IIterableDataset, Unifie
 from editstream.conversion import convert
 from editstream.synth import write_synthetic_dataset
 
-VAE = dict(max_image_size=128, min_image_size=32, image_stride=16)
-VIT = dict(max_image_size=112, min_image_size=28, image_stride=14)
+from data_helpers import VAE, VIT, synth_and_convert
+from data_helpers import first as first_items  # the loop below names a variable `first`
 
 
 @pytest.fixture(scope="module")
 def edit_data(tmp_path_factory):
-    root = tmp_path_factory.mktemp("edit")
-    write_synthetic_dataset(str(root / "pq"), num_files=3, row_groups_per_file=2, rows_per_group=5, seed=11,
-                            corrupt_fraction=0.2, max_side=96)
-    convert(str(root / "pq"), str(root / "wds"), workers=1, progress=False)
-    return root
+    return synth_and_convert(tmp_path_factory.mktemp("edit"), num_files=3, row_groups_per_file=2,
+                             rows_per_group=5, seed=11, corrupt_fraction=0.2, max_side=96)
 
 
 @pytest.fixture(scope="module")
 def t2i_data(tmp_path_factory):
-    root = tmp_path_factory.mktemp("t2i")
-    write_synthetic_dataset(str(root / "pq"), schema="t2i_pretrain", num_files=2, row_groups_per_file=3,
-                            rows_per_group=4, seed=5, corrupt_fraction=0.2, max_side=96)
-    convert(str(root / "pq"), str(root / "wds"), workers=1, progress=False)
-    return root
+    return synth_and_convert(tmp_path_factory.mktemp("t2i"), schema="t2i_pretrain", num_files=2,
+                             row_groups_per_file=3, rows_per_group=4, seed=5, corrupt_fraction=0.2, max_side=96)
 
 
 def edit(root, backend, *, rank=0, world=1, workers=0, storage_options=None, status=None, num_used=3):
@@ -60,12 +54,7 @@ def stream(ds, n, workers=0, seed=0):
         return [next(it) for _ in range(n)]
     loader = torch.utils.data.DataLoader(ds, batch_size=None, num_workers=workers,
                                          generator=torch.Generator().manual_seed(seed))
-    out = []
-    for sample in loader:
-        out.append(sample)
-        if len(out) == n:
-            break
-    return out
+    return first_items(loader, n)
 
 
 def assert_same(a_samples, b_samples):

@@ -10,9 +10,8 @@ import textwrap
 import pytest
 import torch
 
-from editstream.conversion import convert
-from editstream.synth import write_synthetic_dataset
 
+from data_helpers import first as take, synth_and_convert
 from example_scripts import ROOT, TRAIN_LOOP, load_example
 from resume_check import assert_batches_equal
 
@@ -36,20 +35,8 @@ RESTORE_SCRIPT = textwrap.dedent("""
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
-    root = tmp_path_factory.mktemp("stateful")
-    write_synthetic_dataset(str(root / "pq"), num_files=2, row_groups_per_file=2, rows_per_group=5, seed=21,
-                            corrupt_fraction=0.1, max_side=96)
-    convert(str(root / "pq"), str(root / "wds"), workers=1, progress=False)
-    return root
-
-
-def take(loader, n):
-    out = []
-    for batch in loader:
-        out.append(batch)
-        if len(out) == n:
-            break
-    return out
+    return synth_and_convert(tmp_path_factory.mktemp("stateful"), num_files=2, row_groups_per_file=2,
+                             rows_per_group=5, seed=21, corrupt_fraction=0.1, max_side=96)
 
 
 @pytest.mark.parametrize("first,second", [("parquet", "parquet"), ("webdataset", "webdataset"),

@@ -19,9 +19,8 @@ import fsspec
 import pytest
 
 from editstream import UnifiedEditIterableDataset
-from editstream.conversion import convert
-from editstream.synth import write_synthetic_dataset
 
+from data_helpers import synth_and_convert
 from example_scripts import ROOT, TRAIN_LOOP, load_example
 
 STEPS = 14
@@ -29,12 +28,9 @@ STEPS = 14
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
-    root = tmp_path_factory.mktemp("torchrun")
     # 3 files x 3 row groups = 9 units: 4 per rank (1 rank tail), 2 per worker with 2 workers
-    write_synthetic_dataset(str(root / "pq"), num_files=3, row_groups_per_file=3, rows_per_group=3, seed=8,
-                            max_side=96)
-    convert(str(root / "pq"), str(root / "wds"), workers=1, progress=False)
-    return root
+    return synth_and_convert(tmp_path_factory.mktemp("torchrun"), num_files=3, row_groups_per_file=3,
+                             rows_per_group=3, seed=8, max_side=96)
 
 
 def free_port() -> int:

@@ -11,6 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 
+from data_helpers import first
 from editstream import ParquetStandardIterableDataset
 
 
@@ -163,13 +164,7 @@ def test_all_units_unreadable_raises_instead_of_spinning(tmp_path):
 
 
 def _collect(ds, num_workers, n):
-    loader = torch.utils.data.DataLoader(ds, batch_size=None, num_workers=num_workers)
-    out = []
-    for sample in loader:
-        out.append(sample)
-        if len(out) == n:
-            break
-    return out
+    return first(torch.utils.data.DataLoader(ds, batch_size=None, num_workers=num_workers), n)
 
 
 def test_dataloader_workers_take_reversed_contiguous_slices(tmp_path):
