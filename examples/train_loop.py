@@ -25,6 +25,7 @@ import torch
 import torch.distributed as dist
 
 from editstream import ByteTokenizer
+from editstream.datasets.standard import count_source_files
 from editstream.loader import build_dataloader
 
 VAE_ARGS = {"image_stride": 16, "max_image_size": 128, "min_image_size": 32}
@@ -51,7 +52,7 @@ def make_loader(args: argparse.Namespace, rank: int | None = None, world_size: i
     info = {"data_dir": args.data}
     if storage_options:
         info["storage_options"] = storage_options
-    num_used = args.num_used if args.num_used is not None else count_files(args, storage_options)
+    num_used = args.num_used if args.num_used is not None else count_source_files(args.data, args.backend, storage_options)
     grouped = {"unified_edit": {"dataset_names": ["data"], "image_transform_args": dict(VAE_ARGS),
                                 "vit_image_transform_args": dict(VIT_ARGS), "num_used_data": [num_used],
                                 "weight": 1.0, "is_mandatory": True, "backend": args.backend}}
@@ -62,16 +63,6 @@ def make_loader(args: argparse.Namespace, rank: int | None = None, world_size: i
                             expected_num_tokens=args.expected_tokens, max_num_tokens=args.expected_tokens + 1024,
                             max_num_tokens_per_sample=args.expected_tokens, prefer_buffer_before=args.expected_tokens // 2,
                             max_buffer_size=8)
-
-
-def count_files(args: argparse.Namespace, storage_options: dict | None) -> int:
-    if args.backend == "webdataset":
-        from editstream.manifest import Manifest
-
-        return len(Manifest.read(args.data, storage_options).source_files)
-    from editstream.storage import list_files
-
-    return len(list_files(args.data, ".parquet", storage_options))
 
 
 def check_batch(batch: dict[str, Any], max_tokens: int) -> None:

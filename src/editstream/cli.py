@@ -211,11 +211,12 @@ def stream(data_dirs: tuple[str, ...], backend: str, schema: str, samples: int, 
     import torch
 
     from .datasets.registry import DATASET_REGISTRY
+    from .datasets.standard import count_source_files
     from .tokenizer import ByteTokenizer
     from .transforms import ImageTransform
 
     opts = _storage_options(storage_option, endpoint_url)
-    counts = [num_used if num_used is not None else _count_files(d, backend, opts) for d in data_dirs]
+    counts = [num_used if num_used is not None else count_source_files(d, backend, opts) for d in data_dirs]
     vae = ImageTransform(vae_max, min(256, vae_max), 16)
     common = dict(local_rank=rank, world_size=world_size, num_workers=max(workers, 1), backend=backend,
                   storage_options=opts)
@@ -242,16 +243,6 @@ def stream(data_dirs: tuple[str, ...], backend: str, schema: str, samples: int, 
                            "samples_per_s": round(n / seconds, 1) if seconds else None,
                            "drops_main_process": ds.drop_counts}, indent=2))
 
-
-def _count_files(data_dir: str, backend: str, storage_options: dict | None) -> int:
-    """How many files a directory (or converted root) holds, so every file is used once."""
-    if backend == "webdataset":
-        from .manifest import Manifest
-
-        return len(Manifest.read(data_dir, storage_options).source_files)
-    from .storage import list_files
-
-    return len(list_files(data_dir, ".parquet", storage_options))
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -32,6 +32,18 @@ def make_source(backend: str, *, dataset_name: str, granularity: str, parquet_in
     raise ValueError(f"dataset {dataset_name!r}: unknown backend {backend!r}; choose one of {BACKENDS}")
 
 
+def count_source_files(data_dir: str, backend: str, storage_options: StorageOptions | None = None) -> int:
+    """Parquet files a data directory holds (for a converted root: its source files), the
+    ``num_used_data`` entry that uses every file once."""
+    if backend == "webdataset":
+        from ..manifest import Manifest
+
+        return len(Manifest.read(data_dir, storage_options).source_files)
+    from ..storage import list_files
+
+    return len(list_files(data_dir, ".parquet", storage_options))
+
+
 class ParquetStandardIterableDataset(SourceIterableDataset):
     """Iterate rows per unit over parquet (or converted shards); subclasses define ``parse_row``.
 
