@@ -54,7 +54,7 @@ from typing import Any
 
 import torch
 
-from editstream.s3server import LocalS3Server
+from editstream.testing.s3server import LocalS3Server
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_RESULTS = REPO / "benchmarks" / "LOADER.md"
@@ -108,14 +108,14 @@ def make_dataset(data_dir: str, backend: str, num_workers: int, storage_options:
 
 def load_rows(ds: Any) -> dict[Any, list[dict]]:
     """Every row of every unit of ``ds``, read into memory up front (for the decode limit)."""
-    from editstream.parquet_rows import read_row_group_rows
+    from editstream.io.parquet import read_row_group_rows
 
     return {unit: read_row_group_rows(unit[0], unit[1]) for unit in sorted(set(ds.data_paths_per_rank))}
 
 
 def worker_rows(ds: Any, rows: dict[Any, list[dict]], worker: int, num_workers: int) -> Iterator[tuple[list, dict]]:
     """``(data_indexes, row)`` in the order DataLoader worker ``worker`` of ``num_workers`` reads them, forever."""
-    from editstream.sources.base import Row
+    from editstream.loader.iteration import Row
 
     units = ds.worker_units(worker, num_workers)
     while True:

@@ -143,7 +143,7 @@ def _load_cached(work: Path, label: str, params: BuildParams) -> BuiltDataset | 
 
 
 def _describe(work: Path, label: str, rows: int, parquet_bytes: int, seconds: float | None) -> BuiltDataset:
-    from editstream.manifest import Manifest
+    from editstream.format.manifest import Manifest
 
     manifest = Manifest.read(str(work / "wds"))
     if len(manifest.shards) != 1:
@@ -197,11 +197,11 @@ def child_main(spec: dict[str, Any]) -> dict[str, Any]:
     import itertools
     import random
 
-    import editstream.sources.parquet  # noqa: F401 - imported before the baseline for both backends
-    import editstream.sources.webdataset  # noqa: F401
+    import editstream.loader.sources.parquet  # noqa: F401 - imported before the baseline for both backends
+    import editstream.loader.sources.webdataset  # noqa: F401
     import pyarrow.parquet  # noqa: F401
     from editstream import ByteTokenizer, ImageTransform, UnifiedEditIterableDataset
-    from editstream.sources.webdataset import DEFAULT_BLOCK_SIZE
+    from editstream.loader.sources.webdataset import DEFAULT_BLOCK_SIZE
 
     start_rss = current_rss_mb()
     start_peak = peak_rss_mb()

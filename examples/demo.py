@@ -18,8 +18,8 @@ from pathlib import Path
 import torch
 
 from editstream import ByteTokenizer, PackedDataset, collate_fn, convert, write_synthetic_dataset
-from editstream.config import DataConfig
-from editstream.s3server import LocalS3Server
+from editstream.packing.config import DataConfig
+from editstream.testing.s3server import LocalS3Server
 
 VAE_ARGS = {"image_stride": 16, "max_image_size": 256, "min_image_size": 64}
 VIT_ARGS = {"image_stride": 14, "max_image_size": 224, "min_image_size": 56}

@@ -25,8 +25,8 @@ import torch
 import torch.distributed as dist
 
 from editstream import ByteTokenizer
-from editstream.datasets.standard import count_source_files
-from editstream.loader import build_dataloader
+from editstream.loader.datasets.standard import count_source_files
+from editstream.packing.dataloader import build_dataloader
 
 VAE_ARGS = {"image_stride": 16, "max_image_size": 128, "min_image_size": 32}
 VIT_ARGS = {"image_stride": 14, "max_image_size": 112, "min_image_size": 28}

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from editstream.s3server import LocalS3Server
+from editstream.testing.s3server import LocalS3Server
 
 FAKE_KEY = "testing-key"
 FAKE_SECRET = "testing-secret"

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from editstream.conversion import convert
-from editstream.synth import write_synthetic_dataset
+from editstream.testing.synth import write_synthetic_dataset
 
 # Small images keep the tests fast; stride 16 (VAE) and 14 (ViT) as in BAGEL.
 VAE = dict(max_image_size=128, min_image_size=32, image_stride=16)

@@ -18,13 +18,14 @@ import pytest
 import webdataset as wds
 from PIL import Image
 
-from editstream import manifest as mf
+from editstream.format import manifest as mf
+from editstream.format.idx import read_idx, write_idx
 from editstream.conversion import convert, parse_size
-from editstream.parquet_rows import read_row_group_rows
-from editstream.rowcodec import decode_sample
-from editstream.synth import write_synthetic_dataset
-from editstream.tarfmt import iter_samples
-from editstream.verify import rows_equal, verify
+from editstream.io.parquet import read_row_group_rows
+from editstream.format.rowcodec import decode_sample
+from editstream.testing.synth import write_synthetic_dataset
+from editstream.format.tarreader import iter_samples
+from editstream.conversion.verify import rows_equal, verify
 
 
 @pytest.fixture(scope="module")
@@ -65,7 +66,7 @@ def test_every_row_round_trips_in_parquet_order(edit_src, tmp_path):
         assert [k for k, _ in got] == [f"{shard.source_file[:-8]}-rg{shard.row_group:05d}-r{i:07d}"
                                        for i in range(len(rows))]
         assert [r for _, r in got] == rows
-        offsets, end = mf.read_idx(str(out / shard.idx_path))
+        offsets, end = read_idx(str(out / shard.idx_path))
         assert len(offsets) == shard.num_samples == len(rows)
         assert end == (out / shard.path).stat().st_size - 1024
         assert shard.sha256 == sha(out / shard.path) and shard.num_bytes == (out / shard.path).stat().st_size

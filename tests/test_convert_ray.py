@@ -19,10 +19,10 @@ import s3fs
 
 ray = pytest.importorskip("ray")
 
-from editstream import manifest as mf  # noqa: E402
+from editstream.format import manifest as mf  # noqa: E402
 from editstream.conversion import PROGRESS_DIR, ConvertConfig, convert, convert_shard, plan_conversion  # noqa: E402
-from editstream.executors import RayExecutor, TaskError, make_executor  # noqa: E402
-from editstream.synth import write_synthetic_dataset  # noqa: E402
+from editstream.conversion.executors import RayExecutor, TaskError, make_executor  # noqa: E402
+from editstream.testing.synth import write_synthetic_dataset  # noqa: E402
 
 EDITSTREAM = Path(sys.executable).with_name("editstream")
 QUIET_RAY_ENV = {"RAY_DISABLE_USAGE_STATS": "1"}

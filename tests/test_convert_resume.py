@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from editstream import manifest as mf
+from editstream.format import manifest as mf
 from editstream.conversion import PROGRESS_DIR, convert
-from editstream.synth import write_synthetic_dataset
-from editstream.verify import verify
+from editstream.testing.synth import write_synthetic_dataset
+from editstream.conversion.verify import verify
 
 EDITSTREAM = Path(sys.executable).with_name("editstream")
 
@@ -69,7 +69,7 @@ def test_interrupted_shard_write_leaves_no_partial_shard(tmp_path, monkeypatch):
     src = tmp_path / "src"
     write_synthetic_dataset(str(src), schema="unified_edit", num_files=1, row_groups_per_file=2,
                             rows_per_group=4, seed=2, min_side=16, max_side=32)
-    import editstream.conversion as conv
+    import editstream.conversion.shard as conv
 
     real = conv.encode_members
     calls = {"n": 0}

@@ -7,9 +7,10 @@ import io
 import pyarrow as pa
 import pytest
 
-from editstream.parquet_rows import batch_rows
-from editstream.rowcodec import encode_members
-from editstream.tarfmt import TarWriter, iter_samples
+from editstream.io.parquet import batch_rows
+from editstream.format.rowcodec import encode_members
+from editstream.format.tarreader import iter_samples
+from editstream.format.tarwriter import TarWriter
 
 
 def as_bytes(v):

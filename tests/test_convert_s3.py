@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 import s3fs
 
-from editstream import manifest as mf
+from editstream.format import manifest as mf
 from editstream.conversion import convert
-from editstream.inspect_cmd import find_sample
-from editstream.parquet_rows import read_row_group_rows, row_group_sizes
-from editstream.synth import write_synthetic_dataset
-from editstream.verify import verify
+from editstream.conversion.inspect import find_sample
+from editstream.io.parquet import read_row_group_rows, row_group_sizes
+from editstream.testing.synth import write_synthetic_dataset
+from editstream.conversion.verify import verify
 
 EDITSTREAM = Path(sys.executable).with_name("editstream")
 

@@ -7,8 +7,8 @@ import io
 import pytest
 from PIL import Image
 
-from editstream.converters import canonical_name, check_columns, detect_schema, get_schema
-from editstream.converters._images import image_header_problem, image_size
+from editstream.conversion.schemas import canonical_name, check_columns, detect_schema, get_schema
+from editstream.format.images import image_header_problem, image_size
 
 
 def encode(fmt: str, size=(37, 21), mode="RGB", **kw) -> bytes:

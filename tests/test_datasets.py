@@ -13,7 +13,7 @@ from PIL import Image
 from editstream import (ByteTokenizer, ImageTransform, InterleavedBaseIterableDataset, T2IIterableDataset,
                         UnifiedEditIterableDataset, write_synthetic_dataset)
 from data_helpers import VAE, VIT
-from editstream.transforms import decode_image
+from editstream.loader.transforms import decode_image
 
 
 

@@ -18,7 +18,7 @@ import requests
 import s3fs
 from botocore.config import Config
 from botocore.exceptions import ClientError
-from editstream.s3server import LocalS3Server
+from editstream.testing.s3server import LocalS3Server
 from faultproxy import FAULT_KINDS, FaultPlan, FaultProxy
 
 KEY = "testing"

@@ -17,9 +17,9 @@ import pytest
 import torch
 
 from editstream import ByteTokenizer, ImageTransform, UnifiedEditIterableDataset
-from editstream.sources.base import FailureBudgetExceeded
-from editstream.storage import RetryPolicy
-from editstream.tarfmt import iter_members
+from editstream.loader.drops import FailureBudgetExceeded
+from editstream.io.retry import RetryPolicy
+from editstream.format.tarreader import iter_members
 from data_helpers import VAE, VIT, synth_and_convert
 from faultproxy import FaultPlan, FaultProxy
 

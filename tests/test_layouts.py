@@ -14,7 +14,7 @@ import pytest
 
 from editstream import ParquetStandardIterableDataset
 from editstream.conversion import convert
-from editstream.synth import write_synthetic_dataset
+from editstream.testing.synth import write_synthetic_dataset
 
 
 class RowIds(ParquetStandardIterableDataset):

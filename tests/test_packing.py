@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 import torch
 
-from editstream.config import BagelDatasetConfig, DataConfig
-from editstream.packing import PackedDataset, collate_fn, make_bagel_multimodal_dataset
-from editstream.sequence import patchify, prepare_attention_mask_per_sample
+from editstream.packing.config import BagelDatasetConfig, DataConfig
+from editstream import PackedDataset, collate_fn, make_bagel_multimodal_dataset
+from editstream.packing.sequence import patchify, prepare_attention_mask_per_sample
 from resume_check import assert_batches_equal, preserved_global_rng, take
 
 BOS, EOS, SOI, EOI = 100, 101, 102, 103
@@ -167,27 +167,27 @@ def test_pack_text_vit_and_vae_with_loss():
         expected_t = np.random.RandomState(3).randn()
 
     # text: bos 1 2 eos at 0-3 | vit: soi 4, patches 5-6, eoi 7 | vae: soi 8, latents 9-10, eoi 11
-    assert status["curr"] == 12 and status["sample_lens"] == [12]
-    assert status["packed_text_ids"] == [BOS, 1, 2, EOS, SOI, EOI, SOI, EOI]
-    assert status["packed_text_indexes"] == [0, 1, 2, 3, 4, 7, 8, 11]
-    assert status["packed_position_ids"] == [0, 1, 2, 3] + [4] * 4 + [5] * 4
-    assert status["ce_loss_indexes"] == [0, 1, 2]
-    assert status["ce_loss_weights"] == [1 / math.sqrt(3)] * 3
-    assert status["packed_label_ids"] == [1, 2, EOS]
-    assert status["packed_vit_token_indexes"] == [5, 6]
-    assert status["vit_token_seqlens"] == [2]
-    assert torch.equal(status["packed_vit_tokens"][0], patchify(vit_image, 2))
-    assert status["packed_vit_position_ids"][0].tolist() == [0, 1]
-    assert status["packed_vae_token_indexes"] == [9, 10]
-    assert status["mse_loss_indexes"] == [9, 10]
-    assert status["vae_latent_shapes"] == [(2, 1)]
-    assert status["packed_latent_position_ids"][0].tolist() == [0, 4]
-    assert status["vae_image_tensors"][0] is vae_image
-    assert status["packed_timesteps"] == [expected_t, expected_t]
-    (mask,) = status["nested_attention_masks"]
+    assert status.curr == 12 and status.sample_lens == [12]
+    assert status.packed_text_ids == [BOS, 1, 2, EOS, SOI, EOI, SOI, EOI]
+    assert status.packed_text_indexes == [0, 1, 2, 3, 4, 7, 8, 11]
+    assert status.packed_position_ids == [0, 1, 2, 3] + [4] * 4 + [5] * 4
+    assert status.ce_loss_indexes == [0, 1, 2]
+    assert status.ce_loss_weights == [1 / math.sqrt(3)] * 3
+    assert status.packed_label_ids == [1, 2, EOS]
+    assert status.packed_vit_token_indexes == [5, 6]
+    assert status.vit_token_seqlens == [2]
+    assert torch.equal(status.packed_vit_tokens[0], patchify(vit_image, 2))
+    assert status.packed_vit_position_ids[0].tolist() == [0, 1]
+    assert status.packed_vae_token_indexes == [9, 10]
+    assert status.mse_loss_indexes == [9, 10]
+    assert status.vae_latent_shapes == [(2, 1)]
+    assert status.packed_latent_position_ids[0].tolist() == [0, 4]
+    assert status.vae_image_tensors[0] is vae_image
+    assert status.packed_timesteps == [expected_t, expected_t]
+    (mask,) = status.nested_attention_masks
     assert torch.equal(mask, prepare_attention_mask_per_sample([4, 4, 4], ["causal", "full", "noise"]))
     assert mask[3, 4] == NEG and mask[7, 4] == 0 and mask[7, 8] == NEG and mask[11, 0] == 0
-    assert status["split_lens"] == [] and status["attn_modes"] == []
+    assert status.split_lens == [] and status.attn_modes == []
     # The sample itself is left as it was.
     assert sample["text_ids_list"] == [[1, 2]] and len(sample["image_tensor_list"]) == 2
 
@@ -197,9 +197,9 @@ def test_pack_flex_records_split_lens_and_modes_instead_of_masks():
     sample = make_sample([text_item(loss=1), vit_item(), vae_item(loss=1)], [[1, 2]],
                          [torch.rand(3, 2, 4), torch.rand(3, 4, 2)])
     status = pack(packer, sample)
-    assert status["split_lens"] == [4, 4, 4]
-    assert status["attn_modes"] == ["causal", "full", "noise"]
-    assert status["nested_attention_masks"] == []
+    assert status.split_lens == [4, 4, 4]
+    assert status.attn_modes == ["causal", "full", "noise"]
+    assert status.nested_attention_masks == []
 
 
 def test_pack_vae_without_loss_has_minus_inf_timesteps_and_advances_rope():
@@ -209,12 +209,12 @@ def test_pack_vae_without_loss_has_minus_inf_timesteps_and_advances_rope():
         np.random.seed(0)
         status = pack(packer, sample)
         assert np.random.randn() == np.random.RandomState(0).randn()  # no timestep was drawn
-    assert status["packed_timesteps"] == [NEG, NEG]
-    assert status["mse_loss_indexes"] == []
-    assert status["packed_vae_token_indexes"] == [1, 2]
-    assert status["packed_position_ids"] == [0, 0, 0, 0, 1, 2, 3]
-    assert status["attn_modes"] == ["full", "causal"]
-    assert status["split_lens"] == [4, 3]
+    assert status.packed_timesteps == [NEG, NEG]
+    assert status.mse_loss_indexes == []
+    assert status.packed_vae_token_indexes == [1, 2]
+    assert status.packed_position_ids == [0, 0, 0, 0, 1, 2, 3]
+    assert status.attn_modes == ["full", "causal"]
+    assert status.split_lens == [4, 3]
 
 
 def video_plan(loss):
@@ -234,15 +234,15 @@ def test_pack_video_frames_with_loss_share_one_split_and_one_timestep():
         reference = np.random.RandomState(5)
         t = reference.randn()
         assert np.random.randn() == reference.randn()  # exactly one draw for the whole video
-    assert status["packed_text_ids"] == [SOI, EOI] * 3
-    assert status["packed_text_indexes"] == [0, 2, 3, 5, 6, 8]
-    assert status["packed_vae_token_indexes"] == [1, 4, 7]
-    assert status["mse_loss_indexes"] == [1, 4, 7]
-    assert status["packed_timesteps"] == [t, t, t]
-    assert status["packed_position_ids"] == [0, 0, 0, 2, 2, 2, 5, 5, 5]
-    assert status["split_lens"] == [9] and status["attn_modes"] == ["full"]
-    assert status["vae_latent_shapes"] == [(1, 1)] * 3
-    assert status["sample_lens"] == [9]
+    assert status.packed_text_ids == [SOI, EOI] * 3
+    assert status.packed_text_indexes == [0, 2, 3, 5, 6, 8]
+    assert status.packed_vae_token_indexes == [1, 4, 7]
+    assert status.mse_loss_indexes == [1, 4, 7]
+    assert status.packed_timesteps == [t, t, t]
+    assert status.packed_position_ids == [0, 0, 0, 2, 2, 2, 5, 5, 5]
+    assert status.split_lens == [9] and status.attn_modes == ["full"]
+    assert status.vae_latent_shapes == [(1, 1)] * 3
+    assert status.sample_lens == [9]
 
 
 def test_pack_video_frames_without_loss():
@@ -250,29 +250,29 @@ def test_pack_video_frames_without_loss():
     frames = [torch.rand(3, 2, 2) for _ in range(3)]
     sample = make_sample(video_plan(0) + [text_item()], [[9]], frames)
     status = pack(packer, sample)
-    assert status["packed_timesteps"] == [NEG] * 3
-    assert status["mse_loss_indexes"] == []
+    assert status.packed_timesteps == [NEG] * 3
+    assert status.mse_loss_indexes == []
     # frame deltas 2 and 3, then +1 after the last frame (no loss, no delta)
-    assert status["packed_position_ids"] == [0] * 3 + [2] * 3 + [5] * 3 + [6, 7, 8]
-    assert status["split_lens"] == [9, 3] and status["attn_modes"] == ["full", "causal"]
+    assert status.packed_position_ids == [0] * 3 + [2] * 3 + [5] * 3 + [6, 7, 8]
+    assert status.split_lens == [9, 3] and status.attn_modes == ["full", "causal"]
 
 
 def test_pack_special_token_loss_on_eos():
     packer = make_packer()
     status = pack(packer, make_sample([text_item(loss=0, special_loss=1, label=55)], [[4, 5]]))
-    assert status["ce_loss_indexes"] == [3]
-    assert status["ce_loss_weights"] == [1.0]
-    assert status["packed_label_ids"] == [55]
+    assert status.ce_loss_indexes == [3]
+    assert status.ce_loss_weights == [1.0]
+    assert status.packed_label_ids == [55]
 
 
 def test_second_sample_continues_indexes_but_restarts_positions():
     packer = make_packer()
     status = pack(packer, make_sample([text_item()], [[1]]), make_sample([vae_item(loss=0)], [], [torch.rand(3, 2, 2)]))
-    assert status["sample_lens"] == [3, 3]
-    assert status["packed_text_indexes"] == [0, 1, 2, 3, 5]
-    assert status["packed_vae_token_indexes"] == [4]
-    assert status["packed_position_ids"] == [0, 1, 2, 0, 0, 0]
-    assert [m.shape for m in status["nested_attention_masks"]] == [(3, 3), (3, 3)]
+    assert status.sample_lens == [3, 3]
+    assert status.packed_text_indexes == [0, 1, 2, 3, 5]
+    assert status.packed_vae_token_indexes == [4]
+    assert status.packed_position_ids == [0, 1, 2, 0, 0, 0]
+    assert [m.shape for m in status.nested_attention_masks] == [(3, 3), (3, 3)]
 
 
 def cfg_sample():
@@ -289,10 +289,10 @@ def test_cfg_dropout_probability_one_drops_every_cfg_item():
         draws = [reference.random() for _ in range(4)]
         assert random.random() == draws[3]  # one draw per enable_cfg item
     # Only the target image is left; each dropped image still advanced the rotary position.
-    assert status["packed_text_ids"] == [SOI, EOI]
-    assert status["packed_position_ids"] == [2] * 4
-    assert status["split_lens"] == [4] and status["attn_modes"] == ["noise"]
-    assert status["vit_token_seqlens"] == [] and status["packed_vae_token_indexes"] == [1, 2]
+    assert status.packed_text_ids == [SOI, EOI]
+    assert status.packed_position_ids == [2] * 4
+    assert status.split_lens == [4] and status.attn_modes == ["noise"]
+    assert status.vit_token_seqlens == [] and status.packed_vae_token_indexes == [1, 2]
 
 
 def test_cfg_dropout_probability_zero_keeps_everything_but_still_draws():
@@ -303,9 +303,9 @@ def test_cfg_dropout_probability_zero_keeps_everything_but_still_draws():
         reference = random.Random(11)
         draws = [reference.random() for _ in range(4)]
         assert random.random() == draws[3]
-    assert status["attn_modes"] == ["full", "full", "causal", "noise"]
-    assert status["split_lens"] == [3, 3, 4, 4]
-    assert status["packed_position_ids"] == [0] * 3 + [1] * 3 + [2, 3, 4, 5] + [6] * 4
+    assert status.attn_modes == ["full", "full", "causal", "noise"]
+    assert status.split_lens == [3, 3, 4, 4]
+    assert status.packed_position_ids == [0] * 3 + [1] * 3 + [2, 3, 4, 5] + [6] * 4
 
 
 # --------------------------------------------------------------------------- to_tensor
@@ -335,7 +335,7 @@ def test_to_tensor_flex_pads_to_max_num_tokens():
     assert batch["packed_text_ids"].dtype == torch.int64
     assert "packed_vit_tokens" not in batch
     # the accumulator is not consumed
-    assert len(status["vae_image_tensors"]) == 2 and status["sample_lens"] == [7, 4]
+    assert len(status.vae_image_tensors) == 2 and status.sample_lens == [7, 4]
 
 
 def test_to_tensor_non_flex_keeps_masks_and_vit_tensors():
@@ -354,7 +354,7 @@ def test_to_tensor_non_flex_keeps_masks_and_vit_tensors():
 def test_interpolated_positions_are_used_when_asked():
     packer = make_packer(interpolate_pos=True)
     status = pack(packer, make_sample([vit_item()], [], [torch.rand(3, 4, 6)]))
-    assert status["packed_vit_position_ids"][0].tolist() == [0, 1, 2, 8, 9, 10]
+    assert status.packed_vit_position_ids[0].tolist() == [0, 1, 2, 8, 9, 10]
 
 
 # --------------------------------------------------------------------------- the packing loop
@@ -612,7 +612,7 @@ def test_parquet_info_path_errors_name_the_dataset(tmp_path):
 
 
 def test_image_transform_args_become_transforms():
-    transforms = pytest.importorskip("editstream.transforms")
+    transforms = pytest.importorskip("editstream.loader.transforms")
     groups = {"toy": {"dataset_names": ["d0"], "weight": 1.0,
                       "image_transform_args": {"image_stride": 16, "max_image_size": 64, "min_image_size": 32},
                       "vit_image_transform_args": {"image_stride": 14, "max_image_size": 56, "min_image_size": 28}}}

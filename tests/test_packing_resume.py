@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from editstream.packing import STATE_FORMAT, collate_fn
+from editstream import collate_fn
+from editstream.packing.state import STATE_FORMAT
 from resume_check import (
     assert_batches_equal,
     assert_resumes_identically,

@@ -11,8 +11,9 @@ import pyarrow as pa
 import pytest
 from PIL import Image
 
-from editstream.rowcodec import (RowCodecError, decode_sample, encode_members, encode_row, make_key,
-                                 safe_component, sniff_extension)
+from editstream.format.images import sniff_extension
+from editstream.format.keys import make_key, safe_component
+from editstream.format.rowcodec import RowCodecError, decode_sample, encode_members, encode_row
 
 
 def image_bytes(fmt: str, mode: str = "RGB", size=(6, 4)) -> bytes:

@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from editstream.sequence import (
+from editstream.packing.sequence import (
     get_flattened_position_ids_extrapolate,
     get_flattened_position_ids_interpolate,
     len2weight,

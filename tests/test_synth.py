@@ -13,9 +13,9 @@ import pytest
 from click.testing import CliRunner
 from PIL import Image, UnidentifiedImageError
 
-from editstream import storage
+from editstream.io import storage
 from editstream.cli import main as cli_main
-from editstream.synth import IMAGE_FORMATS, write_synthetic_dataset
+from editstream.testing.synth import IMAGE_FORMATS, write_synthetic_dataset
 
 
 def _sniff(data: bytes) -> str:

@@ -9,10 +9,11 @@ import tarfile
 
 import pytest
 
-from editstream import tarfmt
-from editstream.tarfmt import (BLOCK, HeaderChecksumError, MalformedHeaderError, MemberTooLargeError,
-                               SampleOrderError, TarFormatError, TarWriter, TruncatedTarError, iter_members,
-                               iter_samples)
+from editstream.format import tarreader, tarwriter, tarblock
+from editstream.format.tarblock import (BLOCK, HeaderChecksumError, MalformedHeaderError, MemberTooLargeError,
+                                       SampleOrderError, TarFormatError, TruncatedTarError)
+from editstream.format.tarreader import iter_members, iter_samples
+from editstream.format.tarwriter import TarWriter
 
 LONG_KEY = "k" * 140
 
@@ -122,7 +123,7 @@ def test_member_size_cap():
 
 
 def test_malformed_size_field():
-    block = bytearray(tarfmt._header(b"a.txt", 5, b"0"))
+    block = bytearray(tarwriter._header(b"a.txt", 5, b"0"))
     block[124:136] = b"zzzzzzzzzzz\0"
     block[148:156] = b" " * 8
     block[148:156] = b"%06o\0 " % sum(block)
@@ -138,16 +139,16 @@ def test_error_classes_share_one_base():
 def test_non_contiguous_and_duplicate_members_are_rejected():
     buf = io.BytesIO()
     for name in ("a.json", "b.json", "a.txt"):
-        for chunk in tarfmt.member_bytes(name, b"1"):
+        for chunk in tarwriter.member_bytes(name, b"1"):
             buf.write(chunk)
-    buf.write(tarfmt.END_OF_ARCHIVE)
+    buf.write(tarblock.END_OF_ARCHIVE)
     with pytest.raises(SampleOrderError, match="not contiguous"):
         list(iter_samples(io.BytesIO(buf.getvalue())))
     buf = io.BytesIO()
     for name in ("a.json", "a.json"):
-        for chunk in tarfmt.member_bytes(name, b"1"):
+        for chunk in tarwriter.member_bytes(name, b"1"):
             buf.write(chunk)
-    buf.write(tarfmt.END_OF_ARCHIVE)
+    buf.write(tarblock.END_OF_ARCHIVE)
     with pytest.raises(SampleOrderError, match="twice"):
         list(iter_samples(io.BytesIO(buf.getvalue())))
 
@@ -163,10 +164,10 @@ def test_writer_rejects_bad_keys_and_duplicate_members():
 
 
 def test_large_size_uses_base256_and_round_trips():
-    field = tarfmt._octal(2 ** 40, 12)
+    field = tarwriter._octal(2 ** 40, 12)
     assert field[0] == 0x80
-    assert tarfmt._parse_number(field, "size", "x", 0) == 2 ** 40
-    assert tarfmt._parse_number(tarfmt._octal(1234, 12), "size", "x", 0) == 1234
+    assert tarreader._parse_number(field, "size", "x", 0) == 2 ** 40
+    assert tarreader._parse_number(tarwriter._octal(1234, 12), "size", "x", 0) == 1234
 
 
 class ShortReads(io.RawIOBase):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from editstream.tokenizer import ByteTokenizer
+from editstream.loader.tokenizer import ByteTokenizer
 
 
 def test_encode_is_utf8_bytes():

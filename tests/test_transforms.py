@@ -10,7 +10,7 @@ import pytest
 import torch
 from PIL import Image, ImageFile, PngImagePlugin, UnidentifiedImageError
 
-from editstream.transforms import DEFAULT_MAX_PIXELS, ImageTransform, decode_image, pil_img2rgb, target_size
+from editstream.loader.transforms import DEFAULT_MAX_PIXELS, ImageTransform, decode_image, pil_img2rgb, target_size
 
 VAE = dict(max_size=1024, min_size=512, stride=16, max_pixels=DEFAULT_MAX_PIXELS)
 VIT = dict(max_size=980, min_size=224, stride=14, max_pixels=DEFAULT_MAX_PIXELS)

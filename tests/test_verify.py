@@ -10,12 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from editstream import manifest as mf
+from editstream.format import manifest as mf
+from editstream.format.idx import read_idx, write_idx
 from editstream.conversion import convert
-from editstream.inspect_cmd import find_sample, inspect_dataset
-from editstream.parquet_rows import read_row_group_rows
-from editstream.synth import write_synthetic_dataset
-from editstream.verify import verify
+from editstream.conversion.inspect import find_sample, inspect_dataset
+from editstream.io.parquet import read_row_group_rows
+from editstream.testing.synth import write_synthetic_dataset
+from editstream.conversion.verify import verify
 
 EDITSTREAM = Path(sys.executable).with_name("editstream")
 
@@ -58,7 +59,7 @@ def test_flipped_data_byte_is_caught_by_sha256_and_source_compare(copy):
     src, out = copy
     m = mf.Manifest.read(str(out))
     shard = m.shards[1]
-    offsets, _ = mf.read_idx(str(out / shard.idx_path))
+    offsets, _ = read_idx(str(out / shard.idx_path))
     path = out / shard.path
     data = bytearray(path.read_bytes())
     data[offsets[2] + 512 + 40] ^= 0xFF  # inside the first member's data of sample 2
@@ -72,7 +73,7 @@ def test_flipped_data_byte_is_caught_by_sha256_and_source_compare(copy):
 def test_flipped_header_byte_is_a_tar_format_problem(copy):
     _, out = copy
     shard = mf.Manifest.read(str(out)).shards[0]
-    offsets, _ = mf.read_idx(str(out / shard.idx_path))
+    offsets, _ = read_idx(str(out / shard.idx_path))
     path = out / shard.path
     data = bytearray(path.read_bytes())
     data[offsets[1] + 10] ^= 0x01
@@ -104,8 +105,8 @@ def test_truncated_shard_is_reported(copy):
 def test_wrong_or_missing_idx_is_reported(copy):
     _, out = copy
     shards = mf.Manifest.read(str(out)).shards
-    offsets, end = mf.read_idx(str(out / shards[0].idx_path))
-    mf.write_idx(str(out / shards[0].idx_path), [offsets[0], offsets[1] + 512] + offsets[2:], end)
+    offsets, end = read_idx(str(out / shards[0].idx_path))
+    write_idx(str(out / shards[0].idx_path), [offsets[0], offsets[1] + 512] + offsets[2:], end)
     (out / shards[1].idx_path).unlink()
     found = kinds(verify(str(out)))
     assert found == {"idx": {shards[0].path}, "missing_idx": {shards[1].path}}

@@ -8,29 +8,49 @@ loaded lazily, so ``import editstream`` stays cheap and optional extras load onl
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
 _EXPORTS = {
-    "DistributedIterableDataset": "editstream.sources.base",
-    "InterleavedBaseIterableDataset": "editstream.datasets.interleave",
-    "ParquetStandardIterableDataset": "editstream.datasets.standard",
-    "WebDatasetStandardIterableDataset": "editstream.datasets.standard",
-    "UnifiedEditIterableDataset": "editstream.datasets.unified_edit",
-    "T2IIterableDataset": "editstream.datasets.t2i",
-    "DATASET_REGISTRY": "editstream.datasets.registry",
-    "ImageTransform": "editstream.transforms",
-    "pil_img2rgb": "editstream.transforms",
-    "PackedDataset": "editstream.packing",
-    "BagelDatasetConfig": "editstream.config",
-    "DataConfig": "editstream.config",
-    "collate_fn": "editstream.packing",
-    "ByteTokenizer": "editstream.tokenizer",
-    "write_synthetic_dataset": "editstream.synth",
-    "RetryPolicy": "editstream.storage",
-    "convert": "editstream.conversion",
+    "DistributedIterableDataset": "editstream.loader.distributed",
+    "InterleavedBaseIterableDataset": "editstream.loader.datasets.interleave",
+    "ParquetStandardIterableDataset": "editstream.loader.datasets.standard",
+    "WebDatasetStandardIterableDataset": "editstream.loader.datasets.standard",
+    "UnifiedEditIterableDataset": "editstream.loader.datasets.unified_edit",
+    "T2IIterableDataset": "editstream.loader.datasets.t2i",
+    "DATASET_REGISTRY": "editstream.loader.datasets.registry",
+    "ImageTransform": "editstream.loader.transforms",
+    "pil_img2rgb": "editstream.loader.transforms",
+    "ByteTokenizer": "editstream.loader.tokenizer",
+    "PackedDataset": "editstream.packing.dataset",
+    "BagelDatasetConfig": "editstream.packing.config",
+    "DataConfig": "editstream.packing.config",
+    "collate_fn": "editstream.packing.dataloader",
+    "make_bagel_multimodal_dataset": "editstream.packing.dataloader",
+    "write_synthetic_dataset": "editstream.testing.synth",
+    "RetryPolicy": "editstream.io.retry",
+    "convert": "editstream.conversion.run",
 }
+
+if TYPE_CHECKING:  # the same names, visible to type checkers and IDEs without importing at run time
+    from editstream.conversion.run import convert
+    from editstream.io.retry import RetryPolicy
+    from editstream.loader.datasets.interleave import InterleavedBaseIterableDataset
+    from editstream.loader.datasets.registry import DATASET_REGISTRY
+    from editstream.loader.datasets.standard import (
+        ParquetStandardIterableDataset,
+        WebDatasetStandardIterableDataset,
+    )
+    from editstream.loader.datasets.t2i import T2IIterableDataset
+    from editstream.loader.datasets.unified_edit import UnifiedEditIterableDataset
+    from editstream.loader.distributed import DistributedIterableDataset
+    from editstream.loader.tokenizer import ByteTokenizer
+    from editstream.loader.transforms import ImageTransform, pil_img2rgb
+    from editstream.packing.config import BagelDatasetConfig, DataConfig
+    from editstream.packing.dataloader import collate_fn, make_bagel_multimodal_dataset
+    from editstream.packing.dataset import PackedDataset
+    from editstream.testing.synth import write_synthetic_dataset
 
 __all__ = sorted(_EXPORTS) + ["__version__"]
 

@@ -34,7 +34,7 @@ def main() -> None:
 def synth(out: str, schema: str, num_files: int, row_groups_per_file: int, rows_per_group: int, seed: int,
           corrupt_fraction: float, min_side: int | None, max_side: int | None) -> None:
     """Write a synthetic parquet dataset (plus parquet_info.json) to OUT."""
-    from .synth import write_synthetic_dataset
+    from .testing.synth import write_synthetic_dataset
 
     kwargs = {}
     if min_side is not None:
@@ -117,7 +117,7 @@ def convert(src: str, dst: str, schema: str | None, parquet_info: str | None, wo
             overwrite: bool, drop_bad_rows: bool, no_progress: bool, storage_option: tuple[str, ...],
             endpoint_url: str | None) -> None:
     """Convert the parquet dataset SRC into WebDataset tar shards under DST (local or s3://)."""
-    from .executors import make_executor
+    from .conversion.executors import make_executor
 
     try:
         runner = make_executor(engine, workers, ray_address=ray_address)
@@ -154,7 +154,7 @@ def convert(src: str, dst: str, schema: str | None, parquet_info: str | None, wo
 def verify(dst: str, source: str | None, workers: int | None, as_json: bool, storage_option: tuple[str, ...],
            endpoint_url: str | None) -> None:
     """Re-read every shard of DST and check it against the manifest; exit 1 on any mismatch."""
-    from .verify import verify as run
+    from .conversion.verify import verify as run
 
     report = run(dst, source=source, workers=workers, storage_options=_storage_options(storage_option, endpoint_url))
     click.echo(json.dumps(report.to_dict(), indent=2) if as_json else report.format())
@@ -171,7 +171,7 @@ def verify(dst: str, source: str | None, workers: int | None, as_json: bool, sto
 def inspect(dst: str, key: str | None, max_samples: int, storage_option: tuple[str, ...],
             endpoint_url: str | None) -> None:
     """Show what DST holds: shards, samples, bytes, images per sample, image formats and sizes."""
-    from .inspect_cmd import describe_value, find_sample, inspect_dataset
+    from .conversion.inspect import describe_value, find_sample, inspect_dataset
 
     opts = _storage_options(storage_option, endpoint_url)
     if key is not None:
@@ -210,10 +210,10 @@ def stream(data_dirs: tuple[str, ...], backend: str, schema: str, samples: int, 
 
     import torch
 
-    from .datasets.registry import DATASET_REGISTRY
-    from .datasets.standard import count_source_files
-    from .tokenizer import ByteTokenizer
-    from .transforms import ImageTransform
+    from .loader.datasets.registry import DATASET_REGISTRY
+    from .loader.datasets.standard import count_source_files
+    from .loader.tokenizer import ByteTokenizer
+    from .loader.transforms import ImageTransform
 
     opts = _storage_options(storage_option, endpoint_url)
     counts = [num_used if num_used is not None else count_source_files(d, backend, opts) for d in data_dirs]

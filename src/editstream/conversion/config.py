@@ -1,0 +1,67 @@
+"""What a conversion is asked to do: ``ConvertConfig``, validated before any I/O."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ..format.manifest import LAYOUTS
+from .executors import ENGINES
+from .schemas import canonical_name
+
+DEFAULT_SHARD_SIZE = 256 * 1024 * 1024
+"""Target shard size of the ``size`` layout when neither a size nor a sample count is given."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ConvertConfig:
+    """What to convert and how; validated on construction so bad options fail before any I/O."""
+
+    src: str
+    dst: str
+    schema: str | None = None
+    parquet_info: str | Mapping[str, Any] | None = None
+    workers: int | None = None
+    engine: str = "auto"
+    ray_address: str | None = None
+    layout: str = "rowgroup"
+    shard_size: int | None = None
+    samples_per_shard: int | None = None
+    overwrite: bool = False
+    drop_bad_rows: bool = False
+    storage_options: dict[str, Any] | None = None
+    progress: bool = True
+
+    def __post_init__(self) -> None:
+        if self.engine not in ENGINES:
+            raise ValueError(f"engine must be one of {ENGINES}, got {self.engine!r}")
+        if self.ray_address is not None and self.engine != "ray":
+            raise ValueError(f"ray_address applies to engine='ray' only, not engine={self.engine!r}")
+        if self.layout not in LAYOUTS:
+            raise ValueError(f"layout must be one of {LAYOUTS}, got {self.layout!r}")
+        if self.layout == "rowgroup" and (self.shard_size is not None or self.samples_per_shard is not None):
+            raise ValueError("shard_size / samples_per_shard apply to layout='size' only")
+        if self.shard_size is not None and self.shard_size <= 0:
+            raise ValueError(f"shard_size must be > 0, got {self.shard_size}")
+        if self.samples_per_shard is not None and self.samples_per_shard <= 0:
+            raise ValueError(f"samples_per_shard must be > 0, got {self.samples_per_shard}")
+        if self.workers is not None and self.workers < 1:
+            raise ValueError(f"workers must be >= 1, got {self.workers}")
+        if self.schema is not None:
+            canonical_name(self.schema)
+        if self.src.rstrip("/") == self.dst.rstrip("/"):
+            raise ValueError("src and dst must differ")
+
+
+_SIZE_UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "m": 1000 ** 2, "mb": 1000 ** 2, "g": 1000 ** 3, "gb": 1000 ** 3,
+               "kib": 1024, "mib": 1024 ** 2, "gib": 1024 ** 3}
+
+
+def parse_size(text: str) -> int:
+    """Bytes from ``"512MB"``, ``"1GiB"``, ``"100000"`` ..."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*", text)
+    if m is None or m.group(2).lower() not in _SIZE_UNITS:
+        raise ValueError(f"cannot read size {text!r}; use e.g. 512MB, 1GiB or a number of bytes")
+    return int(float(m.group(1)) * _SIZE_UNITS[m.group(2).lower()])

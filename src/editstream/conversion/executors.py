@@ -1,0 +1,264 @@
+"""Executors run independent units of work (one shard each) and yield results as they finish.
+
+An executor is any object with ``map_unordered(fn, tasks)`` and ``close()`` (and optionally
+``start()``). ``fn`` must be a picklable top-level function and ``tasks`` picklable values, so
+the same work runs in this process, in a process pool, or as Ray tasks on a cluster.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import os
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import FIRST_COMPLETED, Future, wait
+from concurrent.futures import ProcessPoolExecutor as _Pool
+from typing import Any, Protocol, TypeVar
+
+T = TypeVar("T")
+R = TypeVar("R")
+H = TypeVar("H")
+
+ENGINES = ("auto", "local", "inprocess", "process", "ray")
+"""``local`` is another name for ``auto``: this machine, in-process for one worker, else a process pool."""
+
+
+class TaskError(RuntimeError):
+    """A unit of work failed; ``task`` is the task that failed and the cause is chained."""
+
+    def __init__(self, message: str, task: Any) -> None:
+        super().__init__(message)
+        self.task = task
+
+
+class Executor(Protocol):
+    """Runs ``fn`` over ``tasks`` and yields ``(task, result)`` pairs in completion order."""
+
+    def map_unordered(self, fn: Callable[[T], R], tasks: Iterable[T]) -> Iterator[tuple[T, R]]: ...
+
+    def close(self) -> None: ...
+
+
+def bounded_map(submit: Callable[[T], H], tasks: Iterable[T], limit: int, wait_some: Callable[[list[H]], list[H]],
+                result: Callable[[H], R], *, cancel: Callable[[H], None]) -> Iterator[tuple[T, R]]:
+    """Keep at most ``limit`` tasks submitted, yield ``(task, result)`` as they finish.
+
+    The loop both executors share: ``submit`` starts a task and returns a handle,
+    ``wait_some`` blocks until at least one handle is done and returns the done ones,
+    ``result`` gets a handle's value (raising the task's own error, which becomes a
+    :class:`TaskError` naming the task). Handles still pending when the caller stops are cancelled.
+    """
+    pending: dict[H, T] = {}
+    source = iter(tasks)
+    exhausted = False
+    try:
+        while True:
+            while not exhausted and len(pending) < limit:
+                try:
+                    task = next(source)
+                except StopIteration:
+                    exhausted = True
+                    break
+                pending[submit(task)] = task
+            if not pending:
+                return
+            for handle in wait_some(list(pending)):
+                task = pending.pop(handle)
+                try:
+                    value = result(handle)
+                except Exception as exc:
+                    raise TaskError(f"{_describe(task)} failed: {type(exc).__name__}: {exc}", task) from exc
+                yield task, value
+    finally:
+        for handle in pending:
+            cancel(handle)
+
+
+class InProcessExecutor:
+    """Runs tasks one after another in this process (debuggable, no pickling)."""
+
+    def map_unordered(self, fn: Callable[[T], R], tasks: Iterable[T]) -> Iterator[tuple[T, R]]:
+        for task in tasks:
+            try:
+                result = fn(task)
+            except (KeyboardInterrupt, SystemExit, MemoryError):
+                raise
+            except Exception as exc:
+                raise TaskError(f"{_describe(task)} failed: {type(exc).__name__}: {exc}", task) from exc
+            yield task, result
+
+    def close(self) -> None:
+        pass
+
+
+def default_start_method() -> str:
+    """``forkserver`` where available, else ``spawn``: never plain fork, since s3fs, aiohttp and
+    arrow's thread pools in the parent do not survive a fork."""
+    methods = multiprocessing.get_all_start_methods()
+    return "forkserver" if "forkserver" in methods else "spawn"
+
+
+class ProcessPoolExecutor:
+    """Runs tasks on ``workers`` processes; each worker builds its own filesystems."""
+
+    def __init__(self, workers: int, *, start_method: str | None = None, max_in_flight: int | None = None,
+                 preload: tuple[str, ...] = ("editstream.conversion", "editstream.conversion.verify")) -> None:
+        if workers < 1:
+            raise ValueError(f"workers must be >= 1, got {workers}")
+        self.workers = workers
+        self._ctx = multiprocessing.get_context(start_method or default_start_method())
+        if self._ctx.get_start_method() == "forkserver":
+            # Import the heavy modules (pyarrow, PIL) once in the fork server, not in every worker.
+            self._ctx.set_forkserver_preload(list(preload))
+        self._pool: _Pool | None = None
+        self._max_in_flight = max_in_flight or 2 * workers
+
+    def start(self) -> None:
+        """Launch the workers now, without waiting for them, so their start-up (imports in the
+        fork server) overlaps with whatever the caller does next."""
+        if self._pool is None:
+            self._pool = _Pool(max_workers=self.workers, mp_context=self._ctx)
+            for _ in range(self.workers):
+                self._pool.submit(os.getpid)
+
+    def map_unordered(self, fn: Callable[[T], R], tasks: Iterable[T]) -> Iterator[tuple[T, R]]:
+        self.start()
+        pool = self._pool
+        assert pool is not None
+
+        def wait_some(handles: list[Future]) -> list[Future]:
+            done, _ = wait(handles, return_when=FIRST_COMPLETED)
+            return list(done)
+
+        def result(future: Future) -> Any:
+            exc = future.exception()
+            if exc is not None:
+                raise exc
+            return future.result()
+
+        return bounded_map(lambda task: pool.submit(fn, task), tasks, self._max_in_flight, wait_some, result,
+                           cancel=lambda future: future.cancel())
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+
+
+class RayExecutor:
+    """Runs each task as a Ray task, on this machine or a cluster, so conversion scales past one host.
+
+    Tasks read and write storage themselves (credentials travel in the task's storage options or
+    come from the workers' environment); only small results come back. Ray is initialised with
+    ``address`` unless it already is, and shut down on ``close()`` only if this executor started it.
+    At most ``max_in_flight`` tasks are submitted at a time (default: ``workers``, else twice the
+    cluster's CPUs), so a plan of millions of shards never floods the scheduler.
+    """
+
+    def __init__(self, workers: int | None = None, *, address: str | None = None, max_in_flight: int | None = None,
+                 runtime_env: dict[str, Any] | None = None, num_cpus: float = 1.0) -> None:
+        if workers is not None and workers < 1:
+            raise ValueError(f"workers must be >= 1, got {workers}")
+        if max_in_flight is not None and max_in_flight < 1:
+            raise ValueError(f"max_in_flight must be >= 1, got {max_in_flight}")
+        if num_cpus <= 0:
+            raise ValueError(f"num_cpus per task must be > 0, got {num_cpus}")
+        self._ray = import_ray()
+        self.workers = workers
+        self.address = address
+        self.max_in_flight = max_in_flight
+        self.num_cpus = num_cpus
+        self._runtime_env = runtime_env
+        self._owns_ray = False
+
+    def start(self) -> None:
+        """Connect to (or start) Ray now unless it is already initialised in this process."""
+        ray = self._ray
+        if ray.is_initialized():
+            return
+        kwargs: dict[str, Any] = {"include_dashboard": False}
+        if self._runtime_env is not None:
+            kwargs["runtime_env"] = self._runtime_env
+        try:
+            ray.init(address=self.address, **kwargs)
+        except ConnectionError as exc:
+            raise ConnectionError(f"cannot connect to Ray at {self.address or 'the default address'}: {exc}") from exc
+        self._owns_ray = True
+
+    def _in_flight_limit(self) -> int:
+        if self.max_in_flight is not None:
+            return self.max_in_flight
+        if self.workers is not None:
+            return self.workers
+        cpus = self._ray.cluster_resources().get("CPU", 1)
+        return max(1, int(2 * cpus / self.num_cpus))
+
+    def map_unordered(self, fn: Callable[[T], R], tasks: Iterable[T]) -> Iterator[tuple[T, R]]:
+        self.start()
+        ray = self._ray
+        remote_fn = ray.remote(num_cpus=self.num_cpus)(fn)
+
+        def wait_some(refs: list[Any]) -> list[Any]:
+            ray.wait(refs, num_returns=1)
+            ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
+            return list(ready)
+
+        def result(ref: Any) -> Any:
+            try:
+                return ray.get(ref)
+            except Exception as exc:  # noqa: BLE001 - unwrap Ray's task error to name the real cause
+                cause = getattr(exc, "cause", None)
+                raise (cause if isinstance(cause, BaseException) else exc) from exc
+
+        def cancel(ref: Any) -> None:
+            with contextlib.suppress(Exception):
+                ray.cancel(ref)
+
+        return bounded_map(remote_fn.remote, tasks, self._in_flight_limit(), wait_some, result, cancel=cancel)
+
+    def close(self) -> None:
+        if self._owns_ray and self._ray.is_initialized():
+            self._ray.shutdown()
+        self._owns_ray = False
+
+
+def import_ray() -> Any:
+    """The ``ray`` module, or an ImportError that says which extra provides it."""
+    try:
+        import ray
+    except ImportError as exc:
+        raise ImportError("engine 'ray' needs Ray, which is not installed: pip install 'editstream[ray]'") from exc
+    return ray
+
+
+def _describe(task: Any) -> str:
+    describe = getattr(task, "describe", None)
+    return describe() if callable(describe) else f"task {task!r}"
+
+
+def default_workers() -> int:
+    """The default worker count: the machine's CPU count."""
+    return os.cpu_count() or 1
+
+
+def make_executor(engine: str = "auto", workers: int | None = None, *,
+                  ray_address: str | None = None) -> Executor:
+    """Build the executor named ``engine`` with ``workers`` workers (default: the CPU count).
+
+    ``auto`` (or ``local``) runs in-process for one worker and on a process pool otherwise;
+    ``ray`` runs Ray tasks, connecting to ``ray_address`` (``"auto"``: an existing cluster).
+    """
+    if engine not in ENGINES:
+        raise ValueError(f"unknown engine {engine!r}; expected one of {ENGINES}")
+    if ray_address is not None and engine != "ray":
+        raise ValueError(f"ray_address applies to engine='ray' only, not engine={engine!r}")
+    if workers is not None and workers < 1:
+        raise ValueError(f"workers must be >= 1, got {workers}")
+    if engine == "ray":
+        return RayExecutor(workers, address=ray_address)
+    n = default_workers() if workers is None else workers
+    if engine in ("auto", "local"):
+        engine = "inprocess" if n == 1 else "process"
+    if engine == "inprocess":
+        return InProcessExecutor()
+    return ProcessPoolExecutor(n)

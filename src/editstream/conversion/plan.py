@@ -1,0 +1,264 @@
+"""The conversion plan: the source listed, its footers read, and its rows cut into shard tasks.
+
+A ``ShardTask`` is a pure, picklable description of one shard (source rows, output name,
+schema), so the same task runs in this process, in a worker process or as a Ray task, and
+its fingerprint decides whether an earlier run's shard can be kept.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from ..format import manifest as mf
+from ..format.keys import key_stems
+from ..io import storage
+from ..io.parquet import open_parquet
+from ..io.parquet_info import ParquetInfo
+from .config import DEFAULT_SHARD_SIZE, ConvertConfig
+from .schemas import canonical_name, check_columns, detect_schema
+
+_ROW_OVERHEAD_ESTIMATE = 2048  # tar headers and JSON per row, for the size layout's plan
+
+
+@dataclass(frozen=True, kw_only=True)
+class ShardTask:
+    """Everything needed to build one shard, as plain picklable values."""
+
+    src_root: str
+    dst_root: str
+    shard_path: str
+    slices: tuple[mf.RowSlice, ...]
+    stems: tuple[tuple[str, str], ...]
+    """``(source file, key stem)`` for the files in ``slices``."""
+    schema: str
+    columns: tuple[tuple[str, str], ...]
+    drop_bad_rows: bool
+    storage_options: dict[str, Any] | None = None
+    source_file: str | None = None
+    row_group: int | None = None
+    expected_rows: tuple[int, ...] | None = None
+    """Row counts of the slices when known from the plan (checked against the file)."""
+
+    def describe(self) -> str:
+        """How errors name this task."""
+        return f"shard {self.shard_path} (from {self.src_root})"
+
+    def fingerprint(self) -> str:
+        """A hash of what determines the shard's bytes; a done record must match it to be reused."""
+        d = {
+            "format_version": mf.FORMAT_VERSION,
+            "source": self.src_root,
+            "shard": self.shard_path,
+            # A rowgroup shard always holds its whole row group, whether or not the plan knew its size.
+            "slices": [(s.file, s.row_group, s.start, None if self.row_group is not None else s.stop)
+                       for s in self.slices],
+            "stems": self.stems,
+            "schema": self.schema,
+            "columns": self.columns,
+            "drop": self.drop_bad_rows,
+        }
+        return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class _Footer:
+    num_rows: list[int]
+    byte_sizes: list[int]
+    columns: tuple[tuple[str, str], ...]
+
+
+def _read_footer(url: str, storage_options: dict[str, Any] | None) -> _Footer:
+    with open_parquet(url, storage_options) as pf:
+        meta = pf.metadata
+        groups = [meta.row_group(i) for i in range(meta.num_row_groups)]
+        columns = tuple((f.name, str(f.type)) for f in pf.schema_arrow)
+        return _Footer([g.num_rows for g in groups], [g.total_byte_size for g in groups], columns)
+
+
+@dataclass
+class Plan:
+    """The shard tasks of one conversion plus what the manifest needs about the source."""
+
+    tasks: list[ShardTask]
+    schema: str
+    columns: tuple[tuple[str, str], ...]
+    files: list[str]
+    """Source file names relative to the source root, sorted."""
+    row_groups: dict[str, list[int] | None]
+    """Rows per row group of each file, ``None`` where only the count of row groups is known."""
+    num_row_groups: dict[str, int]
+    stems: dict[str, str]
+    source_bytes: int
+
+    def fingerprint(self) -> str:
+        """A hash of every task's fingerprint: equal plans write equal outputs."""
+        return hashlib.sha256("\n".join(t.fingerprint() for t in self.tasks).encode()).hexdigest()
+
+
+@dataclass
+class _Source:
+    """The listed source files, their footers where read, and the row-group counts parquet_info gave."""
+
+    urls: list[str]
+    names: list[str]
+    footers: dict[int, _Footer]
+    counts: dict[int, int]
+
+
+def _read_source(cfg: ConvertConfig) -> _Source:
+    """List the source and read the footers the plan needs: all of them for the size layout or
+    where parquet_info does not give a file's row groups, else just the first (for the columns)."""
+    so = cfg.storage_options
+    urls = storage.list_files(cfg.src, ".parquet", so)
+    if not urls:
+        raise FileNotFoundError(f"no *.parquet files in {cfg.src}")
+    names = [u.rsplit("/", 1)[-1] for u in urls]
+    info = ParquetInfo.load(cfg.parquet_info, so)
+    counts = {i: n for i, url in enumerate(urls) if (n := info.num_row_groups(url)) is not None}
+    need = [i for i in range(len(urls)) if cfg.layout == "size" or i not in counts]
+    if 0 not in need:
+        need.insert(0, 0)
+    with ThreadPoolExecutor(max_workers=min(16, len(need))) as pool:
+        footers = dict(zip(need, pool.map(lambda i: _read_footer(urls[i], so), need)))
+    return _Source(urls, names, footers, counts)
+
+
+def _schema_of(cfg: ConvertConfig, src: _Source) -> tuple[str, tuple[tuple[str, str], ...]]:
+    """The schema name and the columns every file shares; an error names a file that differs."""
+    columns = src.footers[0].columns
+    for i, footer in src.footers.items():
+        if footer.columns != columns:
+            raise ValueError(f"{src.urls[i]} has columns {list(footer.columns)}, but {src.urls[0]} has "
+                             f"{list(columns)}; all files of a dataset must share one schema")
+    column_names = [c for c, _ in columns]
+    schema = canonical_name(cfg.schema) if cfg.schema else detect_schema(column_names)
+    if schema is None:
+        raise ValueError(f"cannot detect the schema of {cfg.src} from its columns {column_names}; pass "
+                         f"schema='unified_edit', 't2i_pretrain' or 'generic'")
+    check_columns(schema, column_names)
+    return schema, columns
+
+
+def _row_groups(src: _Source) -> dict[str, list[int] | None]:
+    """Rows per row group of each file (cut to parquet_info's count), ``None`` when no footer was read."""
+    out: dict[str, list[int] | None] = {}
+    for i, name in enumerate(src.names):
+        footer = src.footers.get(i)
+        limit = src.counts.get(i)
+        if footer is None:
+            out[name] = None
+            continue
+        if limit is not None and limit > len(footer.num_rows):
+            raise ValueError(f"parquet_info says {src.urls[i]} has {limit} row groups; its footer has "
+                             f"{len(footer.num_rows)}")
+        out[name] = list(footer.num_rows if limit is None else footer.num_rows[:limit])
+    return out
+
+
+def plan_conversion(cfg: ConvertConfig) -> Plan:
+    """List the source, read what metadata is needed, and cut it into shard tasks."""
+    src = _read_source(cfg)
+    schema, columns = _schema_of(cfg, src)
+    row_groups = _row_groups(src)
+    num_rgs = {name: len(sizes) if sizes is not None else src.counts[i]
+               for i, (name, sizes) in enumerate(row_groups.items())}
+    stems = dict(zip(src.names, key_stems(src.names)))
+    common = dict(src_root=cfg.src.rstrip("/"), dst_root=cfg.dst.rstrip("/"), schema=schema, columns=columns,
+                  drop_bad_rows=cfg.drop_bad_rows, storage_options=cfg.storage_options)
+    if cfg.layout == "rowgroup":
+        tasks = _plan_rowgroup_layout(src.names, row_groups, num_rgs, stems, common)
+    else:
+        tasks = _plan_size_layout(cfg, src, stems, row_groups, common)
+    source_bytes = 0
+    for url in src.urls:
+        try:
+            source_bytes += storage.size(url, cfg.storage_options)
+        except OSError:
+            pass
+    return Plan(tasks=tasks, schema=schema, columns=columns, files=src.names, row_groups=row_groups,
+                num_row_groups=num_rgs, stems=stems, source_bytes=source_bytes)
+
+
+def _plan_rowgroup_layout(names: list[str], row_groups: dict[str, list[int] | None], num_rgs: dict[str, int],
+                          stems: dict[str, str], common: dict[str, Any]) -> list[ShardTask]:
+    """One shard per source row group, named after the file's key stem and the row group."""
+    tasks = []
+    for name in names:
+        sizes = row_groups[name]
+        for rg in range(num_rgs[name]):
+            stop = sizes[rg] if sizes is not None else -1
+            tasks.append(ShardTask(
+                shard_path=f"{stems[name]}-rg{rg:05d}.tar",
+                slices=(mf.RowSlice(file=name, row_group=rg, start=0, stop=max(stop, 0)),),
+                stems=((name, stems[name]),), source_file=name, row_group=rg,
+                expected_rows=(stop,) if sizes is not None else None, **common))
+    return tasks
+
+
+class _SizeCutter:
+    """Collects row slices into shards of about ``target_bytes`` / ``target_rows``."""
+
+    def __init__(self, names: list[str], stems: dict[str, str], common: dict[str, Any],
+                 target_bytes: int | None, target_rows: int | None) -> None:
+        self.names = names
+        self.stems = stems
+        self.common = common
+        self.target_bytes = target_bytes
+        self.target_rows = target_rows
+        self.tasks: list[ShardTask] = []
+        self.current: list[mf.RowSlice] = []
+        self.rows = 0
+        self.bytes = 0.0
+
+    def flush(self) -> None:
+        if not self.current:
+            return
+        files_in = sorted({s.file for s in self.current}, key=self.names.index)
+        self.tasks.append(ShardTask(shard_path=f"shard-{len(self.tasks):06d}.tar", slices=tuple(self.current),
+                                    stems=tuple((f, self.stems[f]) for f in files_in),
+                                    expected_rows=tuple(s.num_rows for s in self.current), **self.common))
+        self.current, self.rows, self.bytes = [], 0, 0.0
+
+    def add_row_group(self, name: str, rg: int, n: int, per_row: float) -> None:
+        start = 0
+        while start < n:
+            room = n - start
+            if self.target_rows is not None:
+                room = min(room, self.target_rows - self.rows)
+            if self.target_bytes is not None and per_row > 0:
+                room = min(room, int((self.target_bytes - self.bytes) // per_row))
+            if room <= 0:
+                if self.rows == 0:
+                    room = 1  # a single row above the target still gets a shard
+                else:
+                    self.flush()
+                    continue
+            self.current.append(mf.RowSlice(file=name, row_group=rg, start=start, stop=start + room))
+            self.rows += room
+            self.bytes += room * per_row
+            start += room
+            if self.target_rows is not None and self.rows >= self.target_rows:
+                self.flush()
+
+
+def _plan_size_layout(cfg: ConvertConfig, src: _Source, stems: dict[str, str],
+                      row_groups: dict[str, list[int] | None], common: dict[str, Any]) -> list[ShardTask]:
+    """Cut the rows, in source order, into shards of about ``shard_size`` bytes / ``samples_per_shard`` rows.
+
+    Sizes are estimated from the footers' uncompressed row-group sizes, so the plan needs no
+    data reads and is the same on every run.
+    """
+    target_bytes = cfg.shard_size if cfg.shard_size is not None else (
+        DEFAULT_SHARD_SIZE if cfg.samples_per_shard is None else None)
+    cutter = _SizeCutter(src.names, stems, common, target_bytes, cfg.samples_per_shard)
+    for i, name in enumerate(src.names):
+        footer = src.footers[i]
+        for rg, n in enumerate(row_groups[name] or []):
+            per_row = footer.byte_sizes[rg] / n + _ROW_OVERHEAD_ESTIMATE if n else 0.0
+            cutter.add_row_group(name, rg, n, per_row)
+    cutter.flush()
+    return cutter.tasks

@@ -1,0 +1,201 @@
+"""What a conversion leaves in DST besides shards: atomic outputs, done records, clean-up.
+
+Every finished shard gets a done record in ``DST/_editstream_progress/`` (its fingerprint and
+result); a re-run keeps a shard only when its record matches and the bytes still hash to the
+recorded sha256. Local outputs are fsynced in the background before the manifest is written.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import re
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from typing import IO, Any
+
+from ..format import manifest as mf
+from ..io import storage
+from .plan import ShardTask
+
+PROGRESS_DIR = "_editstream_progress"
+_TMP_NAME = re.compile(r"^\.(?P<name>.+)\.[0-9a-f]{32}\.tmp$")
+
+
+@dataclass(kw_only=True)
+class ShardResult:
+    """What one shard task produced (also its done record)."""
+
+    shard: dict[str, Any]
+    """A ``ShardInfo`` as a dict."""
+    bad_rows: list[dict[str, Any]] = field(default_factory=list)
+    num_rows: int = 0
+    skipped: bool = False
+    seconds: float = 0.0
+
+
+def open_output(url: str, storage_options: dict[str, Any] | None) -> contextlib.AbstractContextManager[IO[bytes]]:
+    """Write ``url`` so it appears under its name only when complete (``storage.atomic_write``).
+
+    Local files skip the per-file fsync: the whole output is synced once before the manifest
+    is written, and a re-run re-hashes every shard it reuses, so a torn file after a power cut
+    is redone. On S3 a multipart upload completes only on close.
+    """
+    return storage.atomic_write(url, storage_options, fsync=False)
+
+
+def write_output(url: str, data: bytes, storage_options: dict[str, Any] | None) -> None:
+    with open_output(url, storage_options) as f:
+        f.write(data)
+
+
+def _fsync_path(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class LocalSyncer:
+    """fsyncs finished local shards on a few threads while the conversion goes on, then the
+    directory, so the manifest is written only over durable files. A no-op for object stores."""
+
+    def __init__(self, dst: str) -> None:
+        self.dst = dst if storage.is_local(dst) and "://" not in dst else None
+        self._pool = ThreadPoolExecutor(max_workers=4) if self.dst else None
+        self._futures: list[Any] = []
+
+    def add(self, relpaths: list[str]) -> None:
+        if self._pool is not None and self.dst is not None:
+            self._futures.extend(self._pool.submit(_fsync_path, os.path.join(self.dst, p)) for p in relpaths)
+
+    def finish(self) -> None:
+        """Wait for every fsync (re-raising the first error) and sync the directory."""
+        if self._pool is None or self.dst is None:
+            return
+        try:
+            for future in self._futures:
+                future.result()
+            _fsync_path(self.dst)
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+
+
+
+
+def progress_url(dst_root: str, shard_path: str) -> str:
+    return storage.join(dst_root, PROGRESS_DIR, shard_path + ".json")
+
+
+def _sha256_of(url: str, storage_options: dict[str, Any] | None) -> str:
+    h = hashlib.sha256()
+    with storage.open_read(url, storage_options) as f:
+        while True:
+            chunk = f.read(8 * 1024 * 1024)
+            if not chunk:
+                break
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def shard_is_intact(dst_root: str, shard: Mapping[str, Any], storage_options: dict[str, Any] | None) -> bool:
+    """True when the shard and its idx exist and the shard has the recorded size and sha256."""
+    url = storage.join(dst_root, shard["path"])
+    try:
+        if storage.size(url, storage_options) != shard["num_bytes"]:
+            return False
+        if not storage.exists(storage.join(dst_root, shard["idx_path"]), storage_options):
+            return False
+        return _sha256_of(url, storage_options) == shard["sha256"]
+    except FileNotFoundError:
+        return False
+
+
+def write_record(task: ShardTask, result: ShardResult) -> None:
+    """Record ``result`` as the done record of ``task`` (written atomically, last for the shard)."""
+    record = {"fingerprint": task.fingerprint(), "result": asdict(result)}
+    write_output(progress_url(task.dst_root, task.shard_path), json.dumps(record, sort_keys=True).encode(),
+                 task.storage_options)
+
+
+def reuse(task: ShardTask) -> ShardResult | None:
+    """The recorded result of ``task`` when its done record matches and the shard is intact."""
+    url = progress_url(task.dst_root, task.shard_path)
+    try:
+        record = json.loads(storage.read_bytes(url, task.storage_options))
+    except (FileNotFoundError, ValueError):
+        return None
+    if not isinstance(record, dict) or record.get("fingerprint") != task.fingerprint():
+        return None
+    result = ShardResult(**record["result"])
+    if not shard_is_intact(task.dst_root, result.shard, task.storage_options):
+        return None
+    result.skipped = True
+    return result
+
+
+def clean_stale_temp_files(dst: str, names: set[str]) -> None:
+    """Remove temp files of our own outputs left behind by a killed run (local destinations)."""
+    if not storage.is_local(dst) or not os.path.isdir(dst):
+        return
+    for directory in (dst, os.path.join(dst, PROGRESS_DIR)):
+        if not os.path.isdir(directory):
+            continue
+        for entry in os.listdir(directory):
+            m = _TMP_NAME.match(entry)
+            if m and (m.group("name") in names or directory.endswith(PROGRESS_DIR)):
+                try:
+                    os.unlink(os.path.join(directory, entry))
+                except FileNotFoundError:
+                    pass
+
+
+def remove_progress(dst: str, so: dict[str, Any] | None) -> None:
+    """Delete the done records (after the manifest is written, or before an overwrite)."""
+    fs, path = storage.url_to_fs(storage.join(dst, PROGRESS_DIR), so)
+    try:
+        if fs.exists(path):
+            fs.rm(path, recursive=True)
+    except FileNotFoundError:
+        pass
+
+
+def remove_previous(dst: str, so: dict[str, Any] | None) -> None:
+    """For ``overwrite``: drop the old manifest first (so no stale one survives a crash), then its files."""
+    try:
+        old = mf.Manifest.read(dst, so)
+    except mf.ManifestError:
+        old = None
+    storage.remove(storage.join(dst, mf.MANIFEST_NAME), so)
+    storage.remove(storage.join(dst, mf.REPORT_NAME), so)
+    if old is not None:
+        for shard in old.shards:
+            storage.remove(storage.join(dst, shard.path), so)
+            storage.remove(storage.join(dst, shard.idx_path), so)
+    remove_progress(dst, so)
+
+
+def write_records_for(existing: mf.Manifest, tasks: list[ShardTask], dst: str, so: dict[str, Any] | None) -> None:
+    """Turn a finished manifest back into done records, so repairing one shard redoes only that shard."""
+    report_bad: dict[str, list[dict[str, Any]]] = {}
+    try:
+        report = json.loads(storage.read_bytes(storage.join(dst, mf.REPORT_NAME), so))
+        for b in report.get("bad_rows", []):
+            report_bad.setdefault(b["shard"], []).append(b)
+    except (FileNotFoundError, ValueError):
+        return
+    by_path = {s.path: s for s in existing.shards}
+    for task in tasks:
+        shard = by_path.get(task.shard_path)
+        if shard is not None:
+            write_record(task, ShardResult(shard=asdict(shard), bad_rows=report_bad.get(task.shard_path, []),
+                                           num_rows=sum(s.num_rows for s in shard.rows)))

@@ -1,0 +1,207 @@
+"""Convert a parquet dataset into WebDataset tar shards: planned, parallel, resumable, verifiable.
+
+``convert`` plans the shards (``plan``), runs ``convert_shard`` for each on an executor
+(``executors``), and writes ``report.json`` and then ``manifest.json`` last. A re-run skips
+shards whose done record matches and whose bytes still hash to the recorded sha256, so a
+crashed conversion resumes and ends byte-identical to an uninterrupted one.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from collections.abc import Mapping
+from dataclasses import asdict
+from typing import Any
+
+from .. import __version__
+from ..format import manifest as mf
+from ..format.idx import idx_path_for
+from ..io import storage
+from .config import ConvertConfig
+from .executors import Executor, import_ray, make_executor
+from .plan import Plan, plan_conversion
+from .progress import ShardProgress
+from .records import (
+    LocalSyncer,
+    ShardResult,
+    clean_stale_temp_files,
+    remove_previous,
+    remove_progress,
+    shard_is_intact,
+    write_records_for,
+)
+from .shard import convert_shard
+
+log = logging.getLogger(__name__)
+
+DROP_NOTE = ("bad rows were dropped (--drop-bad-rows): row positions no longer match the parquet "
+             "source, so the WebDataset backend does not reproduce the parquet backend's samples")
+KEEP_NOTE = ("bad rows are kept verbatim so row positions match the parquet backend; the training-time parser "
+             "drops them")
+
+
+def _absolute(url: str) -> str:
+    return os.path.abspath(url) if storage.is_local(url) and "://" not in url else url
+
+
+def convert(src: str, dst: str, *, schema: str | None = None, parquet_info: str | Mapping[str, Any] | None = None,
+            workers: int | None = None, layout: str = "rowgroup", shard_size: int | None = None,
+            samples_per_shard: int | None = None, overwrite: bool = False, drop_bad_rows: bool = False,
+            storage_options: dict[str, Any] | None = None, progress: bool = True, engine: str = "auto",
+            ray_address: str | None = None, executor: Executor | None = None) -> dict[str, Any]:
+    """Convert the parquet dataset at ``src`` into WebDataset shards under ``dst``; returns a summary.
+
+    Re-running after a crash resumes (finished shards are checked by size and sha256 and kept).
+    ``engine``: ``"auto"``/``"local"`` (this machine) or ``"ray"`` (Ray tasks; ``ray_address``
+    as for ``ray.init``, ``"auto"`` for a running cluster); every engine writes the same bytes.
+    ``executor`` overrides ``engine``/``workers`` with any object that has ``map_unordered``.
+    """
+    cfg = ConvertConfig(src=_absolute(src), dst=_absolute(dst), schema=schema, parquet_info=parquet_info,
+                        workers=workers, engine=engine, ray_address=ray_address, layout=layout,
+                        shard_size=shard_size, samples_per_shard=samples_per_shard, overwrite=overwrite,
+                        drop_bad_rows=drop_bad_rows, storage_options=storage_options, progress=progress)
+    if executor is None and cfg.engine == "ray":
+        import_ray()  # a missing optional extra fails before any reads or writes
+    t0 = time.perf_counter()
+    plan = plan_conversion(cfg)
+    if cfg.drop_bad_rows:
+        log.warning("%s", DROP_NOTE)
+    finished = _prepare_dst(cfg, plan)
+    if finished is not None:
+        return _summary(cfg, finished, plan, converted=0, skipped=len(finished.shards),
+                        seconds=time.perf_counter() - t0, already_done=True)
+    ordered = _run_tasks(cfg, plan, executor)
+    manifest = _build_manifest(cfg, plan, ordered)
+    _write_report(cfg, plan, manifest, ordered)
+    manifest.write(cfg.dst, cfg.storage_options)
+    remove_progress(cfg.dst, cfg.storage_options)
+    converted = sum(1 for r in ordered if not r.skipped)
+    return _summary(cfg, manifest, plan, converted=converted, skipped=len(ordered) - converted,
+                    seconds=time.perf_counter() - t0, already_done=False)
+
+
+def _prepare_dst(cfg: ConvertConfig, plan: Plan) -> mf.Manifest | None:
+    """Make DST ready for the plan; returns the existing manifest when it already holds this exact
+    conversion intact (nothing to do). A finished DST of other input needs ``overwrite``; a
+    finished DST with damaged shards is turned back into done records so only those are redone."""
+    so = cfg.storage_options
+    if cfg.overwrite:
+        remove_previous(cfg.dst, so)
+    elif storage.exists(storage.join(cfg.dst, mf.MANIFEST_NAME), so):
+        existing = mf.Manifest.read(cfg.dst, so)
+        if existing.extra.get("plan_fingerprint") != plan.fingerprint():
+            raise FileExistsError(f"{cfg.dst} already holds a finished conversion of other input or options; "
+                                  f"pass overwrite=True (--overwrite) to replace it")
+        if all(shard_is_intact(cfg.dst, asdict(s), so) for s in existing.shards):
+            return existing
+        storage.remove(storage.join(cfg.dst, mf.MANIFEST_NAME), so)
+        write_records_for(existing, plan.tasks, cfg.dst, so)
+    storage.makedirs(cfg.dst, so)
+    outputs = {t.shard_path for t in plan.tasks} | {idx_path_for(t.shard_path) for t in plan.tasks}
+    clean_stale_temp_files(cfg.dst, outputs | {mf.MANIFEST_NAME, mf.REPORT_NAME})
+    return None
+
+
+def _run_tasks(cfg: ConvertConfig, plan: Plan, executor: Executor | None) -> list[ShardResult]:
+    """Convert every shard of the plan on the executor; results in plan order, outputs synced."""
+    runner = executor or make_executor(cfg.engine, cfg.workers, ray_address=cfg.ray_address)
+    bar = ShardProgress(len(plan.tasks), cfg.progress)
+    results: dict[str, ShardResult] = {}
+    syncer = LocalSyncer(cfg.dst)
+    try:
+        for task, result in runner.map_unordered(convert_shard, plan.tasks):
+            results[task.shard_path] = result
+            syncer.add([result.shard["path"], result.shard["idx_path"]])
+            bar.update(result)
+        syncer.finish()
+    finally:
+        syncer.close()
+        bar.close()
+        if executor is None:
+            runner.close()
+    return [results[t.shard_path] for t in plan.tasks]
+
+
+def _write_report(cfg: ConvertConfig, plan: Plan, manifest: mf.Manifest, ordered: list[ShardResult]) -> None:
+    report = {
+        "format_version": mf.FORMAT_VERSION,
+        "schema": plan.schema,
+        "drop_bad_rows": cfg.drop_bad_rows,
+        "num_bad_rows": manifest.num_bad_rows,
+        "note": DROP_NOTE if cfg.drop_bad_rows else KEEP_NOTE,
+        "bad_rows": [_in_report_order(b) for r in ordered for b in r.bad_rows],
+    }
+    storage.write_bytes(storage.join(cfg.dst, mf.REPORT_NAME), (json.dumps(report, indent=1) + "\n").encode(),
+                        cfg.storage_options)
+
+
+_BAD_ROW_FIELDS = ("file", "row_group", "row", "key", "reason", "shard", "dropped")
+
+
+def _in_report_order(bad_row: Mapping[str, Any]) -> dict[str, Any]:
+    """One bad-row entry with its keys in a fixed order: done records store them sorted, so a
+    resumed run would otherwise write a report.json that differs from an uninterrupted run's."""
+    known = {k: bad_row[k] for k in _BAD_ROW_FIELDS if k in bad_row}
+    return {**known, **{k: bad_row[k] for k in sorted(bad_row) if k not in known}}
+
+
+
+
+def _build_manifest(cfg: ConvertConfig, plan: Plan, results: list[ShardResult]) -> mf.Manifest:
+    shards = [mf.ShardInfo(**{**r.shard, "rows": [mf.RowSlice(**s) for s in r.shard["rows"]]}) for r in results]
+    row_groups: dict[str, list[int]] = {}
+    for name in plan.files:
+        known = plan.row_groups[name]
+        if known is not None:
+            row_groups[name] = list(known)
+            continue
+        sizes = [0] * plan.num_row_groups[name]
+        for shard in shards:
+            for s in shard.rows:
+                if s.file == name:
+                    sizes[s.row_group] = max(sizes[s.row_group], s.stop)
+        row_groups[name] = sizes
+    return mf.Manifest(
+        schema=plan.schema,
+        columns=[{"name": n, "type": t} for n, t in plan.columns],
+        layout=cfg.layout,
+        source_root=cfg.src.rstrip("/"),
+        source_files=[mf.SourceFile(path=name, row_groups=row_groups[name], key_stem=plan.stems[name])
+                      for name in plan.files],
+        shards=shards,
+        drop_bad_rows=cfg.drop_bad_rows,
+        num_bad_rows=sum(len(r.bad_rows) for r in results),
+        created_by=f"editstream {__version__}",
+        extra={"plan_fingerprint": plan.fingerprint()},
+    )
+
+
+
+
+def _summary(cfg: ConvertConfig, manifest: mf.Manifest, plan: Plan, *, converted: int, skipped: int,
+             seconds: float, already_done: bool) -> dict[str, Any]:
+    rows = manifest.num_source_rows
+    return {
+        "src": cfg.src,
+        "dst": cfg.dst,
+        "schema": manifest.schema,
+        "layout": manifest.layout,
+        "num_shards": len(manifest.shards),
+        "converted_shards": converted,
+        "skipped_shards": skipped,
+        "already_done": already_done,
+        "num_rows": rows,
+        "num_samples": manifest.num_samples,
+        "num_bad_rows": manifest.num_bad_rows,
+        "drop_bad_rows": manifest.drop_bad_rows,
+        "source_bytes": plan.source_bytes,
+        "output_bytes": manifest.num_bytes,
+        "seconds": round(seconds, 3),
+        "rows_per_s": round(rows / seconds, 1) if seconds > 0 else None,
+        "mb_per_s": round(manifest.num_bytes / seconds / 1e6, 1) if seconds > 0 else None,
+        "manifest": storage.join(cfg.dst, mf.MANIFEST_NAME),
+        "report": storage.join(cfg.dst, mf.REPORT_NAME),
+    }

@@ -1,0 +1,42 @@
+"""Checks for the ``unified_edit`` schema: ``image_list`` (>= 2 images) + ``instruction_list``."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ...format.images import image_header_problem
+
+NAME = "unified_edit"
+REQUIRED_COLUMNS = ("image_list", "instruction_list")
+
+
+def check_row(row: Mapping[str, Any]) -> str | None:
+    """The first reason this row would fail ``UnifiedEditIterableDataset.parse_row``, or ``None``.
+
+    A row is bad when it has fewer than 2 images, an image whose header does not parse, or an
+    instruction list that cannot cover the chain (fewer than ``n - 1`` entries, or an entry
+    with no phrasing to draw).
+    """
+    images = row.get("image_list")
+    if not isinstance(images, list):
+        return f"image_list is {type(images).__name__}, not a list"
+    n = len(images)
+    if n < 2:
+        return f"fewer than 2 images ({n})"
+    instructions = row.get("instruction_list")
+    if not isinstance(instructions, list):
+        return f"instruction_list is {type(instructions).__name__}, not a list"
+    if len(instructions) < n - 1:
+        return f"instruction list has {len(instructions)} entries; a chain of {n} images needs {n - 1}"
+    for i in range(n - 1):
+        phrasings = instructions[i]
+        if not isinstance(phrasings, list) or not phrasings:
+            return f"instruction {i} has no phrasings"
+        if not all(isinstance(p, str) for p in phrasings):
+            return f"instruction {i} has a phrasing that is not a string"
+    for i, image in enumerate(images):
+        problem = image_header_problem(image)
+        if problem is not None:
+            return f"image {i}: {problem}"
+    return None

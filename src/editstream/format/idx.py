@@ -1,0 +1,59 @@
+"""The ``.tar.idx`` offset sidecar beside each shard: where every sample starts.
+
+An idx file is ``num_samples + 1`` little-endian uint64: the offset of each sample's first
+header, then the end offset of the last sample, so one ranged read fetches any sample and a
+resume seeks instead of rescanning (the same layout Megatron-Energon writes).
+"""
+
+from __future__ import annotations
+
+import struct
+
+from ..io import storage
+from .manifest import ManifestError
+
+
+class IdxError(ManifestError):
+    """An idx file that is malformed; names the file."""
+
+
+def idx_path_for(shard_path: str) -> str:
+    """The idx sidecar's path for a shard path (``x.tar`` -> ``x.tar.idx``)."""
+    return shard_path + ".idx"
+
+
+def encode_idx(offsets: list[int], end_offset: int) -> bytes:
+    """The bytes of an idx file: each sample's offset, then the end offset (uint64 LE)."""
+    values = list(offsets) + [end_offset]
+    if any(b < a for a, b in zip(values, values[1:])):
+        raise IdxError("idx offsets must be non-decreasing")
+    return struct.pack(f"<{len(values)}Q", *values)
+
+
+def decode_idx(data: bytes, where: str = "<idx>") -> tuple[list[int], int]:
+    """``(sample offsets, end offset)`` from idx bytes; raises :class:`IdxError` when malformed."""
+    if len(data) < 8 or len(data) % 8:
+        raise IdxError(f"{where}: idx size {len(data)} is not a positive multiple of 8")
+    values = list(struct.unpack(f"<{len(data) // 8}Q", data))
+    if any(b < a for a, b in zip(values, values[1:])):
+        raise IdxError(f"{where}: idx offsets are not sorted")
+    return values[:-1], values[-1]
+
+
+def write_idx(url: str, offsets: list[int], end_offset: int,
+              storage_options: storage.StorageOptions | None = None) -> None:
+    """Write an idx file atomically."""
+    storage.write_bytes(url, encode_idx(offsets, end_offset), storage_options)
+
+
+def read_idx(url: str, storage_options: storage.StorageOptions | None = None) -> tuple[list[int], int]:
+    """Read an idx file: ``(sample offsets, end offset)``."""
+    return decode_idx(storage.read_bytes(url, storage_options), url)
+
+
+def sample_range(offsets: list[int], end_offset: int, index: int) -> tuple[int, int]:
+    """Byte range ``[start, stop)`` of sample ``index``: one ranged read fetches the whole sample."""
+    if not 0 <= index < len(offsets):
+        raise IndexError(f"sample {index} out of range (shard has {len(offsets)} samples)")
+    stop = offsets[index + 1] if index + 1 < len(offsets) else end_offset
+    return offsets[index], stop

@@ -1,0 +1,177 @@
+"""Image formats from their bytes: the extension a blob gets, and its size from the header alone.
+
+``sniff_extension`` names members in shards; ``image_size`` / ``image_header_problem`` check
+rows cheaply: JPEG, PNG, GIF and WebP headers are parsed here directly (a few microseconds,
+where Pillow's WebP plugin decodes far more than the header); anything else goes to
+``PIL.Image.open``, which also reads only the header.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import warnings
+
+from PIL import Image
+
+_OBJECT_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
+_PNG_DEPTHS = {0: (1, 2, 4, 8, 16), 2: (8, 16), 3: (1, 2, 4, 8), 4: (8, 16), 6: (8, 16)}
+# JPEG start-of-frame markers: C0-CF except DHT (C4), JPG (C8) and DAC (CC).
+_SOF = frozenset(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}
+_STANDALONE = frozenset([0x01, *range(0xD0, 0xD8)])
+
+
+_BMP_DIB_SIZES = {12, 16, 40, 52, 56, 64, 108, 124}
+
+
+def sniff_extension(data: bytes | bytearray | memoryview) -> str:
+    """File extension for binary content from its magic bytes; ``bin`` when unknown.
+
+    Checks are strict enough that random bytes are very unlikely to be named as an image, so
+    a stock ``decode("pil")`` does not trip over a non-image blob.
+    """
+    head = bytes(data[:32])
+    if head.startswith(b"\xff\xd8\xff"):
+        return "jpg"
+    if head.startswith(b"\x89PNG\r\n\x1a\n"):
+        return "png"
+    if head[:6] in (b"GIF87a", b"GIF89a"):
+        return "gif"
+    if head[:4] == b"RIFF" and head[8:12] == b"WEBP":
+        return "webp"
+    if head[:4] in (b"II*\x00", b"MM\x00*"):
+        return "tiff"
+    if head[:2] == b"BM" and len(head) >= 18 and int.from_bytes(head[14:18], "little") in _BMP_DIB_SIZES:
+        return "bmp"
+    if head[4:8] == b"ftyp":
+        brand = head[8:12]
+        if brand in (b"avif", b"avis"):
+            return "avif"
+        if brand in (b"heic", b"heix", b"heim", b"heis", b"mif1", b"msf1"):
+            return "heic"
+    if head.startswith(b"\x00\x00\x00\x0cjP  \r\n\x87\n"):
+        return "jp2"
+    if head.startswith(b"\xff\x0a") or head.startswith(b"\x00\x00\x00\x0cJXL \r\n\x87\n"):
+        return "jxl"
+    return "bin"
+
+
+IMAGE_EXTENSIONS = frozenset({"jpg", "png", "gif", "webp", "tiff", "bmp", "avif", "heic", "jp2", "jxl"})
+"""Extensions that ``sniff_extension`` gives to image content."""
+
+
+def _u16be(b: bytes, i: int) -> int:
+    return (b[i] << 8) | b[i + 1]
+
+
+def _u16le(b: bytes, i: int) -> int:
+    return b[i] | (b[i + 1] << 8)
+
+
+def _jpeg_size(data: memoryview) -> tuple[int, int] | str:
+    n = len(data)
+    pos = 2
+    while True:
+        while pos < n and data[pos] != 0xFF:
+            pos += 1  # tolerate junk between segments, as decoders do
+        while pos < n and data[pos] == 0xFF:
+            pos += 1
+        if pos >= n:
+            return "JPEG ends before its frame header"
+        marker = data[pos]
+        pos += 1
+        if marker in _STANDALONE:
+            continue
+        if marker in (0xD9, 0xDA):
+            return "JPEG has no frame header before its scan"
+        if pos + 2 > n:
+            return "JPEG segment is truncated"
+        length = _u16be(data, pos)
+        if length < 2:
+            return f"JPEG segment length {length} is invalid"
+        if marker in _SOF:
+            if length < 8 or pos + 7 > n:
+                return "JPEG frame header is truncated"
+            return _u16be(data, pos + 5), _u16be(data, pos + 3)
+        pos += length
+
+
+def _png_size(data: memoryview) -> tuple[int, int] | str:
+    if len(data) < 33 or bytes(data[8:16]) != b"\x00\x00\x00\x0dIHDR":
+        return "PNG has no IHDR chunk"
+    width = int.from_bytes(data[16:20], "big")
+    height = int.from_bytes(data[20:24], "big")
+    depth, color = data[24], data[25]
+    if depth not in _PNG_DEPTHS.get(color, ()):
+        return f"PNG has an invalid bit depth {depth} for colour type {color}"
+    return width, height
+
+
+def _webp_size(data: memoryview) -> tuple[int, int] | str:
+    if len(data) < 30:
+        return "WebP header is truncated"
+    chunk = bytes(data[12:16])
+    if chunk == b"VP8 ":
+        if bytes(data[23:26]) != b"\x9d\x01\x2a":
+            return "WebP VP8 frame has no start code"
+        return _u16le(data, 26) & 0x3FFF, _u16le(data, 28) & 0x3FFF
+    if chunk == b"VP8L":
+        if data[20] != 0x2F:
+            return "WebP VP8L frame has no signature"
+        bits = int.from_bytes(data[21:25], "little")
+        return (bits & 0x3FFF) + 1, ((bits >> 14) & 0x3FFF) + 1
+    if chunk == b"VP8X":
+        return int.from_bytes(data[24:27], "little") + 1, int.from_bytes(data[27:30], "little") + 1
+    return f"WebP has an unknown first chunk {chunk!r}"
+
+
+def _pil_size(data: bytes | bytearray | memoryview) -> tuple[int, int] | str:
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+            with Image.open(io.BytesIO(data)) as img:
+                return img.size
+    except Image.DecompressionBombError:
+        return 1, 1  # the header parsed; the size limit is the decoder's business
+    except Image.UnidentifiedImageError:
+        return "undecodable image header (no image format recognised)"
+    except Exception as exc:  # noqa: BLE001 - Pillow raises many types for bad bytes
+        detail = _OBJECT_ADDRESS.sub("", str(exc))  # keep reports deterministic
+        return f"undecodable image header ({type(exc).__name__}: {detail})"
+
+
+def image_size(data: bytes | bytearray | memoryview) -> tuple[int, int] | str:
+    """``(width, height)`` from the image header, or a string saying why the header is bad."""
+    view = memoryview(data).cast("B") if not isinstance(data, bytes) else memoryview(data)
+    kind = sniff_extension(view)
+    try:
+        if kind == "jpg":
+            return _jpeg_size(view)
+        if kind == "png":
+            return _png_size(view)
+        if kind == "gif":
+            if len(view) < 13:
+                return "GIF header is truncated"
+            return _u16le(view, 6), _u16le(view, 8)
+        if kind == "webp":
+            return _webp_size(view)
+    except IndexError:
+        return "image header is truncated"
+    return _pil_size(data)
+
+
+def image_header_problem(data: object) -> str | None:
+    """Why ``data`` is not an image with a parseable header, or ``None`` when it is."""
+    if data is None:
+        return "image is null"
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        return f"image is a {type(data).__name__}, not bytes"
+    if len(data) == 0:
+        return "image is empty"
+    size = image_size(data)
+    if isinstance(size, str):
+        return size
+    width, height = size
+    if width <= 0 or height <= 0:
+        return f"image has size {width}x{height}"
+    return None

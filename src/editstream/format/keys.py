@@ -1,0 +1,59 @@
+"""Sample keys: the one place that formats and parses ``{stem}-rg{row_group:05d}-r{row:07d}``.
+
+A key names its source row, so a reader can find a sample's row group and row (and a
+shard's position) from the key alone; keys contain no dot, so webdataset splits member
+names right.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import NamedTuple
+
+_SAFE = re.compile(r"[^a-z0-9_-]")
+_KEY = re.compile(r"^(?P<stem>.+)-rg(?P<rg>\d{5,})-r(?P<row>\d{7,})$")
+
+
+class KeyPosition(NamedTuple):
+    """What a sample key says about its source row."""
+
+    stem: str
+    row_group: int
+    row: int
+
+
+def safe_component(text: str) -> str:
+    """A lower-case name part with only ``[a-z0-9_-]`` (no dots, so webdataset keys split right)."""
+    out = _SAFE.sub("_", text.lower())
+    return out or "_"
+
+
+def make_key(stem: str, row_group: int, row: int) -> str:
+    """The sample key of row ``row`` of row group ``row_group`` of the file with safe stem ``stem``."""
+    return f"{stem}-rg{row_group:05d}-r{row:07d}"
+
+
+def parse_key(key: str) -> KeyPosition | None:
+    """``(stem, row_group, row)`` of a key made by :func:`make_key`, or ``None`` for other keys."""
+    match = _KEY.match(key)
+    if match is None:
+        return None
+    return KeyPosition(match["stem"], int(match["rg"]), int(match["row"]))
+
+
+def key_stems(names: list[str]) -> list[str]:
+    """A unique, dot-free key stem per source file name (deterministic in list order)."""
+    used: set[str] = set()
+    out = []
+    for i, name in enumerate(names):
+        base = name[:-len(".parquet")] if name.endswith(".parquet") else name
+        stem = safe_component(base)
+        if stem.startswith("_"):
+            stem = "f" + stem
+        candidate, n = stem, 0
+        while candidate in used:
+            n += 1
+            candidate = f"{stem}-{i}" if n == 1 else f"{stem}-{i}-{n}"
+        used.add(candidate)
+        out.append(candidate)
+    return out

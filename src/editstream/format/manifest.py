@@ -1,0 +1,250 @@
+"""The converter's output description: ``manifest.json``.
+
+The manifest is versioned and written last, so its presence means a conversion finished. It
+records the source files with their row-group row counts (so a loader lists units without
+touching the parquet), and per shard its path, sizes, sha256, sample count, idx path and the
+source rows it holds.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from ..io import storage
+
+FORMAT_NAME = "editstream-webdataset"
+FORMAT_VERSION = 1
+MANIFEST_NAME = "manifest.json"
+REPORT_NAME = "report.json"
+LAYOUTS = ("rowgroup", "size")
+
+
+class ManifestError(ValueError):
+    """A manifest or idx file that is missing, unreadable, or inconsistent; names the path."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class RowSlice:
+    """Rows ``[start, stop)`` of one row group of one source file (name relative to the source root)."""
+
+    file: str
+    row_group: int
+    start: int
+    stop: int
+
+    def __post_init__(self) -> None:
+        if self.row_group < 0 or self.start < 0 or self.stop < self.start:
+            raise ManifestError(f"bad row slice {self}")
+
+    @property
+    def num_rows(self) -> int:
+        return self.stop - self.start
+
+
+@dataclass(frozen=True, kw_only=True)
+class SourceFile:
+    """A source parquet file: path relative to the source root, rows per row group, key stem."""
+
+    path: str
+    row_groups: list[int]
+    key_stem: str
+    """Sample keys of this file's rows are ``{key_stem}-rg{row_group:05d}-r{row:07d}``."""
+
+    @property
+    def num_rows(self) -> int:
+        return sum(self.row_groups)
+
+    @property
+    def num_row_groups(self) -> int:
+        return len(self.row_groups)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ShardInfo:
+    """One tar shard: where it is, what it holds, and how to check it."""
+
+    path: str
+    idx_path: str
+    num_samples: int
+    num_bytes: int
+    sha256: str
+    rows: list[RowSlice]
+    """The source rows, in shard order (dropped bad rows are inside the slices but not in the shard)."""
+    source_file: str | None = None
+    """For the rowgroup layout: the one source file (relative) this shard comes from."""
+    row_group: int | None = None
+    """For the rowgroup layout: the one row group this shard comes from."""
+    dropped: list[int] = field(default_factory=list)
+    """Positions (within ``rows``, counted over the slices in order) of bad rows left out."""
+
+    def kept_rows(self) -> Iterator[tuple[RowSlice, int]]:
+        """``(slice, row index in its row group)`` of every sample, in shard order (dropped rows skipped)."""
+        dropped = set(self.dropped)
+        position = 0
+        for s in self.rows:
+            for row in range(s.start, s.stop):
+                if position not in dropped:
+                    yield s, row
+                position += 1
+
+    def _position(self, file: str, row_group: int, row: int) -> int | None:
+        """Position of ``row`` counted over the slices (dropped rows included); the end of a
+        slice counts as inside it, so a reader may ask where a row after the last one starts."""
+        position = 0
+        for s in self.rows:
+            if s.file == file and s.row_group == row_group and s.start <= row <= s.stop:
+                return position + row - s.start
+            position += s.num_rows
+        return None
+
+    def samples_before(self, file: str, row_group: int, row: int) -> int | None:
+        """How many samples of this shard come before ``row``: the index of its sample, or of
+        the next one when ``row`` was left out; ``None`` when the shard's slices do not reach it."""
+        position = self._position(file, row_group, row)
+        if position is None:
+            return None
+        return position - bisect.bisect_left(sorted(self.dropped), position)
+
+    def sample_index(self, file: str, row_group: int, row: int) -> int | None:
+        """Index of ``row``'s sample in this shard; ``None`` when the shard does not hold it
+        (outside its slices, or a bad row left out)."""
+        position = self._position(file, row_group, row)
+        if position is None or position in self.dropped:
+            return None
+        index = position - bisect.bisect_left(sorted(self.dropped), position)
+        return index if index < self.num_samples else None
+
+    def __post_init__(self) -> None:
+        if self.num_samples < 0 or self.num_bytes < 0:
+            raise ManifestError(f"shard {self.path}: negative counts")
+        if len(self.sha256) != 64:
+            raise ManifestError(f"shard {self.path}: sha256 must be 64 hex digits, got {self.sha256!r}")
+
+
+@dataclass(kw_only=True)
+class Manifest:
+    """Everything a reader or verifier needs to trust and use a converted dataset."""
+
+    schema: str
+    columns: list[dict[str, str]]
+    """``[{"name": ..., "type": <arrow type string>}]`` in column order."""
+    layout: str
+    source_root: str
+    source_files: list[SourceFile]
+    shards: list[ShardInfo]
+    drop_bad_rows: bool = False
+    num_bad_rows: int = 0
+    format: str = FORMAT_NAME
+    format_version: int = FORMAT_VERSION
+    created_by: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    # -- derived -------------------------------------------------------------------------
+    @property
+    def num_samples(self) -> int:
+        return sum(s.num_samples for s in self.shards)
+
+    @property
+    def num_bytes(self) -> int:
+        return sum(s.num_bytes for s in self.shards)
+
+    @property
+    def num_source_rows(self) -> int:
+        return sum(f.num_rows for f in self.source_files)
+
+    # -- checks --------------------------------------------------------------------------
+    def validate(self) -> None:
+        """Check internal consistency; raise ``ManifestError`` describing the first problem."""
+        if self.format != FORMAT_NAME:
+            raise ManifestError(f"not an editstream manifest (format {self.format!r})")
+        if self.format_version != FORMAT_VERSION:
+            raise ManifestError(f"manifest format version {self.format_version} is not supported "
+                                f"(this editstream reads version {FORMAT_VERSION})")
+        if self.layout not in LAYOUTS:
+            raise ManifestError(f"unknown layout {self.layout!r}; expected one of {LAYOUTS}")
+        files = {f.path: f for f in self.source_files}
+        if len(files) != len(self.source_files):
+            raise ManifestError("source files listed twice")
+        if len({f.key_stem for f in self.source_files}) != len(self.source_files):
+            raise ManifestError("two source files share a key stem")
+        paths = set()
+        for shard in self.shards:
+            if shard.path in paths:
+                raise ManifestError(f"shard {shard.path} listed twice")
+            paths.add(shard.path)
+            rows = 0
+            for s in shard.rows:
+                src = files.get(s.file)
+                if src is None:
+                    raise ManifestError(f"shard {shard.path}: unknown source file {s.file!r}")
+                if s.row_group >= src.num_row_groups or s.stop > src.row_groups[s.row_group]:
+                    raise ManifestError(f"shard {shard.path}: rows {s.start}:{s.stop} of {s.file!r} row group "
+                                        f"{s.row_group} are outside the file")
+                rows += s.num_rows
+            if shard.num_samples != rows - len(shard.dropped):
+                raise ManifestError(f"shard {shard.path}: {shard.num_samples} samples from {rows} source rows "
+                                    f"with {len(shard.dropped)} dropped")
+            if shard.dropped and not self.drop_bad_rows:
+                raise ManifestError(f"shard {shard.path}: rows dropped although drop_bad_rows is off")
+            if self.layout == "rowgroup":
+                if shard.source_file is None or shard.row_group is None:
+                    raise ManifestError(f"shard {shard.path}: rowgroup layout needs source_file and row_group")
+                if [(s.file, s.row_group) for s in shard.rows] != [(shard.source_file, shard.row_group)]:
+                    raise ManifestError(f"shard {shard.path}: rows do not match its source unit")
+
+    # -- (de)serialisation ---------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        """The manifest as JSON-able data, keys in a fixed order (so the file is deterministic)."""
+        d = asdict(self)
+        order = ["format", "format_version", "created_by", "schema", "layout", "columns", "source_root",
+                 "drop_bad_rows", "num_bad_rows", "source_files", "shards", "extra"]
+        return {k: d[k] for k in order}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Manifest:
+        """Build and validate a manifest from ``to_dict`` output; ``ManifestError`` when malformed."""
+        try:
+            data = dict(d)
+            data["source_files"] = [SourceFile(**f) for f in d["source_files"]]
+            data["shards"] = [ShardInfo(**{**s, "rows": [RowSlice(**r) for r in s["rows"]]}) for s in d["shards"]]
+            return cls(**data)
+        except ManifestError:
+            raise
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ManifestError(f"malformed manifest: {exc}") from None
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=1, sort_keys=False) + "\n"
+
+    def write(self, root: str, storage_options: storage.StorageOptions | None = None) -> str:
+        """Write ``root/manifest.json`` atomically; returns its URL."""
+        url = storage.join(root, MANIFEST_NAME)
+        storage.write_bytes(url, self.to_json().encode("utf-8"), storage_options)
+        return url
+
+    @classmethod
+    def read(cls, root: str, storage_options: storage.StorageOptions | None = None) -> Manifest:
+        """Read and validate ``root/manifest.json``."""
+        url = storage.join(root, MANIFEST_NAME)
+        try:
+            raw = storage.read_bytes(url, storage_options)
+        except FileNotFoundError:
+            raise ManifestError(f"no manifest at {url} (the conversion has not finished, or this is not a "
+                                f"converted dataset)") from None
+        try:
+            d = json.loads(raw)
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise ManifestError(f"{url}: not valid JSON: {exc}") from None
+        if not isinstance(d, dict):
+            raise ManifestError(f"{url}: expected a JSON object")
+        try:
+            return cls.from_dict(d)
+        except ManifestError as exc:
+            raise ManifestError(f"{url}: {exc}") from None

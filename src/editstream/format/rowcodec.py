@@ -1,0 +1,197 @@
+"""One row codec for converter and loader: a parquet row <-> the members of one tar sample.
+
+Every binary value (top level or nested in lists/structs) becomes its own member named
+``{key}.{column}[.{index}...].{ext}``, where ``ext`` is sniffed from the bytes (``jpg``,
+``png``, ``webp`` ... or ``bin``), so stock webdataset decoders, which look at the last
+extension, decode the images. All other values go into ``{key}.json``: a JSON object with
+the row's columns in order, where a binary value is ``{"$bytes": "<member suffix>"}`` and
+the few values plain JSON cannot hold exactly are tagged the same way (``$float`` for
+NaN/inf, ``$tuple``, ``$datetime`` ...). Decoding restores a dict equal to the original row.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import decimal
+import json
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from .images import sniff_extension
+from .keys import safe_component
+
+JSON_SUFFIX = "json"
+_TAG_PREFIX = "$"
+
+
+class RowCodecError(ValueError):
+    """A row that cannot be encoded, or members that do not decode to a row; names key and column."""
+
+
+# ---------------------------------------------------------------------------------------
+# Encoding
+
+class _Encoder:
+    """Walks one row, collecting binary members and building the JSON document."""
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+        self.members: list[tuple[str, Any]] = []
+        self.used: set[str] = {JSON_SUFFIX}
+
+    def _member_name(self, path: list[str], data: bytes | memoryview) -> str:
+        ext = sniff_extension(data)
+        base = ".".join(path)
+        name = f"{base}.{ext}"
+        n = 1
+        while name in self.used:
+            name = f"{base}_{n}.{ext}"
+            n += 1
+        self.used.add(name)
+        return name
+
+    def value(self, v: Any, path: list[str], column: str) -> Any:
+        if v is None or v is True or v is False or isinstance(v, str):
+            return v
+        if isinstance(v, int):
+            return v
+        if isinstance(v, float):
+            if math.isfinite(v):
+                return v
+            return {"$float": "nan" if math.isnan(v) else ("inf" if v > 0 else "-inf")}
+        if isinstance(v, (bytes, bytearray, memoryview)):
+            data = v  # memoryviews (zero-copy arrow slices) are written as they are
+            name = self._member_name(path, data)
+            self.members.append((name, data))
+            return {"$bytes": name}
+        if isinstance(v, list):
+            return [self.value(item, path + [str(i)], column) for i, item in enumerate(v)]
+        if isinstance(v, tuple):
+            return {"$tuple": [self.value(item, path + [str(i)], column) for i, item in enumerate(v)]}
+        if isinstance(v, dict):
+            out = {}
+            for k, item in v.items():
+                if not isinstance(k, str):
+                    raise RowCodecError(f"sample {self.key!r}, column {column!r}: dict key {k!r} is not a string")
+                out[k] = self.value(item, path + [safe_component(k)], column)
+            if len(out) == 1 and next(iter(out)).startswith(_TAG_PREFIX):
+                return {"$dict": out}
+            return out
+        if isinstance(v, _dt.datetime):
+            return {"$datetime": v.isoformat()}
+        if isinstance(v, _dt.date):
+            return {"$date": v.isoformat()}
+        if isinstance(v, _dt.time):
+            return {"$time": v.isoformat()}
+        if isinstance(v, _dt.timedelta):
+            return {"$timedelta": [v.days, v.seconds, v.microseconds]}
+        if isinstance(v, decimal.Decimal):
+            return {"$decimal": str(v)}
+        raise RowCodecError(f"sample {self.key!r}, column {column!r}: cannot encode a value of type "
+                            f"{type(v).__name__}")
+
+
+def _column_names(schema_types: Any) -> list[str] | None:
+    if schema_types is None:
+        return None
+    names = getattr(schema_types, "names", None)
+    if names is not None:
+        return list(names)
+    if isinstance(schema_types, Mapping):
+        return list(schema_types)
+    return [item if isinstance(item, str) else item[0] for item in schema_types]
+
+
+def encode_members(row: Mapping[str, Any], key: str, schema_types: Any = None) -> list[tuple[str, bytes]]:
+    """Members of one sample as ``(suffix, data)`` pairs, sorted by suffix (no key prefix).
+
+    ``data`` is the row's own bytes object (a ``memoryview`` in the row stays a ``memoryview``,
+    so zero-copy rows are written without a copy).
+
+    ``schema_types`` (a pyarrow schema, a column -> type mapping, a sequence of column names or
+    ``(name, type)`` pairs, or ``None``) is checked
+    against the row's columns so a row from another dataset cannot slip in.
+    """
+    if not key or "." in key:
+        raise RowCodecError(f"invalid sample key {key!r}: must be non-empty and contain no dot")
+    names = _column_names(schema_types)
+    if names is not None and list(row) != names:
+        raise RowCodecError(f"sample {key!r}: columns {list(row)} do not match the dataset's columns {names}")
+    enc = _Encoder(key)
+    doc = {column: enc.value(v, [safe_component(column)], column) for column, v in row.items()}
+    text = json.dumps(doc, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    enc.members.append((JSON_SUFFIX, text.encode("utf-8")))
+    enc.members.sort(key=lambda item: item[0])
+    return enc.members
+
+
+def encode_row(row: Mapping[str, Any], key: str, schema_types: Any = None) -> list[tuple[str, bytes]]:
+    """Members of one sample as ``("{key}.{suffix}", data)`` pairs, sorted and deterministic."""
+    return [(f"{key}.{suffix}", data) for suffix, data in encode_members(row, key, schema_types)]
+
+
+# ---------------------------------------------------------------------------------------
+# Decoding
+
+_SIMPLE_TAGS = {
+    "$float": float,
+    "$datetime": _dt.datetime.fromisoformat,
+    "$date": _dt.date.fromisoformat,
+    "$time": _dt.time.fromisoformat,
+    "$decimal": decimal.Decimal,
+}
+
+
+def _decode_value(v: Any, members: Mapping[str, bytes], key: str, used: set[str]) -> Any:
+    if isinstance(v, list):
+        return [_decode_value(item, members, key, used) for item in v]
+    if not isinstance(v, dict):
+        return v
+    if len(v) == 1:
+        tag, payload = next(iter(v.items()))
+        if tag.startswith(_TAG_PREFIX):
+            if tag == "$bytes":
+                if payload not in members:
+                    raise RowCodecError(f"sample {key!r}: member {payload!r} named in the JSON is missing")
+                used.add(payload)
+                return members[payload]
+            if tag == "$tuple":
+                return tuple(_decode_value(item, members, key, used) for item in payload)
+            if tag == "$dict":
+                return {k: _decode_value(item, members, key, used) for k, item in payload.items()}
+            if tag == "$timedelta":
+                return _dt.timedelta(days=payload[0], seconds=payload[1], microseconds=payload[2])
+            if tag in _SIMPLE_TAGS:
+                return _SIMPLE_TAGS[tag](payload)
+            raise RowCodecError(f"sample {key!r}: unknown tag {tag!r} in the JSON member")
+    return {k: _decode_value(item, members, key, used) for k, item in v.items()}
+
+
+def decode_sample(key: str, members: Mapping[str, bytes], *, strict: bool = True) -> dict[str, Any]:
+    """The original row of a sample from its members (keyed by suffix, as ``iter_samples`` gives).
+
+    With ``strict``, a member that the JSON does not reference is an error, so a damaged or
+    foreign sample is reported instead of silently losing data.
+    """
+    raw = members.get(JSON_SUFFIX)
+    if raw is None:
+        raise RowCodecError(f"sample {key!r} has no {JSON_SUFFIX!r} member (members: {sorted(members)})")
+    try:
+        doc = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise RowCodecError(f"sample {key!r}: JSON member does not parse: {exc}") from None
+    if not isinstance(doc, dict):
+        raise RowCodecError(f"sample {key!r}: JSON member is a {type(doc).__name__}, expected an object")
+    used: set[str] = set()
+    try:
+        row = {column: _decode_value(v, members, key, used) for column, v in doc.items()}
+    except RowCodecError:
+        raise
+    except (TypeError, ValueError, IndexError, AttributeError) as exc:
+        raise RowCodecError(f"sample {key!r}: malformed tagged value in the JSON member: {exc}") from None
+    if strict:
+        extra = set(members) - used - {JSON_SUFFIX}
+        if extra:
+            raise RowCodecError(f"sample {key!r}: members {sorted(extra)} are not referenced by the JSON member")
+    return row

@@ -1,0 +1,309 @@
+"""Streaming tar reading for WebDataset shards, without the stdlib ``tarfile`` machinery.
+
+The reader walks headers on any forward-readable file object, reports the byte offset of
+every member, caps member sizes, understands GNU long names and pax ``path``/``size``
+records, and raises a distinct :class:`~editstream.format.tarblock.TarFormatError` subclass
+per failure. Members are grouped into samples by key (the name up to the first dot).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import IO
+
+from . import tarblock as tb
+from .tarblock import (
+    HeaderChecksumError,
+    MalformedHeaderError,
+    MemberTooLargeError,
+    SampleOrderError,
+    TruncatedTarError,
+)
+
+_SKIP_CHUNK = 1 << 20
+
+
+@dataclass(frozen=True)
+class TarMember:
+    """One regular file of an archive: its name, its data and where it sits in the stream."""
+
+    name: str
+    offset: int
+    """Offset of the member's first header block (its long-name / pax record, if any)."""
+    data_offset: int
+    data: bytes
+
+    @property
+    def size(self) -> int:
+        """Bytes of data."""
+        return len(self.data)
+
+
+def _read_exact(f: IO[bytes], n: int) -> bytes:
+    """Read up to ``n`` bytes, looping over short reads; fewer only at end of stream."""
+    data = f.read(n)
+    if data is None:
+        data = b""
+    if len(data) == n or not data:
+        return data
+    parts = [data]
+    got = len(data)
+    while got < n:
+        more = f.read(n - got)
+        if not more:
+            break
+        parts.append(more)
+        got += len(more)
+    return b"".join(parts)
+
+
+def _read_payload(f: IO[bytes], size: int, truncated: str) -> bytes:
+    """The ``size`` data bytes of an entry, then its padding to the next block, read and dropped.
+
+    Reading the padding separately keeps the data from being sliced (copied) once more.
+    Raises ``TruncatedTarError(truncated)`` when the stream ends first.
+    """
+    data = _read_exact(f, size) if size else b""
+    pad = tb.padding(size)
+    if len(data) < size or (pad and len(_read_exact(f, pad)) < pad):
+        raise TruncatedTarError(truncated)
+    return data
+
+
+def _skip_payload(f: IO[bytes], size: int, truncated: str) -> None:
+    """Read past ``size`` data bytes and their padding in bounded chunks (nothing is kept)."""
+    remaining = size + tb.padding(size)
+    while remaining:
+        got = len(_read_exact(f, min(remaining, _SKIP_CHUNK)))
+        if got == 0:
+            raise TruncatedTarError(truncated)
+        remaining -= got
+
+
+def _parse_number(field: bytes, what: str, source: str, offset: int) -> int:
+    if field[:1] in (b"\x80", b"\xff"):
+        value = int.from_bytes(field[1:], "big")
+        if field[:1] == b"\xff":
+            value -= 256 ** (len(field) - 1)
+        return value
+    text = field.split(b"\0", 1)[0].strip(b" \0")
+    if not text:
+        return 0
+    try:
+        return int(text, 8)
+    except ValueError:
+        raise MalformedHeaderError(f"{source}: bad {what} field {field!r} in header at offset {offset}") from None
+
+
+def _checksum_ok(block: bytes) -> bool:
+    stored = block[tb.CHECKSUM]
+    before, after = block[:tb.CHECKSUM.start], block[tb.CHECKSUM.stop:]
+    text = stored.split(b"\0", 1)[0].strip(b" ")
+    try:
+        value = int(text, 8)
+    except ValueError:
+        return False
+    if value == sum(before) + 256 + sum(after):
+        return True
+    signed = sum((b - 256 if b > 127 else b) for b in before) + 256 + sum((b - 256 if b > 127 else b) for b in after)
+    return value == signed
+
+
+def _parse_pax(data: bytes, source: str, offset: int) -> dict[str, str]:
+    """Records ``"<len> <key>=<value>\\n"`` of a pax extended header."""
+    out: dict[str, str] = {}
+    pos = 0
+    while pos < len(data):
+        if data[pos:pos + 1] == b"\0":
+            break
+        space = data.find(b" ", pos)
+        try:
+            length = int(data[pos:space])
+        except ValueError:
+            raise MalformedHeaderError(f"{source}: bad pax record at offset {offset}") from None
+        record = data[space + 1:pos + length]
+        if length <= 0 or not record.endswith(b"\n") or b"=" not in record:
+            raise MalformedHeaderError(f"{source}: bad pax record at offset {offset}")
+        key, value = record[:-1].split(b"=", 1)
+        out[key.decode("utf-8", "replace")] = value.decode("utf-8", "surrogateescape")
+        pos += length
+    return out
+
+
+def _header_name(block: bytes) -> str:
+    name = block[tb.NAME].split(b"\0", 1)[0].decode("utf-8", "surrogateescape")
+    if block[tb.USTAR_MAGIC6] == b"ustar\0":
+        prefix = block[tb.PREFIX].split(b"\0", 1)[0].decode("utf-8", "surrogateescape")
+        if prefix:
+            name = f"{prefix}/{name}"
+    return name
+
+
+class _MemberWalker:
+    """Walks headers one at a time, carrying GNU long-name / pax records over to the next entry."""
+
+    def __init__(self, fileobj: IO[bytes], *, start_offset: int, end_offset: int | None, max_member_size: int,
+                 source: str, require_end_marker: bool) -> None:
+        self.f = fileobj
+        self.pos = start_offset
+        self.end_offset = end_offset
+        self.max_member_size = max_member_size
+        self.source = source
+        self.require_end_marker = require_end_marker
+        self.pending_name: str | None = None
+        self.pending_size: int | None = None
+        self.pending_offset: int | None = None
+
+    def next_block(self) -> bytes | None:
+        """The next header block, or ``None`` at the end of the archive (or of the range)."""
+        if self.end_offset is not None and self.pos >= self.end_offset:
+            if self.pending_offset is not None:
+                raise TruncatedTarError(f"{self.source}: extended header at offset {self.pending_offset} has no "
+                                        f"member before end offset {self.end_offset}")
+            return None
+        block = _read_exact(self.f, tb.BLOCK)
+        if not block:
+            if self.require_end_marker and self.end_offset is None:
+                raise TruncatedTarError(f"{self.source}: stream ended at offset {self.pos} without an "
+                                        f"end-of-archive marker")
+            return None
+        if len(block) < tb.BLOCK:
+            raise TruncatedTarError(f"{self.source}: stream ended inside the header at offset {self.pos} "
+                                    f"({len(block)} of {tb.BLOCK} bytes)")
+        self.pos += tb.BLOCK
+        if block == tb.ZERO_BLOCK:
+            return None
+        if not _checksum_ok(block):
+            raise HeaderChecksumError(f"{self.source}: header checksum mismatch at offset {self.pos - tb.BLOCK}")
+        return block
+
+    def extended(self, typeflag: bytes, size: int, offset: int) -> None:
+        """Read a long-name / pax record and keep what it says for the next entry."""
+        if size > tb.MAX_EXTENDED_HEADER:
+            raise MemberTooLargeError(f"{self.source}: extended header of {size} bytes at offset {offset} "
+                                      f"exceeds {tb.MAX_EXTENDED_HEADER}")
+        payload = _read_payload(self.f, size, f"{self.source}: stream ended inside the extended header at "
+                                              f"offset {offset}")
+        self.pos += size + tb.padding(size)
+        if typeflag in (b"g", b"K"):
+            return
+        if self.pending_offset is None:
+            self.pending_offset = offset
+        if typeflag == b"L":
+            self.pending_name = payload.split(b"\0", 1)[0].decode("utf-8", "surrogateescape")
+            return
+        records = _parse_pax(payload, self.source, offset)
+        if "path" in records:
+            self.pending_name = records["path"]
+        if "size" in records:
+            try:
+                self.pending_size = int(records["size"])
+            except ValueError:
+                raise MalformedHeaderError(f"{self.source}: bad pax size at offset {offset}") from None
+
+    def entry(self, block: bytes, typeflag: bytes, size: int, offset: int) -> TarMember | None:
+        """Read one non-extended entry: a regular file becomes a member, anything else is skipped."""
+        member_offset = self.pending_offset if self.pending_offset is not None else offset
+        name = self.pending_name if self.pending_name is not None else _header_name(block)
+        self.pending_name = self.pending_size = self.pending_offset = None
+        if typeflag not in tb.REGULAR_TYPES:
+            if typeflag in tb.DATALESS_TYPES:
+                size = 0
+            _skip_payload(self.f, size, f"{self.source}: stream ended inside entry {name!r} at offset {offset}")
+            self.pos += size + tb.padding(size)
+            return None
+        if size > self.max_member_size:
+            raise MemberTooLargeError(f"{self.source}: member {name!r} at offset {offset} has {size} bytes, "
+                                      f"above the cap of {self.max_member_size}")
+        data = _read_payload(self.f, size, f"{self.source}: stream ended inside member {name!r} at offset "
+                                           f"{offset} (of {size} data bytes)")
+        data_offset = self.pos
+        self.pos += size + tb.padding(size)
+        return TarMember(name=name, offset=member_offset, data_offset=data_offset, data=data)
+
+    def __iter__(self) -> Iterator[TarMember]:
+        while True:
+            block = self.next_block()
+            if block is None:
+                return
+            offset = self.pos - tb.BLOCK
+            typeflag = block[tb.TYPEFLAG]
+            size = _parse_number(block[tb.SIZE], "size", self.source, offset)
+            if size < 0:
+                raise MalformedHeaderError(f"{self.source}: negative size in header at offset {offset}")
+            if typeflag in tb.EXTENDED_TYPES:
+                self.extended(typeflag, size, offset)
+                continue
+            if self.pending_size is not None:
+                size = self.pending_size
+            member = self.entry(block, typeflag, size, offset)
+            if member is not None:
+                yield member
+
+
+def iter_members(fileobj: IO[bytes], *, start_offset: int = 0, end_offset: int | None = None,
+                 max_member_size: int = tb.DEFAULT_MAX_MEMBER_SIZE, source: str = "<tar stream>",
+                 require_end_marker: bool = True) -> Iterator[TarMember]:
+    """Yield the regular-file members of a tar stream, in order, with absolute offsets.
+
+    Reading starts at ``start_offset`` (seeked to when the file is seekable, otherwise the
+    stream must already be there) and stops at the end-of-archive marker or, when given, at
+    ``end_offset``. Directories and other non-file entries are skipped. With
+    ``require_end_marker`` a stream that ends before the marker is a ``TruncatedTarError``.
+    At the marker exactly one zero block is consumed, so the stream then sits at
+    ``end + 512`` (``verify`` relies on this to find the end offset).
+    """
+    seekable = getattr(fileobj, "seekable", None)
+    if start_offset and seekable is not None and seekable():
+        fileobj.seek(start_offset)
+    return iter(_MemberWalker(fileobj, start_offset=start_offset, end_offset=end_offset,
+                              max_member_size=max_member_size, source=source,
+                              require_end_marker=require_end_marker))
+
+
+def split_name(name: str) -> tuple[str, str] | None:
+    """``(key, suffix)`` of a member name: the key ends at the first dot of the last path part."""
+    slash = name.rfind("/")
+    dot = name.find(".", slash + 1)
+    if dot <= slash + 1:
+        return None
+    return name[:dot], name[dot + 1:]
+
+
+def iter_samples(fileobj: IO[bytes], *, start_offset: int = 0, end_offset: int | None = None,
+                 max_member_size: int = tb.DEFAULT_MAX_MEMBER_SIZE, source: str = "<tar stream>",
+                 require_end_marker: bool = True, check_unique_keys: bool = True,
+                 ) -> Iterator[tuple[str, int, dict[str, bytes]]]:
+    """Group members into samples: yield ``(key, offset, {suffix: data})`` in stream order.
+
+    ``offset`` is the sample's first header. Member names without an extension are skipped,
+    as webdataset does. A key that comes back after another key, or a suffix that repeats
+    within a sample, raises ``SampleOrderError`` (``check_unique_keys`` remembers every key).
+    """
+    seen: set[str] = set()
+    key: str | None = None
+    offset = 0
+    members: dict[str, bytes] = {}
+    for member in iter_members(fileobj, start_offset=start_offset, end_offset=end_offset,
+                               max_member_size=max_member_size, source=source,
+                               require_end_marker=require_end_marker):
+        parts = split_name(member.name)
+        if parts is None:
+            continue
+        member_key, suffix = parts
+        if member_key != key:
+            if key is not None:
+                yield key, offset, members
+            if check_unique_keys:
+                if member_key in seen:
+                    raise SampleOrderError(f"{source}: members of sample {member_key!r} are not contiguous "
+                                           f"(seen again at offset {member.offset})")
+                seen.add(member_key)
+            key, offset, members = member_key, member.offset, {}
+        if suffix in members:
+            raise SampleOrderError(f"{source}: sample {member_key!r} has member {suffix!r} twice "
+                                   f"(second at offset {member.offset})")
+        members[suffix] = member.data
+    if key is not None:
+        yield key, offset, members

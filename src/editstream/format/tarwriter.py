@@ -1,0 +1,264 @@
+"""Deterministic tar writing for WebDataset shards.
+
+Archives are GNU format with fixed metadata (mtime 0, uid/gid 0, empty user and group names,
+mode 0o644, GNU long names above 100 bytes), so the same samples always give the same bytes
+and a sha256 can verify a shard. The writer hashes and indexes while it writes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import queue
+import stat
+import threading
+from collections.abc import Iterable
+from typing import IO, Any
+
+from . import tarblock as tb
+
+_MODE = 0o644
+_IOV_MAX = 512
+
+def _octal(value: int, width: int) -> bytes:
+    """A NUL-terminated octal field, or GNU base-256 when the value does not fit."""
+    text = b"%0*o" % (width - 1, value)
+    if len(text) <= width - 1:
+        return text + b"\0"
+    if value < 0 or value >= 256 ** (width - 1):
+        raise ValueError(f"value {value} does not fit a {width}-byte tar field")
+    return b"\x80" + value.to_bytes(width - 1, "big")
+
+
+def _header(name: bytes, size: int, typeflag: bytes) -> bytes:
+    """One 512-byte GNU header block with the fixed metadata of this format."""
+    if len(name) > 100:
+        raise ValueError("header names above 100 bytes need a long-name record")
+    block = bytearray(tb.BLOCK)
+    block[0:len(name)] = name
+    block[tb.MODE] = _octal(_MODE, 8)
+    block[tb.UID] = _octal(0, 8)
+    block[tb.GID] = _octal(0, 8)
+    block[tb.SIZE] = _octal(size, 12)
+    block[tb.MTIME] = _octal(0, 12)
+    block[tb.CHECKSUM] = b" " * 8
+    block[tb.TYPEFLAG] = typeflag
+    block[tb.MAGIC] = tb.GNU_MAGIC
+    checksum = sum(block)
+    block[tb.CHECKSUM] = b"%06o\0 " % checksum
+    return bytes(block)
+
+
+def _padding(size: int) -> bytes:
+    return b"\0" * tb.padding(size)
+
+
+def _real_fd(fileobj: Any) -> int | None:
+    """The OS descriptor of a plain local file opened for writing, else ``None``."""
+    try:
+        fd = fileobj.fileno()
+    except (AttributeError, OSError, ValueError):
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+    except OSError:
+        return None
+    fileobj.flush()
+    return fd
+
+
+def _writev_all(fd: int, chunks: list[Any]) -> None:
+    """Write every chunk with ``os.writev``, resuming after partial writes."""
+    views = [memoryview(c).cast("B") if not isinstance(c, bytes) else c for c in chunks if len(c)]
+    i = 0
+    while i < len(views):
+        batch = views[i:i + _IOV_MAX]
+        written = os.writev(fd, batch)
+        for v in batch:
+            if written >= len(v):
+                written -= len(v)
+                i += 1
+            else:
+                views[i] = memoryview(v)[written:]
+                break
+
+
+def member_bytes(name: str, data: bytes | bytearray | memoryview) -> list[bytes | bytearray | memoryview]:
+    """The chunks that make up one regular-file member: header(s), data, padding.
+
+    Names longer than 100 bytes get a GNU ``././@LongLink`` record first, as GNU tar does.
+    """
+    raw = name.encode("utf-8")
+    if not raw or b"\0" in raw:
+        raise ValueError(f"invalid tar member name {name!r}")
+    size = len(data)
+    chunks: list[bytes | bytearray | memoryview] = []
+    if len(raw) > 100:
+        long_data = raw + b"\0"
+        chunks.append(_header(tb.LONGLINK, len(long_data), b"L"))
+        chunks.append(long_data + _padding(len(long_data)))
+        raw = raw[:100]
+    chunks.append(_header(raw, size, b"0"))
+    if size:
+        chunks.append(data)
+        pad = _padding(size)
+        if pad:
+            chunks.append(pad)
+    return chunks
+
+
+class TarWriter:
+    """Streams samples into a deterministic tar archive while hashing and indexing it.
+
+    Chunks (headers, the members' own bytes or memoryviews, padding) are collected into large
+    batches, each hashed and then written: with ``os.writev`` straight from the members'
+    buffers when the file has a real descriptor (no copy in Python), otherwise as one joined
+    write. With ``background`` a helper thread hashes and writes while the caller goes on. ``offsets`` holds each sample's first header offset; ``sha256`` and ``num_bytes``
+    describe the archive once ``close()`` has added the end-of-archive marker.
+    """
+
+    def __init__(self, fileobj: IO[bytes], *, buffer_size: int = 8 * 1024 * 1024, hash_output: bool = True,
+                 background: bool = False) -> None:
+        self._f = fileobj
+        self._fd = _real_fd(fileobj)
+        self._buffer: list[Any] = []
+        self._buffered = 0
+        self._buffer_size = buffer_size
+        self._hash = hashlib.sha256() if hash_output else None
+        self._pos = 0
+        self._closed = False
+        self.offsets: list[int] = []
+        # With ``background``, batches are written by a helper thread (two batches in flight) so
+        # reading and hashing the next rows overlap with the write; errors surface on the next call.
+        self._queue: queue.Queue | None = None
+        self._thread: threading.Thread | None = None
+        self._error: BaseException | None = None
+        if background:
+            self._queue = queue.Queue(maxsize=2)
+            self._thread = threading.Thread(target=self._drain, name="tar-writer", daemon=True)
+            self._thread.start()
+
+    def __enter__(self) -> TarWriter:
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self.abort()
+
+    def _drain(self) -> None:
+        assert self._queue is not None
+        while True:
+            chunks = self._queue.get()
+            if chunks is None:
+                return
+            if self._error is None:
+                try:
+                    self._write(chunks)
+                except BaseException as exc:  # noqa: BLE001 - handed to the producer thread
+                    self._error = exc
+
+    def _raise_background_error(self) -> None:
+        if self._error is not None:
+            raise self._error
+
+    def abort(self) -> None:
+        """Stop the helper thread without finishing the archive (after an error)."""
+        self._closed = True
+        self._buffer = []
+        if self._thread is not None and self._queue is not None:
+            self._queue.put(None)
+            self._thread.join()
+            self._thread = None
+
+    @property
+    def position(self) -> int:
+        """Bytes written so far (including buffered bytes)."""
+        return self._pos
+
+    def _emit(self, chunks: Iterable[Any]) -> None:
+        for chunk in chunks:
+            n = len(chunk)
+            self._buffer.append(chunk)
+            self._buffered += n
+            self._pos += n
+        if self._buffered >= self._buffer_size:
+            self._flush()
+
+    def _flush(self) -> None:
+        if not self._buffer:
+            return
+        chunks = self._buffer
+        self._buffer = []
+        self._buffered = 0
+        if self._queue is not None:
+            self._raise_background_error()
+            self._queue.put(chunks)
+        else:
+            self._write(chunks)
+
+    def _write(self, chunks: list[Any]) -> None:
+        """Hash then write one batch (on the helper thread in background mode)."""
+        if self._hash is not None:
+            update = self._hash.update
+            for chunk in chunks:
+                update(chunk)
+        if self._fd is None:
+            self._f.write(b"".join(chunks))
+        else:
+            _writev_all(self._fd, chunks)
+
+    def write_sample(self, key: str, members: Iterable[tuple[str, bytes]]) -> int:
+        """Write one sample's members (``(suffix, data)``, stored as ``key.suffix``) in sorted order.
+
+        Returns the sample's offset. Keys must be non-empty and contain no dot.
+        """
+        if self._closed:
+            raise ValueError("TarWriter is closed")
+        if not key or "." in key.rsplit("/", 1)[-1]:
+            raise ValueError(f"invalid sample key {key!r}: must be non-empty and contain no dot")
+        items = sorted(members, key=lambda item: item[0])
+        if not items:
+            raise ValueError(f"sample {key!r} has no members")
+        for (a, _), (b, _) in zip(items, items[1:]):
+            if a == b:
+                raise ValueError(f"sample {key!r} has two members named {a!r}")
+        offset = self._pos
+        chunks: list[Any] = []
+        for suffix, data in items:
+            chunks.extend(member_bytes(f"{key}.{suffix}", data))
+        self._emit(chunks)
+        self.offsets.append(offset)
+        return offset
+
+    def close(self) -> None:
+        """Write the end-of-archive marker and flush; the underlying file stays open."""
+        if self._closed:
+            return
+        self._emit([tb.END_OF_ARCHIVE])
+        self._flush()
+        self._closed = True
+        if self._thread is not None and self._queue is not None:
+            self._queue.put(None)
+            self._thread.join()
+            self._thread = None
+            self._raise_background_error()
+
+    @property
+    def end_offset(self) -> int:
+        """Offset just after the last sample (where the end-of-archive marker starts)."""
+        return self._pos - (len(tb.END_OF_ARCHIVE) if self._closed else 0)
+
+    @property
+    def num_bytes(self) -> int:
+        return self._pos
+
+    @property
+    def sha256(self) -> str:
+        if self._hash is None:
+            raise ValueError("TarWriter was created with hash_output=False")
+        if not self._closed:
+            raise ValueError("sha256 is known only after close()")
+        return self._hash.hexdigest()

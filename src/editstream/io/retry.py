@@ -1,0 +1,76 @@
+"""Retries of transient storage errors: one policy object decides what is transient and how long to wait."""
+
+from __future__ import annotations
+
+import errno
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+T = TypeVar("T")
+
+
+def _default_transient(exc: BaseException) -> bool:
+    """Errors worth retrying: connection drops, timeouts, 5xx / throttling from object stores."""
+    if isinstance(exc, (KeyboardInterrupt, SystemExit, MemoryError)):
+        return False
+    if isinstance(exc, (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError)):
+        return False
+    if isinstance(exc, (ConnectionError, TimeoutError)):
+        return True
+    name = type(exc).__name__
+    text = str(exc)
+    transient_names = ("ClientPayloadError", "ServerDisconnectedError", "ClientOSError", "ReadTimeoutError",
+                       "EndpointConnectionError", "ConnectTimeoutError", "IncompleteRead",
+                       "ResponseStreamingError", "ProtocolError", "ClientConnectorError",
+                       "ServerTimeoutError", "IncompleteReadError", "ConnectionClosedError")
+    if name in transient_names:
+        return True
+    if isinstance(exc, OSError) and exc.errno in (errno.EREMOTEIO, errno.EAGAIN, errno.EBUSY, errno.ECONNRESET,
+                                                  errno.ECONNABORTED, errno.ETIMEDOUT, errno.EPIPE):
+        return True  # s3fs maps S3 5xx / throttling answers to EREMOTEIO / EAGAIN / EBUSY
+    lowered = text.lower()
+    for marker in ("500", "502", "503", "504", "slowdown", "internalerror", "internal error", "serviceunavailable",
+                   "service unavailable", "please try again", "reduce your request rate", "connection reset",
+                   "connection aborted", "timed out", "timeout", "response payload is not completed"):
+        if marker in lowered:
+            return True
+    return isinstance(exc, OSError) and exc.errno is None and bool(text)
+
+
+@dataclass(frozen=True, kw_only=True)
+class RetryPolicy:
+    """How transient storage errors are retried: attempts, exponential backoff with jitter.
+
+    ``is_transient`` decides which exceptions are retried; anything else propagates at once.
+    """
+
+    max_attempts: int = 6
+    initial_backoff: float = 0.2
+    max_backoff: float = 5.0
+    is_transient: Callable[[BaseException], bool] = field(default=_default_transient)
+
+    def __post_init__(self) -> None:
+        if self.max_attempts < 1:
+            raise ValueError(f"RetryPolicy.max_attempts must be >= 1, got {self.max_attempts}")
+        if self.initial_backoff < 0 or self.max_backoff < 0:
+            raise ValueError("RetryPolicy backoffs must be >= 0")
+
+    def delay(self, attempt: int) -> float:
+        """Seconds to wait before retry number ``attempt`` (1-based)."""
+        base = min(self.max_backoff, self.initial_backoff * (2 ** (attempt - 1)))
+        return base * (0.5 + random.Random(attempt).random() / 2)
+
+    def call(self, fn: Callable[[], T]) -> T:
+        """Run ``fn`` until it succeeds, retrying transient errors; re-raise the last one."""
+        attempt = 0
+        while True:
+            try:
+                return fn()
+            except BaseException as exc:  # noqa: BLE001 - filtered by is_transient
+                attempt += 1
+                if attempt >= self.max_attempts or not self.is_transient(exc):
+                    raise
+                time.sleep(self.delay(attempt))

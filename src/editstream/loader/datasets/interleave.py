@@ -1,0 +1,86 @@
+"""Builders that append text, image and video items to a sample's sequence plan.
+
+``parse_row`` implementations call these to assemble the sample dict the packer consumes
+(SPEC sections 2-3): ``sequence_plan``, ``text_ids_list``, ``image_tensor_list`` and a
+running ``num_tokens``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ..distributed import DistributedIterableDataset
+
+
+def _plan_item(kind: str, enable_cfg: int, loss: int) -> dict[str, Any]:
+    return {"type": kind, "enable_cfg": enable_cfg, "loss": loss, "special_token_loss": 0,
+            "special_token_label": None}
+
+
+class InterleavedBaseIterableDataset(DistributedIterableDataset):
+    """Mixin with ``_init_data`` / ``_add_text`` / ``_add_image`` / ``_add_video``.
+
+    Expects ``self.tokenizer`` (``encode(str) -> list[int]``), ``self.transform`` and, for
+    ViT items, ``self.vit_transform`` (both :class:`~editstream.transforms.ImageTransform`-like,
+    with a ``stride``).
+    """
+
+    def _init_data(self) -> dict[str, Any]:
+        return {"sequence_plan": [], "text_ids_list": [], "image_tensor_list": [], "num_tokens": 0}
+
+    def _add_text(self, data: dict, text: str, need_loss: bool, enable_cfg: bool = True) -> dict:
+        ids = self.tokenizer.encode(text)
+        data["num_tokens"] += len(ids)
+        data["text_ids_list"].append(ids)
+        data["sequence_plan"].append(_plan_item("text", int(enable_cfg), int(need_loss)))
+        return data
+
+    def _vae_tensor(self, image: Any, data: dict) -> Any:
+        tensor = self.transform(image)
+        height, width = tensor.shape[1:]
+        data["num_tokens"] += height * width // self.transform.stride ** 2
+        return tensor
+
+    def _add_image(self, data: dict, image: Any, need_loss: bool, need_vae: bool, need_vit: bool,
+                   enable_cfg: bool = True) -> dict:
+        if not (need_loss or need_vae or need_vit):
+            raise ValueError("_add_image needs at least one of need_loss, need_vae, need_vit")
+        vae = None  # the transform is deterministic: compute once, hand out copies
+        if need_loss:
+            data["sequence_plan"].append(_plan_item("vae_image", 0, 1))
+            vae = self._vae_tensor(image, data)
+            data["image_tensor_list"].append(vae)
+        if need_vae:
+            data["sequence_plan"].append(_plan_item("vae_image", int(enable_cfg), 0))
+            if vae is None:
+                vae = self._vae_tensor(image, data)
+                data["image_tensor_list"].append(vae)
+            else:
+                data["num_tokens"] += vae.shape[1] * vae.shape[2] // self.transform.stride ** 2
+                data["image_tensor_list"].append(vae.clone())
+        if need_vit:
+            data["sequence_plan"].append(_plan_item("vit_image", int(enable_cfg), 0))
+            vit = self.vit_transform(image)
+            height, width = vit.shape[1:]
+            data["num_tokens"] += height * width // self.vit_transform.stride ** 2
+            data["image_tensor_list"].append(vit)
+        return data
+
+    def _add_video(self, data: dict, frames: Sequence[Any], frame_indexes: Sequence[int], need_loss: bool,
+                   need_vae: bool, enable_cfg: bool = True) -> dict:
+        if int(bool(need_loss)) + int(bool(need_vae)) != 1:
+            raise ValueError("_add_video needs exactly one of need_loss, need_vae")
+        last = len(frames) - 1
+        for i, (frame, frame_index) in enumerate(zip(frames, frame_indexes)):
+            if need_loss:
+                item = _plan_item("vae_image", 0, 1)
+            else:
+                item = _plan_item("vae_image", int(enable_cfg), 0)
+            item["split_start"] = i == 0
+            item["split_end"] = i == last
+            if i < len(frame_indexes) - 1:
+                item["frame_delta"] = frame_indexes[i + 1] - frame_index
+            data["sequence_plan"].append(item)
+            data["image_tensor_list"].append(self._vae_tensor(frame, data))
+        return data

@@ -1,0 +1,103 @@
+"""Dataset bases that read rows from a backend chosen by a flag and hand them to ``parse_row``.
+
+``ParquetStandardIterableDataset`` keeps the reference's name and constructor; its
+``backend`` keyword picks where rows come from (``"parquet"`` or ``"webdataset"``), so any
+subclass that defines ``parse_row`` runs on either backend with no second class.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ...io.storage import StorageOptions
+from ..iteration import SourceIterableDataset
+from ..units import Unit
+
+BACKENDS = ("parquet", "webdataset")
+"""Where rows come from: parquet files, or WebDataset shards converted by ``editstream convert``."""
+
+
+def make_source(backend: str, *, dataset_name: str, granularity: str, parquet_info: Mapping[str, Any] | None,
+                storage_options: StorageOptions | None, drops: Any, **options: Any) -> Any:
+    """Build the row source for ``backend``; unknown names are a clear error."""
+    if backend == "parquet":
+        from ..sources.parquet import ParquetSource
+
+        return ParquetSource(dataset_name=dataset_name, granularity=granularity, parquet_info=parquet_info,
+                             storage_options=storage_options, drops=drops)
+    if backend == "webdataset":
+        from ..sources.webdataset import TarSource
+
+        return TarSource(dataset_name=dataset_name, granularity=granularity, storage_options=storage_options,
+                         drops=drops, **options)
+    raise ValueError(f"dataset {dataset_name!r}: unknown backend {backend!r}; choose one of {BACKENDS}")
+
+
+def count_source_files(data_dir: str, backend: str, storage_options: StorageOptions | None = None) -> int:
+    """Parquet files a data directory holds (for a converted root: its source files), the
+    ``num_used_data`` entry that uses every file once."""
+    if backend == "webdataset":
+        from ...format.manifest import Manifest
+
+        return len(Manifest.read(data_dir, storage_options).source_files)
+    from ...io.storage import list_files
+
+    return len(list_files(data_dir, ".parquet", storage_options))
+
+
+class ParquetStandardIterableDataset(SourceIterableDataset):
+    """Iterate rows per unit over parquet (or converted shards); subclasses define ``parse_row``.
+
+    Arguments follow the reference. ``parquet_info`` (``{path: {"num_row_groups": n}}``) is
+    optional: files it lacks have their row-group count read from the footer. ``data_dir_list``
+    entries may be local paths or fsspec URLs (``s3://...``). For ``backend="webdataset"`` they
+    are converted dataset roots holding a ``manifest.json``.
+    """
+
+    unit_granularity = "row_group"
+    default_backend = "parquet"
+
+    def __init__(self, dataset_name: str, transform: Any, tokenizer: Any, vit_transform: Any,
+                 data_dir_list: Sequence[str], num_used_data: Sequence[int],
+                 parquet_info: Mapping[str, Any] | None = None, local_rank: int | None = None,
+                 world_size: int | None = None, num_workers: int = 8, data_status: list | None = None, *,
+                 backend: str | None = None, storage_options: StorageOptions | None = None,
+                 **backend_options: Any) -> None:
+        super().__init__(dataset_name, local_rank, world_size, num_workers)
+        self.transform = transform
+        self.vit_transform = vit_transform
+        self.tokenizer = tokenizer
+        self.backend = backend or self.default_backend
+        self.storage_options = storage_options
+        self.set_data_status(data_status)
+        self.source = make_source(self.backend, dataset_name=dataset_name, granularity=self.unit_granularity,
+                                  parquet_info=parquet_info, storage_options=storage_options, drops=self.drops,
+                                  **backend_options)
+        self.data_dir_list = [data_dir_list] if isinstance(data_dir_list, str) else list(data_dir_list)
+        self.num_used_data = [num_used_data] if isinstance(num_used_data, int) else list(num_used_data)
+        self.parquet_info = parquet_info
+
+    def list_data_paths(self) -> list[Unit]:
+        """The units of ``data_dir_list`` (listing, footers or manifests are read here, on first use)."""
+        return self.get_data_paths(self.data_dir_list, self.num_used_data, self.parquet_info)
+
+    def get_data_paths(self, data_dir_list: Sequence[str], num_used_data: Sequence[int],
+                       parquet_info: Mapping[str, Any] | None = None) -> list[Unit]:
+        """The units of these directories, as the chosen backend lists them."""
+        if isinstance(data_dir_list, str):
+            data_dir_list = [data_dir_list]
+        if isinstance(num_used_data, int):
+            num_used_data = [num_used_data]
+        return self.source.list_units(list(data_dir_list), list(num_used_data))
+
+    @property
+    def drop_counts(self) -> dict[str, int]:
+        """Drops per reason in this process (bad rows, unreadable units ...)."""
+        return self.drops.as_dict()
+
+
+class WebDatasetStandardIterableDataset(ParquetStandardIterableDataset):
+    """The same dataset reading converted WebDataset shards by default (``backend="webdataset"``)."""
+
+    default_backend = "webdataset"

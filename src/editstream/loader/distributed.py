@@ -1,0 +1,131 @@
+"""``DistributedIterableDataset``: rank/worker-aware iterable dataset with resumable per-worker status."""
+
+from __future__ import annotations
+
+import copy
+import random
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+
+from .drops import DropLog
+from .units import Unit, rank_units, resolve_rank_and_world, worker_units
+
+DEFAULT_EPOCH_SEED = 42
+
+
+class DistributedIterableDataset(torch.utils.data.IterableDataset):
+    """Rank/worker-aware iterable dataset with resumable per-worker status.
+
+    ``set_epoch(seed)`` shuffles the sorted units with a private ``random.Random`` and gives
+    each rank a contiguous slice; each DataLoader worker takes a contiguous slice of its
+    rank's units, reversed (the reference's order). Per-sample randomness is NOT drawn here:
+    it uses Python's global ``random`` inside ``parse_row``.
+
+    Units are listed on first use (``data_paths``, ``set_epoch`` or iteration), never in the
+    constructor, by the subclass's :meth:`list_data_paths`; a subclass may also assign
+    ``self.data_paths`` itself, as reference-style subclasses do.
+    """
+
+    def __init__(self, dataset_name: str, local_rank: int | None = None, world_size: int | None = None,
+                 num_workers: int = 8) -> None:
+        local_rank, world_size = resolve_rank_and_world(local_rank, world_size)
+        if world_size < 1 or not 0 <= local_rank < world_size:
+            raise ValueError(f"dataset {dataset_name!r}: rank {local_rank} is not in a world of size {world_size}")
+        self.dataset_name = dataset_name
+        self.local_rank = local_rank
+        self.world_size = world_size
+        self.num_workers = num_workers
+        self.rng = random.Random()
+        self.data_status: list | None = None
+        self._resume_data_status: list | None = None
+        self._data_paths: list[Unit] | None = None
+        self._rank_slice: list[Unit] | None = None
+        self.drops = DropLog(dataset_name=dataset_name)
+
+    # ---- resume status -------------------------------------------------------------------
+    def set_data_status(self, data_status: list | None) -> None:
+        """Where each worker resumes (``[unit, *row position]`` per worker id), or ``None``."""
+        self.data_status = copy.deepcopy(data_status)
+        self._resume_data_status = copy.deepcopy(data_status)
+
+    def _get_worker_data_status(self, worker_id: int) -> list | None:
+        if self.data_status is None or worker_id >= len(self.data_status):
+            return None
+        return self.data_status[worker_id]
+
+    def _set_worker_resume_data_status(self, worker_id: int, status: list) -> None:
+        if self._resume_data_status is None:
+            self._resume_data_status = [None] * max(int(self.num_workers), worker_id + 1)
+        while len(self._resume_data_status) <= worker_id:
+            self._resume_data_status.append(None)
+        self._resume_data_status[worker_id] = list(status)
+
+    def state_dict(self) -> dict[str, Any]:
+        """``{"data_status": [...]}``: the position of the last yielded sample of each worker."""
+        return {"data_status": copy.deepcopy(self._resume_data_status)}
+
+    def load_state_dict(self, state_dict: dict[str, Any] | None) -> None:
+        """Resume after the positions in ``state_dict`` (as returned by :meth:`state_dict`)."""
+        self.set_data_status(None if state_dict is None else state_dict.get("data_status"))
+
+    # ---- units ---------------------------------------------------------------------------
+    def list_data_paths(self) -> list[Unit] | None:
+        """List this dataset's units (I/O happens here); ``None`` when the dataset has none to list."""
+        return None
+
+    def get_data_paths(self, *args: Any, **kwargs: Any) -> list[Unit]:
+        raise NotImplementedError
+
+    @property
+    def data_paths(self) -> list[Unit] | None:
+        """Every unit of this dataset (all ranks), listed on first access."""
+        if self._data_paths is None:
+            self._data_paths = self.list_data_paths()
+        return self._data_paths
+
+    @data_paths.setter
+    def data_paths(self, units: list[Unit] | None) -> None:
+        self._data_paths = units
+        self._rank_slice = None
+
+    def set_epoch(self, seed: int = DEFAULT_EPOCH_SEED) -> None:
+        """Shuffle the sorted units with ``seed`` and keep this rank's contiguous slice."""
+        units = self.data_paths
+        if units is None:
+            return
+        self._rank_slice = rank_units(units, seed, self.local_rank, self.world_size, self.dataset_name)
+
+    @property
+    def data_paths_per_rank(self) -> list[Unit]:
+        """This rank's units for the current epoch (``set_epoch(42)`` if it was never called)."""
+        if self._rank_slice is None:
+            self.set_epoch()
+            if self._rank_slice is None:
+                raise ValueError(f"dataset {self.dataset_name!r} has no units")
+        return self._rank_slice
+
+    @property
+    def num_files_per_rank(self) -> int:
+        """Number of units this rank reads per epoch."""
+        return len(self.data_paths_per_rank)
+
+    def get_data_paths_per_worker(self) -> tuple[list[Unit], int]:
+        """This worker's units (reversed slice with DataLoader workers) and its worker id."""
+        info = torch.utils.data.get_worker_info()
+        if info is None:
+            return list(self.data_paths_per_rank), 0
+        return self.worker_units(info.id, info.num_workers), info.id
+
+    def worker_units(self, worker_id: int, num_workers: int) -> list[Unit]:
+        """The units DataLoader worker ``worker_id`` of ``num_workers`` reads, in its order.
+
+        ``data_indexes[0]`` of a sample is a position in this list. ``num_workers == 0`` means
+        no DataLoader workers: the whole rank slice, in order.
+        """
+        return worker_units(self.data_paths_per_rank, worker_id, num_workers, dataset_name=self.dataset_name,
+                            rank=self.local_rank, world_size=self.world_size)
+
+    def __iter__(self) -> Iterator[dict]:
+        raise NotImplementedError

@@ -1,0 +1,146 @@
+"""The one iteration loop both backends share: units -> rows -> ``parse_row`` -> samples.
+
+A *source* turns a unit into rows; a backend is nothing more than a source. Everything after
+"rows" (parsing, ``data_indexes``, resume status, drop counting, the failure budget) lives
+here, so the parquet and WebDataset backends cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Sequence
+from typing import Any, Protocol
+
+from .distributed import DistributedIterableDataset
+from .drops import FATAL, FailureBudget
+from .units import Unit
+
+logger = logging.getLogger("editstream")
+
+Position = tuple
+"""Where a row sits inside its unit: ``(row,)`` or ``(row_group, row)``."""
+
+
+class Row(dict):
+    """A source row: a plain dict that also allows ``row.column`` like a pandas row does."""
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self[name]
+        except KeyError as exc:
+            raise AttributeError(name) from exc
+
+
+class BadSample:
+    """A row a source read but could not decode (a shard sample missing a member, say).
+
+    Sources yield it in place of the row; the shared loop drops and counts it like a row
+    whose ``parse_row`` raised, with the source's extra location (shard URL, key).
+    """
+
+    def __init__(self, error: BaseException, where: dict[str, Any]) -> None:
+        self.error = error
+        self.where = where
+
+
+class RowSource(Protocol):
+    """What a backend provides: list units, then stream rows of one unit."""
+
+    def list_units(self, data_dir_list: Sequence[str], num_used_data: Sequence[int]) -> list[Unit]: ...
+
+    def iter_unit_rows(self, unit: Unit, after: Position | None) -> Iterator[tuple[Position, Any]]: ...
+
+    def describe(self, unit: Unit, position: Position | None = None) -> dict[str, Any]: ...
+
+
+class SourceIterableDataset(DistributedIterableDataset):
+    """A dataset whose rows come from a :class:`RowSource`; subclasses define ``parse_row``.
+
+    Iteration: for each of this worker's units from the resume point, stream rows, parse each,
+    stamp ``data_indexes = [unit_position, *row_position]``, record it as the resume status
+    and yield. A row whose parse raises is dropped and counted; a unit that cannot be read is
+    dropped (from the failing point) and counted. After the last unit the stream starts over.
+    """
+
+    source: RowSource
+    unit_failure_budget: int = 16
+    """Units in a row that may fail to read (after the source's retries) before the stream stops."""
+    _budget: FailureBudget | None = None
+
+    def parse_row(self, row: dict) -> dict:
+        raise NotImplementedError
+
+    def _failure_budget(self) -> FailureBudget:
+        if self._budget is None:
+            self._budget = FailureBudget(self.dataset_name, self.unit_failure_budget)
+        return self._budget
+
+    def __iter__(self) -> Iterator[dict]:
+        units, worker_id = self.get_data_paths_per_worker()
+        status = self._get_worker_data_status(worker_id)
+        if status is not None:
+            start_unit, after = int(status[0]), tuple(status[1:])
+        else:
+            start_unit, after = 0, None
+        logger.info("rank-%s worker-%s dataset-%s: starting at unit %s after %s",
+                    self.local_rank, worker_id, self.dataset_name, start_unit, after)
+        while True:
+            full_pass = start_unit == 0 and after is None
+            yielded = 0
+            prefetch = getattr(self.source, "prefetch", None)
+            for unit_position in range(start_unit, len(units)):
+                unit = units[unit_position]
+                if prefetch is not None and len(units) > 1:
+                    prefetch(units[(unit_position + 1) % len(units)])
+                rows = self.source.iter_unit_rows(unit, after)
+                after = None
+                try:
+                    for data in self._parse_unit(unit, unit_position, rows, worker_id):
+                        yielded += 1
+                        yield data
+                finally:
+                    close = getattr(rows, "close", None)
+                    if close is not None:
+                        close()
+            if full_pass and yielded == 0:
+                raise RuntimeError(
+                    f"dataset {self.dataset_name!r} rank {self.local_rank} worker {worker_id}: a whole pass over "
+                    f"{len(units)} units gave no sample (drops so far: {self.drops.as_dict()}); "
+                    f"check the data directories")
+            start_unit = 0
+            logger.info("%s repeat in rank-%s worker-%s", self.dataset_name, self.local_rank, worker_id)
+
+    def _parse_unit(self, unit: Unit, unit_position: int, rows: Iterator[tuple[Position, dict]],
+                    worker_id: int) -> Iterator[dict]:
+        """Parse the rows of one unit, dropping (and counting) bad rows and an unreadable rest."""
+        while True:
+            try:
+                position, row = next(rows)
+            except StopIteration:
+                return
+            except FATAL:
+                raise
+            except Exception as exc:  # the unit is unreadable from here on
+                where = self.source.describe(unit)
+                self.drops.record("unreadable_unit", where, exc)
+                self._failure_budget().failed(where, exc)
+                return
+            self._failure_budget().succeeded()
+            if isinstance(row, BadSample):
+                self.drops.record("bad_sample", {**self.source.describe(unit, position), **row.where}, row.error)
+                continue
+            try:
+                data = self.parse_row(row)
+            except FATAL:
+                raise
+            except Exception as exc:
+                self.drops.record("bad_row", self.source.describe(unit, position), exc)
+                continue
+            if not data:
+                self.drops.record("empty_sample", self.source.describe(unit, position))
+                continue
+            index = [unit_position, *position]
+            data["data_indexes"] = {"data_indexes": index, "worker_id": worker_id,
+                                    "dataset_name": self.dataset_name}
+            self._set_worker_resume_data_status(worker_id, index)
+            yield data

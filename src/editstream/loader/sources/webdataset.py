@@ -1,0 +1,257 @@
+"""The WebDataset backend: rows streamed from converted tar shards, locally or from S3.
+
+With the converter's ``rowgroup`` layout each shard is one source ``(file, row_group)``, so
+units are listed from the manifest exactly as the parquet backend lists them (same
+``num_used_data`` rule, same sort keys) and the sample stream is the parquet backend's, bit
+for bit. Shards of the ``size`` layout are units of their own. Shards are read in blocks by
+ranged requests (memory stays at a few blocks whatever the shard size), the next block and
+the next shard's first block are fetched in the background, transient faults are retried at
+the current byte offset, and a resume seeks to the sample's offset from the ``.tar.idx``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from ...format.idx import read_idx
+from ...format.keys import parse_key
+from ...format.manifest import Manifest, ShardInfo
+from ...format.rowcodec import decode_sample
+from ...format.tarblock import DEFAULT_MAX_MEMBER_SIZE
+from ...format.tarreader import iter_samples
+from ...io import storage
+from ...io.ranged import RangedReader, read_range
+from ...io.retry import RetryPolicy
+from ...io.storage import StorageOptions
+from ..drops import DropLog
+from ..iteration import BadSample, Position, Row
+from ..units import Unit, check_counts, repeat_to
+
+logger = logging.getLogger("editstream")
+
+DEFAULT_BLOCK_SIZE = 4 << 20
+
+
+class ShardMismatchError(Exception):
+    """A shard does not match its manifest entry (keys, sample count, end offset)."""
+
+
+@dataclass(frozen=True)
+class ShardRef:
+    """Where one unit's rows live: the shard's URL, its idx URL and its manifest entry."""
+
+    url: str
+    idx_url: str
+    info: ShardInfo
+
+    @property
+    def num_bytes(self) -> int:
+        return self.info.num_bytes
+
+    @property
+    def num_samples(self) -> int:
+        return self.info.num_samples
+
+
+class TarSource:
+    """Row source over converted shards; see the module docstring for the guarantees."""
+
+    def __init__(self, *, dataset_name: str, granularity: str = "row_group",
+                 storage_options: StorageOptions | None = None, drops: DropLog | None = None,
+                 retry: RetryPolicy | None = None, block_size: int = DEFAULT_BLOCK_SIZE,
+                 max_member_size: int = DEFAULT_MAX_MEMBER_SIZE, prefetch: bool = True) -> None:
+        if granularity not in ("row_group", "file"):
+            raise ValueError(f"granularity must be 'row_group' or 'file', got {granularity!r}")
+        self.dataset_name = dataset_name
+        self.granularity = granularity
+        self.storage_options = storage_options
+        self.drops = drops if drops is not None else DropLog(dataset_name)
+        self.retry = retry or RetryPolicy()
+        self.block_size = block_size
+        self.max_member_size = max_member_size
+        self.prefetch_enabled = prefetch
+        self.layout: str | None = None
+        self._shards: dict[Any, ShardRef] = {}  # (file_id, rg) or shard URL -> shard
+        self._file_row_groups: dict[str, int] = {}
+        self._executor: ThreadPoolExecutor | None = None
+        self._executor_pid: int | None = None
+        self._prefetched: dict[tuple[str, int], Future] = {}
+
+    # ---- listing -------------------------------------------------------------------------
+    def list_units(self, data_dir_list: Sequence[str], num_used_data: Sequence[int]) -> list[Unit]:
+        check_counts(self.dataset_name, data_dir_list, num_used_data)
+        units: list[Unit] = []
+        for root, num_used in zip(data_dir_list, num_used_data):
+            manifest = self._read_manifest(root)
+            if self.layout is None:
+                self.layout = manifest.layout
+            elif manifest.layout != self.layout:
+                raise ValueError(f"dataset {self.dataset_name!r}: {root} has layout {manifest.layout!r} but "
+                                 f"earlier roots have {self.layout!r}; convert all with the same --layout")
+            if manifest.layout == "rowgroup":
+                units.extend(self._rowgroup_units(root, manifest, int(num_used)))
+            else:
+                units.extend(self._size_units(root, manifest, int(num_used)))
+        return units
+
+    def _read_manifest(self, root: str) -> Manifest:
+        try:
+            return Manifest.read(root, self.storage_options)
+        except Exception as exc:
+            raise type(exc)(f"dataset {self.dataset_name!r}: {exc}") from None
+
+    def _rowgroup_units(self, root: str, manifest: Manifest, num_used: int) -> list[Unit]:
+        """Units named after the source parquet files (``source_root/name``), as the parquet
+        backend names them when given the conversion's source directory: same sort, same order."""
+        def file_id(relative: str) -> str:
+            return storage.join(manifest.source_root, relative)
+
+        for shard in manifest.shards:
+            assert shard.source_file is not None  # the manifest validates the rowgroup layout
+            self._shards[(file_id(shard.source_file), shard.row_group)] = ShardRef(
+                storage.join(root, shard.path), storage.join(root, shard.idx_path), shard)
+        if not manifest.source_files:
+            raise FileNotFoundError(f"dataset {self.dataset_name!r}: {root} lists no source files")
+        counts = {file_id(f.path): f.num_row_groups for f in manifest.source_files}
+        self._file_row_groups.update(counts)
+        chosen = repeat_to(sorted(counts), num_used)
+        if self.granularity == "file":
+            return chosen
+        return [(path, rg) for path in chosen for rg in range(counts[path])]
+
+    def _size_units(self, root: str, manifest: Manifest, num_used: int) -> list[Unit]:
+        urls = []
+        for shard in sorted(manifest.shards, key=lambda s: s.path):
+            url = storage.join(root, shard.path)
+            self._shards[url] = ShardRef(url, storage.join(root, shard.idx_path), shard)
+            urls.append(url)
+        if not urls:
+            raise FileNotFoundError(f"dataset {self.dataset_name!r}: {root} holds no shards")
+        return repeat_to(urls, num_used)
+
+    # ---- reading -------------------------------------------------------------------------
+    def _pool(self) -> ThreadPoolExecutor:
+        """A small thread pool of this process (created after a DataLoader fork, never inherited)."""
+        if self._executor is None or self._executor_pid != os.getpid():
+            self._executor = ThreadPoolExecutor(max_workers=2, thread_name_prefix="editstream-prefetch")
+            self._executor_pid = os.getpid()
+            self._prefetched = {}
+        return self._executor
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state.update(_executor=None, _executor_pid=None, _prefetched={})
+        return state
+
+    def _first_block(self, shard: ShardRef, start: int) -> Future | None:
+        return self._prefetched.pop((shard.url, start), None)
+
+    def prefetch(self, unit: Unit) -> None:
+        """Start fetching the first block of ``unit`` so its first-byte latency is hidden."""
+        if not self.prefetch_enabled:
+            return
+        shards = self._unit_shards(unit)
+        if not shards:
+            return
+        shard = shards[0]
+        key = (shard.url, 0)
+        if key in self._prefetched:
+            return
+        if len(self._prefetched) >= 2:  # earlier prefetches that a resume skipped: forget them
+            for stale in self._prefetched.values():
+                stale.cancel()
+            self._prefetched.clear()
+        end = min(shard.num_bytes, self.block_size)
+        self._prefetched[key] = self._pool().submit(read_range, shard.url, 0, end,
+                                                    storage_options=self.storage_options, retry=self.retry)
+
+    def _unit_shards(self, unit: Unit) -> list[ShardRef]:
+        if self.layout == "size":
+            return [self._shards[unit]]
+        if self.granularity == "file":
+            return [self._shards[(unit, rg)] for rg in range(self._file_row_groups[unit])]
+        return [self._shards[unit]]
+
+    def iter_unit_rows(self, unit: Unit, after: Position | None) -> Iterator[tuple[Position, Any]]:
+        if self.layout == "size":
+            yield from self._read_shard(self._shards[unit], after[0] + 1 if after else 0, by_index=True)
+            return
+        if self.granularity == "file":
+            first_rg = after[0] if after else 0
+            for rg in range(first_rg, self._file_row_groups[unit]):
+                first_row = after[1] + 1 if after and rg == first_rg else 0
+                for (row,), row_value in self._read_shard(self._shards[(unit, rg)], first_row):
+                    yield (rg, row), row_value
+            return
+        yield from self._read_shard(self._shards[unit], after[0] + 1 if after else 0)
+
+    def _read_shard(self, shard: ShardRef, first: int, by_index: bool = False) -> Iterator[tuple[Position, Any]]:
+        """Rows of one shard from row (or, ``by_index``, sample) ``first`` on.
+
+        A resume (``first > 0``) reads the idx and starts at that sample's byte offset: one
+        small ranged read, no rescan of the samples before it.
+        """
+        index = 0
+        start = 0
+        if first > 0:
+            index = first if by_index else self._samples_before(shard, first)
+            if index >= shard.num_samples:
+                return
+            offsets, _ = read_idx(shard.idx_url, self.storage_options)
+            if len(offsets) != shard.num_samples:
+                raise ShardMismatchError(f"{shard.idx_url}: {len(offsets)} offsets for {shard.num_samples} "
+                                         f"samples in the manifest")
+            start = offsets[index]
+            logger.debug("resume: reading %s from byte %d (sample %d)", shard.url, start, index)
+        reader = RangedReader(shard.url, storage_options=self.storage_options, start=start, end=shard.num_bytes,
+                              block_size=self.block_size, retry=self.retry,
+                              executor=self._pool() if self.prefetch_enabled else None,
+                              first_block=self._first_block(shard, start))
+        with reader:
+            for key, _, members in iter_samples(reader, start_offset=start, max_member_size=self.max_member_size,
+                                                source=shard.url):
+                position: Position = (index,) if by_index else (self._row_of(shard, key),)
+                index += 1
+                try:
+                    row: Any = Row(decode_sample(key, members))
+                except Exception as exc:  # noqa: BLE001 - a damaged sample is a dropped row
+                    row = BadSample(exc, {"shard": shard.url, "key": key})
+                yield position, row
+        if index != shard.num_samples:
+            raise ShardMismatchError(f"{shard.url}: ended after {index} samples, the manifest says "
+                                     f"{shard.num_samples}")
+
+    @staticmethod
+    def _samples_before(shard: ShardRef, row: int) -> int:
+        info = shard.info
+        assert info.source_file is not None and info.row_group is not None
+        index = info.samples_before(info.source_file, info.row_group, row)
+        return info.num_samples if index is None else index
+
+    def _row_of(self, shard: ShardRef, key: str) -> int:
+        position = parse_key(key)
+        if position is None or position.row_group != shard.info.row_group:
+            raise ShardMismatchError(f"{shard.url}: sample key {key!r} is not from row group {shard.info.row_group}")
+        return position.row
+
+    def describe(self, unit: Unit, position: Position | None = None) -> dict[str, Any]:
+        if self.layout == "size":
+            where: dict[str, Any] = {"shard": unit}
+            if position is not None:
+                where["sample"] = position[0]
+            return where
+        if self.granularity == "file":
+            where = {"file": unit}
+            if position is not None:
+                where.update(row_group=position[0], row=position[1],
+                             shard=self._shards[(unit, position[0])].url)
+            return where
+        where = {"file": unit[0], "row_group": unit[1], "shard": self._shards[unit].url}
+        if position is not None:
+            where["row"] = position[0]
+        return where

@@ -1,0 +1,93 @@
+"""Units and who reads them: the reference's listing rule, the rank split and the worker split.
+
+A *unit* is what one rank/worker owns: a ``(file, row_group)`` pair (edit datasets), a whole
+file (T2I) or a shard. These pure functions decide which units each rank and DataLoader
+worker reads, in which order; both backends share them, so their orders cannot differ.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+logger = logging.getLogger("editstream")
+
+Unit = Any
+"""A ``(path, row_group)`` tuple or a path / URL string, as the source defines."""
+
+
+def resolve_rank_and_world(local_rank: int | None, world_size: int | None) -> tuple[int, int]:
+    """Fill a missing rank / world size from ``torch.distributed`` or torchrun's variables.
+
+    Order: explicit arguments, an initialised process group, ``RANK``/``WORLD_SIZE``, else 0/1.
+    """
+    if local_rank is not None and world_size is not None:
+        return int(local_rank), int(world_size)
+    rank, world = 0, 1
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        rank, world = torch.distributed.get_rank(), torch.distributed.get_world_size()
+    elif "WORLD_SIZE" in os.environ:
+        world = int(os.environ["WORLD_SIZE"])
+        rank = int(os.environ.get("RANK", os.environ.get("LOCAL_RANK", "0")))
+    return (int(local_rank) if local_rank is not None else rank,
+            int(world_size) if world_size is not None else world)
+
+
+def repeat_to(paths: list[str], num_used: int) -> list[str]:
+    """The reference's sampling rule: repeat the listing, then keep the first ``num_used``."""
+    if num_used < 0:
+        raise ValueError(f"num_used_data must be >= 0, got {num_used}")
+    return (paths * (num_used // len(paths) + 1))[:num_used]
+
+
+def check_counts(dataset_name: str, data_dir_list: Sequence[str], num_used_data: Sequence[int]) -> None:
+    """One ``num_used_data`` entry per data directory, or an error naming the dataset and both lengths."""
+    if len(data_dir_list) != len(num_used_data):
+        raise ValueError(f"dataset {dataset_name!r}: {len(data_dir_list)} data directories but "
+                         f"{len(num_used_data)} num_used_data entries; give one count per directory")
+
+
+def rank_units(units: Sequence[Unit], seed: int, rank: int, world_size: int, dataset_name: str) -> list[Unit]:
+    """Sort the units, shuffle them with ``Random(seed)`` and return rank ``rank``'s contiguous slice.
+
+    The last ``len(units) - world_size * k`` units (``k = len // world_size``) are not read this
+    epoch (a warning says so); ``k == 0`` is an error naming the dataset and the numbers.
+    """
+    ordered = sorted(units)
+    random.Random(seed).shuffle(ordered)
+    per_rank = len(ordered) // world_size
+    if per_rank == 0:
+        raise ValueError(
+            f"dataset {dataset_name!r} has {len(ordered)} units (parquet row groups / files / shards) "
+            f"for {world_size} ranks: every rank needs at least one; use more data or fewer ranks")
+    tail = len(ordered) - per_rank * world_size
+    if tail and rank == 0:
+        logger.warning("dataset %s: %d units over %d ranks, the last %d units are not used this epoch",
+                       dataset_name, len(ordered), world_size, tail)
+    return ordered[rank * per_rank:(rank + 1) * per_rank]
+
+
+def worker_units(rank_slice: Sequence[Unit], worker_id: int, num_workers: int, *, dataset_name: str,
+                 rank: int, world_size: int) -> list[Unit]:
+    """The units DataLoader worker ``worker_id`` of ``num_workers`` reads, in its (reversed) order.
+
+    ``num_workers == 0`` means no DataLoader workers: the whole rank slice, in order.
+    """
+    if num_workers == 0:
+        return list(rank_slice)
+    per_worker = len(rank_slice) // num_workers
+    if per_worker == 0:
+        raise ValueError(
+            f"dataset {dataset_name!r}: rank {rank} has {len(rank_slice)} units for {num_workers} "
+            f"DataLoader workers: every worker needs at least one ({len(rank_slice)} units x {world_size} "
+            f"ranks available); use fewer workers or more units")
+    tail = len(rank_slice) - per_worker * num_workers
+    if tail and worker_id == 0:
+        logger.warning("dataset %s rank %d: %d units over %d workers, the last %d units are not used",
+                       dataset_name, rank, len(rank_slice), num_workers, tail)
+    return list(rank_slice[worker_id * per_worker:(worker_id + 1) * per_worker][::-1])

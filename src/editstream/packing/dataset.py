@@ -1,0 +1,315 @@
+"""PackedDataset: greedy token-budget packing of samples drawn from weighted dataset groups.
+
+Behaviour follows BAGEL's packer as adopted by NeMo Automodel (same RNG consumption order, so
+the same seed gives the same batches), with resumable state added: ``state_dict()`` taken
+between two yielded batches lets a fresh ``PackedDataset`` continue with exactly the batches
+an uninterrupted run would yield next, in the main process or inside DataLoader workers.
+"""
+
+from __future__ import annotations
+
+import logging
+import numbers
+import random
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..loader.drops import DropLog
+from ..loader.units import resolve_rank_and_world
+from . import state as st
+from .accumulator import SamplePacker, SequenceStatus, SpecialTokens, to_tensor
+from .config import BagelDatasetConfig
+from .groups import GroupContext, build_group_datasets
+from .sequence import get_flattened_position_ids_extrapolate, get_flattened_position_ids_interpolate
+from .validation import sample_problem
+
+logger = logging.getLogger(__name__)
+
+SPECIAL_TOKEN_KEYS = ("bos_token_id", "eos_token_id", "start_of_image", "end_of_image")
+
+
+def _is_nonneg_int(value: Any) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool) and value >= 0
+
+
+def _check_args(local_rank: int, world_size: int, special_tokens: Any, dataset_info: Any,
+                **numbers_: Any) -> None:
+    """Validate the packer's arguments; errors name the argument and its value."""
+    for name in ("expected_num_tokens", "max_num_tokens_per_sample", "max_num_tokens"):
+        value = numbers_[name]
+        if not _is_nonneg_int(value) or value == 0:
+            raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    if not _is_nonneg_int(world_size) or world_size == 0:
+        raise ValueError(f"world_size must be a positive integer, got {world_size!r}")
+    for name in ("prefer_buffer_before", "max_buffer_size", "num_workers"):
+        if not _is_nonneg_int(numbers_[name]):
+            raise ValueError(f"{name} must be a non-negative integer, got {numbers_[name]!r}")
+    if not _is_nonneg_int(local_rank) or local_rank >= world_size:
+        raise ValueError(f"local_rank must be in [0, world_size={world_size}), got {local_rank!r}")
+    if not isinstance(special_tokens, Mapping):
+        raise ValueError(f"special_tokens must be a mapping, got {type(special_tokens).__name__}")
+    missing = [key for key in SPECIAL_TOKEN_KEYS if key not in special_tokens]
+    if missing:
+        raise ValueError(f"special_tokens lacks {missing}; it needs {list(SPECIAL_TOKEN_KEYS)}")
+    if dataset_info is None:
+        raise ValueError("PackedDataset needs dataset_info ({group: {dataset_name: {'data_dir': ...}}}) "
+                         "to find the data of every dataset named in grouped_datasets")
+
+
+class PackedDataset(torch.utils.data.IterableDataset):
+    """Packs samples of several grouped datasets into batches of about ``expected_num_tokens``.
+
+    Each batch is one packed sequence (a dict of tensors and lists, see ``to_tensor``);
+    a DataLoader should use ``batch_size=1`` with :func:`collate_fn`. Randomness (group choice,
+    cfg dropout, timesteps) comes from the global ``random`` / ``numpy`` RNGs exactly as in
+    BAGEL, reseeded per rank and worker when iteration starts.
+    """
+
+    def __init__(self, data_config: BagelDatasetConfig, tokenizer: Any, special_tokens: Mapping[str, int],
+                 local_rank: int | None = None, world_size: int | None = None, num_workers: int = 8,
+                 expected_num_tokens: int = 32768, max_num_tokens_per_sample: int = 16384,
+                 max_num_tokens: int = 36864, prefer_buffer_before: int = 16384, max_buffer_size: int = 50,
+                 interpolate_pos: bool = False, use_flex: bool = False, data_status: Mapping[str, Any] | None = None,
+                 dataset_info: Mapping[str, Mapping[str, Mapping[str, Any]]] | None = None, *,
+                 registry: Mapping[str, Callable[..., Any]] | None = None) -> None:
+        super().__init__()
+        local_rank, world_size = resolve_rank_and_world(local_rank, world_size)
+        _check_args(local_rank, world_size, special_tokens, dataset_info, expected_num_tokens=expected_num_tokens,
+                    max_num_tokens_per_sample=max_num_tokens_per_sample, max_num_tokens=max_num_tokens,
+                    prefer_buffer_before=prefer_buffer_before, max_buffer_size=max_buffer_size,
+                    num_workers=num_workers)
+        assert dataset_info is not None
+        self.expected_num_tokens = expected_num_tokens
+        self.max_num_tokens_per_sample = max_num_tokens_per_sample
+        self.max_num_tokens = max_num_tokens
+        self.prefer_buffer_before = prefer_buffer_before
+        self.max_buffer_size = max_buffer_size
+        self.tokenizer = tokenizer
+        self.local_rank = local_rank
+        self.world_size = world_size
+        self.num_workers = num_workers
+        self.use_flex = use_flex
+        for key, value in special_tokens.items():
+            setattr(self, key, value)
+        self.data_config = data_config
+        self.interpolate_pos = interpolate_pos
+        self.get_flattened_position_ids = (
+            get_flattened_position_ids_interpolate if interpolate_pos else get_flattened_position_ids_extrapolate)
+        self.packer = SamplePacker(data_config, SpecialTokens(**{k: special_tokens[k] for k in SPECIAL_TOKEN_KEYS}),
+                                   self.get_flattened_position_ids, use_flex)
+        self._dataset_info = dataset_info
+        self._registry = registry
+        # Seeds for the per-worker reseed: ``_global_seed`` wins when set (BAGEL's global seed),
+        # otherwise the seed of the last ``set_epoch``.
+        self._global_seed: int | None = None
+        self._data_seed: int | None = None
+        self.group_names = list(data_config.grouped_datasets)
+        self.grouped_datasets, self.is_mandatory, self.grouped_weights = self.build_datasets(
+            data_config.grouped_datasets, data_status)
+        if not sum(self.grouped_weights) > 0:
+            weights = dict(zip(self.group_names, self.grouped_weights))
+            raise ValueError(f"the group weights must sum to more than 0, got {weights}")
+        self._dataset_iters: list[Iterator[dict]] | None = None
+        self._live: st.LiveIteration | None = None
+        self._pending: dict[str, Any] | None = None
+        self.drops = DropLog(dataset_name="PackedDataset")
+
+    def build_datasets(self, datasets_metainfo: Mapping[str, Mapping[str, Any]],
+                       data_status: Mapping[str, Any] | None) -> tuple[list[Any], list[bool], list[float]]:
+        """Instantiate one registry dataset per group; return (datasets, is_mandatory, weights)."""
+        registry = self._registry
+        if registry is None:
+            from ..loader.datasets.registry import DATASET_REGISTRY as registry
+        ctx = GroupContext(tokenizer=self.tokenizer, local_rank=self.local_rank, world_size=self.world_size,
+                           num_workers=self.num_workers, dataset_info=self._dataset_info, registry=registry)
+        return build_group_datasets(datasets_metainfo, data_status, ctx)
+
+    def set_epoch(self, seed: int) -> None:
+        """Remember ``seed`` for the worker reseed and forward it to every grouped dataset."""
+        self._data_seed = int(seed)
+        for dataset in self.grouped_datasets:
+            dataset.set_epoch(seed)
+
+    def worker_seed(self, worker_id: int) -> int:
+        """Seed of the global RNGs for ``worker_id`` of this rank: distinct per (seed, rank, worker)."""
+        base = int(self._global_seed or self._data_seed or 0)
+        seed = base * max(1, self.world_size) + int(self.local_rank)
+        seed = seed * max(1, self.num_workers) + int(worker_id)
+        return seed & 0xFFFFFFFF
+
+    # ------------------------------------------------------------------ one sequence
+    def set_sequence_status(self) -> SequenceStatus:
+        """A fresh, empty packed-sequence accumulator."""
+        return SequenceStatus()
+
+    def pack_sequence(self, sample: Mapping[str, Any], sequence_status: SequenceStatus) -> SequenceStatus:
+        """Append one sample to the accumulator and return it (see :class:`SamplePacker`)."""
+        return self.packer.pack(sample, sequence_status)
+
+    def to_tensor(self, sequence_status: SequenceStatus) -> dict[str, Any]:
+        """Turn an accumulator into the batch dict the model consumes."""
+        return to_tensor(sequence_status, use_flex=self.use_flex, max_num_tokens=self.max_num_tokens)
+
+    # ------------------------------------------------------------------ iteration
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        """Start (or, after ``load_state_dict``, resume) the stream of packed batches."""
+        self._live = None
+        return self._run()
+
+    def _run(self) -> Iterator[dict[str, Any]]:
+        worker_id = st.current_worker_id()
+        pending, self._pending = self._pending, None
+        live = st.LiveIteration(worker_id=worker_id, buffer=[])
+        if pending is not None and pending["started"]:
+            if pending["worker_id"] != worker_id:
+                raise ValueError(f"state saved by DataLoader worker {pending['worker_id']} was loaded into worker "
+                                 f"{worker_id}; resume requires the same worker layout")
+            st.restore_rng(pending["rng"])
+            live.buffer = pending["buffer"]
+        else:
+            seed = self.worker_seed(worker_id)
+            random.seed(seed)
+            np.random.seed(seed)
+            torch.manual_seed(seed)
+        if self._dataset_iters is None:
+            self._dataset_iters = [iter(dataset) for dataset in self.grouped_datasets]
+        self._live = live
+        for batch in self._pack_batches(live.buffer):
+            # The generator is about to suspend: nothing draws from the RNGs until it resumes.
+            live.rng = st.capture_rng()
+            yield batch
+
+    def _finish(self, status: SequenceStatus, batch_data_indexes: list[Any]) -> dict[str, Any]:
+        batch = self.to_tensor(status)
+        batch["batch_data_indexes"] = batch_data_indexes
+        logger.debug("yielding a packed sequence of %d tokens", batch["sequence_length"])
+        return batch
+
+    def _open_with_mandatory(self, status: SequenceStatus, batch_data_indexes: list[Any]) -> SequenceStatus:
+        """Start a sequence with one sample of every mandatory group (strictly under the sample limit)."""
+        for group_index in range(len(self.grouped_datasets)):
+            if not self.is_mandatory[group_index]:
+                continue
+            while True:
+                sample = self._next_sample(group_index)
+                if sample is None:
+                    continue
+                num_tokens = sample["num_tokens"] + 2 * len(sample["sequence_plan"])
+                if num_tokens < self.max_num_tokens_per_sample:
+                    status = self.pack_sequence(sample, status)
+                    batch_data_indexes.append(sample["data_indexes"])
+                    break
+                self._note_drop("oversize", sample, f"{num_tokens} tokens, not < {self.max_num_tokens_per_sample}")
+        return status
+
+    def _draw_group(self, cumprobs: list[float]) -> int:
+        draw = random.random()
+        for i, cumprob in enumerate(cumprobs):
+            if draw < cumprob:
+                return i
+        return 0
+
+    def _pack_batches(self, buffer: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+        total = sum(self.grouped_weights)
+        cumprobs = [sum(self.grouped_weights[: i + 1]) / total for i in range(len(self.grouped_weights))]
+        status = self.set_sequence_status()
+        batch_data_indexes: list[Any] = []
+        while True:
+            if status.curr == 0:
+                status = self._open_with_mandatory(status, batch_data_indexes)
+            if status.curr < self.prefer_buffer_before and buffer:
+                sample: dict[str, Any] | None = buffer.pop(0)
+                from_buffer = True
+            else:
+                sample = self._next_sample(self._draw_group(cumprobs))
+                from_buffer = False
+            if sample is None:
+                continue
+            num_tokens = sample["num_tokens"] + 2 * len(sample["sequence_plan"])
+            if num_tokens > self.max_num_tokens_per_sample:
+                self._note_drop("oversize", sample, f"{num_tokens} tokens > {self.max_num_tokens_per_sample}")
+                continue
+            if status.curr + num_tokens > self.max_num_tokens:
+                if len(buffer) < self.max_buffer_size and not from_buffer:
+                    buffer.append(sample)
+                else:
+                    # As in the reference, the sample that did not fit is not packed later.
+                    yield self._finish(status, batch_data_indexes)
+                    status, batch_data_indexes = self.set_sequence_status(), []
+                continue
+            status = self.pack_sequence(sample, status)
+            batch_data_indexes.append(sample["data_indexes"])
+            if status.curr >= self.expected_num_tokens:
+                yield self._finish(status, batch_data_indexes)
+                status, batch_data_indexes = self.set_sequence_status(), []
+
+    def _next_sample(self, group_index: int) -> dict[str, Any] | None:
+        """Next sample of a group, or None (counted and logged) when it is malformed."""
+        assert self._dataset_iters is not None
+        try:
+            sample = next(self._dataset_iters[group_index])
+        except StopIteration:
+            raise RuntimeError(f"dataset group {self.group_names[group_index]!r} stopped yielding samples; grouped "
+                               "datasets must loop over their data forever") from None
+        problem = sample_problem(sample, self.data_config.vit_patch_size)
+        if problem is not None:
+            self._note_drop("malformed", sample, f"group {self.group_names[group_index]!r}: {problem}")
+            return None
+        return sample
+
+    def _note_drop(self, reason: str, sample: Any, detail: str) -> None:
+        where = sample.get("data_indexes") if isinstance(sample, Mapping) else None
+        self.drops.record(reason, {"data_indexes": where}, detail)
+
+    @property
+    def drop_counts(self) -> dict[str, int]:
+        """Samples skipped by this process so far, per reason (``oversize``, ``malformed``)."""
+        return self.drops.as_dict()
+
+    # ------------------------------------------------------------------ checkpointing
+    def state_dict(self) -> dict[str, Any]:
+        """Everything needed to continue the stream after the last yielded batch.
+
+        Buffered samples, the RNG states captured when the last batch was yielded, each grouped
+        dataset's ``state_dict()``, the seeds and the rank/worker layout. Valid between batches.
+        """
+        if self._pending is not None:
+            return st.copy_tree(self._pending)
+        live = self._live
+        if live is not None and live.rng is None:
+            raise RuntimeError("state_dict() is only valid between batches, and this iteration has not yielded one")
+        return {
+            "format": st.STATE_FORMAT,
+            "started": live is not None,
+            "rank": self.local_rank,
+            "world_size": self.world_size,
+            "num_workers": self.num_workers,
+            "worker_id": live.worker_id if live is not None else st.current_worker_id(),
+            "data_seed": self._data_seed,
+            "global_seed": self._global_seed,
+            "buffer": st.copy_tree(live.buffer) if live is not None else [],
+            "rng": st.copy_tree(live.rng) if live is not None else None,
+            "datasets": {name: st.copy_tree(dataset.state_dict())
+                         for name, dataset in zip(self.group_names, self.grouped_datasets)},
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Prepare this (fresh) dataset to resume from ``state``; call before ``iter()``.
+
+        Restores the seeds (re-running ``set_epoch`` if the saved seed differs) and each
+        dataset's state now; the buffer and RNG states are applied when iteration starts,
+        instead of the usual reseed.
+        """
+        layout = {"rank": self.local_rank, "world_size": self.world_size, "num_workers": self.num_workers}
+        st.check_resumable(state, layout, self.group_names)
+        self._global_seed = state["global_seed"]
+        if state["data_seed"] is not None and state["data_seed"] != self._data_seed:
+            self.set_epoch(state["data_seed"])
+        for name, dataset in zip(self.group_names, self.grouped_datasets):
+            dataset.load_state_dict(st.copy_tree(state["datasets"][name]))
+        self._pending = st.copy_tree(dict(state))
+        self._dataset_iters = None
+        self._live = None

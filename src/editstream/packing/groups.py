@@ -1,0 +1,148 @@
+"""Grouped-dataset configs -> dataset objects, as the reference's ``PackedDataset.build_datasets`` does.
+
+A group's arguments (``dataset_names``, ``weight``, ``is_mandatory``, transform args ...)
+plus its ``dataset_info`` entries (``data_dir``, ``parquet_info_path`` ...) become the
+keyword arguments of the group's registered dataset class. The caller's config is never
+mutated.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import numbers
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..io.parquet_info import ParquetInfo
+from ..loader.datasets.standard import BACKENDS
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class GroupContext:
+    """What every dataset of a packer shares: tokenizer, rank layout, data_status and dataset_info."""
+
+    tokenizer: Any
+    local_rank: int
+    world_size: int
+    num_workers: int
+    dataset_info: Mapping[str, Mapping[str, Mapping[str, Any]]]
+    registry: Mapping[str, Callable[..., Any]]
+
+
+def build_group_datasets(grouped_datasets: Mapping[str, Mapping[str, Any]], data_status: Mapping[str, Any] | None,
+                         ctx: GroupContext) -> tuple[list[Any], list[bool], list[float]]:
+    """Instantiate one registry dataset per group; return (datasets, is_mandatory, weights).
+
+    Works on a deep copy, so the caller's ``grouped_datasets`` is left untouched.
+    """
+    datasets, is_mandatory, weights = [], [], []
+    for group, group_args in copy.deepcopy(dict(grouped_datasets)).items():
+        args = dict(group_args)
+        is_mandatory.append(bool(args.pop("is_mandatory", False)))
+        weight = args.pop("weight", 0.0)
+        if not isinstance(weight, numbers.Real) or isinstance(weight, bool) or not weight >= 0:
+            raise ValueError(f"group {group!r}: weight must be a number >= 0, got {weight!r}")
+        weights.append(weight)
+        _build_transforms(group, args)
+        attach_dataset_info(group, args, ctx)
+        resume = args.pop("resume_data_status", True)
+        group_status = None
+        if data_status is not None and resume and group in data_status:
+            group_status = data_status[group]
+        datasets.append(_instantiate(group, args, group_status, ctx))
+    return datasets, is_mandatory, weights
+
+
+def _build_transforms(group: str, args: dict[str, Any]) -> None:
+    if "frame_sampler_args" in args:
+        raise ValueError(f"group {group!r}: frame_sampler_args (video frame sampling) is not supported by editstream")
+    if "image_transform_args" in args or "vit_image_transform_args" in args:
+        from ..loader.transforms import ImageTransform
+
+        if "image_transform_args" in args:
+            args["transform"] = ImageTransform(**args.pop("image_transform_args"))
+        if "vit_image_transform_args" in args:
+            args["vit_transform"] = ImageTransform(**args.pop("vit_image_transform_args"))
+
+
+def _instantiate(group: str, args: dict[str, Any], group_status: Any, ctx: GroupContext) -> Any:
+    if group not in ctx.registry:
+        raise ValueError(f"no dataset class registered for group {group!r}; known: {sorted(ctx.registry)}")
+    dataset_cls = ctx.registry[group]
+    try:
+        return dataset_cls(dataset_name=group, tokenizer=ctx.tokenizer, local_rank=ctx.local_rank,
+                           world_size=ctx.world_size, num_workers=ctx.num_workers, data_status=group_status, **args)
+    except TypeError as exc:
+        raise TypeError(f"cannot build dataset group {group!r} with {getattr(dataset_cls, '__name__', dataset_cls)}"
+                        f" and arguments {sorted(args)}: {exc}") from exc
+
+
+def _group_metas(group: str, names: Any, dataset_info: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    if names is None:
+        raise ValueError(f"group {group!r} has no dataset_names")
+    if isinstance(names, str) or not isinstance(names, Sequence) or not names:
+        raise ValueError(f"group {group!r}: dataset_names must be a non-empty list, got {names!r}")
+    group_info = dataset_info.get(group)
+    if group_info is None:
+        raise ValueError(f"dataset_info has no group {group!r}; it has {sorted(dataset_info)}")
+    metas = []
+    for name in names:
+        if name not in group_info:
+            raise ValueError(f"dataset_info[{group!r}] has no dataset {name!r}; it has {sorted(group_info)}")
+        meta = group_info[name]
+        if "data_dir" not in meta:
+            raise ValueError(f"dataset_info[{group!r}][{name!r}] has no data_dir")
+        metas.append(meta)
+    return metas
+
+
+def attach_dataset_info(group: str, args: dict[str, Any], ctx: GroupContext) -> None:
+    """Turn ``dataset_names`` into data_dir_list / parquet_info / backend / storage_options."""
+    names = args.pop("dataset_names", None)
+    metas = _group_metas(group, names, ctx.dataset_info)
+    backend = _agreed_setting(group, names, metas, "backend", args.pop("backend", None))
+    if backend is not None and backend not in BACKENDS:
+        raise ValueError(f"group {group!r}: backend must be one of {BACKENDS}, got {backend!r}")
+    storage_options = _agreed_setting(group, names, metas, "storage_options", args.pop("storage_options", None))
+    args["data_dir_list"] = []
+    for name, meta in zip(names, metas):
+        if ctx.local_rank == 0:
+            logger.info("preparing dataset %s/%s", group, name)
+        args["data_dir_list"].append(meta["data_dir"])
+        if "parquet_info_path" in meta:
+            info = _read_parquet_info(meta["parquet_info_path"], meta.get("storage_options", storage_options),
+                                      group, name)
+            args["parquet_info"] = {**args.get("parquet_info", {}), **info.entries}
+        if "json_dir" in meta:
+            args.setdefault("json_dir_list", []).append(meta["json_dir"])
+        if "jsonl_path" in meta:
+            args.setdefault("jsonl_path_list", []).append(meta["jsonl_path"])
+    if backend is not None:
+        args["backend"] = backend
+    if storage_options is not None:
+        args["storage_options"] = storage_options
+
+
+def _agreed_setting(group: str, names: Sequence[str], metas: Sequence[Mapping[str, Any]], key: str,
+                    group_value: Any) -> Any:
+    """The one value of ``key`` shared by a group's dataset_info entries (group value as default)."""
+    resolved = [meta.get(key, group_value) for meta in metas]
+    if any(value != resolved[0] for value in resolved[1:]):
+        listing = ", ".join(f"{name}={value!r}" for name, value in zip(names, resolved))
+        raise ValueError(f"group {group!r}: its datasets disagree on {key} ({listing}); one group is read with one "
+                         f"{key}, so put datasets with a different {key} in their own group")
+    if group_value is not None and resolved and resolved[0] != group_value:
+        raise ValueError(f"group {group!r}: {key}={group_value!r} in grouped_datasets but {resolved[0]!r} in "
+                         f"dataset_info")
+    return resolved[0] if resolved else group_value
+
+
+def _read_parquet_info(url: str, storage_options: Mapping[str, Any] | None, group: str, name: str) -> ParquetInfo:
+    try:
+        return ParquetInfo.load(url, dict(storage_options) if storage_options else None)
+    except (OSError, ValueError) as exc:
+        raise type(exc)(f"parquet_info_path of dataset {group}/{name}: {exc}") from exc

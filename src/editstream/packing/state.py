@@ -1,0 +1,84 @@
+"""What a ``PackedDataset`` saves and restores between batches: RNG states, copies, the state format."""
+
+from __future__ import annotations
+
+import copy
+import random
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+STATE_FORMAT = "editstream.PackedDataset/1"
+STATE_KEYS = ("started", "rank", "world_size", "num_workers", "worker_id", "data_seed", "global_seed",
+              "buffer", "rng", "datasets")
+
+
+def current_worker_id() -> int:
+    """The DataLoader worker id of this process (0 in the main process)."""
+    info = torch.utils.data.get_worker_info()
+    return info.id if info is not None else 0
+
+
+def capture_rng() -> dict[str, Any]:
+    """The global ``random`` / ``numpy`` / ``torch`` RNG states."""
+    return {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+
+
+def restore_rng(states: Mapping[str, Any]) -> None:
+    """Put back states from :func:`capture_rng` (also after a JSON round trip turned tuples into lists)."""
+    version, internal, gauss = states["python"]
+    random.setstate((version, tuple(internal), gauss))
+    np.random.set_state(tuple(states["numpy"]))
+    torch.set_rng_state(states["torch"])
+
+
+def copy_tree(obj: Any) -> Any:
+    """Deep copy of containers and numpy arrays; torch tensors are shared, never copied.
+
+    The packer never writes into a sample's tensors, so sharing them keeps ``state_dict()``
+    cheap even with a full buffer of images while the returned state stays independent of
+    later iteration.
+    """
+    if isinstance(obj, torch.Tensor):
+        return obj
+    if isinstance(obj, dict):
+        return {key: copy_tree(value) for key, value in obj.items()}
+    if isinstance(obj, list):
+        return [copy_tree(value) for value in obj]
+    if isinstance(obj, tuple) and not hasattr(obj, "_fields"):
+        return tuple(copy_tree(value) for value in obj)
+    if isinstance(obj, np.ndarray):
+        return obj.copy()
+    return copy.deepcopy(obj)
+
+
+@dataclass
+class LiveIteration:
+    """What one running iteration exposes to ``state_dict()``: references, copied only on demand."""
+
+    worker_id: int
+    buffer: list
+    rng: dict[str, Any] | None = None
+
+
+def check_resumable(state: Any, layout: Mapping[str, Any], group_names: list[str]) -> None:
+    """Raise ``ValueError`` unless ``state`` is a complete packer state saved with this ``layout``
+    (rank, world_size, num_workers) and these dataset groups."""
+    if not isinstance(state, Mapping) or state.get("format") != STATE_FORMAT:
+        found = state.get("format") if isinstance(state, Mapping) else type(state).__name__
+        raise ValueError(f"not a PackedDataset state (expected format {STATE_FORMAT!r}, got {found!r})")
+    missing = [key for key in STATE_KEYS if key not in state]
+    if missing:
+        raise ValueError(f"PackedDataset state lacks {missing}; it may be truncated or from another tool")
+    for key, mine in layout.items():
+        if state[key] != mine:
+            raise ValueError(
+                f"cannot resume: the state was saved with {key}={state[key]} but this dataset has "
+                f"{key}={mine}; resume requires the same rank / world_size / num_workers layout"
+            )
+    saved_groups = list(state["datasets"])
+    if saved_groups != group_names:
+        raise ValueError(f"cannot resume: the state has dataset groups {saved_groups}, this dataset has {group_names}")

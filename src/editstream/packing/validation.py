@@ -1,0 +1,53 @@
+"""What a packer accepts from a dataset: a sample dict whose plan, texts and images agree."""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+
+PLAN_TYPES = ("text", "vit_image", "vae_image")
+SAMPLE_KEYS = ("sequence_plan", "text_ids_list", "image_tensor_list", "num_tokens", "data_indexes")
+
+
+def sample_problem(sample: Any, vit_patch_size: int) -> str | None:
+    """Why ``sample`` cannot be packed, or ``None`` when it can."""
+    if not isinstance(sample, Mapping):
+        return f"sample is a {type(sample).__name__}, not a dict"
+    missing = [key for key in SAMPLE_KEYS if key not in sample]
+    if missing:
+        return f"sample lacks {missing}"
+    num_tokens = sample["num_tokens"]
+    if not isinstance(num_tokens, numbers.Integral) or isinstance(num_tokens, bool):
+        return f"num_tokens is {num_tokens!r}, not an int"
+    plan = sample["sequence_plan"]
+    n_text = n_image = 0
+    seen_vae = False
+    for position, item in enumerate(plan):
+        if not isinstance(item, Mapping) or item.get("type") not in PLAN_TYPES:
+            return f"plan item {position} is not a text/vit_image/vae_image item: {item!r}"
+        lacking = [key for key in ("enable_cfg", "loss", "special_token_loss") if key not in item]
+        if lacking:
+            return f"plan item {position} lacks {lacking}"
+        if item["type"] == "text":
+            n_text += 1
+            continue
+        image = sample["image_tensor_list"][n_image] if n_image < len(sample["image_tensor_list"]) else None
+        n_image += 1
+        if not isinstance(image, torch.Tensor) or image.dim() != 3:
+            return f"image for plan item {position} is not a CxHxW tensor"
+        if item["type"] == "vit_image":
+            p = vit_patch_size
+            if image.shape[1] % p or image.shape[2] % p:
+                return f"vit image {tuple(image.shape)} is not a multiple of the patch size {p}"
+        else:
+            if item["loss"] == 1 and not item.get("split_start", True) and not seen_vae:
+                return f"plan item {position} continues a vae split that was never started"
+            seen_vae = True
+    if n_text != len(sample["text_ids_list"]):
+        return f"plan has {n_text} text items but text_ids_list has {len(sample['text_ids_list'])}"
+    if n_image != len(sample["image_tensor_list"]):
+        return f"plan has {n_image} image items but image_tensor_list has {len(sample['image_tensor_list'])}"
+    return None
