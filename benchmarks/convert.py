@@ -30,7 +30,7 @@ import sys
 import time
 from pathlib import Path
 
-HAND_WRITTEN = r'''
+HAND_WRITTEN = r"""
 import io, json, os, sys
 import pandas as pd
 import webdataset as wds
@@ -59,7 +59,7 @@ with wds.ShardWriter(os.path.join(out, "shard-%06d.tar"), maxcount=16, verbose=0
             if row["meta_blob"] is not None:
                 sample["meta_blob.bin"] = row["meta_blob"]
             sink.write(sample)
-'''
+"""
 
 
 def dir_bytes(path: Path) -> int:
@@ -81,9 +81,16 @@ def make_source(root: Path, gb: float) -> Path:
     if src.exists():
         shutil.rmtree(src)
     while True:
-        summary = write_synthetic_dataset(str(src), schema="unified_edit", num_files=want["files"],
-                                          row_groups_per_file=groups, rows_per_group=rows_per_group, seed=0,
-                                          min_side=want["min_side"], max_side=want["max_side"])
+        summary = write_synthetic_dataset(
+            str(src),
+            schema="unified_edit",
+            num_files=want["files"],
+            row_groups_per_file=groups,
+            rows_per_group=rows_per_group,
+            seed=0,
+            min_side=want["min_side"],
+            max_side=want["max_side"],
+        )
         if summary["total_bytes"] >= gb * 1e9:
             break
         want["files"] += max(1, want["files"] // 4)
@@ -138,11 +145,16 @@ def main() -> None:
         ("cp -r && sync", ["sh", "-c", cp_sync], root / "cp"),
         ("reference: tar -cf of the source files", ["sh", "-c", tar_cmd], root / "tar"),
         ("reference: sha256sum of the source", ["sh", "-c", sha_cmd], None),
-        (f"editstream convert --workers {args.workers}",
-         [editstream, "convert", str(src), str(root / "wds"), "--workers", str(args.workers), "--no-progress"],
-         root / "wds"),
-        ("hand-written (pandas iterrows + wds.ShardWriter)", [sys.executable, str(script), str(src), str(root / "hand")],
-         root / "hand"),
+        (
+            f"editstream convert --workers {args.workers}",
+            [editstream, "convert", str(src), str(root / "wds"), "--workers", str(args.workers), "--no-progress"],
+            root / "wds",
+        ),
+        (
+            "hand-written (pandas iterrows + wds.ShardWriter)",
+            [sys.executable, str(script), str(src), str(root / "hand")],
+            root / "hand",
+        ),
     ]
     outputs = [out for _, _, out in runs if out is not None]
     best: dict[str, float] = {}
@@ -167,19 +179,25 @@ def main() -> None:
     ]
     for name, seconds, out_bytes in results:
         out_gb = f"{out_bytes / 1e9:.2f}" if out_bytes else "-"
-        lines.append(f"| {name} | {seconds:.2f} | {size / seconds / 1e6:.0f} | {out_gb} | "
-                     f"{seconds / cp_s:.2f}x | {seconds / sync_s:.2f}x |")
+        lines.append(
+            f"| {name} | {seconds:.2f} | {size / seconds / 1e6:.0f} | {out_gb} | "
+            f"{seconds / cp_s:.2f}x | {seconds / sync_s:.2f}x |"
+        )
     conv_s, hand_s = best[runs[4][0]], best[runs[5][0]]
-    lines += ["", f"editstream convert (which fsyncs its output before writing the manifest) takes "
-                  f"{conv_s / cp_s:.2f}x the time of cp -r and {conv_s / sync_s:.2f}x that of cp -r && sync "
-                  f"(goal <= 1.5x), and is {hand_s / conv_s:.1f}x faster than the hand-written script "
-                  f"(goal >= 2x)."]
+    lines += [
+        "",
+        f"editstream convert (which fsyncs its output before writing the manifest) takes "
+        f"{conv_s / cp_s:.2f}x the time of cp -r and {conv_s / sync_s:.2f}x that of cp -r && sync "
+        f"(goal <= 1.5x), and is {hand_s / conv_s:.1f}x faster than the hand-written script "
+        f"(goal >= 2x).",
+    ]
     table = "\n".join(lines)
     print(table)
     if args.results:
         Path(args.results).write_text(
             "# Converter benchmark\n\nCommand: `.venv/bin/python benchmarks/convert.py "
-            f"--gb {args.gb:g} --workers {args.workers} --repeat {args.repeat}`\n\n{table}\n")
+            f"--gb {args.gb:g} --workers {args.workers} --repeat {args.repeat}`\n\n{table}\n"
+        )
 
 
 if __name__ == "__main__":

@@ -72,6 +72,7 @@ Fingerprint = tuple  # (worker, data_indexes, num_tokens, image shapes, text len
 # ---------------------------------------------------------------------------------------
 # Data
 
+
 def dir_bytes(path: Path) -> int:
     """Total size of the files under ``path``."""
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
@@ -101,9 +102,18 @@ def make_dataset(data_dir: str, backend: str, num_workers: int, storage_options:
     from editstream import ByteTokenizer, ImageTransform, UnifiedEditIterableDataset
 
     return UnifiedEditIterableDataset(
-        "unified_edit", ImageTransform(512, 256, 16), ByteTokenizer(), ImageTransform(490, 224, 14),
-        data_dir_list=[data_dir], num_used_data=[BUILD["num_files"]], local_rank=0, world_size=1, num_workers=num_workers,
-        backend=backend, storage_options=storage_options)
+        "unified_edit",
+        ImageTransform(512, 256, 16),
+        ByteTokenizer(),
+        ImageTransform(490, 224, 14),
+        data_dir_list=[data_dir],
+        num_used_data=[BUILD["num_files"]],
+        local_rank=0,
+        world_size=1,
+        num_workers=num_workers,
+        backend=backend,
+        storage_options=storage_options,
+    )
 
 
 def load_rows(ds: Any) -> dict[Any, list[dict]]:
@@ -127,13 +137,18 @@ def worker_rows(ds: Any, rows: dict[Any, list[dict]], worker: int, num_workers: 
 def fingerprint(sample: dict) -> Fingerprint:
     """What identifies a parsed sample cheaply: where it came from, its token count and tensor shapes."""
     idx = sample["data_indexes"]
-    return (idx["worker_id"], tuple(idx["data_indexes"]), sample["num_tokens"],
-            tuple(tuple(t.shape) for t in sample["image_tensor_list"]),
-            tuple(len(ids) for ids in sample["text_ids_list"]))
+    return (
+        idx["worker_id"],
+        tuple(idx["data_indexes"]),
+        sample["num_tokens"],
+        tuple(tuple(t.shape) for t in sample["image_tensor_list"]),
+        tuple(len(ids) for ids in sample["text_ids_list"]),
+    )
 
 
 # ---------------------------------------------------------------------------------------
 # Measurements
+
 
 @dataclass
 class Run:
@@ -201,8 +216,16 @@ def run_limit(ds: Any, rows: dict[Any, list[dict]], samples: int, warmup: int) -
     return Run(time.perf_counter() - t0, drops, {0: fps[warmup:]})
 
 
-def _limit_process(ds: Any, rows: dict[Any, list[dict]], worker: int, num_workers: int, samples: int, warmup: int,
-                   start: Any, results: Any) -> None:
+def _limit_process(
+    ds: Any,
+    rows: dict[Any, list[dict]],
+    worker: int,
+    num_workers: int,
+    samples: int,
+    warmup: int,
+    start: Any,
+    results: Any,
+) -> None:
     """One process of the multi-process decode limit (forked, so rows are inherited, not copied)."""
     torch.set_num_threads(1)  # what a DataLoader worker does
     random.seed(worker)
@@ -222,9 +245,13 @@ def run_limit_parallel(ds: Any, rows: dict[Any, list[dict]], num_workers: int, s
     """
     ctx = mp.get_context("fork")
     start, results = ctx.Event(), ctx.Queue()
-    procs = [ctx.Process(target=_limit_process, args=(ds, rows, w, num_workers, samples // num_workers,
-                                                      warmup // num_workers, start, results))
-             for w in range(num_workers)]
+    procs = [
+        ctx.Process(
+            target=_limit_process,
+            args=(ds, rows, w, num_workers, samples // num_workers, warmup // num_workers, start, results),
+        )
+        for w in range(num_workers)
+    ]
     for p in procs:
         p.start()
     try:
@@ -265,16 +292,16 @@ def count_drops(fps: dict[int, list[Fingerprint]], unit_rows: dict[int, list[int
     return drops
 
 
-def run_loader(make: Callable[[], Any], num_workers: int, samples: int, warmup: int,
-               unit_rows: dict[int, list[int]]) -> Run:
+def run_loader(
+    make: Callable[[], Any], num_workers: int, samples: int, warmup: int, unit_rows: dict[int, list[int]]
+) -> Run:
     """Time a fresh dataset from ``make()``, iterated directly (0 workers) or through a DataLoader."""
     ds = make()
     random.seed(0)
     if num_workers == 0:
         source: Iterable = ds
     else:
-        source = torch.utils.data.DataLoader(ds, batch_size=None, num_workers=num_workers,
-                                             worker_init_fn=_seed_worker)
+        source = torch.utils.data.DataLoader(ds, batch_size=None, num_workers=num_workers, worker_init_fn=_seed_worker)
     it = iter(source)
     fps: dict[int, list[Fingerprint]] = {}
     for _ in range(warmup):
@@ -296,6 +323,7 @@ def run_loader(make: Callable[[], Any], num_workers: int, samples: int, warmup: 
 # ---------------------------------------------------------------------------------------
 # S3
 
+
 class MotoServer(LocalS3Server):
     """The shared local S3 server, plus the CPU time it used (it competes for the same cores)."""
 
@@ -309,10 +337,9 @@ class MotoServer(LocalS3Server):
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-
-
 # ---------------------------------------------------------------------------------------
 # Report
+
 
 def machine() -> str:
     """CPU model, core count, memory and library versions of this machine."""
@@ -330,12 +357,14 @@ def machine() -> str:
     mem = ""
     try:
         kb = int(Path("/proc/meminfo").read_text().split("MemTotal:")[1].split()[0])
-        mem = f", {kb / 2 ** 20:.0f} GiB RAM"
+        mem = f", {kb / 2**20:.0f} GiB RAM"
     except (OSError, IndexError, ValueError):
         pass
-    return (f"{model}, {os.cpu_count()} CPUs{mem}, {platform.system()} {platform.release()}; Python "
-            f"{platform.python_version()}, torch {torch.__version__}, Pillow {PIL.__version__}, "
-            f"pyarrow {pyarrow.__version__}")
+    return (
+        f"{model}, {os.cpu_count()} CPUs{mem}, {platform.system()} {platform.release()}; Python "
+        f"{platform.python_version()}, torch {torch.__version__}, Pillow {PIL.__version__}, "
+        f"pyarrow {pyarrow.__version__}"
+    )
 
 
 def load_text() -> str:
@@ -355,16 +384,19 @@ def wait_for_quiet(max_load: float, max_wait: float) -> None:
 def table(results: list[tuple[str, int, Run]], samples: int, same: dict[tuple[str, int], bool]) -> str:
     """Markdown table of the best runs, each compared with the decode limit at its worker count."""
     limits = {workers: run.seconds for name, workers, run in results if name == LIMIT}
-    lines = ["| row | workers | samples | seconds | samples/s | % of decode limit | drops | same samples |",
-             "|---|---:|---:|---:|---:|---:|---:|---|"]
+    lines = [
+        "| row | workers | samples | seconds | samples/s | % of decode limit | drops | same samples |",
+        "|---|---:|---:|---:|---:|---:|---:|---|",
+    ]
     for name, workers, run in results:
         rate = samples / run.seconds
         limit = limits.get(workers)
         share = f"{100 * limit / run.seconds:.0f}%" if limit else "-"
         label = f"**{name}**" if name == LIMIT else name
         check = "-" if name == LIMIT else ("yes" if same[(name, workers)] else "NO")
-        lines.append(f"| {label} | {workers} | {samples} | {run.seconds:.2f} | {rate:.1f} | {share} | "
-                     f"{run.drops} | {check} |")
+        lines.append(
+            f"| {label} | {workers} | {samples} | {run.seconds:.2f} | {rate:.1f} | {share} | {run.drops} | {check} |"
+        )
     return "\n".join(lines)
 
 
@@ -374,11 +406,12 @@ def write_results(path: Path, body: str) -> None:
     if path.exists():
         old = path.read_text()
         if ANALYSIS_HEADING in old:
-            analysis = "\n" + old[old.index(ANALYSIS_HEADING):]
+            analysis = "\n" + old[old.index(ANALYSIS_HEADING) :]
     path.write_text(body + analysis)
 
 
 # ---------------------------------------------------------------------------------------
+
 
 def print_stats(title: str, stats: pstats.Stats, lines: int = 25) -> None:
     """Print ``stats`` sorted by own time and by cumulative time."""
@@ -430,7 +463,7 @@ def handoff_cost(ds: Any, rows: dict[Any, list[dict]], count: int) -> str:
     way a DataLoader worker's queue does (tensors moved into shared memory) versus parsing them."""
     from multiprocessing.reduction import ForkingPickler
 
-    import torch.multiprocessing  # noqa: F401 - registers torch's shared-memory reductions
+    import torch.multiprocessing
 
     torch.set_num_threads(1)  # as in a DataLoader worker
     random.seed(0)
@@ -447,15 +480,18 @@ def handoff_cost(ds: Any, rows: dict[Any, list[dict]], count: int) -> str:
     r1 = resource.getrusage(resource.RUSAGE_SELF)
     del blobs
     n = len(samples)
-    return (f"per sample: parse_row {parse_ms:.1f} ms; {tensors:.1f} tensors, {mb:.1f} MB; ForkingPickler.dumps "
-            f"(tensors copied into new shared memory, strategy {torch.multiprocessing.get_sharing_strategy()}) "
-            f"{pickle_ms:.1f} ms (user {(r1.ru_utime - r0.ru_utime) / n * 1e3:.1f} ms, "
-            f"sys {(r1.ru_stime - r0.ru_stime) / n * 1e3:.1f} ms, "
-            f"{(r1.ru_minflt - r0.ru_minflt) / n:.0f} page faults)")
+    return (
+        f"per sample: parse_row {parse_ms:.1f} ms; {tensors:.1f} tensors, {mb:.1f} MB; ForkingPickler.dumps "
+        f"(tensors copied into new shared memory, strategy {torch.multiprocessing.get_sharing_strategy()}) "
+        f"{pickle_ms:.1f} ms (user {(r1.ru_utime - r0.ru_utime) / n * 1e3:.1f} ms, "
+        f"sys {(r1.ru_stime - r0.ru_stime) / n * 1e3:.1f} ms, "
+        f"{(r1.ru_minflt - r0.ru_minflt) / n:.0f} page faults)"
+    )
 
 
-def profile_dataloader(name: str, make: Callable[[], Any], num_workers: int, samples: int, warmup: int,
-                       out: Path) -> None:
+def profile_dataloader(
+    name: str, make: Callable[[], Any], num_workers: int, samples: int, warmup: int, out: Path
+) -> None:
     """One DataLoader run with the main process and every worker profiled, plus CPU time per process."""
     for old in out.parent.glob(f"{out.name}-worker*.prof"):
         old.unlink()
@@ -478,14 +514,18 @@ def profile_dataloader(name: str, make: Callable[[], Any], num_workers: int, sam
     del it
     children1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     print(f"{name}, {num_workers} workers: {seconds:.2f} s for {samples} samples (profiled)")
-    print(f"CPU: main process (timed part) user {main1.ru_utime - main0.ru_utime:.2f} s, sys "
-          f"{main1.ru_stime - main0.ru_stime:.2f} s; workers (whole life: warm-up, timed part, prefetch) "
-          f"user {children1.ru_utime - children0.ru_utime:.2f} s, sys {children1.ru_stime - children0.ru_stime:.2f} s")
+    print(
+        f"CPU: main process (timed part) user {main1.ru_utime - main0.ru_utime:.2f} s, sys "
+        f"{main1.ru_stime - main0.ru_stime:.2f} s; workers (whole life: warm-up, timed part, prefetch) "
+        f"user {children1.ru_utime - children0.ru_utime:.2f} s, sys {children1.ru_stime - children0.ru_stime:.2f} s"
+    )
     print_stats("main process", pstats.Stats(prof))
     files = sorted(out.parent.glob(f"{out.name}-worker*.prof"))
     if files:
-        print_stats(f"workers' main threads ({len(files)} merged; the queue's pickling thread is not profiled)",
-                    pstats.Stats(*map(str, files)))
+        print_stats(
+            f"workers' main threads ({len(files)} merged; the queue's pickling thread is not profiled)",
+            pstats.Stats(*map(str, files)),
+        )
 
 
 def main() -> int:
@@ -495,14 +535,24 @@ def main() -> int:
     ap.add_argument("--samples", type=int, default=600, help="timed samples per run")
     ap.add_argument("--warmup", type=int, default=20, help="samples read before the clock starts")
     ap.add_argument("--repeat", type=int, default=3, help="runs per row; the table shows the fastest")
-    ap.add_argument("--workers", type=int, default=2, help="DataLoader workers (and limit processes) for the second half")
+    ap.add_argument(
+        "--workers", type=int, default=2, help="DataLoader workers (and limit processes) for the second half"
+    )
     ap.add_argument("--results", default=str(DEFAULT_RESULTS), help="markdown file to write ('' for none)")
     ap.add_argument("--max-load", type=float, default=1.5, help="wait until the 1-minute load is below this")
     ap.add_argument("--max-wait", type=float, default=600, help="give up waiting for a quiet machine after this (s)")
-    ap.add_argument("--profile", choices=sorted(PROFILE_CHOICES), default=None,
-                    help="instead of the table, cProfile one run of this row")
-    ap.add_argument("--profile-workers", type=int, default=0,
-                    help="with --profile: 0 (in this process) or the DataLoader workers to profile")
+    ap.add_argument(
+        "--profile",
+        choices=sorted(PROFILE_CHOICES),
+        default=None,
+        help="instead of the table, cProfile one run of this row",
+    )
+    ap.add_argument(
+        "--profile-workers",
+        type=int,
+        default=0,
+        help="with --profile: 0 (in this process) or the DataLoader workers to profile",
+    )
     args = ap.parse_args()
     if args.samples < 1 or args.repeat < 1 or args.warmup < 0 or args.workers < 1 or args.profile_workers < 0:
         ap.error("--samples, --repeat and --workers must be >= 1, --warmup and --profile-workers >= 0")
@@ -520,16 +570,20 @@ def main() -> int:
     rows = load_rows(base)
     num_rows = sum(len(r) for r in rows.values())
     worker_counts = (0, args.workers)
-    unit_rows = {nw: {w: [len(rows[u]) for u in base.worker_units(w, nw)] for w in range(max(nw, 1))}
-                 for nw in worker_counts}
+    unit_rows = {
+        nw: {w: [len(rows[u]) for u in base.worker_units(w, nw)] for w in range(max(nw, 1))} for nw in worker_counts
+    }
 
     wait_for_quiet(args.max_load, args.max_wait if args.profile is None else 0)
     load_before = load_text()
     started = dt.datetime.now().astimezone()
     with MotoServer() as s3:
         s3_url = s3.upload(wds, "wds")
-        sources = {PARQUET: (src_url, "parquet", None), WDS: (wds_url, "webdataset", None),
-                   S3: (s3_url, "webdataset", s3.storage_options)}
+        sources = {
+            PARQUET: (src_url, "parquet", None),
+            WDS: (wds_url, "webdataset", None),
+            S3: (s3_url, "webdataset", s3.storage_options),
+        }
 
         def dataset(name: str, nw: int) -> Callable[[], Any]:
             if name == HANDOFF:
@@ -557,8 +611,7 @@ def main() -> int:
                 print(handoff_cost(base, rows, 100))
             return 0
 
-        plan = [(name, nw) for nw in worker_counts
-                for name in (LIMIT, *((HANDOFF,) if nw else ()), PARQUET, WDS, S3)]
+        plan = [(name, nw) for nw in worker_counts for name in (LIMIT, *((HANDOFF,) if nw else ()), PARQUET, WDS, S3)]
         best: dict[tuple[str, int], Run] = {}
         for attempt in range(args.repeat):
             for name, nw in plan:
@@ -569,9 +622,11 @@ def main() -> int:
                 key = (name, nw)
                 if key not in best or run.seconds < best[key].seconds:
                     best[key] = run
-                print(f"[{attempt + 1}/{args.repeat}] {name}, {nw} workers: {run.seconds:.2f} s "
-                      f"({args.samples / run.seconds:.1f} samples/s), drops {run.drops}, load {load_text()}",
-                      file=sys.stderr)
+                print(
+                    f"[{attempt + 1}/{args.repeat}] {name}, {nw} workers: {run.seconds:.2f} s "
+                    f"({args.samples / run.seconds:.1f} samples/s), drops {run.drops}, load {load_text()}",
+                    file=sys.stderr,
+                )
     load_after = load_text()
 
     results = [(name, nw, best[(name, nw)]) for name, nw in plan]
@@ -581,9 +636,15 @@ def main() -> int:
     if not args.results:
         return 0
 
-    moto_cpu = "During the best S3 runs moto used " + " and ".join(
-        f"{run.server_cpu:.2f} s of CPU with {nw} workers ({100 * run.server_cpu / run.seconds:.0f}% of a core)"
-        for name, nw, run in results if name == S3 and run.server_cpu is not None) + "."
+    moto_cpu = (
+        "During the best S3 runs moto used "
+        + " and ".join(
+            f"{run.server_cpu:.2f} s of CPU with {nw} workers ({100 * run.server_cpu / run.seconds:.0f}% of a core)"
+            for name, nw, run in results
+            if name == S3 and run.server_cpu is not None
+        )
+        + "."
+    )
     command = ".venv/bin/python benchmarks/loader.py " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     w = args.workers
     body = f"""# Loader benchmark

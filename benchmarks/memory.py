@@ -47,6 +47,7 @@ BACKENDS = ("webdataset", "parquet")
 # ---------------------------------------------------------------------------------------
 # Measuring memory (used inside the child process)
 
+
 def current_rss_mb() -> float | None:
     """Resident set size of this process right now, in MB (None where /proc is unavailable)."""
     try:
@@ -82,6 +83,7 @@ def own_peak_rss_mb() -> float | None:
 
 # ---------------------------------------------------------------------------------------
 # Building the datasets
+
 
 @dataclass(frozen=True, kw_only=True)
 class BuildParams:
@@ -119,8 +121,15 @@ def _write_parquet(out: Path, rows: int, params: BuildParams) -> int:
 
     if out.exists():
         shutil.rmtree(out)
-    summary = write_synthetic_dataset(str(out), num_files=1, row_groups_per_file=1, rows_per_group=rows,
-                                      seed=params.seed, min_side=params.min_side, max_side=params.max_side)
+    summary = write_synthetic_dataset(
+        str(out),
+        num_files=1,
+        row_groups_per_file=1,
+        rows_per_group=rows,
+        seed=params.seed,
+        min_side=params.min_side,
+        max_side=params.max_side,
+    )
     return int(summary["total_bytes"])
 
 
@@ -149,9 +158,16 @@ def _describe(work: Path, label: str, rows: int, parquet_bytes: int, seconds: fl
     if len(manifest.shards) != 1:
         raise RuntimeError(f"{work / 'wds'} has {len(manifest.shards)} shards; this benchmark needs exactly one")
     shard = manifest.shards[0]
-    return BuiltDataset(label=label, parquet_dir=str(work / "parquet"), wds_root=str(work / "wds"), rows=rows,
-                        parquet_bytes=parquet_bytes, shard_bytes=shard.num_bytes, num_samples=shard.num_samples,
-                        built_seconds=seconds)
+    return BuiltDataset(
+        label=label,
+        parquet_dir=str(work / "parquet"),
+        wds_root=str(work / "wds"),
+        rows=rows,
+        parquet_bytes=parquet_bytes,
+        shard_bytes=shard.num_bytes,
+        num_samples=shard.num_samples,
+        built_seconds=seconds,
+    )
 
 
 def build_dataset(out: Path, label: str, params: BuildParams) -> BuiltDataset:
@@ -184,31 +200,42 @@ def build_dataset(out: Path, label: str, params: BuildParams) -> BuiltDataset:
     print(f"[{label}] parquet is {size / 1e6:.1f} MB; converting", file=sys.stderr)
     convert(str(work / "parquet"), str(work / "wds"), workers=2, progress=False)
     seconds = time.perf_counter() - t0
-    (work / BUILD_MARKER).write_text(json.dumps({"params": asdict(params), "rows": rows, "parquet_bytes": size},
-                                                indent=1) + "\n")
+    (work / BUILD_MARKER).write_text(
+        json.dumps({"params": asdict(params), "rows": rows, "parquet_bytes": size}, indent=1) + "\n"
+    )
     return _describe(work, label, rows, size, seconds)
 
 
 # ---------------------------------------------------------------------------------------
 # One measurement, run in a fresh child process
 
+
 def child_main(spec: dict[str, Any]) -> dict[str, Any]:
     """Stream one pass over the single unit of ``spec["root"]`` and report this process's memory."""
     import itertools
     import random
 
-    import editstream.loader.sources.parquet  # noqa: F401 - imported before the baseline for both backends
-    import editstream.loader.sources.webdataset  # noqa: F401
     import pyarrow.parquet  # noqa: F401
+
+    import editstream.loader.sources.parquet
+    import editstream.loader.sources.webdataset  # noqa: F401
     from editstream import ByteTokenizer, ImageTransform, UnifiedEditIterableDataset
     from editstream.loader.sources.webdataset import DEFAULT_BLOCK_SIZE
 
     start_rss = current_rss_mb()
     start_peak = peak_rss_mb()
     t0 = time.perf_counter()
-    ds = UnifiedEditIterableDataset("unified_edit", ImageTransform(512, 64, 16), ByteTokenizer(),
-                                    ImageTransform(448, 56, 14), [spec["root"]], [1], None, num_workers=0,
-                                    backend=spec["backend"])
+    ds = UnifiedEditIterableDataset(
+        "unified_edit",
+        ImageTransform(512, 64, 16),
+        ByteTokenizer(),
+        ImageTransform(448, 56, 14),
+        [spec["root"]],
+        [1],
+        None,
+        num_workers=0,
+        backend=spec["backend"],
+    )
     random.seed(0)
     count = 0
     tokens = 0
@@ -224,16 +251,26 @@ def child_main(spec: dict[str, Any]) -> dict[str, Any]:
                 count += 1
                 del row
     seconds = time.perf_counter() - t0
-    return {"count": count, "tokens": tokens, "start_rss_mb": start_rss, "start_peak_mb": start_peak,
-            "peak_rss_mb": peak_rss_mb(), "own_peak_rss_mb": own_peak_rss_mb(), "end_rss_mb": current_rss_mb(),
-            "seconds": seconds, "drops": ds.drop_counts, "block_size": DEFAULT_BLOCK_SIZE}
+    return {
+        "count": count,
+        "tokens": tokens,
+        "start_rss_mb": start_rss,
+        "start_peak_mb": start_peak,
+        "peak_rss_mb": peak_rss_mb(),
+        "own_peak_rss_mb": own_peak_rss_mb(),
+        "end_rss_mb": current_rss_mb(),
+        "seconds": seconds,
+        "drops": ds.drop_counts,
+        "block_size": DEFAULT_BLOCK_SIZE,
+    }
 
 
 def _run_self(flag: str, spec: dict[str, Any], stream_stderr: bool = False) -> dict[str, Any]:
     """Run this script with ``flag spec`` in a new interpreter; return the JSON it prints last."""
     cmd = [sys.executable, str(Path(__file__).resolve()), flag, json.dumps(spec)]
-    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=None if stream_stderr else subprocess.PIPE,
-                          text=True, cwd=str(REPO))
+    proc = subprocess.run(
+        cmd, stdout=subprocess.PIPE, stderr=None if stream_stderr else subprocess.PIPE, text=True, cwd=str(REPO)
+    )
     if proc.returncode != 0:
         raise RuntimeError(f"{flag} {spec} failed (exit {proc.returncode}):\n{(proc.stderr or '')[-4000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -244,17 +281,22 @@ def run_child(backend: str, mode: str, root: str, samples: int) -> dict[str, Any
     spec = {"backend": backend, "mode": mode, "root": root, "samples": samples}
     result = _run_self("--child", spec)
     if result["count"] != samples:
-        raise RuntimeError(f"measurement {spec} saw {result['count']} rows/samples, expected {samples}; "
-                           f"drops: {result['drops']}")
+        raise RuntimeError(
+            f"measurement {spec} saw {result['count']} rows/samples, expected {samples}; drops: {result['drops']}"
+        )
     inherited = result["start_peak_mb"] - result["start_rss_mb"]
     if inherited > 64:
-        print(f"warning: ru_maxrss was already {inherited:.0f} MB above RSS at start; the launching process's "
-              f"peak leaked into it (own peak VmHWM: {result['own_peak_rss_mb']} MB)", file=sys.stderr)
+        print(
+            f"warning: ru_maxrss was already {inherited:.0f} MB above RSS at start; the launching process's "
+            f"peak leaked into it (own peak VmHWM: {result['own_peak_rss_mb']} MB)",
+            file=sys.stderr,
+        )
     return result
 
 
 # ---------------------------------------------------------------------------------------
 # Report
+
 
 @dataclass(frozen=True)
 class Measurement:
@@ -278,14 +320,18 @@ class Measurement:
 
 def markdown_table(measurements: list[Measurement]) -> str:
     """The results as a markdown table, one row per (dataset, backend, mode)."""
-    lines = ["| unit | backend | mode | unit size MB | samples | RSS at start MB | peak RSS MB | "
-             "peak - start MB | RSS at end MB | seconds |",
-             "|---|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = [
+        "| unit | backend | mode | unit size MB | samples | RSS at start MB | peak RSS MB | "
+        "peak - start MB | RSS at end MB | seconds |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     for m in measurements:
         r = m.result
-        lines.append(f"| {m.dataset.label} | {m.backend} | {m.mode} | {m.unit_mb:.1f} | {r['count']} | "
-                     f"{r['start_rss_mb']:.0f} | {r['peak_rss_mb']:.0f} | {m.growth_mb:.0f} | "
-                     f"{r['end_rss_mb']:.0f} | {r['seconds']:.1f} |")
+        lines.append(
+            f"| {m.dataset.label} | {m.backend} | {m.mode} | {m.unit_mb:.1f} | {r['count']} | "
+            f"{r['start_rss_mb']:.0f} | {r['peak_rss_mb']:.0f} | {m.growth_mb:.0f} | "
+            f"{r['end_rss_mb']:.0f} | {r['seconds']:.1f} |"
+        )
     return "\n".join(lines)
 
 
@@ -300,21 +346,24 @@ def slopes(measurements: list[Measurement], small: str, big: str) -> list[str]:
                 continue
             extra_peak = b.result["peak_rss_mb"] - a.result["peak_rss_mb"]
             extra_unit = b.unit_mb - a.unit_mb
-            out.append(f"- {backend} / {mode}: peak RSS {a.result['peak_rss_mb']:.0f} MB -> "
-                       f"{b.result['peak_rss_mb']:.0f} MB ({extra_peak:+.0f} MB) for a unit "
-                       f"{b.unit_mb / a.unit_mb:.1f}x larger (+{extra_unit:.0f} MB): "
-                       f"{extra_peak / extra_unit:.2f} MB of peak per MB of unit.")
+            out.append(
+                f"- {backend} / {mode}: peak RSS {a.result['peak_rss_mb']:.0f} MB -> "
+                f"{b.result['peak_rss_mb']:.0f} MB ({extra_peak:+.0f} MB) for a unit "
+                f"{b.unit_mb / a.unit_mb:.1f}x larger (+{extra_unit:.0f} MB): "
+                f"{extra_peak / extra_unit:.2f} MB of peak per MB of unit."
+            )
     return out
 
 
-def write_markdown(path: Path, command: str, measurements: list[Measurement], datasets: list[BuiltDataset],
-                   params: dict[str, Any]) -> None:
+def write_markdown(
+    path: Path, command: str, measurements: list[Measurement], datasets: list[BuiltDataset], params: dict[str, Any]
+) -> None:
     """Write the table, the command that produced it, the date and the machine to ``path``."""
     from importlib.metadata import version
 
     block_size = measurements[0].result["block_size"]
     small, big = datasets[0].label, datasets[-1].label
-    ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2 ** 30
+    ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
     text = [
         "# Worker memory vs shard size",
         "",
@@ -330,12 +379,12 @@ def write_markdown(path: Path, command: str, measurements: list[Measurement], da
         f"converted with the default `rowgroup` layout into exactly one tar shard. WebDataset block size "
         f"{block_size >> 20} MiB (the default).",
         "",
-        "Each row is a fresh Python process that imports torch, pyarrow and editstream (\"RSS at start\"), "
-        "builds `UnifiedEditIterableDataset(\"unified_edit\", ImageTransform(512, 64, 16), ByteTokenizer(), "
+        'Each row is a fresh Python process that imports torch, pyarrow and editstream ("RSS at start"), '
+        'builds `UnifiedEditIterableDataset("unified_edit", ImageTransform(512, 64, 16), ByteTokenizer(), '
         "ImageTransform(448, 56, 14), [root], [1], None, num_workers=0, backend=...)`, seeds `random.seed(0)` "
         "and consumes one full pass over the unit, as a DataLoader worker does. `stream` yields parsed "
         "samples (images decoded and transformed); `rows` only walks `ds.source.iter_unit_rows(unit, None)` "
-        "(the reader alone, no decoding). Peak RSS is the child's `ru_maxrss`. \"unit size\" is the shard "
+        '(the reader alone, no decoding). Peak RSS is the child\'s `ru_maxrss`. "unit size" is the shard '
         "for webdataset and the parquet file for parquet. Linux starts a child's `ru_maxrss` at its "
         "parent's peak (the high-water mark survives fork and exec), so the launching process only starts "
         "processes and the datasets are built in a separate one; each child also checks its own `VmHWM`.",
@@ -361,9 +410,11 @@ def write_markdown(path: Path, command: str, measurements: list[Measurement], da
 # ---------------------------------------------------------------------------------------
 # Entry point
 
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
+    )
     p.add_argument("--out", default="bench-out/memory", help="work directory for the cached datasets")
     p.add_argument("--small-mb", type=int, default=64, help="target size of the small shard")
     p.add_argument("--big-mb", type=int, default=1024, help="target size of the big shard")
@@ -404,19 +455,40 @@ def main(argv: list[str] | None = None) -> None:
                 print(f"[{ds.label}] measuring {backend} / {mode} ...", file=sys.stderr)
                 result = run_child(backend, mode, root, ds.num_samples)
                 measurements.append(Measurement(ds, backend, mode, result))
-                print(f"[{ds.label}] {backend} / {mode}: peak {result['peak_rss_mb']:.0f} MB "
-                      f"(start {result['start_rss_mb']:.0f} MB) in {result['seconds']:.1f} s", file=sys.stderr)
+                print(
+                    f"[{ds.label}] {backend} / {mode}: peak {result['peak_rss_mb']:.0f} MB "
+                    f"(start {result['start_rss_mb']:.0f} MB) in {result['seconds']:.1f} s",
+                    file=sys.stderr,
+                )
     results = Path(args.out) / "results.json"
-    results.write_text(json.dumps([{"dataset": asdict(m.dataset), "backend": m.backend, "mode": m.mode,
-                                    "result": m.result} for m in measurements], indent=1) + "\n")
+    results.write_text(
+        json.dumps(
+            [
+                {"dataset": asdict(m.dataset), "backend": m.backend, "mode": m.mode, "result": m.result}
+                for m in measurements
+            ],
+            indent=1,
+        )
+        + "\n"
+    )
     table = markdown_table(measurements)
     print(table)
     print("\n".join(slopes(measurements, datasets[0].label, datasets[-1].label)))
-    command = " ".join(shlex.quote(a) for a in [os.path.relpath(sys.executable, REPO)
-                                                if sys.executable.startswith(str(REPO)) else sys.executable,
-                                                "benchmarks/memory.py", *(argv if argv is not None else sys.argv[1:])])
-    write_markdown(Path(args.md), command, measurements, datasets,
-                   {"min_side": args.min_side, "max_side": args.max_side, "seed": args.seed})
+    command = " ".join(
+        shlex.quote(a)
+        for a in [
+            os.path.relpath(sys.executable, REPO) if sys.executable.startswith(str(REPO)) else sys.executable,
+            "benchmarks/memory.py",
+            *(argv if argv is not None else sys.argv[1:]),
+        ]
+    )
+    write_markdown(
+        Path(args.md),
+        command,
+        measurements,
+        datasets,
+        {"min_side": args.min_side, "max_side": args.max_side, "seed": args.seed},
+    )
     print(f"wrote {args.md} and {results} (launcher peak RSS {peak_rss_mb():.0f} MB)", file=sys.stderr)
 
 

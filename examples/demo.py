@@ -77,9 +77,14 @@ def stream(packer: PackedDataset, num_batches: int, num_workers: int = 0) -> tup
 def summarize(name: str, batches: list[dict], seconds: float) -> dict:
     samples = sum(len(b["batch_data_indexes"]) for b in batches)
     tokens = [int(b["sequence_length"]) for b in batches]
-    row = {"stream": name, "batches": len(batches), "samples": samples,
-           "tokens/batch": round(sum(tokens) / max(1, len(tokens))), "seconds": round(seconds, 2),
-           "samples/s": round(samples / seconds, 1) if seconds else float("nan")}
+    row = {
+        "stream": name,
+        "batches": len(batches),
+        "samples": samples,
+        "tokens/batch": round(sum(tokens) / max(1, len(tokens))),
+        "seconds": round(seconds, 2),
+        "samples/s": round(samples / seconds, 1) if seconds else float("nan"),
+    }
     return row
 
 
@@ -122,15 +127,20 @@ def main(argv: list[str] | None = None) -> int:
     wds_dir = str(out / "edit-wds")
 
     print("1. synthesize a parquet image-editing dataset")
-    summary = write_synthetic_dataset(data_dir, num_files=3, row_groups_per_file=2, rows_per_group=16, seed=0,
-                                      corrupt_fraction=0.05, max_side=256)
-    print(f"   {summary['num_rows']} rows in {summary['num_files']} files ({summary['num_row_groups']} row groups, "
-          f"{summary['total_bytes'] / 1e6:.1f} MB, {len(summary['corrupt_rows'])} planted bad rows) at {data_dir}")
+    summary = write_synthetic_dataset(
+        data_dir, num_files=3, row_groups_per_file=2, rows_per_group=16, seed=0, corrupt_fraction=0.05, max_side=256
+    )
+    print(
+        f"   {summary['num_rows']} rows in {summary['num_files']} files ({summary['num_row_groups']} row groups, "
+        f"{summary['total_bytes'] / 1e6:.1f} MB, {len(summary['corrupt_rows'])} planted bad rows) at {data_dir}"
+    )
 
     print("2. convert it to WebDataset shards (one shard per row group)")
     conv = convert(data_dir, wds_dir, workers=2, progress=False)
-    print(f"   {conv['num_shards']} shards, {conv['num_samples']} samples, {conv['output_bytes'] / 1e6:.1f} MB "
-          f"in {conv['seconds']:.2f}s; {conv['num_bad_rows']} bad rows kept verbatim and listed in report.json")
+    print(
+        f"   {conv['num_shards']} shards, {conv['num_samples']} samples, {conv['output_bytes'] / 1e6:.1f} MB "
+        f"in {conv['seconds']:.2f}s; {conv['num_bad_rows']} bad rows kept verbatim and listed in report.json"
+    )
 
     print("3. start a local S3-protocol server (moto) on loopback and upload the shards")
     with LocalS3Server(key="demo", secret="demo") as s3:
@@ -141,15 +151,22 @@ def main(argv: list[str] | None = None) -> int:
         random.seed(0)
         pq_batches, pq_s = stream(build_packer(data_dir, "parquet", args.workers), args.batches, args.workers)
         random.seed(0)
-        s3_batches, s3_s = stream(build_packer(remote, "webdataset", args.workers, s3.storage_options),
-                                  args.batches, args.workers)
+        s3_batches, s3_s = stream(
+            build_packer(remote, "webdataset", args.workers, s3.storage_options), args.batches, args.workers
+        )
 
-    print_table([summarize("parquet from local disk", pq_batches, pq_s),
-                 summarize("webdataset from S3 (moto)", s3_batches, s3_s)])
+    print_table(
+        [
+            summarize("parquet from local disk", pq_batches, pq_s),
+            summarize("webdataset from S3 (moto)", s3_batches, s3_s),
+        ]
+    )
     same = len(pq_batches) == len(s3_batches) and all(batches_equal(a, b) for a, b in zip(pq_batches, s3_batches))
     first = pq_batches[0]
-    print(f"first batch: sequence_length={first['sequence_length']} samples={len(first['batch_data_indexes'])} "
-          f"padded_images={tuple(first['padded_images'].shape) if 'padded_images' in first else None}")
+    print(
+        f"first batch: sequence_length={first['sequence_length']} samples={len(first['batch_data_indexes'])} "
+        f"padded_images={tuple(first['padded_images'].shape) if 'padded_images' in first else None}"
+    )
     print(f"streams identical (every tensor torch.equal, every index equal): {'YES' if same else 'NO'}")
     return 0 if same else 1
 

@@ -52,17 +52,36 @@ def make_loader(args: argparse.Namespace, rank: int | None = None, world_size: i
     info = {"data_dir": args.data}
     if storage_options:
         info["storage_options"] = storage_options
-    num_used = args.num_used if args.num_used is not None else count_source_files(args.data, args.backend, storage_options)
-    grouped = {"unified_edit": {"dataset_names": ["data"], "image_transform_args": dict(VAE_ARGS),
-                                "vit_image_transform_args": dict(VIT_ARGS), "num_used_data": [num_used],
-                                "weight": 1.0, "is_mandatory": True, "backend": args.backend}}
+    num_used = (
+        args.num_used if args.num_used is not None else count_source_files(args.data, args.backend, storage_options)
+    )
+    grouped = {
+        "unified_edit": {
+            "dataset_names": ["data"],
+            "image_transform_args": dict(VAE_ARGS),
+            "vit_image_transform_args": dict(VIT_ARGS),
+            "num_used_data": [num_used],
+            "weight": 1.0,
+            "is_mandatory": True,
+            "backend": args.backend,
+        }
+    }
     tok = ByteTokenizer()
-    return build_dataloader(tokenizer=tok, special_tokens=tok.special_token_ids(), grouped_datasets=grouped,
-                            dataset_info={"unified_edit": {"data": info}}, num_workers=args.workers,
-                            data_seed=args.seed, local_rank=rank, world_size=world_size,
-                            expected_num_tokens=args.expected_tokens, max_num_tokens=args.expected_tokens + 1024,
-                            max_num_tokens_per_sample=args.expected_tokens, prefer_buffer_before=args.expected_tokens // 2,
-                            max_buffer_size=8)
+    return build_dataloader(
+        tokenizer=tok,
+        special_tokens=tok.special_token_ids(),
+        grouped_datasets=grouped,
+        dataset_info={"unified_edit": {"data": info}},
+        num_workers=args.workers,
+        data_seed=args.seed,
+        local_rank=rank,
+        world_size=world_size,
+        expected_num_tokens=args.expected_tokens,
+        max_num_tokens=args.expected_tokens + 1024,
+        max_num_tokens_per_sample=args.expected_tokens,
+        prefer_buffer_before=args.expected_tokens // 2,
+        max_buffer_size=8,
+    )
 
 
 def check_batch(batch: dict[str, Any], max_tokens: int) -> None:
@@ -112,10 +131,15 @@ def main(argv: list[str] | None = None) -> int:
     loader = make_loader(args)
     records = consume(loader, args.steps, args.expected_tokens + 1024)
     seconds = time.perf_counter() - t0
-    summary = {"rank": rank, "world_size": world, "batches": len(records),
-               "samples": sum(len(r["samples"]) for r in records),
-               "tokens": sum(r["sequence_length"] for r in records),
-               "units": len({tuple(s["unit"]) for r in records for s in r["samples"]}), "seconds": round(seconds, 2)}
+    summary = {
+        "rank": rank,
+        "world_size": world,
+        "batches": len(records),
+        "samples": sum(len(r["samples"]) for r in records),
+        "tokens": sum(r["sequence_length"] for r in records),
+        "units": len({tuple(s["unit"]) for r in records for s in r["samples"]}),
+        "seconds": round(seconds, 2),
+    }
     if args.out:
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)

@@ -64,8 +64,11 @@ def s3_bucket(s3_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> Any:
         monkeypatch.delenv(var, raising=False)
     _clear_s3fs_cache()
     name = f"test-{uuid.uuid4().hex[:12]}"
-    bucket = S3Bucket(name=name, endpoint=s3_endpoint,
-                      storage_options={"endpoint_url": s3_endpoint, "key": FAKE_KEY, "secret": FAKE_SECRET})
+    bucket = S3Bucket(
+        name=name,
+        endpoint=s3_endpoint,
+        storage_options={"endpoint_url": s3_endpoint, "key": FAKE_KEY, "secret": FAKE_SECRET},
+    )
     import s3fs
 
     fs = s3fs.S3FileSystem(**bucket.storage_options)

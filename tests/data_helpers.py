@@ -4,8 +4,9 @@ and the first items of a loader."""
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from editstream.conversion import convert
 from editstream.testing.synth import write_synthetic_dataset

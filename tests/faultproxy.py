@@ -158,7 +158,7 @@ class FaultProxy:
         self._lock = threading.Lock()
         self._schedule = _Schedule(faults or FaultPlan())
         self._requests = 0
-        self._faults = {kind: 0 for kind in FAULT_KINDS}
+        self._faults = dict.fromkeys(FAULT_KINDS, 0)
         self._events: list[FaultEvent] = []
         self._stopping = threading.Event()
         self._server = _ProxyServer(("127.0.0.1", 0), _ProxyHandler, self)
@@ -293,7 +293,7 @@ class _ProxyHandler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server: _ProxyServer
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - base class name
+    def log_message(self, format: str, *args: Any) -> None:
         return
 
     def _relay(self) -> None:

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from editstream import ByteTokenizer, DataConfig, PackedDataset
 from data_helpers import synth_and_convert
+from editstream import ByteTokenizer, DataConfig, PackedDataset
 from resume_check import assert_batches_equal, take
 
 CONFIGS = Path(__file__).resolve().parents[1] / "examples" / "configs"
@@ -16,8 +16,15 @@ CONFIGS = Path(__file__).resolve().parents[1] / "examples" / "configs"
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
-    return synth_and_convert(tmp_path_factory.mktemp("configs"), num_files=3, row_groups_per_file=2,
-                             rows_per_group=4, seed=6, corrupt_fraction=0.1, max_side=128)
+    return synth_and_convert(
+        tmp_path_factory.mktemp("configs"),
+        num_files=3,
+        row_groups_per_file=2,
+        rows_per_group=4,
+        seed=6,
+        corrupt_fraction=0.1,
+        max_side=128,
+    )
 
 
 def packer_from_yaml(backend_line: str, data_dir: str) -> PackedDataset:
@@ -27,10 +34,20 @@ def packer_from_yaml(backend_line: str, data_dir: str) -> PackedDataset:
     info = yaml.safe_load((CONFIGS / "dataset_info.yaml").read_text())
     info["unified_edit"]["synthetic_edit"]["data_dir"] = data_dir
     tok = ByteTokenizer()
-    packer = PackedDataset(DataConfig(grouped), tok, tok.special_token_ids(), local_rank=0, world_size=1,
-                           num_workers=1, expected_num_tokens=4096, max_num_tokens=5120,
-                           max_num_tokens_per_sample=4096, prefer_buffer_before=2048, max_buffer_size=8,
-                           dataset_info=info)
+    packer = PackedDataset(
+        DataConfig(grouped),
+        tok,
+        tok.special_token_ids(),
+        local_rank=0,
+        world_size=1,
+        num_workers=1,
+        expected_num_tokens=4096,
+        max_num_tokens=5120,
+        max_num_tokens_per_sample=4096,
+        prefer_buffer_before=2048,
+        max_buffer_size=8,
+        dataset_info=info,
+    )
     packer.set_epoch(42)
     return packer
 

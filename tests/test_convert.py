@@ -18,21 +18,30 @@ import pytest
 import webdataset as wds
 from PIL import Image
 
-from editstream.format import manifest as mf
-from editstream.format.idx import read_idx, write_idx
 from editstream.conversion import convert, parse_size
-from editstream.io.parquet import read_row_group_rows
-from editstream.format.rowcodec import decode_sample
-from editstream.testing.synth import write_synthetic_dataset
-from editstream.format.tarreader import iter_samples
 from editstream.conversion.verify import rows_equal, verify
+from editstream.format import manifest as mf
+from editstream.format.idx import read_idx
+from editstream.format.rowcodec import decode_sample
+from editstream.format.tarreader import iter_samples
+from editstream.io.parquet import read_row_group_rows
+from editstream.testing.synth import write_synthetic_dataset
 
 
 @pytest.fixture(scope="module")
 def edit_src(tmp_path_factory) -> tuple[Path, dict]:
     out = tmp_path_factory.mktemp("edit") / "src"
-    summary = write_synthetic_dataset(str(out), schema="unified_edit", num_files=2, row_groups_per_file=2,
-                                      rows_per_group=6, seed=3, corrupt_fraction=0.25, min_side=16, max_side=40)
+    summary = write_synthetic_dataset(
+        str(out),
+        schema="unified_edit",
+        num_files=2,
+        row_groups_per_file=2,
+        rows_per_group=6,
+        seed=3,
+        corrupt_fraction=0.25,
+        min_side=16,
+        max_side=40,
+    )
     return out, summary
 
 
@@ -56,15 +65,22 @@ def test_every_row_round_trips_in_parquet_order(edit_src, tmp_path):
     assert result["num_shards"] == 4 and result["num_samples"] == summary["num_rows"]
     m = mf.Manifest.read(str(out))
     assert m.layout == "rowgroup" and m.schema == "unified_edit"
-    assert [(f.path, f.row_groups) for f in m.source_files] == [("part-00000.parquet", [6, 6]),
-                                                                ("part-00001.parquet", [6, 6])]
-    assert [s.path for s in m.shards] == ["part-00000-rg00000.tar", "part-00000-rg00001.tar",
-                                          "part-00001-rg00000.tar", "part-00001-rg00001.tar"]
+    assert [(f.path, f.row_groups) for f in m.source_files] == [
+        ("part-00000.parquet", [6, 6]),
+        ("part-00001.parquet", [6, 6]),
+    ]
+    assert [s.path for s in m.shards] == [
+        "part-00000-rg00000.tar",
+        "part-00000-rg00001.tar",
+        "part-00001-rg00000.tar",
+        "part-00001-rg00001.tar",
+    ]
     for shard in m.shards:
         rows = read_row_group_rows(str(src / shard.source_file), shard.row_group)
         got = shard_samples(out, shard)
-        assert [k for k, _ in got] == [f"{shard.source_file[:-8]}-rg{shard.row_group:05d}-r{i:07d}"
-                                       for i in range(len(rows))]
+        assert [k for k, _ in got] == [
+            f"{shard.source_file[:-8]}-rg{shard.row_group:05d}-r{i:07d}" for i in range(len(rows))
+        ]
         assert [r for _, r in got] == rows
         offsets, end = read_idx(str(out / shard.idx_path))
         assert len(offsets) == shard.num_samples == len(rows)
@@ -78,28 +94,31 @@ def all_types_table() -> pa.Table:
     Image.new("RGBA", (5, 3), (1, 2, 3, 4)).save(png, format="PNG")
     jpg = io.BytesIO()
     Image.new("RGB", (4, 4), (200, 1, 1)).save(jpg, format="JPEG")
-    return pa.table({
-        "i8": pa.array([1, None, -128], pa.int8()),
-        "u64": pa.array([2 ** 64 - 1, 0, None], pa.uint64()),
-        "f32": pa.array([1.5, float("nan"), None], pa.float32()),
-        "f64": pa.array([float("inf"), -0.0, 1e300], pa.float64()),
-        "flag": pa.array([True, False, None]),
-        "s": pa.array(["a", "", None]),
-        "ls": pa.array(["ünï", "x" * 3, "z"], pa.large_string()),
-        "b": pa.array([png.getvalue(), b"", None], pa.binary()),
-        "lb": pa.array([jpg.getvalue(), b"raw", b"\x00"], pa.large_binary()),
-        "fb": pa.array([b"abcd", b"efgh", None], pa.binary(4)),
-        "image_list": pa.array([[png.getvalue(), None, jpg.getvalue()], [], None], pa.list_(pa.binary())),
-        "nested": pa.array([[["a"], []], [None], None], pa.list_(pa.list_(pa.string()))),
-        "st": pa.array([{"x": 1, "y": b"q"}, None, {"x": None, "y": None}],
-                       pa.struct([("x", pa.int32()), ("y", pa.binary())])),
-        "mp": pa.array([[("k", 1)], [], None], pa.map_(pa.string(), pa.int64())),
-        "d": pa.array([dt.date(2020, 1, 2), None, dt.date(1970, 1, 1)], pa.date32()),
-        "ts": pa.array([dt.datetime(2020, 1, 2, 3, 4, 5, 6), None, dt.datetime(1999, 1, 1)], pa.timestamp("us")),
-        "tz": pa.array([dt.datetime(2020, 1, 2, tzinfo=dt.timezone.utc), None, None], pa.timestamp("ms", tz="UTC")),
-        "dec": pa.array([decimal.Decimal("1.50"), None, decimal.Decimal("-3.25")], pa.decimal128(6, 2)),
-        "nul": pa.array([None, None, None], pa.null()),
-    })
+    return pa.table(
+        {
+            "i8": pa.array([1, None, -128], pa.int8()),
+            "u64": pa.array([2**64 - 1, 0, None], pa.uint64()),
+            "f32": pa.array([1.5, float("nan"), None], pa.float32()),
+            "f64": pa.array([float("inf"), -0.0, 1e300], pa.float64()),
+            "flag": pa.array([True, False, None]),
+            "s": pa.array(["a", "", None]),
+            "ls": pa.array(["ünï", "x" * 3, "z"], pa.large_string()),
+            "b": pa.array([png.getvalue(), b"", None], pa.binary()),
+            "lb": pa.array([jpg.getvalue(), b"raw", b"\x00"], pa.large_binary()),
+            "fb": pa.array([b"abcd", b"efgh", None], pa.binary(4)),
+            "image_list": pa.array([[png.getvalue(), None, jpg.getvalue()], [], None], pa.list_(pa.binary())),
+            "nested": pa.array([[["a"], []], [None], None], pa.list_(pa.list_(pa.string()))),
+            "st": pa.array(
+                [{"x": 1, "y": b"q"}, None, {"x": None, "y": None}], pa.struct([("x", pa.int32()), ("y", pa.binary())])
+            ),
+            "mp": pa.array([[("k", 1)], [], None], pa.map_(pa.string(), pa.int64())),
+            "d": pa.array([dt.date(2020, 1, 2), None, dt.date(1970, 1, 1)], pa.date32()),
+            "ts": pa.array([dt.datetime(2020, 1, 2, 3, 4, 5, 6), None, dt.datetime(1999, 1, 1)], pa.timestamp("us")),
+            "tz": pa.array([dt.datetime(2020, 1, 2, tzinfo=dt.timezone.utc), None, None], pa.timestamp("ms", tz="UTC")),
+            "dec": pa.array([decimal.Decimal("1.50"), None, decimal.Decimal("-3.25")], pa.decimal128(6, 2)),
+            "nul": pa.array([None, None, None], pa.null()),
+        }
+    )
 
 
 def test_every_column_type_round_trips_through_shards(tmp_path):
@@ -121,14 +140,14 @@ def test_every_column_type_round_trips_through_shards(tmp_path):
     # NaN compares unequal with ==, every other value is plainly equal
     assert math.isnan(got[1]["f32"])
     assert [{k: v for k, v in r.items() if k != "f32"} for r in got] == [
-        {k: v for k, v in r.items() if k != "f32"} for r in expected]
+        {k: v for k, v in r.items() if k != "f32"} for r in expected
+    ]
 
 
 def test_two_conversions_are_byte_identical_whatever_the_worker_count(edit_src, tmp_path):
     src, _ = edit_src
     convert(str(src), str(tmp_path / "a"), workers=1, progress=False)
-    convert(str(src), str(tmp_path / "b"), workers=2, progress=False,
-            parquet_info=str(src / "parquet_info.json"))
+    convert(str(src), str(tmp_path / "b"), workers=2, progress=False, parquet_info=str(src / "parquet_info.json"))
     a, b = tree(tmp_path / "a"), tree(tmp_path / "b")
     assert a == b
     shas = [s.sha256 for s in mf.Manifest.read(str(tmp_path / "a")).shards]
@@ -162,8 +181,9 @@ def test_stock_webdataset_decodes_images_and_gnu_tar_lists_members(edit_src, tmp
     if shutil.which("tar") is None:
         pytest.skip("GNU tar not installed")
     for shard in m.shards:
-        listed = subprocess.run(["tar", "-tf", str(out / shard.path)], check=True, capture_output=True,
-                                text=True).stdout.split()
+        listed = subprocess.run(
+            ["tar", "-tf", str(out / shard.path)], check=True, capture_output=True, text=True
+        ).stdout.split()
         with open(out / shard.path, "rb") as f:
             mine = [f"{key}.{suffix}" for key, _, members in iter_samples(f) for suffix in members]
         assert listed == mine
@@ -197,8 +217,17 @@ def test_bad_rows_are_kept_and_reported_or_dropped(edit_src, tmp_path):
 
 def test_t2i_schema_is_detected_and_bad_captions_reported(tmp_path):
     src = tmp_path / "src"
-    summary = write_synthetic_dataset(str(src), schema="t2i_pretrain", num_files=1, row_groups_per_file=2,
-                                      rows_per_group=5, seed=1, corrupt_fraction=0.4, min_side=16, max_side=32)
+    summary = write_synthetic_dataset(
+        str(src),
+        schema="t2i_pretrain",
+        num_files=1,
+        row_groups_per_file=2,
+        rows_per_group=5,
+        seed=1,
+        corrupt_fraction=0.4,
+        min_side=16,
+        max_side=32,
+    )
     out = tmp_path / "out"
     result = convert(str(src), str(out), workers=1, progress=False)
     assert result["schema"] == "t2i_pretrain"
@@ -220,8 +249,12 @@ def test_size_layout_keeps_every_row_once_in_order(edit_src, tmp_path):
     m = mf.Manifest.read(str(out))
     assert [s.num_samples for s in m.shards] == [5, 5, 5, 5, 4]
     assert result["num_shards"] == 5 and m.shards[1].source_file is None
-    rows = [r for f in ("part-00000.parquet", "part-00001.parquet") for rg in (0, 1)
-            for r in read_row_group_rows(str(src / f), rg)]
+    rows = [
+        r
+        for f in ("part-00000.parquet", "part-00001.parquet")
+        for rg in (0, 1)
+        for r in read_row_group_rows(str(src / f), rg)
+    ]
     got = [r for s in m.shards for _, r in shard_samples(out, s)]
     assert got == rows
     assert verify(str(out), source=str(src)).ok
@@ -257,13 +290,11 @@ def test_rerun_after_finish_skips_and_other_options_need_overwrite(edit_src, tmp
 
 def test_parquet_info_limits_row_groups_like_the_parquet_backend(edit_src, tmp_path):
     src, _ = edit_src
-    info = {str(src / "part-00000.parquet"): {"num_row_groups": 1},
-            "part-00001.parquet": {"num_row_groups": 2}}
+    info = {str(src / "part-00000.parquet"): {"num_row_groups": 1}, "part-00001.parquet": {"num_row_groups": 2}}
     out = tmp_path / "out"
     convert(str(src), str(out), workers=1, progress=False, parquet_info=info)
     m = mf.Manifest.read(str(out))
-    assert [s.path for s in m.shards] == ["part-00000-rg00000.tar", "part-00001-rg00000.tar",
-                                          "part-00001-rg00001.tar"]
+    assert [s.path for s in m.shards] == ["part-00000-rg00000.tar", "part-00001-rg00000.tar", "part-00001-rg00001.tar"]
     assert [f.row_groups for f in m.source_files] == [[6], [6, 6]]
 
 
@@ -278,7 +309,7 @@ def test_bad_arguments_fail_before_any_write(edit_src, tmp_path):
     with pytest.raises(FileNotFoundError):
         convert(str(tmp_path / "missing"), str(tmp_path / "o"), progress=False)
     assert not (tmp_path / "o").exists()
-    assert parse_size("1GiB") == 2 ** 30 and parse_size("512MB") == 512 * 10 ** 6
+    assert parse_size("1GiB") == 2**30 and parse_size("512MB") == 512 * 10**6
 
 
 def test_editstream_convert_is_the_function_however_modules_were_imported(edit_src, tmp_path):
@@ -289,4 +320,5 @@ def test_editstream_convert_is_the_function_however_modules_were_imported(edit_s
     summary = editstream.convert(str(src), str(tmp_path / "o"), workers=1, progress=False)
     assert summary["num_shards"] == 4
     from editstream import convert as fn
+
     assert fn(str(src), str(tmp_path / "o"), workers=1, progress=False)["already_done"]

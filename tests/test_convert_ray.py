@@ -19,9 +19,9 @@ import s3fs
 
 ray = pytest.importorskip("ray")
 
-from editstream.format import manifest as mf  # noqa: E402
 from editstream.conversion import PROGRESS_DIR, ConvertConfig, convert, convert_shard, plan_conversion  # noqa: E402
 from editstream.conversion.executors import RayExecutor, TaskError, make_executor  # noqa: E402
+from editstream.format import manifest as mf  # noqa: E402
 from editstream.testing.synth import write_synthetic_dataset  # noqa: E402
 
 EDITSTREAM = Path(sys.executable).with_name("editstream")
@@ -67,8 +67,17 @@ def ray_local():
 @pytest.fixture(scope="module")
 def src(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("ray") / "src"
-    write_synthetic_dataset(str(out), schema="unified_edit", num_files=2, row_groups_per_file=3, rows_per_group=5,
-                            seed=7, corrupt_fraction=0.2, min_side=16, max_side=48)
+    write_synthetic_dataset(
+        str(out),
+        schema="unified_edit",
+        num_files=2,
+        row_groups_per_file=3,
+        rows_per_group=5,
+        seed=7,
+        corrupt_fraction=0.2,
+        min_side=16,
+        max_side=48,
+    )
     return out
 
 
@@ -102,8 +111,18 @@ def test_ray_workers_read_and_write_s3_themselves(ray_local, s3_bucket, referenc
     """S3 to S3 on Ray: credentials travel in the storage options; the shards equal the local engine's."""
     so = s3_bucket.storage_options
     s3_src, s3_dst = f"{s3_bucket.url}/src", f"{s3_bucket.url}/out"
-    write_synthetic_dataset(s3_src, schema="unified_edit", num_files=2, row_groups_per_file=3, rows_per_group=5,
-                            seed=7, corrupt_fraction=0.2, min_side=16, max_side=48, storage_options=so)
+    write_synthetic_dataset(
+        s3_src,
+        schema="unified_edit",
+        num_files=2,
+        row_groups_per_file=3,
+        rows_per_group=5,
+        seed=7,
+        corrupt_fraction=0.2,
+        min_side=16,
+        max_side=48,
+        storage_options=so,
+    )
     summary = convert(s3_src, s3_dst, engine="ray", progress=False, storage_options=so)
     assert summary["converted_shards"] == 6
     fs = s3fs.S3FileSystem(**so)

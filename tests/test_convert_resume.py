@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from editstream.format import manifest as mf
 from editstream.conversion import PROGRESS_DIR, convert
-from editstream.testing.synth import write_synthetic_dataset
 from editstream.conversion.verify import verify
+from editstream.format import manifest as mf
+from editstream.testing.synth import write_synthetic_dataset
 
 EDITSTREAM = Path(sys.executable).with_name("editstream")
 
@@ -27,16 +27,28 @@ def tree(root: Path) -> dict[str, bytes]:
 @pytest.mark.skipif(not EDITSTREAM.exists(), reason="editstream console script not installed in this venv")
 def test_sigkill_part_way_then_rerun_gives_byte_identical_output(tmp_path):
     src = tmp_path / "src"
-    write_synthetic_dataset(str(src), schema="unified_edit", num_files=2, row_groups_per_file=30,
-                            rows_per_group=3, seed=11, corrupt_fraction=0.1, min_side=32, max_side=96)
+    write_synthetic_dataset(
+        str(src),
+        schema="unified_edit",
+        num_files=2,
+        row_groups_per_file=30,
+        rows_per_group=3,
+        seed=11,
+        corrupt_fraction=0.1,
+        min_side=32,
+        max_side=96,
+    )
     reference = tmp_path / "reference"
     convert(str(src), str(reference), workers=1, progress=False)
     total = len(mf.Manifest.read(str(reference)).shards)
     assert total == 60
 
     out = tmp_path / "out"
-    proc = subprocess.Popen([str(EDITSTREAM), "convert", str(src), str(out), "--workers", "1", "--no-progress"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [str(EDITSTREAM), "convert", str(src), str(out), "--workers", "1", "--no-progress"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     progress = out / PROGRESS_DIR
     try:
         while proc.poll() is None:
@@ -54,8 +66,12 @@ def test_sigkill_part_way_then_rerun_gives_byte_identical_output(tmp_path):
     assert not (out / "manifest.json").exists()
     assert 3 <= len(done) < total, "the kill should land part-way through the conversion"
 
-    rerun = subprocess.run([str(EDITSTREAM), "convert", str(src), str(out), "--workers", "2", "--no-progress"],
-                           capture_output=True, text=True, timeout=300)
+    rerun = subprocess.run(
+        [str(EDITSTREAM), "convert", str(src), str(out), "--workers", "2", "--no-progress"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert rerun.returncode == 0, rerun.stderr[-2000:]
     summary = json.loads(rerun.stdout)
     assert summary["skipped_shards"] >= 3  # finished shards were reused, not redone
@@ -67,8 +83,16 @@ def test_sigkill_part_way_then_rerun_gives_byte_identical_output(tmp_path):
 def test_interrupted_shard_write_leaves_no_partial_shard(tmp_path, monkeypatch):
     """An error while a shard is being written leaves neither the shard nor a temp file behind."""
     src = tmp_path / "src"
-    write_synthetic_dataset(str(src), schema="unified_edit", num_files=1, row_groups_per_file=2,
-                            rows_per_group=4, seed=2, min_side=16, max_side=32)
+    write_synthetic_dataset(
+        str(src),
+        schema="unified_edit",
+        num_files=1,
+        row_groups_per_file=2,
+        rows_per_group=4,
+        seed=2,
+        min_side=16,
+        max_side=32,
+    )
     import editstream.conversion.shard as conv
 
     real = conv.encode_members

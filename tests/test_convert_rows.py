@@ -7,10 +7,10 @@ import io
 import pyarrow as pa
 import pytest
 
-from editstream.io.parquet import batch_rows
 from editstream.format.rowcodec import encode_members
 from editstream.format.tarreader import iter_samples
 from editstream.format.tarwriter import TarWriter
+from editstream.io.parquet import batch_rows
 
 
 def as_bytes(v):
@@ -24,12 +24,14 @@ def as_bytes(v):
 @pytest.mark.parametrize("binary", [pa.binary(), pa.large_binary()])
 @pytest.mark.parametrize("list_type", [pa.list_, pa.large_list])
 def test_binary_views_equal_to_pylist_including_slices_and_nulls(binary, list_type):
-    batch = pa.record_batch({
-        "b": pa.array([b"a", None, b"", b"xyz", b"q"], binary),
-        "l": pa.array([[b"1", None], None, [], [b"22", b"333"], [b""]], list_type(binary)),
-        "s": pa.array(["x", None, "z", "w", "v"]),
-        "nested": pa.array([[[b"n"]], None, [], [[]], [[None]]], pa.list_(pa.list_(binary))),
-    })
+    batch = pa.record_batch(
+        {
+            "b": pa.array([b"a", None, b"", b"xyz", b"q"], binary),
+            "l": pa.array([[b"1", None], None, [], [b"22", b"333"], [b""]], list_type(binary)),
+            "s": pa.array(["x", None, "z", "w", "v"]),
+            "nested": pa.array([[[b"n"]], None, [], [[]], [[None]]], pa.list_(pa.list_(binary))),
+        }
+    )
     for part in (batch, batch.slice(1), batch.slice(2, 2), batch.slice(5)):
         views = batch_rows(part, binary_views=True)
         assert [{k: as_bytes(v) for k, v in row.items()} for row in views] == part.to_pylist()
@@ -40,8 +42,7 @@ def test_binary_views_equal_to_pylist_including_slices_and_nulls(binary, list_ty
 
 def test_writev_to_a_real_file_equals_buffered_output(tmp_path):
     big = bytes(range(256)) * 5000
-    view_rows = batch_rows(pa.record_batch({"img": pa.array([big, b"\xff\xd8\xff" + big[:999]])}),
-                           binary_views=True)
+    view_rows = batch_rows(pa.record_batch({"img": pa.array([big, b"\xff\xd8\xff" + big[:999]])}), binary_views=True)
     samples = [(f"k{i}", encode_members(row, f"k{i}")) for i, row in enumerate(view_rows)] * 1
     samples += [(f"m{i}", [("txt", b"x" * i)]) for i in range(700)]  # more chunks than one writev takes
     mem = io.BytesIO()

@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 import s3fs
 
-from editstream.format import manifest as mf
 from editstream.conversion import convert
 from editstream.conversion.inspect import find_sample
+from editstream.conversion.verify import verify
+from editstream.format import manifest as mf
 from editstream.io.parquet import read_row_group_rows, row_group_sizes
 from editstream.testing.synth import write_synthetic_dataset
-from editstream.conversion.verify import verify
 
 EDITSTREAM = Path(sys.executable).with_name("editstream")
 
@@ -26,25 +26,45 @@ def tree(root: Path) -> dict[str, bytes]:
 
 
 def s3_tree(fs: s3fs.S3FileSystem, root: str) -> dict[str, bytes]:
-    return {p[len(root) + 1:]: fs.cat_file(p) for p in sorted(fs.find(root))}
+    return {p[len(root) + 1 :]: fs.cat_file(p) for p in sorted(fs.find(root))}
 
 
 @pytest.fixture
 def local_src(tmp_path) -> Path:
     src = tmp_path / "src"
-    write_synthetic_dataset(str(src), schema="unified_edit", num_files=2, row_groups_per_file=2, rows_per_group=3,
-                            seed=8, corrupt_fraction=0.2, min_side=16, max_side=40)
+    write_synthetic_dataset(
+        str(src),
+        schema="unified_edit",
+        num_files=2,
+        row_groups_per_file=2,
+        rows_per_group=3,
+        seed=8,
+        corrupt_fraction=0.2,
+        min_side=16,
+        max_side=40,
+    )
     return src
 
 
 def test_s3_source_to_local_and_local_to_s3_match_a_local_conversion(s3_bucket, local_src, tmp_path):
     so = s3_bucket.storage_options
     s3_src = f"{s3_bucket.url}/data/src"
-    write_synthetic_dataset(s3_src, schema="unified_edit", num_files=2, row_groups_per_file=2, rows_per_group=3,
-                            seed=8, corrupt_fraction=0.2, min_side=16, max_side=40, storage_options=so)
+    write_synthetic_dataset(
+        s3_src,
+        schema="unified_edit",
+        num_files=2,
+        row_groups_per_file=2,
+        rows_per_group=3,
+        seed=8,
+        corrupt_fraction=0.2,
+        min_side=16,
+        max_side=40,
+        storage_options=so,
+    )
     assert row_group_sizes(f"{s3_src}/part-00000.parquet", so) == [3, 3]
     assert read_row_group_rows(f"{s3_src}/part-00001.parquet", 1, so) == read_row_group_rows(
-        str(local_src / "part-00001.parquet"), 1)
+        str(local_src / "part-00001.parquet"), 1
+    )
 
     local_ref = tmp_path / "ref"
     convert(str(local_src), str(local_ref), workers=1, progress=False)
@@ -68,8 +88,10 @@ def test_s3_source_to_local_and_local_to_s3_match_a_local_conversion(s3_bucket, 
     report = verify(s3_dst, source=str(local_src), storage_options=so, workers=2)
     assert report.ok, report.format()
     m = mf.Manifest.read(s3_dst, so)
-    assert find_sample(s3_dst, "part-00001-rg00000-r0000001", storage_options=so) == read_row_group_rows(
-        str(local_src / "part-00001.parquet"), 0)[1]
+    assert (
+        find_sample(s3_dst, "part-00001-rg00000-r0000001", storage_options=so)
+        == read_row_group_rows(str(local_src / "part-00001.parquet"), 0)[1]
+    )
 
     # verify catches damage on S3 too
     fs.rm(f"{s3_bucket.name}/out/wds/{m.shards[0].path}")
@@ -88,14 +110,27 @@ def test_cli_s3_to_s3_with_standard_aws_environment_variables(s3_bucket, local_s
     s3fs.S3FileSystem.clear_instance_cache()
     env = dict(os.environ, AWS_ENDPOINT_URL=s3_bucket.endpoint)  # credentials come from the fixture's env
     dst = f"{s3_bucket.url}/dst"
-    run = subprocess.run([str(EDITSTREAM), "convert", f"{s3_bucket.url}/src", dst, "--workers", "2", "--no-progress"],
-                         env=env, capture_output=True, text=True, timeout=300)
+    run = subprocess.run(
+        [str(EDITSTREAM), "convert", f"{s3_bucket.url}/src", dst, "--workers", "2", "--no-progress"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert run.returncode == 0, run.stderr[-3000:]
     summary = json.loads(run.stdout)
     assert (summary["num_shards"], summary["num_samples"]) == (4, 12)
-    check = subprocess.run([str(EDITSTREAM), "verify", dst, "--source", f"{s3_bucket.url}/src", "--workers", "1"],
-                           env=env, capture_output=True, text=True, timeout=300)
+    check = subprocess.run(
+        [str(EDITSTREAM), "verify", dst, "--source", f"{s3_bucket.url}/src", "--workers", "1"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert check.returncode == 0, check.stdout + check.stderr
     fs.invalidate_cache()
     assert sorted(p.rsplit("/", 1)[-1] for p in fs.ls(f"{s3_bucket.name}/dst"))[:3] == [
-        "manifest.json", "part-00000-rg00000.tar", "part-00000-rg00000.tar.idx"]
+        "manifest.json",
+        "part-00000-rg00000.tar",
+        "part-00000-rg00000.tar.idx",
+    ]

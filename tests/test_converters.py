@@ -18,10 +18,20 @@ def encode(fmt: str, size=(37, 21), mode="RGB", **kw) -> bytes:
 
 
 CASES = [
-    ("JPEG", "RGB", {}), ("JPEG", "L", {"progressive": True}), ("JPEG", "CMYK", {}),
-    ("PNG", "RGB", {}), ("PNG", "RGBA", {}), ("PNG", "P", {}), ("PNG", "1", {}), ("PNG", "I;16", {}),
-    ("WEBP", "RGB", {"lossless": False}), ("WEBP", "RGB", {"lossless": True}), ("WEBP", "RGBA", {}),
-    ("GIF", "P", {}), ("BMP", "RGB", {}), ("TIFF", "RGB", {}),
+    ("JPEG", "RGB", {}),
+    ("JPEG", "L", {"progressive": True}),
+    ("JPEG", "CMYK", {}),
+    ("PNG", "RGB", {}),
+    ("PNG", "RGBA", {}),
+    ("PNG", "P", {}),
+    ("PNG", "1", {}),
+    ("PNG", "I;16", {}),
+    ("WEBP", "RGB", {"lossless": False}),
+    ("WEBP", "RGB", {"lossless": True}),
+    ("WEBP", "RGBA", {}),
+    ("GIF", "P", {}),
+    ("BMP", "RGB", {}),
+    ("TIFF", "RGB", {}),
 ]
 
 

@@ -10,11 +10,16 @@ import pytest
 import torch
 from PIL import Image
 
-from editstream import (ByteTokenizer, ImageTransform, InterleavedBaseIterableDataset, T2IIterableDataset,
-                        UnifiedEditIterableDataset, write_synthetic_dataset)
 from data_helpers import VAE, VIT
+from editstream import (
+    ByteTokenizer,
+    ImageTransform,
+    InterleavedBaseIterableDataset,
+    T2IIterableDataset,
+    UnifiedEditIterableDataset,
+    write_synthetic_dataset,
+)
 from editstream.loader.transforms import decode_image
-
 
 
 def png(w, h, color=(200, 10, 10), fmt="PNG"):
@@ -33,8 +38,16 @@ class Builder(InterleavedBaseIterableDataset):
 
 def edit_dataset(root, **kw):
     kw.setdefault("num_workers", 0)
-    return UnifiedEditIterableDataset("unified_edit", ImageTransform(**VAE), ByteTokenizer(), ImageTransform(**VIT),
-                                      [str(root)], [kw.pop("num_used", 2)], None, **kw)
+    return UnifiedEditIterableDataset(
+        "unified_edit",
+        ImageTransform(**VAE),
+        ByteTokenizer(),
+        ImageTransform(**VIT),
+        [str(root)],
+        [kw.pop("num_used", 2)],
+        None,
+        **kw,
+    )
 
 
 def test_add_text_counts_tokens_and_flags():
@@ -42,8 +55,9 @@ def test_add_text_counts_tokens_and_flags():
     data = b._add_text(b._init_data(), "héllo", need_loss=True, enable_cfg=False)
     assert data["text_ids_list"] == [list("héllo".encode())]
     assert data["num_tokens"] == 6
-    assert data["sequence_plan"] == [{"type": "text", "enable_cfg": 0, "loss": 1, "special_token_loss": 0,
-                                      "special_token_label": None}]
+    assert data["sequence_plan"] == [
+        {"type": "text", "enable_cfg": 0, "loss": 1, "special_token_loss": 0, "special_token_label": None}
+    ]
 
 
 def test_add_image_order_tokens_and_distinct_tensors():
@@ -51,12 +65,15 @@ def test_add_image_order_tokens_and_distinct_tensors():
     img = decode_image(png(100, 60))
     data = b._add_image(b._init_data(), img, need_loss=True, need_vae=True, need_vit=True, enable_cfg=True)
     plan = data["sequence_plan"]
-    assert [(p["type"], p["enable_cfg"], p["loss"]) for p in plan] == [("vae_image", 0, 1), ("vae_image", 1, 0),
-                                                                      ("vit_image", 1, 0)]
+    assert [(p["type"], p["enable_cfg"], p["loss"]) for p in plan] == [
+        ("vae_image", 0, 1),
+        ("vae_image", 1, 0),
+        ("vit_image", 1, 0),
+    ]
     vae1, vae2, vit = data["image_tensor_list"]
     assert vae1 is not vae2 and torch.equal(vae1, vae2)
     assert torch.equal(vae1, b.transform(img)) and torch.equal(vit, b.vit_transform(img))
-    expect = 2 * (vae1.shape[1] * vae1.shape[2] // 16 ** 2) + vit.shape[1] * vit.shape[2] // 14 ** 2
+    expect = 2 * (vae1.shape[1] * vae1.shape[2] // 16**2) + vit.shape[1] * vit.shape[2] // 14**2
     assert data["num_tokens"] == expect
     with pytest.raises(ValueError):
         b._add_image(b._init_data(), img, False, False, False)
@@ -89,8 +106,10 @@ def test_add_video_frames(need_loss):
 
 def edit_row(n_images, phrasings=2):
     colors = [(i * 50 % 256, 100, 200 - i * 30) for i in range(n_images)]
-    return {"image_list": [png(64 + 16 * i, 48, c) for i, c in enumerate(colors)],
-            "instruction_list": [[f"edit{i}-v{j}" for j in range(phrasings)] for i in range(n_images - 1)]}
+    return {
+        "image_list": [png(64 + 16 * i, 48, c) for i, c in enumerate(colors)],
+        "instruction_list": [[f"edit{i}-v{j}" for j in range(phrasings)] for i in range(n_images - 1)],
+    }
 
 
 def bare_edit():
@@ -124,7 +143,9 @@ def mirror(n, instructions, seed):
         for i in range(start + 1, end + 1):
             texts.append(r.choice(instructions[i - 1]))
             items.append(("text", 1, 0))
-            items += [("vae_image", 0, 1)] if i == end else [("vae_image", 0, 1), ("vae_image", 1, 0), ("vit_image", 1, 0)]
+            items += (
+                [("vae_image", 0, 1)] if i == end else [("vae_image", 0, 1), ("vae_image", 1, 0), ("vit_image", 1, 0)]
+            )
     return items, texts, r.random()
 
 
@@ -137,7 +158,11 @@ def test_two_images_hand_worked():
     phrase = r.choice(row["instruction_list"][0])
     assert next_draw == r.random()
     assert [(p["type"], p["enable_cfg"], p["loss"]) for p in data["sequence_plan"]] == [
-        ("vae_image", 1, 0), ("vit_image", 1, 0), ("text", 1, 0), ("vae_image", 0, 1)]
+        ("vae_image", 1, 0),
+        ("vit_image", 1, 0),
+        ("text", 1, 0),
+        ("vae_image", 0, 1),
+    ]
     assert data["text_ids_list"] == [list(phrase.encode())]
 
 
@@ -202,8 +227,15 @@ def test_bad_rows_fail_after_the_same_draws():
 
 
 def test_edit_stream_drops_planted_bad_rows_and_keeps_order(tmp_path):
-    summary = write_synthetic_dataset(str(tmp_path / "edit"), num_files=2, row_groups_per_file=2, rows_per_group=6,
-                                      seed=3, corrupt_fraction=0.25, max_side=96)
+    summary = write_synthetic_dataset(
+        str(tmp_path / "edit"),
+        num_files=2,
+        row_groups_per_file=2,
+        rows_per_group=6,
+        seed=3,
+        corrupt_fraction=0.25,
+        max_side=96,
+    )
     ds = edit_dataset(tmp_path / "edit")
     random.seed(0)
     it = iter(ds)
@@ -222,15 +254,24 @@ def test_edit_stream_drops_planted_bad_rows_and_keeps_order(tmp_path):
     assert ds.drops.counts["bad_row"] == len(dropped)
     for s in samples:
         assert s["num_tokens"] > 0 and len(s["image_tensor_list"]) == sum(
-            p["type"] != "text" for p in s["sequence_plan"])
+            p["type"] != "text" for p in s["sequence_plan"]
+        )
 
 
 def test_t2i_stream_units_are_files(tmp_path):
-    summary = write_synthetic_dataset(str(tmp_path / "t2i"), schema="t2i_pretrain", num_files=2,
-                                      row_groups_per_file=2, rows_per_group=4, seed=1, corrupt_fraction=0.2,
-                                      max_side=96)
-    ds = T2IIterableDataset("t2i_pretrain", ImageTransform(**VAE), ByteTokenizer(), [str(tmp_path / "t2i")], [2],
-                            num_workers=0)
+    summary = write_synthetic_dataset(
+        str(tmp_path / "t2i"),
+        schema="t2i_pretrain",
+        num_files=2,
+        row_groups_per_file=2,
+        rows_per_group=4,
+        seed=1,
+        corrupt_fraction=0.2,
+        max_side=96,
+    )
+    ds = T2IIterableDataset(
+        "t2i_pretrain", ImageTransform(**VAE), ByteTokenizer(), [str(tmp_path / "t2i")], [2], num_workers=0
+    )
     assert all(isinstance(u, str) for u in ds.data_paths)
     random.seed(0)
     it = iter(ds)
@@ -243,10 +284,18 @@ def test_t2i_stream_units_are_files(tmp_path):
     s = samples[0]
     assert [p["type"] for p in s["sequence_plan"]] == ["text", "vae_image"]
     assert s["sequence_plan"][0]["enable_cfg"] == 1 and s["sequence_plan"][1]["loss"] == 1
+
     # resume at [file, rg, row] continues at row + 1 of that row group, crossing row groups and files
     def fresh(status=None):
-        return T2IIterableDataset("t2i_pretrain", ImageTransform(**VAE), ByteTokenizer(), [str(tmp_path / "t2i")],
-                                  [2], num_workers=0, data_status=status)
+        return T2IIterableDataset(
+            "t2i_pretrain",
+            ImageTransform(**VAE),
+            ByteTokenizer(),
+            [str(tmp_path / "t2i")],
+            [2],
+            num_workers=0,
+            data_status=status,
+        )
 
     def key(sample):
         return sample["data_indexes"]["data_indexes"], sample["text_ids_list"]

@@ -18,6 +18,7 @@ import requests
 import s3fs
 from botocore.config import Config
 from botocore.exceptions import ClientError
+
 from editstream.testing.s3server import LocalS3Server
 from faultproxy import FAULT_KINDS, FaultPlan, FaultProxy
 
@@ -192,7 +193,7 @@ def test_passthrough_is_byte_exact(objects: dict, every: int | None) -> None:
             assert f.read() == big
 
         assert proxy.total_faults == 0
-        assert proxy.faults_injected == {kind: 0 for kind in FAULT_KINDS}
+        assert proxy.faults_injected == dict.fromkeys(FAULT_KINDS, 0)
         assert proxy.events == []
         assert proxy.requests_seen >= 15
 

@@ -16,11 +16,11 @@ import fsspec
 import pytest
 import torch
 
-from editstream import ByteTokenizer, ImageTransform, UnifiedEditIterableDataset
-from editstream.loader.drops import FailureBudgetExceeded
-from editstream.io.retry import RetryPolicy
-from editstream.format.tarreader import iter_members
 from data_helpers import VAE, VIT, synth_and_convert
+from editstream import ByteTokenizer, ImageTransform, UnifiedEditIterableDataset
+from editstream.format.tarreader import iter_members
+from editstream.io.retry import RetryPolicy
+from editstream.loader.drops import FailureBudgetExceeded
 from faultproxy import FaultPlan, FaultProxy
 
 FAST_RETRY = RetryPolicy(max_attempts=8, initial_backoff=0.01, max_backoff=0.05)
@@ -28,14 +28,30 @@ FAST_RETRY = RetryPolicy(max_attempts=8, initial_backoff=0.01, max_backoff=0.05)
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
-    return synth_and_convert(tmp_path_factory.mktemp("faults"), num_files=2, row_groups_per_file=2,
-                             rows_per_group=6, seed=4, corrupt_fraction=0.1, max_side=160)
+    return synth_and_convert(
+        tmp_path_factory.mktemp("faults"),
+        num_files=2,
+        row_groups_per_file=2,
+        rows_per_group=6,
+        seed=4,
+        corrupt_fraction=0.1,
+        max_side=160,
+    )
 
 
 def edit(root, backend="webdataset", **kw):
     kw.setdefault("num_workers", 0)
-    return UnifiedEditIterableDataset("unified_edit", ImageTransform(**VAE), ByteTokenizer(), ImageTransform(**VIT),
-                                      [str(root)], [2], None, backend=backend, **kw)
+    return UnifiedEditIterableDataset(
+        "unified_edit",
+        ImageTransform(**VAE),
+        ByteTokenizer(),
+        ImageTransform(**VIT),
+        [str(root)],
+        [2],
+        None,
+        backend=backend,
+        **kw,
+    )
 
 
 def take(ds, n, seed=0):
@@ -47,8 +63,14 @@ def take(ds, n, seed=0):
 def fingerprint(samples):
     out = []
     for s in samples:
-        out.append((tuple(s["data_indexes"]["data_indexes"]), json.dumps(s["sequence_plan"]),
-                    json.dumps(s["text_ids_list"]), [t.numpy().tobytes() for t in s["image_tensor_list"]]))
+        out.append(
+            (
+                tuple(s["data_indexes"]["data_indexes"]),
+                json.dumps(s["sequence_plan"]),
+                json.dumps(s["text_ids_list"]),
+                [t.numpy().tobytes() for t in s["image_tensor_list"]],
+            )
+        )
     return out
 
 
@@ -57,11 +79,16 @@ def test_stream_through_faulty_proxy_equals_fault_free(data, s3_bucket):
     fs = fsspec.filesystem("s3", **so)
     fs.put(str(data / "wds") + "/", f"{s3_bucket.name}/wds/", recursive=True)
     want = fingerprint(take(edit(data / "pq", "parquet"), 40))
-    plan = FaultPlan(every=3, kinds=("reset_mid_body", "http_503", "http_500", "stall"), min_body=1024,
-                     stall_seconds=3.0)
+    plan = FaultPlan(
+        every=3, kinds=("reset_mid_body", "http_503", "http_500", "stall"), min_body=1024, stall_seconds=3.0
+    )
     with FaultProxy(s3_bucket.endpoint, faults=plan) as proxy:
-        faulty = {"endpoint_url": proxy.url, "key": so["key"], "secret": so["secret"],
-                  "config_kwargs": {"read_timeout": 1, "connect_timeout": 2}}
+        faulty = {
+            "endpoint_url": proxy.url,
+            "key": so["key"],
+            "secret": so["secret"],
+            "config_kwargs": {"read_timeout": 1, "connect_timeout": 2},
+        }
         ds = edit(f"{s3_bucket.url}/wds", storage_options=faulty, retry=FAST_RETRY, block_size=32 << 10)
         got = fingerprint(take(ds, 40))
         injected = dict(proxy.faults_injected)
@@ -98,18 +125,18 @@ def _damage(root, shard_path, how):
         members = list(iter_members(f))
     target = members[len(members) // 2]  # a member in the middle of the shard
     if how == "truncate":
-        del raw[target.data_offset + 10:]
+        del raw[target.data_offset + 10 :]
     elif how == "bad_header":
         raw[target.offset + 3] ^= 0xFF
     elif how == "missing_member":
         # rename the sample's JSON member so the sample lacks it; keep the header checksum valid
         json_member = next(m for m in members if m.name.endswith(".json") and m.offset >= target.offset)
         hdr = json_member.offset
-        name = bytes(raw[hdr:hdr + 100]).split(b"\0", 1)[0]
-        raw[hdr:hdr + len(name)] = name[:-4] + b"jsox"
-        raw[hdr + 148:hdr + 156] = b"        "
-        checksum = sum(raw[hdr:hdr + 512])
-        raw[hdr + 148:hdr + 156] = b"%06o\0 " % checksum
+        name = bytes(raw[hdr : hdr + 100]).split(b"\0", 1)[0]
+        raw[hdr : hdr + len(name)] = name[:-4] + b"jsox"
+        raw[hdr + 148 : hdr + 156] = b"        "
+        checksum = sum(raw[hdr : hdr + 512])
+        raw[hdr + 148 : hdr + 156] = b"%06o\0 " % checksum
         return_key = name.decode().rsplit(".", 1)[0]
         path.write_bytes(bytes(raw))
         return return_key
@@ -117,8 +144,9 @@ def _damage(root, shard_path, how):
     return target.name
 
 
-@pytest.mark.parametrize("how,reason", [("truncate", "unreadable_unit"), ("bad_header", "unreadable_unit"),
-                                        ("missing_member", "bad_sample")])
+@pytest.mark.parametrize(
+    "how,reason", [("truncate", "unreadable_unit"), ("bad_header", "unreadable_unit"), ("missing_member", "bad_sample")]
+)
 def test_corrupt_shard_is_dropped_and_counted_and_the_stream_goes_on(data, tmp_path, how, reason):
     root = tmp_path / "wds"
     shutil.copytree(data / "wds", root)
@@ -160,7 +188,7 @@ def test_manifest_that_does_not_match_the_shard(data, tmp_path):
     values = struct.unpack(f"<{idx.stat().st_size // 8}Q", idx.read_bytes())
     idx.write_bytes(struct.pack(f"<{len(values) - 1}Q", *values[1:]))  # one offset short
     resumed = edit(root)
-    unit = (f'{manifest["source_root"]}/{manifest["shards"][2]["source_file"]}', manifest["shards"][2]["row_group"])
+    unit = (f"{manifest['source_root']}/{manifest['shards'][2]['source_file']}", manifest["shards"][2]["row_group"])
     resumed.load_state_dict({"data_status": [[resumed.data_paths_per_rank.index(unit), 0]]})
     take(resumed, 5)
     assert any("offsets for" in d.error for d in resumed.drops.recent)
@@ -171,8 +199,7 @@ def test_s3_with_two_dataloader_workers_after_fork(data, s3_bucket):
     so = s3_bucket.storage_options
     fsspec.filesystem("s3", **so).put(str(data / "wds") + "/", f"{s3_bucket.name}/wds/", recursive=True)
     ds = edit(f"{s3_bucket.url}/wds", storage_options=so, num_workers=2)  # listing used s3fs in the parent
-    loader = torch.utils.data.DataLoader(ds, batch_size=None, num_workers=2,
-                                         multiprocessing_context="fork")
+    loader = torch.utils.data.DataLoader(ds, batch_size=None, num_workers=2, multiprocessing_context="fork")
     seen = []
     for s in loader:
         seen.append((s["data_indexes"]["worker_id"], tuple(s["data_indexes"]["data_indexes"])))

@@ -27,8 +27,15 @@ class RowIds(ParquetStandardIterableDataset):
 @pytest.fixture(scope="module")
 def src(tmp_path_factory):
     root = tmp_path_factory.mktemp("layouts")
-    summary = write_synthetic_dataset(str(root / "pq"), num_files=3, row_groups_per_file=2, rows_per_group=5,
-                                      seed=2, corrupt_fraction=0.2, max_side=64)
+    summary = write_synthetic_dataset(
+        str(root / "pq"),
+        num_files=3,
+        row_groups_per_file=2,
+        rows_per_group=5,
+        seed=2,
+        corrupt_fraction=0.2,
+        max_side=64,
+    )
     return root, summary
 
 
@@ -40,8 +47,7 @@ def ids(ds, n, seed=0):
 
 def test_size_layout_yields_every_row_once_per_pass(src, tmp_path):
     root, summary = src
-    convert(str(root / "pq"), str(tmp_path / "size"), layout="size", samples_per_shard=4, workers=1,
-            progress=False)
+    convert(str(root / "pq"), str(tmp_path / "size"), layout="size", samples_per_shard=4, workers=1, progress=False)
     ds = RowIds("rows", None, None, None, [str(tmp_path / "size")], [8], num_workers=0, backend="webdataset")
     shards = len(ds.data_paths)
     assert shards == -(-summary["num_rows"] // 4)  # ceil(30 / 4) shards, each its own unit
@@ -64,14 +70,25 @@ def test_drop_bad_rows_keeps_row_numbers_and_resumes_by_seek(src, tmp_path):
     a = {s["rid"]: s["data_indexes"]["data_indexes"] for s in ids(wds, good)}
     b = {s["rid"]: s["data_indexes"]["data_indexes"] for s in ids(pq, summary["num_rows"])}
     assert a.items() <= b.items()  # same row -> same [unit, row] position on both backends
-    reference = [s["rid"] for s in ids(RowIds("rows", None, None, None, [str(out)], [3], num_workers=0,
-                                              backend="webdataset"), good + 5)]
+    reference = [
+        s["rid"]
+        for s in ids(RowIds("rows", None, None, None, [str(out)], [3], num_workers=0, backend="webdataset"), good + 5)
+    ]
     for n in (2, 4, 7, 11):
         random.seed(0)
         first = RowIds("rows", None, None, None, [str(out)], [3], num_workers=0, backend="webdataset")
         it = iter(first)
         head = [next(it)["rid"] for _ in range(n)]
-        resumed = RowIds("rows", None, None, None, [str(out)], [3], num_workers=0, backend="webdataset",
-                         data_status=first.state_dict()["data_status"])
+        resumed = RowIds(
+            "rows",
+            None,
+            None,
+            None,
+            [str(out)],
+            [3],
+            num_workers=0,
+            backend="webdataset",
+            data_status=first.state_dict()["data_status"],
+        )
         it2 = iter(resumed)
         assert head + [next(it2)["rid"] for _ in range(good + 5 - n)] == reference

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 import torch
 
-from editstream.packing.config import BagelDatasetConfig, DataConfig
 from editstream import PackedDataset, collate_fn, make_bagel_multimodal_dataset
+from editstream.packing.config import BagelDatasetConfig, DataConfig
 from editstream.packing.sequence import patchify, prepare_attention_mask_per_sample
 from resume_check import assert_batches_equal, preserved_global_rng, take
 
@@ -23,18 +23,36 @@ NEG = float("-inf")
 
 # --------------------------------------------------------------------------- toy datasets
 def text_item(loss=0, cfg=0, special_loss=0, label=None, **extra):
-    return {"type": "text", "enable_cfg": cfg, "loss": loss, "special_token_loss": special_loss,
-            "special_token_label": label, **extra}
+    return {
+        "type": "text",
+        "enable_cfg": cfg,
+        "loss": loss,
+        "special_token_loss": special_loss,
+        "special_token_label": label,
+        **extra,
+    }
 
 
 def vit_item(cfg=0, **extra):
-    return {"type": "vit_image", "enable_cfg": cfg, "loss": 0, "special_token_loss": 0,
-            "special_token_label": None, **extra}
+    return {
+        "type": "vit_image",
+        "enable_cfg": cfg,
+        "loss": 0,
+        "special_token_loss": 0,
+        "special_token_label": None,
+        **extra,
+    }
 
 
 def vae_item(loss=0, cfg=0, **extra):
-    return {"type": "vae_image", "enable_cfg": cfg, "loss": loss, "special_token_loss": 0,
-            "special_token_label": None, **extra}
+    return {
+        "type": "vae_image",
+        "enable_cfg": cfg,
+        "loss": loss,
+        "special_token_loss": 0,
+        "special_token_label": None,
+        **extra,
+    }
 
 
 def make_sample(plan, texts=(), images=(), num_tokens=None, index=0, name="hand"):
@@ -58,8 +76,20 @@ class ToyDataset(torch.utils.data.IterableDataset):
     ``parse_row``. ``data_status[worker] = pos`` resumes at position ``pos + 1``.
     """
 
-    def __init__(self, dataset_name, tokenizer, local_rank, world_size, num_workers, data_status=None,
-                 data_dir_list=(), kind="sized", sizes=(4,), length=None, **extra):
+    def __init__(
+        self,
+        dataset_name,
+        tokenizer,
+        local_rank,
+        world_size,
+        num_workers,
+        data_status=None,
+        data_dir_list=(),
+        kind="sized",
+        sizes=(4,),
+        length=None,
+        **extra,
+    ):
         self.dataset_name = dataset_name
         self.tokenizer = tokenizer
         self.local_rank = local_rank
@@ -127,14 +157,18 @@ def toy_info(*groups, names=("d0",)):
     return {g: {n: {"data_dir": f"/data/{g}/{n}"} for n in names} for g in groups}
 
 
-def make_packer(groups=None, *, probs=(0.0, 0.0, 0.0), world_size=1, local_rank=0, num_workers=0,
-                epoch=None, **kwargs):
+def make_packer(groups=None, *, probs=(0.0, 0.0, 0.0), world_size=1, local_rank=0, num_workers=0, epoch=None, **kwargs):
     """A PackedDataset over toy groups with 2x2 ViT patches and a 2x downsampling VAE."""
     groups = groups or {"toy": {"dataset_names": ["d0"], "weight": 1.0, "kind": "sized", "sizes": [4]}}
     config = BagelDatasetConfig(
-        groups, text_cond_dropout_prob=probs[0], vit_cond_dropout_prob=probs[1],
-        vae_cond_dropout_prob=probs[2], vit_patch_size=2, vae_image_downsample=2,
-        max_num_patch_per_side=4, max_latent_size=4,
+        groups,
+        text_cond_dropout_prob=probs[0],
+        vit_cond_dropout_prob=probs[1],
+        vae_cond_dropout_prob=probs[2],
+        vit_patch_size=2,
+        vae_image_downsample=2,
+        max_num_patch_per_side=4,
+        max_latent_size=4,
     )
     kwargs.setdefault("dataset_info", toy_info(*groups))
     kwargs.setdefault("registry", REGISTRY)
@@ -194,8 +228,9 @@ def test_pack_text_vit_and_vae_with_loss():
 
 def test_pack_flex_records_split_lens_and_modes_instead_of_masks():
     packer = make_packer(use_flex=True)
-    sample = make_sample([text_item(loss=1), vit_item(), vae_item(loss=1)], [[1, 2]],
-                         [torch.rand(3, 2, 4), torch.rand(3, 4, 2)])
+    sample = make_sample(
+        [text_item(loss=1), vit_item(), vae_item(loss=1)], [[1, 2]], [torch.rand(3, 2, 4), torch.rand(3, 4, 2)]
+    )
     status = pack(packer, sample)
     assert status.split_lens == [4, 4, 4]
     assert status.attn_modes == ["causal", "full", "noise"]
@@ -312,8 +347,11 @@ def test_cfg_dropout_probability_zero_keeps_everything_but_still_draws():
 def test_to_tensor_flex_pads_to_max_num_tokens():
     packer = make_packer(use_flex=True, max_num_tokens=40)
     small, large = torch.rand(3, 2, 2), torch.rand(3, 4, 2)
-    status = pack(packer, make_sample([text_item(loss=1), vae_item(loss=1)], [[1, 2]], [small]),
-                  make_sample([vae_item(loss=0)], [], [large]))
+    status = pack(
+        packer,
+        make_sample([text_item(loss=1), vae_item(loss=1)], [[1, 2]], [small]),
+        make_sample([vae_item(loss=0)], [], [large]),
+    )
     batch = packer.to_tensor(status)
     assert batch["sequence_length"] == 7 + 4
     assert batch["sample_lens"] == [7, 4, 40 - 11]
@@ -364,8 +402,13 @@ def sized_groups(sizes, **extra):
 
 def test_buffer_oversize_skip_and_dropped_on_flush():
     packer = make_packer(
-        sized_groups([5, 6, 9, 4, 3, 6, 2, 7, 5, 4, 4, 4]), epoch=1, expected_num_tokens=10,
-        max_num_tokens=12, max_num_tokens_per_sample=8, prefer_buffer_before=4, max_buffer_size=1,
+        sized_groups([5, 6, 9, 4, 3, 6, 2, 7, 5, 4, 4, 4]),
+        epoch=1,
+        expected_num_tokens=10,
+        max_num_tokens=12,
+        max_num_tokens_per_sample=8,
+        prefer_buffer_before=4,
+        max_buffer_size=1,
     )
     with preserved_global_rng():
         batches = take(iter(packer), 4)
@@ -378,8 +421,15 @@ def test_buffer_oversize_skip_and_dropped_on_flush():
 
 
 def test_a_buffered_sample_that_does_not_fit_flushes_and_is_lost():
-    packer = make_packer(sized_groups([3, 10, 10, 2]), epoch=1, expected_num_tokens=12, max_num_tokens=12,
-                         max_num_tokens_per_sample=12, prefer_buffer_before=6, max_buffer_size=1)
+    packer = make_packer(
+        sized_groups([3, 10, 10, 2]),
+        epoch=1,
+        expected_num_tokens=12,
+        max_num_tokens=12,
+        max_num_tokens_per_sample=12,
+        prefer_buffer_before=6,
+        max_buffer_size=1,
+    )
     with preserved_global_rng():
         batches = take(iter(packer), 2)
     assert [[p for _, p in names_and_positions(b)] for b in batches] == [[0], [2, 3]]
@@ -390,8 +440,15 @@ def test_mandatory_group_opens_every_sequence_and_needs_strictly_fewer_tokens():
         "toy": {"dataset_names": ["d0"], "weight": 0.0, "is_mandatory": True, "kind": "sized", "sizes": [8, 3]},
         "toy_b": {"dataset_names": ["d0"], "weight": 1.0, "kind": "sized", "sizes": [4]},
     }
-    packer = make_packer(groups, epoch=1, expected_num_tokens=10, max_num_tokens=12,
-                         max_num_tokens_per_sample=8, prefer_buffer_before=0, max_buffer_size=0)
+    packer = make_packer(
+        groups,
+        epoch=1,
+        expected_num_tokens=10,
+        max_num_tokens=12,
+        max_num_tokens_per_sample=8,
+        prefer_buffer_before=0,
+        max_buffer_size=0,
+    )
     with preserved_global_rng():
         batches = take(iter(packer), 3)
     # mandatory rows of exactly max_num_tokens_per_sample (even rows) are skipped
@@ -403,8 +460,9 @@ def test_mandatory_group_opens_every_sequence_and_needs_strictly_fewer_tokens():
 
 
 def test_a_regular_sample_of_exactly_the_sample_limit_is_kept():
-    packer = make_packer(sized_groups([8, 4]), epoch=1, expected_num_tokens=8, max_num_tokens=8,
-                         max_num_tokens_per_sample=8)
+    packer = make_packer(
+        sized_groups([8, 4]), epoch=1, expected_num_tokens=8, max_num_tokens=8, max_num_tokens_per_sample=8
+    )
     with preserved_global_rng():
         batch = next(iter(packer))
     assert names_and_positions(batch) == [("toy", 0)] and batch["sample_lens"] == [8]
@@ -434,8 +492,16 @@ def mixed_groups():
 
 def make_mixed(**kwargs):
     kwargs.setdefault("epoch", 9)
-    return make_packer(mixed_groups(), probs=(0.3, 0.4, 0.2), expected_num_tokens=40, max_num_tokens=56,
-                       max_num_tokens_per_sample=36, prefer_buffer_before=20, max_buffer_size=3, **kwargs)
+    return make_packer(
+        mixed_groups(),
+        probs=(0.3, 0.4, 0.2),
+        expected_num_tokens=40,
+        max_num_tokens=56,
+        max_num_tokens_per_sample=36,
+        prefer_buffer_before=20,
+        max_buffer_size=3,
+        **kwargs,
+    )
 
 
 def test_same_seed_same_stream_and_rank_changes_it():
@@ -524,14 +590,21 @@ def test_build_passes_dataset_info_and_leaves_the_config_untouched(tmp_path):
     info_a.write_text(json.dumps({"/data/a/0.parquet": {"num_row_groups": 2}}))
     info_b.write_text(json.dumps({"/data/b/0.parquet": {"num_row_groups": 3}}))
     groups = {
-        "toy": {"dataset_names": ["a", "b"], "weight": 2.0, "is_mandatory": True, "num_used_data": [5, 6],
-                "resume_data_status": False},
+        "toy": {
+            "dataset_names": ["a", "b"],
+            "weight": 2.0,
+            "is_mandatory": True,
+            "num_used_data": [5, 6],
+            "resume_data_status": False,
+        },
         "toy_b": {"dataset_names": ["a"], "weight": 1.0},
     }
     original = copy.deepcopy(groups)
     dataset_info = {
-        "toy": {"a": {"data_dir": "/data/a", "parquet_info_path": str(info_a), "backend": "webdataset"},
-                "b": {"data_dir": "/data/b", "parquet_info_path": str(info_b), "backend": "webdataset"}},
+        "toy": {
+            "a": {"data_dir": "/data/a", "parquet_info_path": str(info_a), "backend": "webdataset"},
+            "b": {"data_dir": "/data/b", "parquet_info_path": str(info_b), "backend": "webdataset"},
+        },
         "toy_b": {"a": {"data_dir": "/data/c", "storage_options": {"anon": True}}},
     }
     status = {"toy": [3], "toy_b": [4]}
@@ -541,7 +614,8 @@ def test_build_passes_dataset_info_and_leaves_the_config_untouched(tmp_path):
     assert packer.is_mandatory == [True, False] and packer.grouped_weights == [2.0, 1.0]
     assert toy.data_dir_list == ["/data/a", "/data/b"] and toy_b.data_dir_list == ["/data/c"]
     assert toy.extra == {
-        "num_used_data": [5, 6], "backend": "webdataset",
+        "num_used_data": [5, 6],
+        "backend": "webdataset",
         "parquet_info": {"/data/a/0.parquet": {"num_row_groups": 2}, "/data/b/0.parquet": {"num_row_groups": 3}},
     }
     assert toy_b.extra == {"storage_options": {"anon": True}}
@@ -580,10 +654,18 @@ def test_entries_that_disagree_on_backend_are_rejected():
         ({"toy": {"dataset_names": ["d0"], "weight": 1.0}}, {"toy": {"d0": {}}}, ValueError, "no data_dir"),
         ({"toy": {"dataset_names": ["d0"], "weight": -1}}, None, ValueError, "'toy': weight"),
         ({"toy": {"dataset_names": ["d0"], "weight": 0.0}}, None, ValueError, "sum to more than 0"),
-        ({"toy": {"dataset_names": ["d0"], "weight": 1.0, "frame_sampler_args": {}}}, None, ValueError,
-         "frame_sampler_args"),
-        ({"nope": {"dataset_names": ["d0"], "weight": 1.0}}, toy_info("nope"), ValueError,
-         "no dataset class registered for group 'nope'"),
+        (
+            {"toy": {"dataset_names": ["d0"], "weight": 1.0, "frame_sampler_args": {}}},
+            None,
+            ValueError,
+            "frame_sampler_args",
+        ),
+        (
+            {"nope": {"dataset_names": ["d0"], "weight": 1.0}},
+            toy_info("nope"),
+            ValueError,
+            "no dataset class registered for group 'nope'",
+        ),
         ({"toy": {"dataset_names": ["d0"], "weight": 1.0, "bogus": 1}}, None, TypeError, "'toy'.*bogus"),
     ],
 )
@@ -591,8 +673,9 @@ def test_bad_group_configs_fail_clearly(groups, info, error, match):
     registry = dict(REGISTRY)
 
     class Strict(ToyDataset):
-        def __init__(self, dataset_name, tokenizer, local_rank, world_size, num_workers, data_status=None,
-                     data_dir_list=()):
+        def __init__(
+            self, dataset_name, tokenizer, local_rank, world_size, num_workers, data_status=None, data_dir_list=()
+        ):
             super().__init__(dataset_name, tokenizer, local_rank, world_size, num_workers, data_status, data_dir_list)
 
     registry["toy"] = Strict
@@ -613,9 +696,14 @@ def test_parquet_info_path_errors_name_the_dataset(tmp_path):
 
 def test_image_transform_args_become_transforms():
     transforms = pytest.importorskip("editstream.loader.transforms")
-    groups = {"toy": {"dataset_names": ["d0"], "weight": 1.0,
-                      "image_transform_args": {"image_stride": 16, "max_image_size": 64, "min_image_size": 32},
-                      "vit_image_transform_args": {"image_stride": 14, "max_image_size": 56, "min_image_size": 28}}}
+    groups = {
+        "toy": {
+            "dataset_names": ["d0"],
+            "weight": 1.0,
+            "image_transform_args": {"image_stride": 16, "max_image_size": 64, "min_image_size": 32},
+            "vit_image_transform_args": {"image_stride": 14, "max_image_size": 56, "min_image_size": 28},
+        }
+    }
     dataset = make_packer(groups).grouped_datasets[0]
     assert isinstance(dataset.extra["transform"], transforms.ImageTransform)
     assert dataset.extra["transform"].stride == 16 and dataset.extra["vit_transform"].stride == 14
@@ -644,17 +732,34 @@ def test_constructor_validation(kwargs, match):
 def test_special_tokens_are_required():
     config = BagelDatasetConfig({"toy": {"dataset_names": ["d0"], "weight": 1.0}})
     with pytest.raises(ValueError, match="end_of_image"):
-        PackedDataset(config, None, {k: v for k, v in SPECIAL.items() if k != "end_of_image"}, 0, 1, 0,
-                      dataset_info=toy_info("toy"), registry=REGISTRY)
+        PackedDataset(
+            config,
+            None,
+            {k: v for k, v in SPECIAL.items() if k != "end_of_image"},
+            0,
+            1,
+            0,
+            dataset_info=toy_info("toy"),
+            registry=REGISTRY,
+        )
 
 
 # --------------------------------------------------------------------------- config, collate, factory
 def test_config_defaults_and_positional_groups():
     config = DataConfig({"toy": {}})
     assert DataConfig is BagelDatasetConfig
-    assert (config.text_cond_dropout_prob, config.vit_cond_dropout_prob, config.vae_cond_dropout_prob) == (0.1, 0.4, 0.1)
-    assert (config.vae_image_downsample, config.max_latent_size, config.vit_patch_size,
-            config.max_num_patch_per_side, config.data_seed) == (16, 32, 14, 70, 42)
+    assert (config.text_cond_dropout_prob, config.vit_cond_dropout_prob, config.vae_cond_dropout_prob) == (
+        0.1,
+        0.4,
+        0.1,
+    )
+    assert (
+        config.vae_image_downsample,
+        config.max_latent_size,
+        config.vit_patch_size,
+        config.max_num_patch_per_side,
+        config.data_seed,
+    ) == (16, 32, 14, 70, 42)
     with pytest.raises(TypeError):
         BagelDatasetConfig({"toy": {}}, 0.2)  # everything but grouped_datasets is keyword-only
 
@@ -700,11 +805,25 @@ def test_dataloader_with_collate_fn_yields_the_packer_batches():
 def test_factory_builds_the_same_packer():
     groups = mixed_groups()
     packer = make_bagel_multimodal_dataset(
-        tokenizer=None, special_tokens=SPECIAL, grouped_datasets=groups, num_workers=0,
-        expected_num_tokens=40, max_num_tokens=56, max_num_tokens_per_sample=36, prefer_buffer_before=20,
-        max_buffer_size=3, text_cond_dropout_prob=0.3, vit_cond_dropout_prob=0.4, vae_cond_dropout_prob=0.2,
-        vae_image_downsample=2, max_latent_size=4, vit_patch_size=2, max_num_patch_per_side=4, data_seed=9,
-        dataset_info=toy_info(*groups), registry=REGISTRY,
+        tokenizer=None,
+        special_tokens=SPECIAL,
+        grouped_datasets=groups,
+        num_workers=0,
+        expected_num_tokens=40,
+        max_num_tokens=56,
+        max_num_tokens_per_sample=36,
+        prefer_buffer_before=20,
+        max_buffer_size=3,
+        text_cond_dropout_prob=0.3,
+        vit_cond_dropout_prob=0.4,
+        vae_cond_dropout_prob=0.2,
+        vae_image_downsample=2,
+        max_latent_size=4,
+        vit_patch_size=2,
+        max_num_patch_per_side=4,
+        data_seed=9,
+        dataset_info=toy_info(*groups),
+        registry=REGISTRY,
     )
     assert packer.data_config.data_seed == 9
     packer.set_epoch(packer.data_config.data_seed)

@@ -51,9 +51,19 @@ def test_resume_with_a_mandatory_group_and_workers_in_the_layout():
     groups["toy_c"] = {"dataset_names": ["d0"], "weight": 0.5, "is_mandatory": True, "kind": "mixed"}
 
     def make():
-        return make_packer(groups, probs=(0.3, 0.4, 0.2), epoch=3, world_size=2, local_rank=1, num_workers=3,
-                           expected_num_tokens=30, max_num_tokens=40, max_num_tokens_per_sample=36,
-                           prefer_buffer_before=10, max_buffer_size=2)
+        return make_packer(
+            groups,
+            probs=(0.3, 0.4, 0.2),
+            epoch=3,
+            world_size=2,
+            local_rank=1,
+            num_workers=3,
+            expected_num_tokens=30,
+            max_num_tokens=40,
+            max_num_tokens_per_sample=36,
+            prefer_buffer_before=10,
+            max_buffer_size=2,
+        )
 
     assert_resumes_identically(make, 3, 4)
 

@@ -13,38 +13,73 @@ import fsspec
 import pytest
 import torch
 
+from data_helpers import VAE, VIT, synth_and_convert
+from data_helpers import first as first_items  # the loop below names a variable `first`
 from editstream import ByteTokenizer, ImageTransform, T2IIterableDataset, UnifiedEditIterableDataset
 from editstream.conversion import convert
 from editstream.testing.synth import write_synthetic_dataset
 
-from data_helpers import VAE, VIT, synth_and_convert
-from data_helpers import first as first_items  # the loop below names a variable `first`
-
 
 @pytest.fixture(scope="module")
 def edit_data(tmp_path_factory):
-    return synth_and_convert(tmp_path_factory.mktemp("edit"), num_files=3, row_groups_per_file=2,
-                             rows_per_group=5, seed=11, corrupt_fraction=0.2, max_side=96)
+    return synth_and_convert(
+        tmp_path_factory.mktemp("edit"),
+        num_files=3,
+        row_groups_per_file=2,
+        rows_per_group=5,
+        seed=11,
+        corrupt_fraction=0.2,
+        max_side=96,
+    )
 
 
 @pytest.fixture(scope="module")
 def t2i_data(tmp_path_factory):
-    return synth_and_convert(tmp_path_factory.mktemp("t2i"), schema="t2i_pretrain", num_files=2,
-                             row_groups_per_file=3, rows_per_group=4, seed=5, corrupt_fraction=0.2, max_side=96)
+    return synth_and_convert(
+        tmp_path_factory.mktemp("t2i"),
+        schema="t2i_pretrain",
+        num_files=2,
+        row_groups_per_file=3,
+        rows_per_group=4,
+        seed=5,
+        corrupt_fraction=0.2,
+        max_side=96,
+    )
 
 
 def edit(root, backend, *, rank=0, world=1, workers=0, storage_options=None, status=None, num_used=3):
-    ds = UnifiedEditIterableDataset("unified_edit", ImageTransform(**VAE), ByteTokenizer(), ImageTransform(**VIT),
-                                    [root], [num_used], None, local_rank=rank, world_size=world,
-                                    num_workers=workers, data_status=status, backend=backend,
-                                    storage_options=storage_options)
+    ds = UnifiedEditIterableDataset(
+        "unified_edit",
+        ImageTransform(**VAE),
+        ByteTokenizer(),
+        ImageTransform(**VIT),
+        [root],
+        [num_used],
+        None,
+        local_rank=rank,
+        world_size=world,
+        num_workers=workers,
+        data_status=status,
+        backend=backend,
+        storage_options=storage_options,
+    )
     return ds
 
 
 def t2i(root, backend, *, rank=0, world=1, workers=0, storage_options=None, status=None):
-    return T2IIterableDataset("t2i_pretrain", ImageTransform(**VAE), ByteTokenizer(), [root], [2], local_rank=rank,
-                              world_size=world, num_workers=workers, data_status=status, backend=backend,
-                              storage_options=storage_options)
+    return T2IIterableDataset(
+        "t2i_pretrain",
+        ImageTransform(**VAE),
+        ByteTokenizer(),
+        [root],
+        [2],
+        local_rank=rank,
+        world_size=world,
+        num_workers=workers,
+        data_status=status,
+        backend=backend,
+        storage_options=storage_options,
+    )
 
 
 def stream(ds, n, workers=0, seed=0):
@@ -53,8 +88,9 @@ def stream(ds, n, workers=0, seed=0):
     if workers == 0:
         it = iter(ds)
         return [next(it) for _ in range(n)]
-    loader = torch.utils.data.DataLoader(ds, batch_size=None, num_workers=workers,
-                                         generator=torch.Generator().manual_seed(seed))
+    loader = torch.utils.data.DataLoader(
+        ds, batch_size=None, num_workers=workers, generator=torch.Generator().manual_seed(seed)
+    )
     return first_items(loader, n)
 
 
@@ -179,15 +215,30 @@ def test_parity_with_several_roots_named_in_another_order(tmp_path):
     """Units are named after the source parquet files, so the converted roots' own names do not
     change the order: here the roots sort the other way round from their sources."""
     for i, name in enumerate(("src1", "src2")):
-        write_synthetic_dataset(str(tmp_path / name), num_files=2, row_groups_per_file=2, rows_per_group=3,
-                                seed=30 + i, corrupt_fraction=0.1, max_side=64)
+        write_synthetic_dataset(
+            str(tmp_path / name),
+            num_files=2,
+            row_groups_per_file=2,
+            rows_per_group=3,
+            seed=30 + i,
+            corrupt_fraction=0.1,
+            max_side=64,
+        )
     convert(str(tmp_path / "src1"), str(tmp_path / "zz_out"), workers=1, progress=False)
     convert(str(tmp_path / "src2"), str(tmp_path / "aa_out"), workers=1, progress=False)
 
     def both(backend, dirs):
-        return UnifiedEditIterableDataset("unified_edit", ImageTransform(**VAE), ByteTokenizer(),
-                                          ImageTransform(**VIT), [str(tmp_path / d) for d in dirs], [2, 2], None,
-                                          num_workers=0, backend=backend)
+        return UnifiedEditIterableDataset(
+            "unified_edit",
+            ImageTransform(**VAE),
+            ByteTokenizer(),
+            ImageTransform(**VIT),
+            [str(tmp_path / d) for d in dirs],
+            [2, 2],
+            None,
+            num_workers=0,
+            backend=backend,
+        )
 
     pq_ds, wds_ds = both("parquet", ("src1", "src2")), both("webdataset", ("zz_out", "aa_out"))
     assert pq_ds.data_paths_per_rank == wds_ds.data_paths_per_rank

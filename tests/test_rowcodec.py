@@ -22,8 +22,9 @@ def image_bytes(fmt: str, mode: str = "RGB", size=(6, 4)) -> bytes:
     return buf.getvalue()
 
 
-@pytest.mark.parametrize("fmt,ext", [("JPEG", "jpg"), ("PNG", "png"), ("WEBP", "webp"), ("GIF", "gif"),
-                                     ("BMP", "bmp"), ("TIFF", "tiff")])
+@pytest.mark.parametrize(
+    "fmt,ext", [("JPEG", "jpg"), ("PNG", "png"), ("WEBP", "webp"), ("GIF", "gif"), ("BMP", "bmp"), ("TIFF", "tiff")]
+)
 def test_sniffs_real_images(fmt, ext):
     assert sniff_extension(image_bytes(fmt)) == ext
 
@@ -40,7 +41,7 @@ def full_row() -> dict:
         "instruction_list": [["make it red", "paint it red"], [], ["ünïcödé ✓"]],
         "captions": '{"a": "b"}',
         "i": 3,
-        "big": 2 ** 70,
+        "big": 2**70,
         "f": 3.0,
         "nan": float("nan"),
         "inf": [float("inf"), float("-inf"), -0.0],
@@ -98,14 +99,16 @@ def test_members_are_sorted_named_and_deterministic():
 
 
 def test_row_read_from_arrow_round_trips():
-    table = pa.table({
-        "image_list": pa.array([[b"\xff\xd8\xff1", b"x"], None], pa.list_(pa.binary())),
-        "instruction_list": pa.array([[["a"]], []], pa.list_(pa.list_(pa.string()))),
-        "score": pa.array([0.5, None], pa.float32()),
-        "n": pa.array([1, -2], pa.int8()),
-        "s": pa.array([{"a": 1, "b": b"q"}, None], pa.struct([("a", pa.int64()), ("b", pa.large_binary())])),
-        "m": pa.array([[("x", 1)], []], pa.map_(pa.string(), pa.int32())),
-    })
+    table = pa.table(
+        {
+            "image_list": pa.array([[b"\xff\xd8\xff1", b"x"], None], pa.list_(pa.binary())),
+            "instruction_list": pa.array([[["a"]], []], pa.list_(pa.list_(pa.string()))),
+            "score": pa.array([0.5, None], pa.float32()),
+            "n": pa.array([1, -2], pa.int8()),
+            "s": pa.array([{"a": 1, "b": b"q"}, None], pa.struct([("a", pa.int64()), ("b", pa.large_binary())])),
+            "m": pa.array([[("x", 1)], []], pa.map_(pa.string(), pa.int32())),
+        }
+    )
     for i, row in enumerate(table.to_pylist()):
         back = decode_sample(f"r{i}", dict(encode_members(row, f"r{i}", table.schema)))
         assert same(back, row)

@@ -64,24 +64,28 @@ def test_position_ids_interpolate_squeeze_a_larger_grid():
 def test_attention_mask_causal_noise_full():
     mask = prepare_attention_mask_per_sample([2, 1, 1], ["causal", "noise", "full"])
     # The noise token (2) sees everything before it and itself; nobody else sees it.
-    expected = _mask_from_allowed([
-        [1, 0, 0, 0],
-        [1, 1, 0, 0],
-        [1, 1, 1, 0],
-        [1, 1, 0, 1],
-    ])
+    expected = _mask_from_allowed(
+        [
+            [1, 0, 0, 0],
+            [1, 1, 0, 0],
+            [1, 1, 1, 0],
+            [1, 1, 0, 1],
+        ]
+    )
     assert mask.dtype == torch.float32
     assert torch.equal(mask, expected)
 
 
 def test_attention_mask_full_then_causal():
     mask = prepare_attention_mask_per_sample([2, 2], ["full", "causal"])
-    expected = _mask_from_allowed([
-        [1, 1, 0, 0],
-        [1, 1, 0, 0],
-        [1, 1, 1, 0],
-        [1, 1, 1, 1],
-    ])
+    expected = _mask_from_allowed(
+        [
+            [1, 1, 0, 0],
+            [1, 1, 0, 0],
+            [1, 1, 1, 0],
+            [1, 1, 1, 1],
+        ]
+    )
     assert torch.equal(mask, expected)
 
 

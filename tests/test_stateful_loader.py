@@ -10,8 +10,8 @@ import textwrap
 import pytest
 import torch
 
-
-from data_helpers import first as take, synth_and_convert
+from data_helpers import first as take
+from data_helpers import synth_and_convert
 from example_scripts import ROOT, TRAIN_LOOP, load_example
 from resume_check import assert_batches_equal
 
@@ -35,12 +35,20 @@ RESTORE_SCRIPT = textwrap.dedent("""
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
-    return synth_and_convert(tmp_path_factory.mktemp("stateful"), num_files=2, row_groups_per_file=2,
-                             rows_per_group=5, seed=21, corrupt_fraction=0.1, max_side=96)
+    return synth_and_convert(
+        tmp_path_factory.mktemp("stateful"),
+        num_files=2,
+        row_groups_per_file=2,
+        rows_per_group=5,
+        seed=21,
+        corrupt_fraction=0.1,
+        max_side=96,
+    )
 
 
-@pytest.mark.parametrize("first,second", [("parquet", "parquet"), ("webdataset", "webdataset"),
-                                          ("parquet", "webdataset")])
+@pytest.mark.parametrize(
+    "first,second", [("parquet", "parquet"), ("webdataset", "webdataset"), ("parquet", "webdataset")]
+)
 @pytest.mark.parametrize("n", [3, 8])
 def test_restore_in_fresh_process_continues_exactly(data, tmp_path, first, second, n):
     tl = load_example()
@@ -61,8 +69,21 @@ def test_restore_in_fresh_process_continues_exactly(data, tmp_path, first, secon
     out_file = tmp_path / "after.pt"
     script = tmp_path / "restore.py"
     script.write_text(RESTORE_SCRIPT)
-    proc = subprocess.run([sys.executable, str(script), str(TRAIN_LOOP), str(data / sub[second]), second,
-                           str(state_file), str(AFTER), str(out_file)], capture_output=True, text=True,
-                          timeout=600, cwd=ROOT)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(script),
+            str(TRAIN_LOOP),
+            str(data / sub[second]),
+            second,
+            str(state_file),
+            str(AFTER),
+            str(out_file),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=ROOT,
+    )
     assert proc.returncode == 0, proc.stderr[-4000:]
-    assert_batches_equal(reference[n:n + AFTER], torch.load(out_file, weights_only=False))
+    assert_batches_equal(reference[n : n + AFTER], torch.load(out_file, weights_only=False))

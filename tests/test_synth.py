@@ -13,8 +13,8 @@ import pytest
 from click.testing import CliRunner
 from PIL import Image, UnidentifiedImageError
 
-from editstream.io import storage
 from editstream.cli import main as cli_main
+from editstream.io import storage
 from editstream.testing.synth import IMAGE_FORMATS, write_synthetic_dataset
 
 
@@ -64,21 +64,22 @@ def _rows_by_position(summary: dict) -> dict[tuple[str, int, int], dict]:
 
 @pytest.mark.parametrize("schema", ["unified_edit", "t2i_pretrain"])
 def test_same_arguments_give_byte_identical_files(tmp_path, schema):
-    kwargs = dict(schema=schema, num_files=2, row_groups_per_file=2, rows_per_group=4, seed=7,
-                  corrupt_fraction=0.3, max_side=96)
+    kwargs = dict(
+        schema=schema, num_files=2, row_groups_per_file=2, rows_per_group=4, seed=7, corrupt_fraction=0.3, max_side=96
+    )
     a = write_synthetic_dataset(str(tmp_path / "a"), **kwargs)
     b = write_synthetic_dataset(str(tmp_path / "b"), **kwargs)
     assert _read_all_bytes(a["files"]) == _read_all_bytes(b["files"])
     assert a["formats"] == b["formats"]
-    assert [dict(r, file=os.path.basename(r["file"])) for r in a["corrupt_rows"]] == \
-        [dict(r, file=os.path.basename(r["file"])) for r in b["corrupt_rows"]]
+    assert [dict(r, file=os.path.basename(r["file"])) for r in a["corrupt_rows"]] == [
+        dict(r, file=os.path.basename(r["file"])) for r in b["corrupt_rows"]
+    ]
     c = write_synthetic_dataset(str(tmp_path / "c"), **dict(kwargs, seed=8))
     assert _read_all_bytes(a["files"]) != _read_all_bytes(c["files"])
 
 
 def test_worker_processes_do_not_change_the_bytes(tmp_path):
-    kwargs = dict(num_files=1, row_groups_per_file=2, rows_per_group=10, seed=11, corrupt_fraction=0.2,
-                  max_side=48)
+    kwargs = dict(num_files=1, row_groups_per_file=2, rows_per_group=10, seed=11, corrupt_fraction=0.2, max_side=48)
     serial = write_synthetic_dataset(str(tmp_path / "serial"), workers=1, **kwargs)
     pooled = write_synthetic_dataset(str(tmp_path / "pooled"), workers=2, **kwargs)
     assert _read_all_bytes(serial["files"]) == _read_all_bytes(pooled["files"])
@@ -104,8 +105,9 @@ def test_layout_row_groups_and_parquet_info(tmp_path):
 
 
 def test_unified_edit_rows_are_well_formed_and_every_format_is_present(tmp_path):
-    summary = write_synthetic_dataset(str(tmp_path / "ds"), num_files=1, row_groups_per_file=2, rows_per_group=6,
-                                      min_side=16, max_side=80)
+    summary = write_synthetic_dataset(
+        str(tmp_path / "ds"), num_files=1, row_groups_per_file=2, rows_per_group=6, min_side=16, max_side=80
+    )
     rows = _rows_by_position(summary)
     seen: Counter = Counter()
     ids = set()
@@ -132,8 +134,15 @@ def test_unified_edit_rows_are_well_formed_and_every_format_is_present(tmp_path)
 
 
 def test_unified_edit_corrupt_rows_are_where_the_summary_says(tmp_path):
-    summary = write_synthetic_dataset(str(tmp_path / "ds"), num_files=2, row_groups_per_file=2, rows_per_group=5,
-                                      seed=3, corrupt_fraction=0.3, max_side=64)
+    summary = write_synthetic_dataset(
+        str(tmp_path / "ds"),
+        num_files=2,
+        row_groups_per_file=2,
+        rows_per_group=5,
+        seed=3,
+        corrupt_fraction=0.3,
+        max_side=64,
+    )
     rows = _rows_by_position(summary)
     planted = {(r["file"], r["row_group"], r["row"]): r["kind"] for r in summary["corrupt_rows"]}
     assert len(planted) == round(0.3 * 20)
@@ -156,9 +165,16 @@ def test_unified_edit_corrupt_rows_are_where_the_summary_says(tmp_path):
 
 
 def test_t2i_rows_and_corrupt_rows(tmp_path):
-    summary = write_synthetic_dataset(str(tmp_path / "ds"), schema="t2i_pretrain", num_files=2,
-                                      row_groups_per_file=3, rows_per_group=8, seed=1, corrupt_fraction=0.25,
-                                      max_side=64)
+    summary = write_synthetic_dataset(
+        str(tmp_path / "ds"),
+        schema="t2i_pretrain",
+        num_files=2,
+        row_groups_per_file=3,
+        rows_per_group=8,
+        seed=1,
+        corrupt_fraction=0.25,
+        max_side=64,
+    )
     rows = _rows_by_position(summary)
     planted = {(r["file"], r["row_group"], r["row"]): r["kind"] for r in summary["corrupt_rows"]}
     assert set(planted.values()) == {"garbage_image", "bad_captions_json"}
@@ -197,8 +213,17 @@ def test_writes_to_a_non_local_fsspec_url():
         fs.rm(path, recursive=True)
 
 
-@pytest.mark.parametrize("bad", [dict(schema="nope"), dict(num_files=0), dict(rows_per_group=0),
-                                 dict(corrupt_fraction=1.5), dict(min_side=100, max_side=50), dict(workers=0)])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        dict(schema="nope"),
+        dict(num_files=0),
+        dict(rows_per_group=0),
+        dict(corrupt_fraction=1.5),
+        dict(min_side=100, max_side=50),
+        dict(workers=0),
+    ],
+)
 def test_bad_arguments_fail_before_writing(tmp_path, bad):
     out = tmp_path / "ds"
     with pytest.raises(ValueError):
@@ -208,15 +233,40 @@ def test_bad_arguments_fail_before_writing(tmp_path, bad):
 
 def test_cli_synth(tmp_path):
     out = str(tmp_path / "cli")
-    result = CliRunner().invoke(cli_main, ["synth", out, "--schema", "t2i", "--files", "1", "--row-groups", "2",
-                                           "--rows", "3", "--seed", "5", "--max-side", "64",
-                                           "--corrupt-fraction", "0.5"])
+    result = CliRunner().invoke(
+        cli_main,
+        [
+            "synth",
+            out,
+            "--schema",
+            "t2i",
+            "--files",
+            "1",
+            "--row-groups",
+            "2",
+            "--rows",
+            "3",
+            "--seed",
+            "5",
+            "--max-side",
+            "64",
+            "--corrupt-fraction",
+            "0.5",
+        ],
+    )
     assert result.exit_code == 0, result.output
     summary = json.loads(result.output)
     assert summary["schema"] == "t2i_pretrain" and summary["num_rows"] == 6 and summary["seed"] == 5
     assert len(summary["corrupt_rows"]) == 3
     assert pq.ParquetFile(summary["files"][0]).metadata.num_row_groups == 2
-    direct = write_synthetic_dataset(str(tmp_path / "direct"), schema="t2i_pretrain", num_files=1,
-                                     row_groups_per_file=2, rows_per_group=3, seed=5, max_side=64,
-                                     corrupt_fraction=0.5)
+    direct = write_synthetic_dataset(
+        str(tmp_path / "direct"),
+        schema="t2i_pretrain",
+        num_files=1,
+        row_groups_per_file=2,
+        rows_per_group=3,
+        seed=5,
+        max_side=64,
+        corrupt_fraction=0.5,
+    )
     assert storage.read_bytes(summary["files"][0]) == storage.read_bytes(direct["files"][0])

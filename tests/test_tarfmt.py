@@ -9,9 +9,16 @@ import tarfile
 
 import pytest
 
-from editstream.format import tarreader, tarwriter, tarblock
-from editstream.format.tarblock import (BLOCK, HeaderChecksumError, MalformedHeaderError, MemberTooLargeError,
-                                       SampleOrderError, TarFormatError, TruncatedTarError)
+from editstream.format import tarblock, tarreader, tarwriter
+from editstream.format.tarblock import (
+    BLOCK,
+    HeaderChecksumError,
+    MalformedHeaderError,
+    MemberTooLargeError,
+    SampleOrderError,
+    TarFormatError,
+    TruncatedTarError,
+)
 from editstream.format.tarreader import iter_members, iter_samples
 from editstream.format.tarwriter import TarWriter
 
@@ -40,6 +47,7 @@ def test_same_samples_give_identical_bytes_and_sha():
     assert a == b
     assert wa.sha256 == wb.sha256
     import hashlib
+
     assert hashlib.sha256(a).hexdigest() == wa.sha256
     assert wa.num_bytes == len(a)
 
@@ -49,8 +57,14 @@ def test_stdlib_tarfile_reads_members_with_fixed_metadata():
     with tarfile.open(fileobj=io.BytesIO(data)) as tf:
         infos = tf.getmembers()
         names = [i.name for i in infos]
-        assert names == ["a0.img.0.jpg", "a0.json", f"{LONG_KEY}.deeply.nested.column.name.png",
-                         f"{LONG_KEY}.json", "c2.bin", "d3.txt"]
+        assert names == [
+            "a0.img.0.jpg",
+            "a0.json",
+            f"{LONG_KEY}.deeply.nested.column.name.png",
+            f"{LONG_KEY}.json",
+            "c2.bin",
+            "d3.txt",
+        ]
         for info in infos:
             assert (info.mtime, info.uid, info.gid, info.uname, info.gname, info.mode) == (0, 0, 0, "", "", 0o644)
         assert tf.extractfile("a0.img.0.jpg").read() == bytes(range(256)) * 7
@@ -88,8 +102,11 @@ def test_reader_accepts_pax_and_directories_from_stdlib_writer():
         d = tarfile.TarInfo("dir")
         d.type = tarfile.DIRTYPE
         tf.addfile(d)
-        for name, payload in [("dir/" + "p" * 120 + ".json", b"[1]"), ("dir/" + "p" * 120 + ".txt", b"hi"),
-                              ("dir/q.txt", "é".encode())]:
+        for name, payload in [
+            ("dir/" + "p" * 120 + ".json", b"[1]"),
+            ("dir/" + "p" * 120 + ".txt", b"hi"),
+            ("dir/q.txt", "é".encode()),
+        ]:
             info = tarfile.TarInfo(name)
             info.size = len(payload)
             tf.addfile(info, io.BytesIO(payload))
@@ -103,7 +120,7 @@ def test_truncated_archive_raises_truncated_error_at_every_cut():
         with pytest.raises(TruncatedTarError):
             list(iter_members(io.BytesIO(data[:cut])))
     # without the end marker requirement a cut at a member boundary is a clean end
-    assert len(list(iter_members(io.BytesIO(data[:w.end_offset]), require_end_marker=False))) == 6
+    assert len(list(iter_members(io.BytesIO(data[: w.end_offset]), require_end_marker=False))) == 6
 
 
 def test_flipped_header_byte_is_a_checksum_error():
@@ -164,9 +181,9 @@ def test_writer_rejects_bad_keys_and_duplicate_members():
 
 
 def test_large_size_uses_base256_and_round_trips():
-    field = tarwriter._octal(2 ** 40, 12)
+    field = tarwriter._octal(2**40, 12)
     assert field[0] == 0x80
-    assert tarreader._parse_number(field, "size", "x", 0) == 2 ** 40
+    assert tarreader._parse_number(field, "size", "x", 0) == 2**40
     assert tarreader._parse_number(tarwriter._octal(1234, 12), "size", "x", 0) == 1234
 
 
@@ -182,7 +199,7 @@ class ShortReads(io.RawIOBase):
 
     def read(self, n: int = -1) -> bytes:
         n = 7 if n < 0 else min(n, 7)
-        out = bytes(self._data[self._pos:self._pos + n])
+        out = bytes(self._data[self._pos : self._pos + n])
         self._pos += len(out)
         return out
 
@@ -207,7 +224,6 @@ def test_background_writer_gives_the_same_bytes_and_surfaces_write_errors(tmp_pa
         def write(self, b) -> int:
             raise OSError("disk full")
 
-    with pytest.raises(OSError, match="disk full"):
-        with TarWriter(Broken(), buffer_size=600, background=True) as w:
-            for key, members in SAMPLES * 3:
-                w.write_sample(key, members)
+    with pytest.raises(OSError, match="disk full"), TarWriter(Broken(), buffer_size=600, background=True) as w:
+        for key, members in SAMPLES * 3:
+            w.write_sample(key, members)

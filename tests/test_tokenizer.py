@@ -28,8 +28,9 @@ def test_special_tokens():
     assert tok.vocab_size == len(tok) == 260
     # special strings in the input are plain text, never special ids
     assert max(tok.encode("<|im_end|>")) < 256
-    text = tok.decode([ids["bos_token_id"], *tok.encode("hi"), ids["start_of_image"], ids["end_of_image"],
-                       ids["eos_token_id"]])
+    text = tok.decode(
+        [ids["bos_token_id"], *tok.encode("hi"), ids["start_of_image"], ids["end_of_image"], ids["eos_token_id"]]
+    )
     assert text == "<|im_start|>hi<|vision_start|><|vision_end|><|im_end|>"
 
 

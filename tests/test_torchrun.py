@@ -18,9 +18,8 @@ from pathlib import Path
 import fsspec
 import pytest
 
-from editstream import UnifiedEditIterableDataset
-
 from data_helpers import synth_and_convert
+from editstream import UnifiedEditIterableDataset
 from example_scripts import ROOT, TRAIN_LOOP, load_example
 
 STEPS = 14
@@ -29,8 +28,9 @@ STEPS = 14
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
     # 3 files x 3 row groups = 9 units: 4 per rank (1 rank tail), 2 per worker with 2 workers
-    return synth_and_convert(tmp_path_factory.mktemp("torchrun"), num_files=3, row_groups_per_file=3,
-                             rows_per_group=3, seed=8, max_side=96)
+    return synth_and_convert(
+        tmp_path_factory.mktemp("torchrun"), num_files=3, row_groups_per_file=3, rows_per_group=3, seed=8, max_side=96
+    )
 
 
 def free_port() -> int:
@@ -40,8 +40,20 @@ def free_port() -> int:
 
 
 def run_torchrun(args: list[str], out: Path, env_extra: dict | None = None) -> str:
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "--master_addr=127.0.0.1",
-           f"--master_port={free_port()}", str(TRAIN_LOOP), *args, "--steps", str(STEPS), "--out", str(out)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc_per_node=2",
+        "--master_addr=127.0.0.1",
+        f"--master_port={free_port()}",
+        str(TRAIN_LOOP),
+        *args,
+        "--steps",
+        str(STEPS),
+        "--out",
+        str(out),
+    ]
     env = {**os.environ, "OMP_NUM_THREADS": "1", **(env_extra or {})}
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env, cwd=ROOT)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
@@ -52,9 +64,20 @@ def expected_units(data_dir: str, backend: str, storage_options=None):
     """Per rank, the units its two workers read, computed in one process without torchrun."""
     per_rank = {}
     for rank in range(2):
-        ds = UnifiedEditIterableDataset("unified_edit", None, None, None, [data_dir], [3], None, local_rank=rank,
-                                        world_size=2, num_workers=2, backend=backend,
-                                        storage_options=storage_options)
+        ds = UnifiedEditIterableDataset(
+            "unified_edit",
+            None,
+            None,
+            None,
+            [data_dir],
+            [3],
+            None,
+            local_rank=rank,
+            world_size=2,
+            num_workers=2,
+            backend=backend,
+            storage_options=storage_options,
+        )
         ds.set_epoch(42)
         per_rank[rank] = {(Path(p).name, rg) for w in range(2) for p, rg in ds.worker_units(w, 2)}
     return per_rank

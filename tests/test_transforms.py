@@ -29,38 +29,42 @@ def _random_rgb(width: int, height: int, seed: int = 0) -> Image.Image:
 
 # --------------------------------------------------------------------------- size rule
 
+
 def test_default_max_pixels_is_the_reference_value():
     assert DEFAULT_MAX_PIXELS == 14 * 14 * 9 * 1024 == 1806336
 
 
-@pytest.mark.parametrize("size, cfg, img_num, expected", [
-    # 10000x8000, VAE: s = min(1024/10000, 1) = 0.1024 (> 512/8000); w = 1024; h = round(819.2) = 819,
-    # 819/16 = 51.19 -> 816. 1024*816 < max_pixels, long edge 1024 not > 1024.
-    ((10000, 8000), VAE, 1, (1024, 816)),
-    # 1x1, VAE: s = max(1, 512/1) = 512 -> 512x512, under every cap.
-    ((1, 1), VAE, 1, (512, 512)),
-    # 3x500, VAE: s = 512/3; w = 512, h = round(85333.3) = 85333 -> 85328 (5333*16).
-    # area 512*85328 > max_pixels: s = 1806336 / 43687936; w = round(21.17) = 21 -> 16;
-    # h = round(3528.0) = 3528, 3528/16 = 220.5 rounds half-to-even to 220 -> 3520.
-    # 3520 > 1024: s = 1024/3520; w = round(4.65) = 5 -> max(16, 0) = 16; h = 1024.
-    ((3, 500), VAE, 1, (16, 1024)),
-    # 1x4000, ViT: s = 224; w = 224, h = 896000; area way over: s = 1806336/200704000 = 0.009;
-    # w = round(2.016) = 2 -> 14; h = round(8064.0) = 8064 (576*14). 8064 > 980: s = 980/8064;
-    # w = round(1.70) = 2 -> 14; h = 980 (70*14).
-    ((1, 4000), VIT, 1, (14, 980)),
-    # 1024x1024, VAE, img_num=4: s = 1 -> 1024x1024 > 1806336/4 = 451584; s = 451584/1048576
-    # scales each SIDE by the area ratio: 1024*s = 441.0 -> 441/16 = 27.56 -> 448.
-    ((1024, 1024), VAE, 4, (448, 448)),
-    # same image, one image per sample: 1048576 < 1806336, kept as is.
-    ((1024, 1024), VAE, 1, (1024, 1024)),
-    # 300x200, max 512, min 64, stride 16, max_pixels 4096: s = 1; 300/16 = 18.75 -> 304;
-    # 200/16 = 12.5 -> 12 (half-to-even) -> 192; 304*192 = 58368 > 4096: s = 4096/58368;
-    # w = round(21.33) = 21 -> 16; h = round(13.47) = 13 -> max(16, 16) = 16.
-    ((300, 200), dict(max_size=512, min_size=64, stride=16, max_pixels=4096), 1, (16, 16)),
-    # 640x480, ViT: s = min(980/640, 1) = 1, max(1, 224/480) = 1; 640/14 = 45.71 -> 644;
-    # 480/14 = 34.29 -> 476; 644*476 = 306544 < max_pixels.
-    ((640, 480), VIT, 1, (644, 476)),
-])
+@pytest.mark.parametrize(
+    "size, cfg, img_num, expected",
+    [
+        # 10000x8000, VAE: s = min(1024/10000, 1) = 0.1024 (> 512/8000); w = 1024; h = round(819.2) = 819,
+        # 819/16 = 51.19 -> 816. 1024*816 < max_pixels, long edge 1024 not > 1024.
+        ((10000, 8000), VAE, 1, (1024, 816)),
+        # 1x1, VAE: s = max(1, 512/1) = 512 -> 512x512, under every cap.
+        ((1, 1), VAE, 1, (512, 512)),
+        # 3x500, VAE: s = 512/3; w = 512, h = round(85333.3) = 85333 -> 85328 (5333*16).
+        # area 512*85328 > max_pixels: s = 1806336 / 43687936; w = round(21.17) = 21 -> 16;
+        # h = round(3528.0) = 3528, 3528/16 = 220.5 rounds half-to-even to 220 -> 3520.
+        # 3520 > 1024: s = 1024/3520; w = round(4.65) = 5 -> max(16, 0) = 16; h = 1024.
+        ((3, 500), VAE, 1, (16, 1024)),
+        # 1x4000, ViT: s = 224; w = 224, h = 896000; area way over: s = 1806336/200704000 = 0.009;
+        # w = round(2.016) = 2 -> 14; h = round(8064.0) = 8064 (576*14). 8064 > 980: s = 980/8064;
+        # w = round(1.70) = 2 -> 14; h = 980 (70*14).
+        ((1, 4000), VIT, 1, (14, 980)),
+        # 1024x1024, VAE, img_num=4: s = 1 -> 1024x1024 > 1806336/4 = 451584; s = 451584/1048576
+        # scales each SIDE by the area ratio: 1024*s = 441.0 -> 441/16 = 27.56 -> 448.
+        ((1024, 1024), VAE, 4, (448, 448)),
+        # same image, one image per sample: 1048576 < 1806336, kept as is.
+        ((1024, 1024), VAE, 1, (1024, 1024)),
+        # 300x200, max 512, min 64, stride 16, max_pixels 4096: s = 1; 300/16 = 18.75 -> 304;
+        # 200/16 = 12.5 -> 12 (half-to-even) -> 192; 304*192 = 58368 > 4096: s = 4096/58368;
+        # w = round(21.33) = 21 -> 16; h = round(13.47) = 13 -> max(16, 16) = 16.
+        ((300, 200), dict(max_size=512, min_size=64, stride=16, max_pixels=4096), 1, (16, 16)),
+        # 640x480, ViT: s = min(980/640, 1) = 1, max(1, 224/480) = 1; 640/14 = 45.71 -> 644;
+        # 480/14 = 34.29 -> 476; 644*476 = 306544 < max_pixels.
+        ((640, 480), VIT, 1, (644, 476)),
+    ],
+)
 def test_target_size_hand_computed(size, cfg, img_num, expected):
     assert target_size(*size, img_num=img_num, **cfg) == expected
     transform = ImageTransform(cfg["max_size"], cfg["min_size"], cfg["stride"], max_pixels=cfg["max_pixels"])
@@ -79,8 +83,9 @@ def test_target_size_properties_over_many_shapes():
         img_num = rng.randint(1, 6)
         w = rng.choice([1, 2, 3, rng.randint(1, 64), rng.randint(1, 5000), rng.randint(1, 20000)])
         h = rng.choice([1, 2, 3, rng.randint(1, 64), rng.randint(1, 5000), rng.randint(1, 20000)])
-        nw, nh = target_size(w, h, max_size=max_size, min_size=min_size, stride=stride,
-                             max_pixels=max_pixels, img_num=img_num)
+        nw, nh = target_size(
+            w, h, max_size=max_size, min_size=min_size, stride=stride, max_pixels=max_pixels, img_num=img_num
+        )
         assert nw % stride == 0 and nh % stride == 0, (w, h, nw, nh, stride)
         assert nw >= stride and nh >= stride
         assert max(nw, nh) <= max_size, (w, h, nw, nh, max_size)
@@ -102,6 +107,7 @@ def test_constructor_validates():
 
 # --------------------------------------------------------------------------- tensors
 
+
 def test_call_shape_dtype_range_and_stride():
     transform = ImageTransform(512, 64, 16)
     assert transform.stride == 16
@@ -115,11 +121,14 @@ def test_call_shape_dtype_range_and_stride():
     assert out.min().item() == -1.0 and out.max().item() == 1.0
 
 
-@pytest.mark.parametrize("size, mean, std", [
-    ((97, 61), (0.5, 0.5, 0.5), (0.5, 0.5, 0.5)),
-    ((64, 64), (0.5, 0.5, 0.5), (0.5, 0.5, 0.5)),  # no size change: resize still applied (a copy)
-    ((200, 40), (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)),
-])
+@pytest.mark.parametrize(
+    "size, mean, std",
+    [
+        ((97, 61), (0.5, 0.5, 0.5), (0.5, 0.5, 0.5)),
+        ((64, 64), (0.5, 0.5, 0.5), (0.5, 0.5, 0.5)),  # no size change: resize still applied (a copy)
+        ((200, 40), (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)),
+    ],
+)
 def test_tensor_bits_equal_an_independent_numpy_computation(size, mean, std):
     transform = ImageTransform(128, 32, 16, image_mean=mean, image_std=std)
     img = _random_rgb(*size, seed=size[0])
@@ -147,11 +156,12 @@ def test_call_rejects_non_rgb_images():
 
 # --------------------------------------------------------------------------- pil_img2rgb
 
+
 def test_rgba_is_composited_on_white():
     arr = np.zeros((2, 3, 4), dtype=np.uint8)
-    arr[0, 0] = (10, 20, 30, 0)      # fully transparent -> white
-    arr[0, 1] = (10, 20, 30, 255)    # opaque -> unchanged
-    arr[0, 2] = (0, 0, 0, 128)       # half transparent black -> mid grey
+    arr[0, 0] = (10, 20, 30, 0)  # fully transparent -> white
+    arr[0, 1] = (10, 20, 30, 255)  # opaque -> unchanged
+    arr[0, 2] = (0, 0, 0, 128)  # half transparent black -> mid grey
     out = pil_img2rgb(Image.fromarray(arr, "RGBA"))
     assert out.mode == "RGB" and out.size == (3, 2)
     px = np.asarray(out)
@@ -193,10 +203,11 @@ def test_la_and_other_modes_convert_directly():
 
 # --------------------------------------------------------------------------- decode_image
 
+
 def test_reference_pillow_settings_are_in_force():
     assert Image.MAX_IMAGE_PIXELS == 200_000_000
     assert ImageFile.LOAD_TRUNCATED_IMAGES is True
-    assert PngImagePlugin.MAX_TEXT_CHUNK == 1024 ** 3
+    assert PngImagePlugin.MAX_TEXT_CHUNK == 1024**3
 
 
 def test_decode_image_formats_to_rgb():

@@ -54,7 +54,7 @@ def expected_units(root, n_files, n_rg, seed, rank=0, world=1):
     rng = random.Random(seed)
     rng.shuffle(units)
     k = len(units) // world
-    return units[rank * k:(rank + 1) * k]
+    return units[rank * k : (rank + 1) * k]
 
 
 @pytest.mark.parametrize("seed", [0, 42, 7])
@@ -65,7 +65,9 @@ def test_rank_slices_follow_sorted_shuffle(tmp_path, seed, world):
         ds = make(tmp_path, info, local_rank=rank, world_size=world)
         ds.set_epoch(seed)
         assert ds.data_paths_per_rank == expected_units(tmp_path, 3, 3, seed, rank, world)
-    all_ranks = [u for r in range(world) for u in make(tmp_path, info, local_rank=r, world_size=world).data_paths_per_rank]
+    all_ranks = [
+        u for r in range(world) for u in make(tmp_path, info, local_rank=r, world_size=world).data_paths_per_rank
+    ]
     assert len(set(all_ranks)) == len(all_ranks) == (9 // world) * world
 
 
@@ -135,7 +137,7 @@ def test_resume_continues_like_uninterrupted(tmp_path):
         assert [s["rid"] for s in head + tail] == reference
         again = make(tmp_path, info)
         again.load_state_dict(json.loads(json.dumps(state)))  # survives a JSON round trip
-        assert [s["rid"] for s in take(again, 3)] == reference[n:n + 3]
+        assert [s["rid"] for s in take(again, 3)] == reference[n : n + 3]
 
 
 def test_bad_rows_and_unreadable_units_are_dropped_and_counted(tmp_path, caplog):
@@ -179,7 +181,7 @@ def test_dataloader_workers_take_reversed_contiguous_slices(tmp_path):
     for s in samples:
         by_worker[s["data_indexes"]["worker_id"]].append(s)
     for w in (0, 1):
-        mine = units[w * 4:(w + 1) * 4][::-1]
+        mine = units[w * 4 : (w + 1) * 4][::-1]
         rids = [s["rid"] for s in by_worker[w]]
         want = []
         for path, rg in mine:
@@ -202,8 +204,13 @@ def test_streamed_row_group_rows_equal_the_whole_table_read(tmp_path, start):
     from editstream.io import parquet as parquet_rows
 
     path = tmp_path / "big.parquet"
-    table = pa.table({"i": list(range(100)), "b": [bytes([k % 256]) * (k % 7) for k in range(100)],
-                      "l": [[str(k)] * (k % 3) for k in range(100)]})
+    table = pa.table(
+        {
+            "i": list(range(100)),
+            "b": [bytes([k % 256]) * (k % 7) for k in range(100)],
+            "l": [[str(k)] * (k % 3) for k in range(100)],
+        }
+    )
     pq.write_table(table, path, row_group_size=100)
     whole = table.slice(start).to_pylist()  # pyarrow's own whole-table read, independent of editstream
     with parquet_rows.open_parquet(str(path), streaming=True) as pf:

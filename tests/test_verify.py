@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from editstream.format import manifest as mf
-from editstream.format.idx import read_idx, write_idx
 from editstream.conversion import convert
 from editstream.conversion.inspect import find_sample, inspect_dataset
+from editstream.conversion.verify import verify
+from editstream.format import manifest as mf
+from editstream.format.idx import read_idx, write_idx
 from editstream.io.parquet import read_row_group_rows
 from editstream.testing.synth import write_synthetic_dataset
-from editstream.conversion.verify import verify
 
 EDITSTREAM = Path(sys.executable).with_name("editstream")
 
@@ -25,8 +25,17 @@ EDITSTREAM = Path(sys.executable).with_name("editstream")
 def converted(tmp_path_factory) -> tuple[Path, Path]:
     base = tmp_path_factory.mktemp("verify")
     src = base / "src"
-    write_synthetic_dataset(str(src), schema="unified_edit", num_files=2, row_groups_per_file=2, rows_per_group=4,
-                            seed=5, corrupt_fraction=0.2, min_side=16, max_side=48)
+    write_synthetic_dataset(
+        str(src),
+        schema="unified_edit",
+        num_files=2,
+        row_groups_per_file=2,
+        rows_per_group=4,
+        seed=5,
+        corrupt_fraction=0.2,
+        min_side=16,
+        max_side=48,
+    )
     out = base / "out"
     convert(str(src), str(out), workers=1, progress=False)
     return src, out
@@ -115,8 +124,17 @@ def test_wrong_or_missing_idx_is_reported(copy):
 def test_source_that_differs_is_reported(converted, tmp_path):
     _, out = converted
     other = tmp_path / "other"
-    write_synthetic_dataset(str(other), schema="unified_edit", num_files=2, row_groups_per_file=2, rows_per_group=4,
-                            seed=6, corrupt_fraction=0.2, min_side=16, max_side=48)
+    write_synthetic_dataset(
+        str(other),
+        schema="unified_edit",
+        num_files=2,
+        row_groups_per_file=2,
+        rows_per_group=4,
+        seed=6,
+        corrupt_fraction=0.2,
+        min_side=16,
+        max_side=48,
+    )
     report = verify(str(out), source=str(other))
     assert not report.ok and "row_mismatch" in kinds(report)
     fewer = tmp_path / "fewer"
@@ -133,17 +151,22 @@ def test_missing_manifest_is_a_problem_not_a_crash(tmp_path):
 @pytest.mark.skipif(not EDITSTREAM.exists(), reason="editstream console script not installed")
 def test_cli_exit_codes_and_inspect(copy):
     src, out = copy
-    ok = subprocess.run([str(EDITSTREAM), "verify", str(out), "--source", str(src), "--workers", "1"],
-                        capture_output=True, text=True)
+    ok = subprocess.run(
+        [str(EDITSTREAM), "verify", str(out), "--source", str(src), "--workers", "1"], capture_output=True, text=True
+    )
     assert ok.returncode == 0 and "OK" in ok.stdout
     shard = mf.Manifest.read(str(out)).shards[0]
     (out / shard.path).unlink()
-    bad = subprocess.run([str(EDITSTREAM), "verify", str(out), "--json", "--workers", "1"],
-                         capture_output=True, text=True)
+    bad = subprocess.run(
+        [str(EDITSTREAM), "verify", str(out), "--json", "--workers", "1"], capture_output=True, text=True
+    )
     assert bad.returncode == 1
     assert json.loads(bad.stdout)["problems"][0]["kind"] == "missing_shard"
-    info = subprocess.run([str(EDITSTREAM), "inspect", str(out), "--sample", "part-00001-rg00001-r0000002"],
-                          capture_output=True, text=True)
+    info = subprocess.run(
+        [str(EDITSTREAM), "inspect", str(out), "--sample", "part-00001-rg00001-r0000002"],
+        capture_output=True,
+        text=True,
+    )
     assert info.returncode == 0, info.stderr
     assert json.loads(info.stdout)["row_id"] == "f1-rg1-r2"
 
@@ -154,10 +177,15 @@ def test_inspect_counts_and_sample_lookup(converted):
     assert (info["shards"], info["samples"], info["samples_scanned"]) == (4, 16, 16)
     m = mf.Manifest.read(str(out))
     assert info["bytes"] == m.num_bytes
-    rows = [r for f in ("part-00000.parquet", "part-00001.parquet") for rg in (0, 1)
-            for r in read_row_group_rows(str(src / f), rg)]
+    rows = [
+        r
+        for f in ("part-00000.parquet", "part-00001.parquet")
+        for rg in (0, 1)
+        for r in read_row_group_rows(str(src / f), rg)
+    ]
     assert sum(info["image_formats"].values()) + info["images_with_bad_headers"] <= sum(
-        len(r["image_list"]) for r in rows)
+        len(r["image_list"]) for r in rows
+    )
     assert sum(int(k) * v for k, v in info["images_per_sample"].items()) == sum(info["image_formats"].values())
     assert info["image_width"]["min"] >= 16 and info["image_width"]["max"] <= 48
     assert find_sample(str(out), "part-00000-rg00001-r0000003") == rows[7]

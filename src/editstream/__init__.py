@@ -34,23 +34,26 @@ _EXPORTS = {
 }
 
 if TYPE_CHECKING:  # the same names, visible to type checkers and IDEs without importing at run time
-    from editstream.conversion.run import convert
-    from editstream.io.retry import RetryPolicy
-    from editstream.loader.datasets.interleave import InterleavedBaseIterableDataset
-    from editstream.loader.datasets.registry import DATASET_REGISTRY
+    from editstream.conversion.run import convert as convert
+    from editstream.io.retry import RetryPolicy as RetryPolicy
+    from editstream.loader.datasets.interleave import InterleavedBaseIterableDataset as InterleavedBaseIterableDataset
+    from editstream.loader.datasets.registry import DATASET_REGISTRY as DATASET_REGISTRY
+    from editstream.loader.datasets.standard import ParquetStandardIterableDataset as ParquetStandardIterableDataset
     from editstream.loader.datasets.standard import (
-        ParquetStandardIterableDataset,
-        WebDatasetStandardIterableDataset,
+        WebDatasetStandardIterableDataset as WebDatasetStandardIterableDataset,
     )
-    from editstream.loader.datasets.t2i import T2IIterableDataset
-    from editstream.loader.datasets.unified_edit import UnifiedEditIterableDataset
-    from editstream.loader.distributed import DistributedIterableDataset
-    from editstream.loader.tokenizer import ByteTokenizer
-    from editstream.loader.transforms import ImageTransform, pil_img2rgb
-    from editstream.packing.config import BagelDatasetConfig, DataConfig
-    from editstream.packing.dataloader import collate_fn, make_bagel_multimodal_dataset
-    from editstream.packing.dataset import PackedDataset
-    from editstream.testing.synth import write_synthetic_dataset
+    from editstream.loader.datasets.t2i import T2IIterableDataset as T2IIterableDataset
+    from editstream.loader.datasets.unified_edit import UnifiedEditIterableDataset as UnifiedEditIterableDataset
+    from editstream.loader.distributed import DistributedIterableDataset as DistributedIterableDataset
+    from editstream.loader.tokenizer import ByteTokenizer as ByteTokenizer
+    from editstream.loader.transforms import ImageTransform as ImageTransform
+    from editstream.loader.transforms import pil_img2rgb as pil_img2rgb
+    from editstream.packing.config import BagelDatasetConfig as BagelDatasetConfig
+    from editstream.packing.config import DataConfig as DataConfig
+    from editstream.packing.dataloader import collate_fn as collate_fn
+    from editstream.packing.dataloader import make_bagel_multimodal_dataset as make_bagel_multimodal_dataset
+    from editstream.packing.dataset import PackedDataset as PackedDataset
+    from editstream.testing.synth import write_synthetic_dataset as write_synthetic_dataset
 
 __all__ = sorted(_EXPORTS) + ["__version__"]
 

@@ -20,27 +20,42 @@ def main() -> None:
 
 @main.command()
 @click.argument("out")
-@click.option("--schema", type=click.Choice(["unified_edit", "t2i"]), default="unified_edit", show_default=True,
-              help="Source schema to generate (t2i writes the t2i_pretrain schema).")
+@click.option(
+    "--schema",
+    type=click.Choice(["unified_edit", "t2i"]),
+    default="unified_edit",
+    show_default=True,
+    help="Source schema to generate (t2i writes the t2i_pretrain schema).",
+)
 @click.option("--files", "num_files", type=int, default=2, show_default=True, help="Parquet files to write.")
-@click.option("--row-groups", "row_groups_per_file", type=int, default=2, show_default=True,
-              help="Row groups per file.")
+@click.option(
+    "--row-groups", "row_groups_per_file", type=int, default=2, show_default=True, help="Row groups per file."
+)
 @click.option("--rows", "rows_per_group", type=int, default=8, show_default=True, help="Rows per row group.")
 @click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--corrupt-fraction", type=float, default=0.0, show_default=True,
-              help="Fraction of rows made bad on purpose (bad image bytes, too few images, short instructions).")
+@click.option(
+    "--corrupt-fraction",
+    type=float,
+    default=0.0,
+    show_default=True,
+    help="Fraction of rows made bad on purpose (bad image bytes, too few images, short instructions).",
+)
 @click.option("--min-side", type=int, default=None, help="Smallest image side in pixels.")
 @click.option("--max-side", type=int, default=None, help="Largest image side in pixels.")
-def synth(out: str, schema: str, num_files: int, row_groups_per_file: int, rows_per_group: int, seed: int,
-          corrupt_fraction: float, min_side: int | None, max_side: int | None) -> None:
+def synth(
+    out: str,
+    schema: str,
+    num_files: int,
+    row_groups_per_file: int,
+    rows_per_group: int,
+    seed: int,
+    corrupt_fraction: float,
+    min_side: int | None,
+    max_side: int | None,
+) -> None:
     """Write a synthetic parquet dataset (plus parquet_info.json) to OUT."""
-    from .testing.synth import write_synthetic_dataset
+    from .testing.synth import SynthConfig, write_synthetic_dataset
 
-    kwargs = {}
-    if min_side is not None:
-        kwargs["min_side"] = min_side
-    if max_side is not None:
-        kwargs["max_side"] = max_side
     summary = write_synthetic_dataset(
         out,
         schema="t2i_pretrain" if schema == "t2i" else schema,
@@ -49,13 +64,15 @@ def synth(out: str, schema: str, num_files: int, row_groups_per_file: int, rows_
         rows_per_group=rows_per_group,
         seed=seed,
         corrupt_fraction=corrupt_fraction,
-        **kwargs,
+        min_side=SynthConfig.min_side if min_side is None else min_side,
+        max_side=SynthConfig.max_side if max_side is None else max_side,
     )
     click.echo(json.dumps(summary, indent=2, default=str))
 
 
 # ---------------------------------------------------------------------------------------
 # convert / verify / inspect (the converter's commands)
+
 
 def _storage_options(pairs: tuple[str, ...], endpoint_url: str | None) -> dict | None:
     """``-o key=value`` pairs (values parsed as JSON when they parse) plus ``--endpoint-url``."""
@@ -74,9 +91,15 @@ def _storage_options(pairs: tuple[str, ...], endpoint_url: str | None) -> dict |
 
 
 _STORAGE_OPTIONS = [
-    click.option("-o", "--storage-option", "storage_option", multiple=True, metavar="KEY=VALUE",
-                 help="fsspec storage option for SRC/DST (repeatable), e.g. -o anon=false. The standard AWS "
-                      "variables (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_ENDPOINT_URL ...) work too."),
+    click.option(
+        "-o",
+        "--storage-option",
+        "storage_option",
+        multiple=True,
+        metavar="KEY=VALUE",
+        help="fsspec storage option for SRC/DST (repeatable), e.g. -o anon=false. The standard AWS "
+        "variables (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_ENDPOINT_URL ...) work too.",
+    ),
     click.option("--endpoint-url", default=None, help="S3 endpoint URL (e.g. MinIO); same as -o endpoint_url=..."),
 ]
 
@@ -90,32 +113,67 @@ def _with_storage_options(fn):
 @main.command()
 @click.argument("src")
 @click.argument("dst")
-@click.option("--schema", type=click.Choice(["unified_edit", "t2i", "t2i_pretrain", "generic"]), default=None,
-              help="Source schema; detected from the columns when omitted.")
+@click.option(
+    "--schema",
+    type=click.Choice(["unified_edit", "t2i", "t2i_pretrain", "generic"]),
+    default=None,
+    help="Source schema; detected from the columns when omitted.",
+)
 @click.option("--parquet-info", default=None, help="parquet_info JSON (row groups per file); footers otherwise.")
-@click.option("--workers", type=int, default=None,
-              help="Worker processes (default: the CPU count); with --engine ray, the most shards in flight "
-                   "at once (default: twice the cluster's CPUs).")
-@click.option("--engine", type=click.Choice(["local", "ray"]), default="local", show_default=True,
-              help="local: a process pool on this machine; ray: Ray tasks (pip install 'editstream[ray]'), "
-                   "same output bytes.")
-@click.option("--ray-address", default=None,
-              help="With --engine ray: the cluster to use, as for ray.init ('auto': the running cluster; "
-                   "default: RAY_ADDRESS, else a `ray start` cluster on this machine, else a new local instance).")
-@click.option("--layout", type=click.Choice(["rowgroup", "size"]), default="rowgroup", show_default=True,
-              help="rowgroup: one shard per parquet row group (matches the parquet backend); size: shards "
-                   "of a target size.")
+@click.option(
+    "--workers",
+    type=int,
+    default=None,
+    help="Worker processes (default: the CPU count); with --engine ray, the most shards in flight "
+    "at once (default: twice the cluster's CPUs).",
+)
+@click.option(
+    "--engine",
+    type=click.Choice(["local", "ray"]),
+    default="local",
+    show_default=True,
+    help="local: a process pool on this machine; ray: Ray tasks (pip install 'editstream[ray]'), same output bytes.",
+)
+@click.option(
+    "--ray-address",
+    default=None,
+    help="With --engine ray: the cluster to use, as for ray.init ('auto': the running cluster; "
+    "default: RAY_ADDRESS, else a `ray start` cluster on this machine, else a new local instance).",
+)
+@click.option(
+    "--layout",
+    type=click.Choice(["rowgroup", "size"]),
+    default="rowgroup",
+    show_default=True,
+    help="rowgroup: one shard per parquet row group (matches the parquet backend); size: shards of a target size.",
+)
 @click.option("--shard-size", type=str, default=None, help="Target shard size for --layout size, e.g. 512MB.")
 @click.option("--samples-per-shard", type=int, default=None, help="Samples per shard for --layout size.")
 @click.option("--overwrite", is_flag=True, help="Replace a finished conversion in DST.")
-@click.option("--drop-bad-rows", is_flag=True,
-              help="Leave out rows that fail the schema checks (loses equivalence with the parquet backend).")
+@click.option(
+    "--drop-bad-rows",
+    is_flag=True,
+    help="Leave out rows that fail the schema checks (loses equivalence with the parquet backend).",
+)
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
 @_with_storage_options
-def convert(src: str, dst: str, schema: str | None, parquet_info: str | None, workers: int | None, engine: str,
-            ray_address: str | None, layout: str, shard_size: str | None, samples_per_shard: int | None,
-            overwrite: bool, drop_bad_rows: bool, no_progress: bool, storage_option: tuple[str, ...],
-            endpoint_url: str | None) -> None:
+def convert(
+    src: str,
+    dst: str,
+    schema: str | None,
+    parquet_info: str | None,
+    workers: int | None,
+    engine: str,
+    ray_address: str | None,
+    layout: str,
+    shard_size: str | None,
+    samples_per_shard: int | None,
+    overwrite: bool,
+    drop_bad_rows: bool,
+    no_progress: bool,
+    storage_option: tuple[str, ...],
+    endpoint_url: str | None,
+) -> None:
     """Convert the parquet dataset SRC into WebDataset tar shards under DST (local or s3://)."""
     from .conversion.executors import make_executor
 
@@ -130,13 +188,26 @@ def convert(src: str, dst: str, schema: str | None, parquet_info: str | None, wo
         except ConnectionError as exc:
             raise click.ClickException(str(exc)) from None
     try:
-        from .conversion import convert as run, parse_size
+        from .conversion import convert as run
+        from .conversion import parse_size
 
-        summary = run(src, dst, schema=schema, parquet_info=parquet_info, workers=workers, layout=layout,
-                      shard_size=parse_size(shard_size) if shard_size else None,
-                      samples_per_shard=samples_per_shard, overwrite=overwrite, drop_bad_rows=drop_bad_rows,
-                      storage_options=_storage_options(storage_option, endpoint_url), progress=not no_progress,
-                      engine=engine, ray_address=ray_address, executor=runner)
+        summary = run(
+            src,
+            dst,
+            schema=schema,
+            parquet_info=parquet_info,
+            workers=workers,
+            layout=layout,
+            shard_size=parse_size(shard_size) if shard_size else None,
+            samples_per_shard=samples_per_shard,
+            overwrite=overwrite,
+            drop_bad_rows=drop_bad_rows,
+            storage_options=_storage_options(storage_option, endpoint_url),
+            progress=not no_progress,
+            engine=engine,
+            ray_address=ray_address,
+            executor=runner,
+        )
     finally:
         runner.close()
     click.echo(json.dumps(summary, indent=2))
@@ -151,8 +222,14 @@ def convert(src: str, dst: str, schema: str | None, parquet_info: str | None, wo
 @click.option("--workers", type=int, default=None, help="Worker processes (default: the CPU count).")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @_with_storage_options
-def verify(dst: str, source: str | None, workers: int | None, as_json: bool, storage_option: tuple[str, ...],
-           endpoint_url: str | None) -> None:
+def verify(
+    dst: str,
+    source: str | None,
+    workers: int | None,
+    as_json: bool,
+    storage_option: tuple[str, ...],
+    endpoint_url: str | None,
+) -> None:
     """Re-read every shard of DST and check it against the manifest; exit 1 on any mismatch."""
     from .conversion.verify import verify as run
 
@@ -165,11 +242,13 @@ def verify(dst: str, source: str | None, workers: int | None, as_json: bool, sto
 @main.command()
 @click.argument("dst")
 @click.option("--sample", "key", default=None, help="Print the row of the sample with this key.")
-@click.option("--max-samples", type=int, default=1000, show_default=True,
-              help="Samples scanned for image statistics (0: all).")
+@click.option(
+    "--max-samples", type=int, default=1000, show_default=True, help="Samples scanned for image statistics (0: all)."
+)
 @_with_storage_options
-def inspect(dst: str, key: str | None, max_samples: int, storage_option: tuple[str, ...],
-            endpoint_url: str | None) -> None:
+def inspect(
+    dst: str, key: str | None, max_samples: int, storage_option: tuple[str, ...], endpoint_url: str | None
+) -> None:
     """Show what DST holds: shards, samples, bytes, images per sample, image formats and sizes."""
     from .conversion.inspect import describe_value, find_sample, inspect_dataset
 
@@ -187,10 +266,16 @@ def inspect(dst: str, key: str | None, max_samples: int, storage_option: tuple[s
 # ---------------------------------------------------------------------------------------
 # stream (the loader, on either backend)
 
+
 @main.command()
 @click.argument("data_dirs", nargs=-1, required=True)
-@click.option("--backend", type=click.Choice(["parquet", "webdataset"]), default="parquet", show_default=True,
-              help="parquet: DATA_DIRS hold *.parquet; webdataset: DATA_DIRS are converted roots (manifest.json).")
+@click.option(
+    "--backend",
+    type=click.Choice(["parquet", "webdataset"]),
+    default="parquet",
+    show_default=True,
+    help="parquet: DATA_DIRS hold *.parquet; webdataset: DATA_DIRS are converted roots (manifest.json).",
+)
 @click.option("--schema", type=click.Choice(["unified_edit", "t2i"]), default="unified_edit", show_default=True)
 @click.option("--samples", type=int, default=200, show_default=True, help="Samples to stream.")
 @click.option("--workers", type=int, default=0, show_default=True, help="DataLoader worker processes.")
@@ -201,9 +286,21 @@ def inspect(dst: str, key: str | None, max_samples: int, storage_option: tuple[s
 @click.option("--vae-max", type=int, default=512, show_default=True, help="VAE transform max image side.")
 @click.option("--vit-max", type=int, default=490, show_default=True, help="ViT transform max image side.")
 @_with_storage_options
-def stream(data_dirs: tuple[str, ...], backend: str, schema: str, samples: int, workers: int, seed: int,
-           rank: int | None, world_size: int | None, num_used: int | None, vae_max: int, vit_max: int,
-           storage_option: tuple[str, ...], endpoint_url: str | None) -> None:
+def stream(
+    data_dirs: tuple[str, ...],
+    backend: str,
+    schema: str,
+    samples: int,
+    workers: int,
+    seed: int,
+    rank: int | None,
+    world_size: int | None,
+    num_used: int | None,
+    vae_max: int,
+    vit_max: int,
+    storage_option: tuple[str, ...],
+    endpoint_url: str | None,
+) -> None:
     """Stream samples from DATA_DIRS through a dataset class and report throughput and drops."""
     import random
     import time
@@ -218,18 +315,21 @@ def stream(data_dirs: tuple[str, ...], backend: str, schema: str, samples: int, 
     opts = _storage_options(storage_option, endpoint_url)
     counts = [num_used if num_used is not None else count_source_files(d, backend, opts) for d in data_dirs]
     vae = ImageTransform(vae_max, min(256, vae_max), 16)
-    common = dict(local_rank=rank, world_size=world_size, num_workers=max(workers, 1), backend=backend,
-                  storage_options=opts)
+    common = dict(
+        local_rank=rank, world_size=world_size, num_workers=max(workers, 1), backend=backend, storage_options=opts
+    )
     if schema == "t2i":
         ds = DATASET_REGISTRY["t2i_pretrain"]("t2i_pretrain", vae, ByteTokenizer(), list(data_dirs), counts, **common)
     else:
         vit = ImageTransform(vit_max, min(224, vit_max), 14)
-        ds = DATASET_REGISTRY["unified_edit"]("unified_edit", vae, ByteTokenizer(), vit, list(data_dirs), counts,
-                                              **common)
+        ds = DATASET_REGISTRY["unified_edit"](
+            "unified_edit", vae, ByteTokenizer(), vit, list(data_dirs), counts, **common
+        )
     ds.set_epoch(seed)
     random.seed(seed)
-    loader = torch.utils.data.DataLoader(ds, batch_size=None, num_workers=workers,
-                                         generator=torch.Generator().manual_seed(seed))
+    loader = torch.utils.data.DataLoader(
+        ds, batch_size=None, num_workers=workers, generator=torch.Generator().manual_seed(seed)
+    )
     t0 = time.perf_counter()
     n = tokens = 0
     for sample in loader:
@@ -238,11 +338,21 @@ def stream(data_dirs: tuple[str, ...], backend: str, schema: str, samples: int, 
         if n >= samples:
             break
     seconds = time.perf_counter() - t0
-    click.echo(json.dumps({"backend": backend, "schema": schema, "units": len(ds.data_paths), "samples": n,
-                           "tokens": tokens, "seconds": round(seconds, 3),
-                           "samples_per_s": round(n / seconds, 1) if seconds else None,
-                           "drops_main_process": ds.drop_counts}, indent=2))
-
+    click.echo(
+        json.dumps(
+            {
+                "backend": backend,
+                "schema": schema,
+                "units": len(ds.data_paths),
+                "samples": n,
+                "tokens": tokens,
+                "seconds": round(seconds, 3),
+                "samples_per_s": round(n / seconds, 1) if seconds else None,
+                "drops_main_process": ds.drop_counts,
+            },
+            indent=2,
+        )
+    )
 
 
 if __name__ == "__main__":  # pragma: no cover

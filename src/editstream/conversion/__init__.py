@@ -14,5 +14,14 @@ from .records import PROGRESS_DIR, ShardResult
 from .run import convert
 from .shard import convert_shard
 
-__all__ = ["PROGRESS_DIR", "ConvertConfig", "Plan", "ShardResult", "ShardTask", "convert", "convert_shard",
-           "parse_size", "plan_conversion"]
+__all__ = [
+    "PROGRESS_DIR",
+    "ConvertConfig",
+    "Plan",
+    "ShardResult",
+    "ShardTask",
+    "convert",
+    "convert_shard",
+    "parse_size",
+    "plan_conversion",
+]

@@ -39,8 +39,19 @@ class Executor(Protocol):
     def close(self) -> None: ...
 
 
-def bounded_map(submit: Callable[[T], H], tasks: Iterable[T], limit: int, wait_some: Callable[[list[H]], list[H]],
-                result: Callable[[H], R], *, cancel: Callable[[H], None]) -> Iterator[tuple[T, R]]:
+def _cancel_future(future: Future) -> None:
+    future.cancel()
+
+
+def bounded_map(
+    submit: Callable[[T], H],
+    tasks: Iterable[T],
+    limit: int,
+    wait_some: Callable[[list[H]], list[H]],
+    result: Callable[[H], R],
+    *,
+    cancel: Callable[[H], None],
+) -> Iterator[tuple[T, R]]:
     """Keep at most ``limit`` tasks submitted, yield ``(task, result)`` as they finish.
 
     The loop both executors share: ``submit`` starts a task and returns a handle,
@@ -101,8 +112,14 @@ def default_start_method() -> str:
 class ProcessPoolExecutor:
     """Runs tasks on ``workers`` processes; each worker builds its own filesystems."""
 
-    def __init__(self, workers: int, *, start_method: str | None = None, max_in_flight: int | None = None,
-                 preload: tuple[str, ...] = ("editstream.conversion", "editstream.conversion.verify")) -> None:
+    def __init__(
+        self,
+        workers: int,
+        *,
+        start_method: str | None = None,
+        max_in_flight: int | None = None,
+        preload: tuple[str, ...] = ("editstream.conversion", "editstream.conversion.verify"),
+    ) -> None:
         if workers < 1:
             raise ValueError(f"workers must be >= 1, got {workers}")
         self.workers = workers
@@ -136,8 +153,14 @@ class ProcessPoolExecutor:
                 raise exc
             return future.result()
 
-        return bounded_map(lambda task: pool.submit(fn, task), tasks, self._max_in_flight, wait_some, result,
-                           cancel=lambda future: future.cancel())
+        return bounded_map(
+            lambda task: pool.submit(fn, task),
+            tasks,
+            self._max_in_flight,
+            wait_some,
+            result,
+            cancel=_cancel_future,
+        )
 
     def close(self) -> None:
         if self._pool is not None:
@@ -155,8 +178,15 @@ class RayExecutor:
     cluster's CPUs), so a plan of millions of shards never floods the scheduler.
     """
 
-    def __init__(self, workers: int | None = None, *, address: str | None = None, max_in_flight: int | None = None,
-                 runtime_env: dict[str, Any] | None = None, num_cpus: float = 1.0) -> None:
+    def __init__(
+        self,
+        workers: int | None = None,
+        *,
+        address: str | None = None,
+        max_in_flight: int | None = None,
+        runtime_env: dict[str, Any] | None = None,
+        num_cpus: float = 1.0,
+    ) -> None:
         if workers is not None and workers < 1:
             raise ValueError(f"workers must be >= 1, got {workers}")
         if max_in_flight is not None and max_in_flight < 1:
@@ -206,7 +236,7 @@ class RayExecutor:
         def result(ref: Any) -> Any:
             try:
                 return ray.get(ref)
-            except Exception as exc:  # noqa: BLE001 - unwrap Ray's task error to name the real cause
+            except Exception as exc:
                 cause = getattr(exc, "cause", None)
                 raise (cause if isinstance(cause, BaseException) else exc) from exc
 
@@ -241,8 +271,7 @@ def default_workers() -> int:
     return os.cpu_count() or 1
 
 
-def make_executor(engine: str = "auto", workers: int | None = None, *,
-                  ray_address: str | None = None) -> Executor:
+def make_executor(engine: str = "auto", workers: int | None = None, *, ray_address: str | None = None) -> Executor:
     """Build the executor named ``engine`` with ``workers`` workers (default: the CPU count).
 
     ``auto`` (or ``local``) runs in-process for one worker and on a process pool otherwise;

@@ -32,8 +32,9 @@ def _spread(values: list[int]) -> dict[str, float] | None:
     return {"min": min(values), "median": statistics.median(values), "max": max(values)}
 
 
-def inspect_dataset(root: str, *, storage_options: dict[str, Any] | None = None,
-                    max_samples: int | None = 1000) -> dict[str, Any]:
+def inspect_dataset(
+    root: str, *, storage_options: dict[str, Any] | None = None, max_samples: int | None = 1000
+) -> dict[str, Any]:
     """A JSON-able overview: shards, samples, bytes, images per sample, image formats and sizes."""
     m = mf.Manifest.read(root, storage_options)
     per_sample: Counter = Counter()
@@ -47,7 +48,7 @@ def inspect_dataset(root: str, *, storage_options: dict[str, Any] | None = None,
             break
         url = storage.join(root, shard.path)
         with storage.open_read(url, storage_options) as f:
-            for key, _, members in iter_samples(f, source=url):
+            for _key, _, members in iter_samples(f, source=url):
                 if max_samples is not None and scanned >= max_samples:
                     break
                 scanned += 1

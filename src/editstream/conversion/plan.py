@@ -7,6 +7,7 @@ its fingerprint decides whether an earlier run's shard can be kept.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 from concurrent.futures import ThreadPoolExecutor
@@ -54,8 +55,9 @@ class ShardTask:
             "source": self.src_root,
             "shard": self.shard_path,
             # A rowgroup shard always holds its whole row group, whether or not the plan knew its size.
-            "slices": [(s.file, s.row_group, s.start, None if self.row_group is not None else s.stop)
-                       for s in self.slices],
+            "slices": [
+                (s.file, s.row_group, s.start, None if self.row_group is not None else s.stop) for s in self.slices
+            ],
             "stems": self.stems,
             "schema": self.schema,
             "columns": self.columns,
@@ -132,13 +134,17 @@ def _schema_of(cfg: ConvertConfig, src: _Source) -> tuple[str, tuple[tuple[str, 
     columns = src.footers[0].columns
     for i, footer in src.footers.items():
         if footer.columns != columns:
-            raise ValueError(f"{src.urls[i]} has columns {list(footer.columns)}, but {src.urls[0]} has "
-                             f"{list(columns)}; all files of a dataset must share one schema")
+            raise ValueError(
+                f"{src.urls[i]} has columns {list(footer.columns)}, but {src.urls[0]} has "
+                f"{list(columns)}; all files of a dataset must share one schema"
+            )
     column_names = [c for c, _ in columns]
     schema = canonical_name(cfg.schema) if cfg.schema else detect_schema(column_names)
     if schema is None:
-        raise ValueError(f"cannot detect the schema of {cfg.src} from its columns {column_names}; pass "
-                         f"schema='unified_edit', 't2i_pretrain' or 'generic'")
+        raise ValueError(
+            f"cannot detect the schema of {cfg.src} from its columns {column_names}; pass "
+            f"schema='unified_edit', 't2i_pretrain' or 'generic'"
+        )
     check_columns(schema, column_names)
     return schema, columns
 
@@ -153,8 +159,9 @@ def _row_groups(src: _Source) -> dict[str, list[int] | None]:
             out[name] = None
             continue
         if limit is not None and limit > len(footer.num_rows):
-            raise ValueError(f"parquet_info says {src.urls[i]} has {limit} row groups; its footer has "
-                             f"{len(footer.num_rows)}")
+            raise ValueError(
+                f"parquet_info says {src.urls[i]} has {limit} row groups; its footer has {len(footer.num_rows)}"
+            )
         out[name] = list(footer.num_rows if limit is None else footer.num_rows[:limit])
     return out
 
@@ -164,46 +171,76 @@ def plan_conversion(cfg: ConvertConfig) -> Plan:
     src = _read_source(cfg)
     schema, columns = _schema_of(cfg, src)
     row_groups = _row_groups(src)
-    num_rgs = {name: len(sizes) if sizes is not None else src.counts[i]
-               for i, (name, sizes) in enumerate(row_groups.items())}
+    num_rgs = {
+        name: len(sizes) if sizes is not None else src.counts[i] for i, (name, sizes) in enumerate(row_groups.items())
+    }
     stems = dict(zip(src.names, key_stems(src.names)))
-    common = dict(src_root=cfg.src.rstrip("/"), dst_root=cfg.dst.rstrip("/"), schema=schema, columns=columns,
-                  drop_bad_rows=cfg.drop_bad_rows, storage_options=cfg.storage_options)
+    common = dict(
+        src_root=cfg.src.rstrip("/"),
+        dst_root=cfg.dst.rstrip("/"),
+        schema=schema,
+        columns=columns,
+        drop_bad_rows=cfg.drop_bad_rows,
+        storage_options=cfg.storage_options,
+    )
     if cfg.layout == "rowgroup":
         tasks = _plan_rowgroup_layout(src.names, row_groups, num_rgs, stems, common)
     else:
         tasks = _plan_size_layout(cfg, src, stems, row_groups, common)
     source_bytes = 0
     for url in src.urls:
-        try:
+        with contextlib.suppress(OSError):
             source_bytes += storage.size(url, cfg.storage_options)
-        except OSError:
-            pass
-    return Plan(tasks=tasks, schema=schema, columns=columns, files=src.names, row_groups=row_groups,
-                num_row_groups=num_rgs, stems=stems, source_bytes=source_bytes)
+    return Plan(
+        tasks=tasks,
+        schema=schema,
+        columns=columns,
+        files=src.names,
+        row_groups=row_groups,
+        num_row_groups=num_rgs,
+        stems=stems,
+        source_bytes=source_bytes,
+    )
 
 
-def _plan_rowgroup_layout(names: list[str], row_groups: dict[str, list[int] | None], num_rgs: dict[str, int],
-                          stems: dict[str, str], common: dict[str, Any]) -> list[ShardTask]:
+def _plan_rowgroup_layout(
+    names: list[str],
+    row_groups: dict[str, list[int] | None],
+    num_rgs: dict[str, int],
+    stems: dict[str, str],
+    common: dict[str, Any],
+) -> list[ShardTask]:
     """One shard per source row group, named after the file's key stem and the row group."""
     tasks = []
     for name in names:
         sizes = row_groups[name]
         for rg in range(num_rgs[name]):
             stop = sizes[rg] if sizes is not None else -1
-            tasks.append(ShardTask(
-                shard_path=f"{stems[name]}-rg{rg:05d}.tar",
-                slices=(mf.RowSlice(file=name, row_group=rg, start=0, stop=max(stop, 0)),),
-                stems=((name, stems[name]),), source_file=name, row_group=rg,
-                expected_rows=(stop,) if sizes is not None else None, **common))
+            tasks.append(
+                ShardTask(
+                    shard_path=f"{stems[name]}-rg{rg:05d}.tar",
+                    slices=(mf.RowSlice(file=name, row_group=rg, start=0, stop=max(stop, 0)),),
+                    stems=((name, stems[name]),),
+                    source_file=name,
+                    row_group=rg,
+                    expected_rows=(stop,) if sizes is not None else None,
+                    **common,
+                )
+            )
     return tasks
 
 
 class _SizeCutter:
     """Collects row slices into shards of about ``target_bytes`` / ``target_rows``."""
 
-    def __init__(self, names: list[str], stems: dict[str, str], common: dict[str, Any],
-                 target_bytes: int | None, target_rows: int | None) -> None:
+    def __init__(
+        self,
+        names: list[str],
+        stems: dict[str, str],
+        common: dict[str, Any],
+        target_bytes: int | None,
+        target_rows: int | None,
+    ) -> None:
         self.names = names
         self.stems = stems
         self.common = common
@@ -218,9 +255,15 @@ class _SizeCutter:
         if not self.current:
             return
         files_in = sorted({s.file for s in self.current}, key=self.names.index)
-        self.tasks.append(ShardTask(shard_path=f"shard-{len(self.tasks):06d}.tar", slices=tuple(self.current),
-                                    stems=tuple((f, self.stems[f]) for f in files_in),
-                                    expected_rows=tuple(s.num_rows for s in self.current), **self.common))
+        self.tasks.append(
+            ShardTask(
+                shard_path=f"shard-{len(self.tasks):06d}.tar",
+                slices=tuple(self.current),
+                stems=tuple((f, self.stems[f]) for f in files_in),
+                expected_rows=tuple(s.num_rows for s in self.current),
+                **self.common,
+            )
+        )
         self.current, self.rows, self.bytes = [], 0, 0.0
 
     def add_row_group(self, name: str, rg: int, n: int, per_row: float) -> None:
@@ -245,15 +288,23 @@ class _SizeCutter:
                 self.flush()
 
 
-def _plan_size_layout(cfg: ConvertConfig, src: _Source, stems: dict[str, str],
-                      row_groups: dict[str, list[int] | None], common: dict[str, Any]) -> list[ShardTask]:
+def _plan_size_layout(
+    cfg: ConvertConfig,
+    src: _Source,
+    stems: dict[str, str],
+    row_groups: dict[str, list[int] | None],
+    common: dict[str, Any],
+) -> list[ShardTask]:
     """Cut the rows, in source order, into shards of about ``shard_size`` bytes / ``samples_per_shard`` rows.
 
     Sizes are estimated from the footers' uncompressed row-group sizes, so the plan needs no
     data reads and is the same on every run.
     """
-    target_bytes = cfg.shard_size if cfg.shard_size is not None else (
-        DEFAULT_SHARD_SIZE if cfg.samples_per_shard is None else None)
+    target_bytes = (
+        cfg.shard_size
+        if cfg.shard_size is not None
+        else (DEFAULT_SHARD_SIZE if cfg.samples_per_shard is None else None)
+    )
     cutter = _SizeCutter(src.names, stems, common, target_bytes, cfg.samples_per_shard)
     for i, name in enumerate(src.names):
         footer = src.footers[i]

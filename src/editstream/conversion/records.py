@@ -90,8 +90,6 @@ class LocalSyncer:
             self._pool = None
 
 
-
-
 def progress_url(dst_root: str, shard_path: str) -> str:
     return storage.join(dst_root, PROGRESS_DIR, shard_path + ".json")
 
@@ -123,8 +121,9 @@ def shard_is_intact(dst_root: str, shard: Mapping[str, Any], storage_options: di
 def write_record(task: ShardTask, result: ShardResult) -> None:
     """Record ``result`` as the done record of ``task`` (written atomically, last for the shard)."""
     record = {"fingerprint": task.fingerprint(), "result": asdict(result)}
-    write_output(progress_url(task.dst_root, task.shard_path), json.dumps(record, sort_keys=True).encode(),
-                 task.storage_options)
+    write_output(
+        progress_url(task.dst_root, task.shard_path), json.dumps(record, sort_keys=True).encode(), task.storage_options
+    )
 
 
 def reuse(task: ShardTask) -> ShardResult | None:
@@ -153,10 +152,8 @@ def clean_stale_temp_files(dst: str, names: set[str]) -> None:
         for entry in os.listdir(directory):
             m = _TMP_NAME.match(entry)
             if m and (m.group("name") in names or directory.endswith(PROGRESS_DIR)):
-                try:
+                with contextlib.suppress(FileNotFoundError):
                     os.unlink(os.path.join(directory, entry))
-                except FileNotFoundError:
-                    pass
 
 
 def remove_progress(dst: str, so: dict[str, Any] | None) -> None:
@@ -197,5 +194,11 @@ def write_records_for(existing: mf.Manifest, tasks: list[ShardTask], dst: str, s
     for task in tasks:
         shard = by_path.get(task.shard_path)
         if shard is not None:
-            write_record(task, ShardResult(shard=asdict(shard), bad_rows=report_bad.get(task.shard_path, []),
-                                           num_rows=sum(s.num_rows for s in shard.rows)))
+            write_record(
+                task,
+                ShardResult(
+                    shard=asdict(shard),
+                    bad_rows=report_bad.get(task.shard_path, []),
+                    num_rows=sum(s.num_rows for s in shard.rows),
+                ),
+            )

@@ -37,21 +37,35 @@ from .shard import convert_shard
 
 log = logging.getLogger(__name__)
 
-DROP_NOTE = ("bad rows were dropped (--drop-bad-rows): row positions no longer match the parquet "
-             "source, so the WebDataset backend does not reproduce the parquet backend's samples")
-KEEP_NOTE = ("bad rows are kept verbatim so row positions match the parquet backend; the training-time parser "
-             "drops them")
+DROP_NOTE = (
+    "bad rows were dropped (--drop-bad-rows): row positions no longer match the parquet "
+    "source, so the WebDataset backend does not reproduce the parquet backend's samples"
+)
+KEEP_NOTE = "bad rows are kept verbatim so row positions match the parquet backend; the training-time parser drops them"
 
 
 def _absolute(url: str) -> str:
     return os.path.abspath(url) if storage.is_local(url) and "://" not in url else url
 
 
-def convert(src: str, dst: str, *, schema: str | None = None, parquet_info: str | Mapping[str, Any] | None = None,
-            workers: int | None = None, layout: str = "rowgroup", shard_size: int | None = None,
-            samples_per_shard: int | None = None, overwrite: bool = False, drop_bad_rows: bool = False,
-            storage_options: dict[str, Any] | None = None, progress: bool = True, engine: str = "auto",
-            ray_address: str | None = None, executor: Executor | None = None) -> dict[str, Any]:
+def convert(
+    src: str,
+    dst: str,
+    *,
+    schema: str | None = None,
+    parquet_info: str | Mapping[str, Any] | None = None,
+    workers: int | None = None,
+    layout: str = "rowgroup",
+    shard_size: int | None = None,
+    samples_per_shard: int | None = None,
+    overwrite: bool = False,
+    drop_bad_rows: bool = False,
+    storage_options: dict[str, Any] | None = None,
+    progress: bool = True,
+    engine: str = "auto",
+    ray_address: str | None = None,
+    executor: Executor | None = None,
+) -> dict[str, Any]:
     """Convert the parquet dataset at ``src`` into WebDataset shards under ``dst``; returns a summary.
 
     Re-running after a crash resumes (finished shards are checked by size and sha256 and kept).
@@ -59,10 +73,22 @@ def convert(src: str, dst: str, *, schema: str | None = None, parquet_info: str 
     as for ``ray.init``, ``"auto"`` for a running cluster); every engine writes the same bytes.
     ``executor`` overrides ``engine``/``workers`` with any object that has ``map_unordered``.
     """
-    cfg = ConvertConfig(src=_absolute(src), dst=_absolute(dst), schema=schema, parquet_info=parquet_info,
-                        workers=workers, engine=engine, ray_address=ray_address, layout=layout,
-                        shard_size=shard_size, samples_per_shard=samples_per_shard, overwrite=overwrite,
-                        drop_bad_rows=drop_bad_rows, storage_options=storage_options, progress=progress)
+    cfg = ConvertConfig(
+        src=_absolute(src),
+        dst=_absolute(dst),
+        schema=schema,
+        parquet_info=parquet_info,
+        workers=workers,
+        engine=engine,
+        ray_address=ray_address,
+        layout=layout,
+        shard_size=shard_size,
+        samples_per_shard=samples_per_shard,
+        overwrite=overwrite,
+        drop_bad_rows=drop_bad_rows,
+        storage_options=storage_options,
+        progress=progress,
+    )
     if executor is None and cfg.engine == "ray":
         import_ray()  # a missing optional extra fails before any reads or writes
     t0 = time.perf_counter()
@@ -71,16 +97,30 @@ def convert(src: str, dst: str, *, schema: str | None = None, parquet_info: str 
         log.warning("%s", DROP_NOTE)
     finished = _prepare_dst(cfg, plan)
     if finished is not None:
-        return _summary(cfg, finished, plan, converted=0, skipped=len(finished.shards),
-                        seconds=time.perf_counter() - t0, already_done=True)
+        return _summary(
+            cfg,
+            finished,
+            plan,
+            converted=0,
+            skipped=len(finished.shards),
+            seconds=time.perf_counter() - t0,
+            already_done=True,
+        )
     ordered = _run_tasks(cfg, plan, executor)
     manifest = _build_manifest(cfg, plan, ordered)
     _write_report(cfg, plan, manifest, ordered)
     manifest.write(cfg.dst, cfg.storage_options)
     remove_progress(cfg.dst, cfg.storage_options)
     converted = sum(1 for r in ordered if not r.skipped)
-    return _summary(cfg, manifest, plan, converted=converted, skipped=len(ordered) - converted,
-                    seconds=time.perf_counter() - t0, already_done=False)
+    return _summary(
+        cfg,
+        manifest,
+        plan,
+        converted=converted,
+        skipped=len(ordered) - converted,
+        seconds=time.perf_counter() - t0,
+        already_done=False,
+    )
 
 
 def _prepare_dst(cfg: ConvertConfig, plan: Plan) -> mf.Manifest | None:
@@ -93,8 +133,10 @@ def _prepare_dst(cfg: ConvertConfig, plan: Plan) -> mf.Manifest | None:
     elif storage.exists(storage.join(cfg.dst, mf.MANIFEST_NAME), so):
         existing = mf.Manifest.read(cfg.dst, so)
         if existing.extra.get("plan_fingerprint") != plan.fingerprint():
-            raise FileExistsError(f"{cfg.dst} already holds a finished conversion of other input or options; "
-                                  f"pass overwrite=True (--overwrite) to replace it")
+            raise FileExistsError(
+                f"{cfg.dst} already holds a finished conversion of other input or options; "
+                f"pass overwrite=True (--overwrite) to replace it"
+            )
         if all(shard_is_intact(cfg.dst, asdict(s), so) for s in existing.shards):
             return existing
         storage.remove(storage.join(cfg.dst, mf.MANIFEST_NAME), so)
@@ -134,8 +176,9 @@ def _write_report(cfg: ConvertConfig, plan: Plan, manifest: mf.Manifest, ordered
         "note": DROP_NOTE if cfg.drop_bad_rows else KEEP_NOTE,
         "bad_rows": [_in_report_order(b) for r in ordered for b in r.bad_rows],
     }
-    storage.write_bytes(storage.join(cfg.dst, mf.REPORT_NAME), (json.dumps(report, indent=1) + "\n").encode(),
-                        cfg.storage_options)
+    storage.write_bytes(
+        storage.join(cfg.dst, mf.REPORT_NAME), (json.dumps(report, indent=1) + "\n").encode(), cfg.storage_options
+    )
 
 
 _BAD_ROW_FIELDS = ("file", "row_group", "row", "key", "reason", "shard", "dropped")
@@ -146,8 +189,6 @@ def _in_report_order(bad_row: Mapping[str, Any]) -> dict[str, Any]:
     resumed run would otherwise write a report.json that differs from an uninterrupted run's."""
     known = {k: bad_row[k] for k in _BAD_ROW_FIELDS if k in bad_row}
     return {**known, **{k: bad_row[k] for k in sorted(bad_row) if k not in known}}
-
-
 
 
 def _build_manifest(cfg: ConvertConfig, plan: Plan, results: list[ShardResult]) -> mf.Manifest:
@@ -169,8 +210,9 @@ def _build_manifest(cfg: ConvertConfig, plan: Plan, results: list[ShardResult]) 
         columns=[{"name": n, "type": t} for n, t in plan.columns],
         layout=cfg.layout,
         source_root=cfg.src.rstrip("/"),
-        source_files=[mf.SourceFile(path=name, row_groups=row_groups[name], key_stem=plan.stems[name])
-                      for name in plan.files],
+        source_files=[
+            mf.SourceFile(path=name, row_groups=row_groups[name], key_stem=plan.stems[name]) for name in plan.files
+        ],
         shards=shards,
         drop_bad_rows=cfg.drop_bad_rows,
         num_bad_rows=sum(len(r.bad_rows) for r in results),
@@ -179,10 +221,16 @@ def _build_manifest(cfg: ConvertConfig, plan: Plan, results: list[ShardResult]) 
     )
 
 
-
-
-def _summary(cfg: ConvertConfig, manifest: mf.Manifest, plan: Plan, *, converted: int, skipped: int,
-             seconds: float, already_done: bool) -> dict[str, Any]:
+def _summary(
+    cfg: ConvertConfig,
+    manifest: mf.Manifest,
+    plan: Plan,
+    *,
+    converted: int,
+    skipped: int,
+    seconds: float,
+    already_done: bool,
+) -> dict[str, Any]:
     rows = manifest.num_source_rows
     return {
         "src": cfg.src,

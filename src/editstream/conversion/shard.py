@@ -49,8 +49,10 @@ def _slice_stop(task: ShardTask, pf: pq.ParquetFile, s: mf.RowSlice) -> int:
     known = task.expected_rows is not None
     stop = s.stop if known else total
     if stop > total or (known and task.row_group is not None and stop != total):
-        raise ValueError(f"{url} row group {s.row_group} has {total} rows, the plan expected rows "
-                         f"{s.start}:{s.stop}; the source changed since planning")
+        raise ValueError(
+            f"{url} row group {s.row_group} has {total} rows, the plan expected rows "
+            f"{s.start}:{s.stop}; the source changed since planning"
+        )
     return stop
 
 
@@ -65,8 +67,9 @@ def iter_task_rows(task: ShardTask) -> Iterator[tuple[mf.RowSlice, int, dict[str
             pf = open_file[1]
             stop = _slice_stop(task, pf, s)
             url = storage.join(task.src_root, s.file)
-            for row_index, row in iter_row_group_rows(pf, url, s.row_group, s.start, stop,
-                                                      batch_size=_BATCH_ROWS, binary_views=True):
+            for row_index, row in iter_row_group_rows(
+                pf, url, s.row_group, s.start, stop, batch_size=_BATCH_ROWS, binary_views=True
+            ):
                 yield s, row_index, row
 
 
@@ -99,8 +102,17 @@ def _write_rows(task: ShardTask, writer: TarWriter) -> _ShardWork:
         key = make_key(stems[s.file], s.row_group, row_index)
         reason = _row_problem(check_row, row)
         if reason is not None:
-            work.bad_rows.append({"file": s.file, "row_group": s.row_group, "row": row_index, "key": key,
-                                  "reason": reason, "shard": task.shard_path, "dropped": task.drop_bad_rows})
+            work.bad_rows.append(
+                {
+                    "file": s.file,
+                    "row_group": s.row_group,
+                    "row": row_index,
+                    "key": key,
+                    "reason": reason,
+                    "shard": task.shard_path,
+                    "dropped": task.drop_bad_rows,
+                }
+            )
             if task.drop_bad_rows:
                 work.dropped.append(work.position)
                 work.position += 1
@@ -117,19 +129,37 @@ def convert_shard(task: ShardTask) -> ShardResult:
         return reused
     t0 = time.perf_counter()
     shard_url = storage.join(task.dst_root, task.shard_path)
-    with open_output(shard_url, task.storage_options) as f, \
-            TarWriter(f, buffer_size=2 * 1024 * 1024, background=True) as writer:
+    with (
+        open_output(shard_url, task.storage_options) as f,
+        TarWriter(f, buffer_size=2 * 1024 * 1024, background=True) as writer,
+    ):
         work = _write_rows(task, writer)
-    actual_slices = [mf.RowSlice(file=s.file, row_group=s.row_group, start=s.start,
-                                 stop=s.start + work.counts.get((s.file, s.row_group, s.start), 0))
-                     for s in task.slices]
+    actual_slices = [
+        mf.RowSlice(
+            file=s.file,
+            row_group=s.row_group,
+            start=s.start,
+            stop=s.start + work.counts.get((s.file, s.row_group, s.start), 0),
+        )
+        for s in task.slices
+    ]
     idx_path = idx_path_for(task.shard_path)
-    write_output(storage.join(task.dst_root, idx_path), encode_idx(writer.offsets, writer.end_offset),
-                 task.storage_options)
-    info = mf.ShardInfo(path=task.shard_path, idx_path=idx_path, num_samples=len(writer.offsets),
-                        num_bytes=writer.num_bytes, sha256=writer.sha256, rows=actual_slices,
-                        source_file=task.source_file, row_group=task.row_group, dropped=work.dropped)
-    result = ShardResult(shard=asdict(info), bad_rows=work.bad_rows, num_rows=work.position,
-                         seconds=time.perf_counter() - t0)
+    write_output(
+        storage.join(task.dst_root, idx_path), encode_idx(writer.offsets, writer.end_offset), task.storage_options
+    )
+    info = mf.ShardInfo(
+        path=task.shard_path,
+        idx_path=idx_path,
+        num_samples=len(writer.offsets),
+        num_bytes=writer.num_bytes,
+        sha256=writer.sha256,
+        rows=actual_slices,
+        source_file=task.source_file,
+        row_group=task.row_group,
+        dropped=work.dropped,
+    )
+    result = ShardResult(
+        shard=asdict(info), bad_rows=work.bad_rows, num_rows=work.position, seconds=time.perf_counter() - t0
+    )
     write_record(task, result)
     return result

@@ -8,9 +8,11 @@ Problems are collected (never raised) so one run reports everything that is wron
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import math
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from typing import IO, Any
 
@@ -21,7 +23,7 @@ from ..format.rowcodec import RowCodecError, decode_sample
 from ..format.tarblock import BLOCK, TarFormatError
 from ..format.tarreader import iter_samples
 from ..io import storage
-from ..io.parquet import read_row_group_rows, row_group_sizes
+from ..io.parquet import iter_row_group_rows, open_parquet, row_group_sizes
 from .executors import make_executor
 
 _MAX_PROBLEMS_PER_SHARD = 20
@@ -55,14 +57,21 @@ class VerifyReport:
         return not self.problems
 
     def to_dict(self) -> dict[str, Any]:
-        return {"root": self.root, "ok": self.ok, "shards_checked": self.shards_checked,
-                "samples_checked": self.samples_checked, "rows_compared": self.rows_compared,
-                "problems": [asdict(p) for p in self.problems]}
+        return {
+            "root": self.root,
+            "ok": self.ok,
+            "shards_checked": self.shards_checked,
+            "samples_checked": self.samples_checked,
+            "rows_compared": self.rows_compared,
+            "problems": [asdict(p) for p in self.problems],
+        }
 
     def format(self) -> str:
-        head = (f"{self.root}: {'OK' if self.ok else 'FAILED'} - {self.shards_checked} shards, "
-                f"{self.samples_checked} samples, {self.rows_compared} source rows compared, "
-                f"{len(self.problems)} problems")
+        head = (
+            f"{self.root}: {'OK' if self.ok else 'FAILED'} - {self.shards_checked} shards, "
+            f"{self.samples_checked} samples, {self.rows_compared} source rows compared, "
+            f"{len(self.problems)} problems"
+        )
         return "\n".join([head] + [f"  {p}" for p in self.problems])
 
 
@@ -127,93 +136,138 @@ class _ShardOutcome:
     rows_compared: int
 
 
-def _expected_keys(check: _ShardCheck) -> list[tuple[mf.RowSlice, int, str]]:
-    shard = mf.ShardInfo(**{**check.shard, "rows": [mf.RowSlice(**s) for s in check.shard["rows"]]})
-    return [(s, row, make_key(check.stems[s.file], s.row_group, row)) for s, row in shard.kept_rows()]
+class _ShardVerifier:
+    """Checks one shard in a single streaming pass; memory stays bounded whatever the manifest claims."""
 
+    def __init__(self, check: _ShardCheck) -> None:
+        self.check = check
+        self.name = check.shard["path"]
+        self.url = storage.join(check.root, self.name)
+        self.info = mf.ShardInfo(**{**check.shard, "rows": [mf.RowSlice(**s) for s in check.shard["rows"]]})
+        self.problems: list[Problem] = []
+        self.keys: list[str] = []
+        self.offsets: list[int] = []
+        self.compared = 0
+        self.end_offset: int | None = None
 
-def _check_shard(check: _ShardCheck) -> _ShardOutcome:
-    shard = check.shard
-    name = shard["path"]
-    so = check.storage_options
-    problems: list[Problem] = []
+    def problem(self, kind: str, detail: str) -> None:
+        if len(self.problems) < _MAX_PROBLEMS_PER_SHARD:
+            self.problems.append(Problem(kind, self.name, detail))
 
-    def problem(kind: str, detail: str) -> None:
-        if len(problems) < _MAX_PROBLEMS_PER_SHARD:
-            problems.append(Problem(kind, name, detail))
-
-    url = storage.join(check.root, name)
-    if not storage.exists(url, so):
-        return _ShardOutcome([Problem("missing_shard", name, f"{url} does not exist")], [], 0, 0)
-
-    idx: tuple[list[int], int] | None = None
-    idx_url = storage.join(check.root, shard["idx_path"])
-    try:
-        idx = read_idx(idx_url, so)
-    except FileNotFoundError:
-        problem("missing_idx", f"{idx_url} does not exist")
-    except mf.ManifestError as exc:
-        problem("idx", str(exc))
-
-    expected = _expected_keys(check)
-    originals: dict[tuple[str, int], list[dict[str, Any]]] = {}
-    keys: list[str] = []
-    offsets: list[int] = []
-    compared = 0
-    end_offset: int | None = None
-    with storage.open_read(url, so, block_size=8 * 1024 * 1024) as f:
-        reader = _HashingReader(f)
+    def read_idx(self) -> tuple[list[int], int] | None:
+        idx_url = storage.join(self.check.root, self.check.shard["idx_path"])
         try:
-            for i, (key, offset, members) in enumerate(iter_samples(reader, source=url)):
-                keys.append(key)
-                offsets.append(offset)
-                if i < len(expected) and key != expected[i][2]:
-                    problem("key", f"sample {i} has key {key!r}, expected {expected[i][2]!r}")
+            return read_idx(idx_url, self.check.storage_options)
+        except FileNotFoundError:
+            self.problem("missing_idx", f"{idx_url} does not exist")
+        except mf.ManifestError as exc:
+            self.problem("idx", str(exc))
+        return None
+
+    def _source_rows(self) -> Iterator[dict[str, Any] | None]:
+        """The source rows of the shard's samples, in order (streamed); ``None`` once unreadable."""
+        so = self.check.storage_options
+        assert self.check.source is not None
+        current: tuple[str, int] | None = None
+        rows: Iterator[tuple[int, dict[str, Any]]] = iter(())
+        with contextlib.ExitStack() as files:
+            for s, row_index in self.info.kept_rows():
+                if current != (s.file, s.row_group):
+                    current = (s.file, s.row_group)
+                    files.close()
+                    url = storage.join(self.check.source, s.file)
+                    try:
+                        pf = files.enter_context(open_parquet(url, so, streaming=True))
+                        rows = iter_row_group_rows(pf, url, s.row_group, s.start)
+                    except (OSError, IndexError) as exc:
+                        self.problem("source", f"cannot read {s.file} row group {s.row_group}: {exc}")
+                        rows = iter(())
+                yield self._source_row(rows, s, row_index)
+
+    def _source_row(
+        self, rows: Iterator[tuple[int, dict[str, Any]]], s: mf.RowSlice, row_index: int
+    ) -> dict[str, Any] | None:
+        try:
+            for index, row in rows:
+                if index == row_index:
+                    return row
+        except (OSError, IndexError) as exc:
+            self.problem("source", f"cannot read {s.file} row group {s.row_group}: {exc}")
+            return None
+        self.problem("source", f"source {s.file} row group {s.row_group} has no row {row_index}")
+        return None
+
+    def compare(
+        self, key: str, row: dict[str, Any], original: dict[str, Any] | None, s: mf.RowSlice, row_index: int
+    ) -> None:
+        if original is None:
+            return
+        self.compared += 1
+        if not rows_equal(row, original):
+            self.problem(
+                "row_mismatch",
+                f"sample {key!r} != source {s.file} row group {s.row_group} row "
+                f"{row_index}: {_first_difference(row, original)}",
+            )
+
+    def walk(self, reader: _HashingReader) -> None:
+        """Read every sample: keys in the expected order, every sample decodes, rows equal the source."""
+        expected = self.info.kept_rows()
+        originals = self._source_rows() if self.check.source is not None else None
+        try:
+            for i, (key, offset, members) in enumerate(iter_samples(reader, source=self.url)):
+                self.keys.append(key)
+                self.offsets.append(offset)
+                slot = next(expected, None)
+                original = next(originals, None) if originals is not None and slot is not None else None
+                want = None if slot is None else make_key(self.check.stems[slot[0].file], slot[0].row_group, slot[1])
+                if want is not None and key != want:
+                    self.problem("key", f"sample {i} has key {key!r}, expected {want!r}")
                 try:
                     row = decode_sample(key, members)
                 except RowCodecError as exc:
-                    problem("decode", str(exc))
+                    self.problem("decode", str(exc))
                     continue
-                if check.source is not None and i < len(expected):
-                    rs, row_index, _ = expected[i]
-                    unit = (rs.file, rs.row_group)
-                    if unit not in originals:
-                        try:
-                            originals[unit] = read_row_group_rows(storage.join(check.source, rs.file), rs.row_group,
-                                                                  so)
-                        except (OSError, IndexError) as exc:
-                            problem("source", f"cannot read {rs.file} row group {rs.row_group}: {exc}")
-                            originals[unit] = []
-                    rows = originals[unit]
-                    if row_index < len(rows):
-                        compared += 1
-                        if not rows_equal(row, rows[row_index]):
-                            problem("row_mismatch", f"sample {key!r} != source {rs.file} row group {rs.row_group} "
-                                                    f"row {row_index}: {_first_difference(row, rows[row_index])}")
-                    else:
-                        problem("source", f"source {rs.file} row group {rs.row_group} has no row {row_index}")
-            end_offset = reader.pos - BLOCK
+                if slot is not None:
+                    self.compare(key, row, original, *slot)
+            self.end_offset = reader.pos - BLOCK
         except TarFormatError as exc:
-            problem("tar_format", f"{type(exc).__name__}: {exc}")
-        reader.drain()
-    size = reader.pos
-    sha = reader.hash.hexdigest()
-    if size != shard["num_bytes"]:
-        problem("size", f"{size} bytes, manifest says {shard['num_bytes']}")
-    if sha != shard["sha256"]:
-        problem("sha256", f"sha256 {sha}, manifest says {shard['sha256']}")
-    if len(keys) != shard["num_samples"]:
-        problem("sample_count", f"{len(keys)} samples, manifest says {shard['num_samples']}")
-    if idx is not None:
+            self.problem("tar_format", f"{type(exc).__name__}: {exc}")
+
+    def totals(self, size: int, sha: str, idx: tuple[list[int], int] | None) -> None:
+        shard = self.check.shard
+        if size != shard["num_bytes"]:
+            self.problem("size", f"{size} bytes, manifest says {shard['num_bytes']}")
+        if sha != shard["sha256"]:
+            self.problem("sha256", f"sha256 {sha}, manifest says {shard['sha256']}")
+        if len(self.keys) != shard["num_samples"]:
+            self.problem("sample_count", f"{len(self.keys)} samples, manifest says {shard['num_samples']}")
+        if idx is None:
+            return
         idx_offsets, idx_end = idx
         if len(idx_offsets) != shard["num_samples"]:
-            problem("idx", f"idx has {len(idx_offsets)} offsets, manifest says {shard['num_samples']} samples")
-        if idx_offsets[:len(offsets)] != offsets[:len(idx_offsets)]:
-            first = next(i for i, (a, b) in enumerate(zip(idx_offsets, offsets)) if a != b)
-            problem("idx", f"idx offset of sample {first} is {idx_offsets[first]}, the tar has it at {offsets[first]}")
-        if end_offset is not None and idx_end != end_offset:
-            problem("idx", f"idx end offset {idx_end}, the tar's samples end at {end_offset}")
-    return _ShardOutcome(problems, keys, len(keys), compared)
+            self.problem("idx", f"idx has {len(idx_offsets)} offsets, manifest says {shard['num_samples']} samples")
+        if idx_offsets[: len(self.offsets)] != self.offsets[: len(idx_offsets)]:
+            first = next(i for i, (a, b) in enumerate(zip(idx_offsets, self.offsets)) if a != b)
+            self.problem(
+                "idx", f"idx offset of sample {first} is {idx_offsets[first]}, the tar has it at {self.offsets[first]}"
+            )
+        if self.end_offset is not None and idx_end != self.end_offset:
+            self.problem("idx", f"idx end offset {idx_end}, the tar's samples end at {self.end_offset}")
+
+
+def _check_shard(check: _ShardCheck) -> _ShardOutcome:
+    verifier = _ShardVerifier(check)
+    so = check.storage_options
+    if not storage.exists(verifier.url, so):
+        return _ShardOutcome([Problem("missing_shard", verifier.name, f"{verifier.url} does not exist")], [], 0, 0)
+    idx = verifier.read_idx()
+    with storage.open_read(verifier.url, so, block_size=8 * 1024 * 1024) as f:
+        reader = _HashingReader(f)
+        verifier.walk(reader)
+        reader.drain()
+    verifier.totals(reader.pos, reader.hash.hexdigest(), idx)
+    return _ShardOutcome(verifier.problems, verifier.keys, len(verifier.keys), verifier.compared)
 
 
 def _check_source_coverage(m: mf.Manifest, source: str, so: dict[str, Any] | None) -> list[Problem]:
@@ -240,18 +294,30 @@ def _check_source_coverage(m: mf.Manifest, source: str, so: dict[str, Any] | Non
         except OSError as exc:
             problems.append(Problem("source", None, f"cannot read footer of {f.path}: {exc}"))
             continue
-        if sizes[:len(f.row_groups)] != f.row_groups:
-            problems.append(Problem("source", None, f"{f.path} has row groups of {sizes} rows, manifest says "
-                                                    f"{f.row_groups}"))
+        if sizes[: len(f.row_groups)] != f.row_groups:
+            problems.append(
+                Problem("source", None, f"{f.path} has row groups of {sizes} rows, manifest says {f.row_groups}")
+            )
         for rg, n in enumerate(f.row_groups):
             if covered[(f.path, rg)] != n:
-                problems.append(Problem("source_coverage", None, f"{f.path} row group {rg}: {n} rows, "
-                                                                 f"shards cover {covered[(f.path, rg)]}"))
+                problems.append(
+                    Problem(
+                        "source_coverage",
+                        None,
+                        f"{f.path} row group {rg}: {n} rows, shards cover {covered[(f.path, rg)]}",
+                    )
+                )
     return problems
 
 
-def verify(root: str, *, source: str | None = None, storage_options: dict[str, Any] | None = None,
-           workers: int | None = 1, engine: str = "auto") -> VerifyReport:
+def verify(
+    root: str,
+    *,
+    source: str | None = None,
+    storage_options: dict[str, Any] | None = None,
+    workers: int | None = 1,
+    engine: str = "auto",
+) -> VerifyReport:
     """Re-read every shard under ``root`` and check it against the manifest; with ``source``,
     also check that every source row is in the shards and equal to the original."""
     report = VerifyReport(root=root)
@@ -262,8 +328,10 @@ def verify(root: str, *, source: str | None = None, storage_options: dict[str, A
         return report
     stems = {f.path: f.key_stem for f in m.source_files}
     src = source.rstrip("/") if source else None
-    checks = [_ShardCheck(root=root.rstrip("/"), shard=asdict(s), stems=stems, source=src,
-                          storage_options=storage_options) for s in m.shards]
+    checks = [
+        _ShardCheck(root=root.rstrip("/"), shard=asdict(s), stems=stems, source=src, storage_options=storage_options)
+        for s in m.shards
+    ]
     if src is not None:
         report.problems.extend(_check_source_coverage(m, src, storage_options))
     runner = make_executor(engine, workers)

@@ -60,11 +60,11 @@ IMAGE_EXTENSIONS = frozenset({"jpg", "png", "gif", "webp", "tiff", "bmp", "avif"
 """Extensions that ``sniff_extension`` gives to image content."""
 
 
-def _u16be(b: bytes, i: int) -> int:
+def _u16be(b: bytes | memoryview, i: int) -> int:
     return (b[i] << 8) | b[i + 1]
 
 
-def _u16le(b: bytes, i: int) -> int:
+def _u16le(b: bytes | memoryview, i: int) -> int:
     return b[i] | (b[i + 1] << 8)
 
 

@@ -46,7 +46,7 @@ def key_stems(names: list[str]) -> list[str]:
     used: set[str] = set()
     out = []
     for i, name in enumerate(names):
-        base = name[:-len(".parquet")] if name.endswith(".parquet") else name
+        base = name[: -len(".parquet")] if name.endswith(".parquet") else name
         stem = safe_component(base)
         if stem.startswith("_"):
             stem = "f" + stem

@@ -165,8 +165,10 @@ class Manifest:
         if self.format != FORMAT_NAME:
             raise ManifestError(f"not an editstream manifest (format {self.format!r})")
         if self.format_version != FORMAT_VERSION:
-            raise ManifestError(f"manifest format version {self.format_version} is not supported "
-                                f"(this editstream reads version {FORMAT_VERSION})")
+            raise ManifestError(
+                f"manifest format version {self.format_version} is not supported "
+                f"(this editstream reads version {FORMAT_VERSION})"
+            )
         if self.layout not in LAYOUTS:
             raise ManifestError(f"unknown layout {self.layout!r}; expected one of {LAYOUTS}")
         files = {f.path: f for f in self.source_files}
@@ -174,37 +176,56 @@ class Manifest:
             raise ManifestError("source files listed twice")
         if len({f.key_stem for f in self.source_files}) != len(self.source_files):
             raise ManifestError("two source files share a key stem")
-        paths = set()
+        paths: set[str] = set()
         for shard in self.shards:
             if shard.path in paths:
                 raise ManifestError(f"shard {shard.path} listed twice")
             paths.add(shard.path)
-            rows = 0
-            for s in shard.rows:
-                src = files.get(s.file)
-                if src is None:
-                    raise ManifestError(f"shard {shard.path}: unknown source file {s.file!r}")
-                if s.row_group >= src.num_row_groups or s.stop > src.row_groups[s.row_group]:
-                    raise ManifestError(f"shard {shard.path}: rows {s.start}:{s.stop} of {s.file!r} row group "
-                                        f"{s.row_group} are outside the file")
-                rows += s.num_rows
-            if shard.num_samples != rows - len(shard.dropped):
-                raise ManifestError(f"shard {shard.path}: {shard.num_samples} samples from {rows} source rows "
-                                    f"with {len(shard.dropped)} dropped")
-            if shard.dropped and not self.drop_bad_rows:
-                raise ManifestError(f"shard {shard.path}: rows dropped although drop_bad_rows is off")
-            if self.layout == "rowgroup":
-                if shard.source_file is None or shard.row_group is None:
-                    raise ManifestError(f"shard {shard.path}: rowgroup layout needs source_file and row_group")
-                if [(s.file, s.row_group) for s in shard.rows] != [(shard.source_file, shard.row_group)]:
-                    raise ManifestError(f"shard {shard.path}: rows do not match its source unit")
+            self._validate_shard(shard, files)
+
+    def _validate_shard(self, shard: ShardInfo, files: dict[str, SourceFile]) -> None:
+        rows = 0
+        for s in shard.rows:
+            src = files.get(s.file)
+            if src is None:
+                raise ManifestError(f"shard {shard.path}: unknown source file {s.file!r}")
+            if s.row_group >= src.num_row_groups or s.stop > src.row_groups[s.row_group]:
+                raise ManifestError(
+                    f"shard {shard.path}: rows {s.start}:{s.stop} of {s.file!r} row group "
+                    f"{s.row_group} are outside the file"
+                )
+            rows += s.num_rows
+        if shard.num_samples != rows - len(shard.dropped):
+            raise ManifestError(
+                f"shard {shard.path}: {shard.num_samples} samples from {rows} source rows "
+                f"with {len(shard.dropped)} dropped"
+            )
+        if shard.dropped and not self.drop_bad_rows:
+            raise ManifestError(f"shard {shard.path}: rows dropped although drop_bad_rows is off")
+        if self.layout == "rowgroup":
+            if shard.source_file is None or shard.row_group is None:
+                raise ManifestError(f"shard {shard.path}: rowgroup layout needs source_file and row_group")
+            if [(s.file, s.row_group) for s in shard.rows] != [(shard.source_file, shard.row_group)]:
+                raise ManifestError(f"shard {shard.path}: rows do not match its source unit")
 
     # -- (de)serialisation ---------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
         """The manifest as JSON-able data, keys in a fixed order (so the file is deterministic)."""
         d = asdict(self)
-        order = ["format", "format_version", "created_by", "schema", "layout", "columns", "source_root",
-                 "drop_bad_rows", "num_bad_rows", "source_files", "shards", "extra"]
+        order = [
+            "format",
+            "format_version",
+            "created_by",
+            "schema",
+            "layout",
+            "columns",
+            "source_root",
+            "drop_bad_rows",
+            "num_bad_rows",
+            "source_files",
+            "shards",
+            "extra",
+        ]
         return {k: d[k] for k in order}
 
     @classmethod
@@ -236,8 +257,9 @@ class Manifest:
         try:
             raw = storage.read_bytes(url, storage_options)
         except FileNotFoundError:
-            raise ManifestError(f"no manifest at {url} (the conversion has not finished, or this is not a "
-                                f"converted dataset)") from None
+            raise ManifestError(
+                f"no manifest at {url} (the conversion has not finished, or this is not a converted dataset)"
+            ) from None
         try:
             d = json.loads(raw)
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:

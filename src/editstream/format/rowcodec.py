@@ -15,7 +15,7 @@ import datetime as _dt
 import decimal
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from .images import sniff_extension
@@ -32,6 +32,7 @@ class RowCodecError(ValueError):
 # ---------------------------------------------------------------------------------------
 # Encoding
 
+
 class _Encoder:
     """Walks one row, collecting binary members and building the JSON document."""
 
@@ -40,7 +41,7 @@ class _Encoder:
         self.members: list[tuple[str, Any]] = []
         self.used: set[str] = {JSON_SUFFIX}
 
-    def _member_name(self, path: list[str], data: bytes | memoryview) -> str:
+    def _member_name(self, path: list[str], data: bytes | bytearray | memoryview) -> str:
         ext = sniff_extension(data)
         base = ".".join(path)
         name = f"{base}.{ext}"
@@ -78,18 +79,25 @@ class _Encoder:
             if len(out) == 1 and next(iter(out)).startswith(_TAG_PREFIX):
                 return {"$dict": out}
             return out
-        if isinstance(v, _dt.datetime):
-            return {"$datetime": v.isoformat()}
-        if isinstance(v, _dt.date):
-            return {"$date": v.isoformat()}
-        if isinstance(v, _dt.time):
-            return {"$time": v.isoformat()}
-        if isinstance(v, _dt.timedelta):
-            return {"$timedelta": [v.days, v.seconds, v.microseconds]}
-        if isinstance(v, decimal.Decimal):
-            return {"$decimal": str(v)}
-        raise RowCodecError(f"sample {self.key!r}, column {column!r}: cannot encode a value of type "
-                            f"{type(v).__name__}")
+        tagged = _tag_scalar(v)
+        if tagged is not None:
+            return tagged
+        raise RowCodecError(f"sample {self.key!r}, column {column!r}: cannot encode a value of type {type(v).__name__}")
+
+
+def _tag_scalar(v: Any) -> dict[str, Any] | None:
+    """A tagged JSON form for the scalar types plain JSON cannot hold exactly, else ``None``."""
+    if isinstance(v, _dt.datetime):
+        return {"$datetime": v.isoformat()}
+    if isinstance(v, _dt.date):
+        return {"$date": v.isoformat()}
+    if isinstance(v, _dt.time):
+        return {"$time": v.isoformat()}
+    if isinstance(v, _dt.timedelta):
+        return {"$timedelta": [v.days, v.seconds, v.microseconds]}
+    if isinstance(v, decimal.Decimal):
+        return {"$decimal": str(v)}
+    return None
 
 
 def _column_names(schema_types: Any) -> list[str] | None:
@@ -134,7 +142,7 @@ def encode_row(row: Mapping[str, Any], key: str, schema_types: Any = None) -> li
 # ---------------------------------------------------------------------------------------
 # Decoding
 
-_SIMPLE_TAGS = {
+_SIMPLE_TAGS: dict[str, Callable[[Any], Any]] = {
     "$float": float,
     "$datetime": _dt.datetime.fromisoformat,
     "$date": _dt.date.fromisoformat,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import IO
+from typing import Protocol
 
 from . import tarblock as tb
 from .tarblock import (
@@ -22,6 +22,12 @@ from .tarblock import (
 )
 
 _SKIP_CHUNK = 1 << 20
+
+
+class Readable(Protocol):
+    """What the reader needs from a stream: ``read(n)`` (a file, a ranged reader, a hashing wrapper)."""
+
+    def read(self, n: int = -1, /) -> bytes: ...
 
 
 @dataclass(frozen=True)
@@ -40,7 +46,7 @@ class TarMember:
         return len(self.data)
 
 
-def _read_exact(f: IO[bytes], n: int) -> bytes:
+def _read_exact(f: Readable, n: int) -> bytes:
     """Read up to ``n`` bytes, looping over short reads; fewer only at end of stream."""
     data = f.read(n)
     if data is None:
@@ -58,7 +64,7 @@ def _read_exact(f: IO[bytes], n: int) -> bytes:
     return b"".join(parts)
 
 
-def _read_payload(f: IO[bytes], size: int, truncated: str) -> bytes:
+def _read_payload(f: Readable, size: int, truncated: str) -> bytes:
     """The ``size`` data bytes of an entry, then its padding to the next block, read and dropped.
 
     Reading the padding separately keeps the data from being sliced (copied) once more.
@@ -71,7 +77,7 @@ def _read_payload(f: IO[bytes], size: int, truncated: str) -> bytes:
     return data
 
 
-def _skip_payload(f: IO[bytes], size: int, truncated: str) -> None:
+def _skip_payload(f: Readable, size: int, truncated: str) -> None:
     """Read past ``size`` data bytes and their padding in bounded chunks (nothing is kept)."""
     remaining = size + tb.padding(size)
     while remaining:
@@ -98,7 +104,7 @@ def _parse_number(field: bytes, what: str, source: str, offset: int) -> int:
 
 def _checksum_ok(block: bytes) -> bool:
     stored = block[tb.CHECKSUM]
-    before, after = block[:tb.CHECKSUM.start], block[tb.CHECKSUM.stop:]
+    before, after = block[: tb.CHECKSUM.start], block[tb.CHECKSUM.stop :]
     text = stored.split(b"\0", 1)[0].strip(b" ")
     try:
         value = int(text, 8)
@@ -115,14 +121,14 @@ def _parse_pax(data: bytes, source: str, offset: int) -> dict[str, str]:
     out: dict[str, str] = {}
     pos = 0
     while pos < len(data):
-        if data[pos:pos + 1] == b"\0":
+        if data[pos : pos + 1] == b"\0":
             break
         space = data.find(b" ", pos)
         try:
             length = int(data[pos:space])
         except ValueError:
             raise MalformedHeaderError(f"{source}: bad pax record at offset {offset}") from None
-        record = data[space + 1:pos + length]
+        record = data[space + 1 : pos + length]
         if length <= 0 or not record.endswith(b"\n") or b"=" not in record:
             raise MalformedHeaderError(f"{source}: bad pax record at offset {offset}")
         key, value = record[:-1].split(b"=", 1)
@@ -143,8 +149,16 @@ def _header_name(block: bytes) -> str:
 class _MemberWalker:
     """Walks headers one at a time, carrying GNU long-name / pax records over to the next entry."""
 
-    def __init__(self, fileobj: IO[bytes], *, start_offset: int, end_offset: int | None, max_member_size: int,
-                 source: str, require_end_marker: bool) -> None:
+    def __init__(
+        self,
+        fileobj: Readable,
+        *,
+        start_offset: int,
+        end_offset: int | None,
+        max_member_size: int,
+        source: str,
+        require_end_marker: bool,
+    ) -> None:
         self.f = fileobj
         self.pos = start_offset
         self.end_offset = end_offset
@@ -159,18 +173,22 @@ class _MemberWalker:
         """The next header block, or ``None`` at the end of the archive (or of the range)."""
         if self.end_offset is not None and self.pos >= self.end_offset:
             if self.pending_offset is not None:
-                raise TruncatedTarError(f"{self.source}: extended header at offset {self.pending_offset} has no "
-                                        f"member before end offset {self.end_offset}")
+                raise TruncatedTarError(
+                    f"{self.source}: extended header at offset {self.pending_offset} has no "
+                    f"member before end offset {self.end_offset}"
+                )
             return None
         block = _read_exact(self.f, tb.BLOCK)
         if not block:
             if self.require_end_marker and self.end_offset is None:
-                raise TruncatedTarError(f"{self.source}: stream ended at offset {self.pos} without an "
-                                        f"end-of-archive marker")
+                raise TruncatedTarError(
+                    f"{self.source}: stream ended at offset {self.pos} without an end-of-archive marker"
+                )
             return None
         if len(block) < tb.BLOCK:
-            raise TruncatedTarError(f"{self.source}: stream ended inside the header at offset {self.pos} "
-                                    f"({len(block)} of {tb.BLOCK} bytes)")
+            raise TruncatedTarError(
+                f"{self.source}: stream ended inside the header at offset {self.pos} ({len(block)} of {tb.BLOCK} bytes)"
+            )
         self.pos += tb.BLOCK
         if block == tb.ZERO_BLOCK:
             return None
@@ -181,10 +199,12 @@ class _MemberWalker:
     def extended(self, typeflag: bytes, size: int, offset: int) -> None:
         """Read a long-name / pax record and keep what it says for the next entry."""
         if size > tb.MAX_EXTENDED_HEADER:
-            raise MemberTooLargeError(f"{self.source}: extended header of {size} bytes at offset {offset} "
-                                      f"exceeds {tb.MAX_EXTENDED_HEADER}")
-        payload = _read_payload(self.f, size, f"{self.source}: stream ended inside the extended header at "
-                                              f"offset {offset}")
+            raise MemberTooLargeError(
+                f"{self.source}: extended header of {size} bytes at offset {offset} exceeds {tb.MAX_EXTENDED_HEADER}"
+            )
+        payload = _read_payload(
+            self.f, size, f"{self.source}: stream ended inside the extended header at offset {offset}"
+        )
         self.pos += size + tb.padding(size)
         if typeflag in (b"g", b"K"):
             return
@@ -214,10 +234,15 @@ class _MemberWalker:
             self.pos += size + tb.padding(size)
             return None
         if size > self.max_member_size:
-            raise MemberTooLargeError(f"{self.source}: member {name!r} at offset {offset} has {size} bytes, "
-                                      f"above the cap of {self.max_member_size}")
-        data = _read_payload(self.f, size, f"{self.source}: stream ended inside member {name!r} at offset "
-                                           f"{offset} (of {size} data bytes)")
+            raise MemberTooLargeError(
+                f"{self.source}: member {name!r} at offset {offset} has {size} bytes, "
+                f"above the cap of {self.max_member_size}"
+            )
+        data = _read_payload(
+            self.f,
+            size,
+            f"{self.source}: stream ended inside member {name!r} at offset {offset} (of {size} data bytes)",
+        )
         data_offset = self.pos
         self.pos += size + tb.padding(size)
         return TarMember(name=name, offset=member_offset, data_offset=data_offset, data=data)
@@ -242,9 +267,15 @@ class _MemberWalker:
                 yield member
 
 
-def iter_members(fileobj: IO[bytes], *, start_offset: int = 0, end_offset: int | None = None,
-                 max_member_size: int = tb.DEFAULT_MAX_MEMBER_SIZE, source: str = "<tar stream>",
-                 require_end_marker: bool = True) -> Iterator[TarMember]:
+def iter_members(
+    fileobj: Readable,
+    *,
+    start_offset: int = 0,
+    end_offset: int | None = None,
+    max_member_size: int = tb.DEFAULT_MAX_MEMBER_SIZE,
+    source: str = "<tar stream>",
+    require_end_marker: bool = True,
+) -> Iterator[TarMember]:
     """Yield the regular-file members of a tar stream, in order, with absolute offsets.
 
     Reading starts at ``start_offset`` (seeked to when the file is seekable, otherwise the
@@ -256,10 +287,17 @@ def iter_members(fileobj: IO[bytes], *, start_offset: int = 0, end_offset: int |
     """
     seekable = getattr(fileobj, "seekable", None)
     if start_offset and seekable is not None and seekable():
-        fileobj.seek(start_offset)
-    return iter(_MemberWalker(fileobj, start_offset=start_offset, end_offset=end_offset,
-                              max_member_size=max_member_size, source=source,
-                              require_end_marker=require_end_marker))
+        fileobj.seek(start_offset)  # type: ignore[attr-defined]  # seekable() said it has one
+    return iter(
+        _MemberWalker(
+            fileobj,
+            start_offset=start_offset,
+            end_offset=end_offset,
+            max_member_size=max_member_size,
+            source=source,
+            require_end_marker=require_end_marker,
+        )
+    )
 
 
 def split_name(name: str) -> tuple[str, str] | None:
@@ -268,13 +306,19 @@ def split_name(name: str) -> tuple[str, str] | None:
     dot = name.find(".", slash + 1)
     if dot <= slash + 1:
         return None
-    return name[:dot], name[dot + 1:]
+    return name[:dot], name[dot + 1 :]
 
 
-def iter_samples(fileobj: IO[bytes], *, start_offset: int = 0, end_offset: int | None = None,
-                 max_member_size: int = tb.DEFAULT_MAX_MEMBER_SIZE, source: str = "<tar stream>",
-                 require_end_marker: bool = True, check_unique_keys: bool = True,
-                 ) -> Iterator[tuple[str, int, dict[str, bytes]]]:
+def iter_samples(
+    fileobj: Readable,
+    *,
+    start_offset: int = 0,
+    end_offset: int | None = None,
+    max_member_size: int = tb.DEFAULT_MAX_MEMBER_SIZE,
+    source: str = "<tar stream>",
+    require_end_marker: bool = True,
+    check_unique_keys: bool = True,
+) -> Iterator[tuple[str, int, dict[str, bytes]]]:
     """Group members into samples: yield ``(key, offset, {suffix: data})`` in stream order.
 
     ``offset`` is the sample's first header. Member names without an extension are skipped,
@@ -285,9 +329,14 @@ def iter_samples(fileobj: IO[bytes], *, start_offset: int = 0, end_offset: int |
     key: str | None = None
     offset = 0
     members: dict[str, bytes] = {}
-    for member in iter_members(fileobj, start_offset=start_offset, end_offset=end_offset,
-                               max_member_size=max_member_size, source=source,
-                               require_end_marker=require_end_marker):
+    for member in iter_members(
+        fileobj,
+        start_offset=start_offset,
+        end_offset=end_offset,
+        max_member_size=max_member_size,
+        source=source,
+        require_end_marker=require_end_marker,
+    ):
         parts = split_name(member.name)
         if parts is None:
             continue
@@ -297,13 +346,16 @@ def iter_samples(fileobj: IO[bytes], *, start_offset: int = 0, end_offset: int |
                 yield key, offset, members
             if check_unique_keys:
                 if member_key in seen:
-                    raise SampleOrderError(f"{source}: members of sample {member_key!r} are not contiguous "
-                                           f"(seen again at offset {member.offset})")
+                    raise SampleOrderError(
+                        f"{source}: members of sample {member_key!r} are not contiguous "
+                        f"(seen again at offset {member.offset})"
+                    )
                 seen.add(member_key)
             key, offset, members = member_key, member.offset, {}
         if suffix in members:
-            raise SampleOrderError(f"{source}: sample {member_key!r} has member {suffix!r} twice "
-                                   f"(second at offset {member.offset})")
+            raise SampleOrderError(
+                f"{source}: sample {member_key!r} has member {suffix!r} twice (second at offset {member.offset})"
+            )
         members[suffix] = member.data
     if key is not None:
         yield key, offset, members

@@ -20,6 +20,7 @@ from . import tarblock as tb
 _MODE = 0o644
 _IOV_MAX = 512
 
+
 def _octal(value: int, width: int) -> bytes:
     """A NUL-terminated octal field, or GNU base-256 when the value does not fit."""
     text = b"%0*o" % (width - 1, value)
@@ -35,7 +36,7 @@ def _header(name: bytes, size: int, typeflag: bytes) -> bytes:
     if len(name) > 100:
         raise ValueError("header names above 100 bytes need a long-name record")
     block = bytearray(tb.BLOCK)
-    block[0:len(name)] = name
+    block[0 : len(name)] = name
     block[tb.MODE] = _octal(_MODE, 8)
     block[tb.UID] = _octal(0, 8)
     block[tb.GID] = _octal(0, 8)
@@ -73,7 +74,7 @@ def _writev_all(fd: int, chunks: list[Any]) -> None:
     views = [memoryview(c).cast("B") if not isinstance(c, bytes) else c for c in chunks if len(c)]
     i = 0
     while i < len(views):
-        batch = views[i:i + _IOV_MAX]
+        batch = views[i : i + _IOV_MAX]
         written = os.writev(fd, batch)
         for v in batch:
             if written >= len(v):
@@ -114,12 +115,19 @@ class TarWriter:
     Chunks (headers, the members' own bytes or memoryviews, padding) are collected into large
     batches, each hashed and then written: with ``os.writev`` straight from the members'
     buffers when the file has a real descriptor (no copy in Python), otherwise as one joined
-    write. With ``background`` a helper thread hashes and writes while the caller goes on. ``offsets`` holds each sample's first header offset; ``sha256`` and ``num_bytes``
-    describe the archive once ``close()`` has added the end-of-archive marker.
+    write. With ``background`` a helper thread hashes and writes while the caller goes on.
+    ``offsets`` holds each sample's first header offset; ``sha256`` and ``num_bytes`` describe
+    the archive once ``close()`` has added the end-of-archive marker.
     """
 
-    def __init__(self, fileobj: IO[bytes], *, buffer_size: int = 8 * 1024 * 1024, hash_output: bool = True,
-                 background: bool = False) -> None:
+    def __init__(
+        self,
+        fileobj: IO[bytes],
+        *,
+        buffer_size: int = 8 * 1024 * 1024,
+        hash_output: bool = True,
+        background: bool = False,
+    ) -> None:
         self._f = fileobj
         self._fd = _real_fd(fileobj)
         self._buffer: list[Any] = []

@@ -24,8 +24,9 @@ STREAM_BUFFER_BYTES = 4 << 20
 
 
 @contextlib.contextmanager
-def open_parquet(url: str, storage_options: storage.StorageOptions | None = None, *,
-                 streaming: bool = False) -> Iterator[pq.ParquetFile]:
+def open_parquet(
+    url: str, storage_options: storage.StorageOptions | None = None, *, streaming: bool = False
+) -> Iterator[pq.ParquetFile]:
     """Open ``url`` (local or any fsspec URL) as a ``ParquetFile``; the file closes on exit.
 
     Plain local paths are memory-mapped by arrow itself (no copy through Python file
@@ -71,9 +72,9 @@ def _binary_views(arr: pa.Array) -> list[memoryview | None]:
     n = len(arr)
     if n == 0:
         return []
-    offsets = np.frombuffer(offsets_buf, dtype=dtype)[arr.offset:arr.offset + n + 1].tolist()
+    offsets = np.frombuffer(offsets_buf, dtype=dtype)[arr.offset : arr.offset + n + 1].tolist()
     data = memoryview(data_buf) if data_buf is not None else memoryview(b"")
-    views: list[memoryview | None] = [data[offsets[i]:offsets[i + 1]] for i in range(n)]
+    views: list[memoryview | None] = [data[offsets[i] : offsets[i + 1]] for i in range(n)]
     if arr.null_count:
         for i, null in enumerate(arr.is_null().to_pylist()):
             if null:
@@ -89,7 +90,7 @@ def _list_of_binary_views(arr: pa.Array) -> list[list[memoryview | None] | None]
     offsets = arr.offsets.to_pylist()
     lo, hi = offsets[0], offsets[-1]
     child = _binary_views(arr.values.slice(lo, hi - lo))
-    out: list[list[memoryview | None] | None] = [child[offsets[i] - lo:offsets[i + 1] - lo] for i in range(n)]
+    out: list[list[memoryview | None] | None] = [child[offsets[i] - lo : offsets[i + 1] - lo] for i in range(n)]
     if arr.null_count:
         for i, null in enumerate(arr.is_null().to_pylist()):
             if null:
@@ -106,7 +107,7 @@ def batch_rows(batch: pa.RecordBatch | pa.Table, *, binary_views: bool = False) 
     """
     if not binary_views:
         return batch.to_pylist()
-    columns = []
+    columns: list[list[Any]] = []
     for arr in batch.columns:
         if isinstance(arr, pa.ChunkedArray):
             arr = arr.combine_chunks()
@@ -123,9 +124,16 @@ def batch_rows(batch: pa.RecordBatch | pa.Table, *, binary_views: bool = False) 
     return [dict(zip(names, values)) for values in zip(*columns)]
 
 
-def iter_row_group_rows(pf: pq.ParquetFile, url: str, row_group: int, start: int = 0, stop: int | None = None, *,
-                        batch_size: int = STREAM_BATCH_ROWS, binary_views: bool = False,
-                        ) -> Iterator[tuple[int, dict[str, Any]]]:
+def iter_row_group_rows(
+    pf: pq.ParquetFile,
+    url: str,
+    row_group: int,
+    start: int = 0,
+    stop: int | None = None,
+    *,
+    batch_size: int = STREAM_BATCH_ROWS,
+    binary_views: bool = False,
+) -> Iterator[tuple[int, dict[str, Any]]]:
     """``(row index, row)`` for rows ``[start, stop)`` of one row group, decoded a batch at a time.
 
     This is the one way rows leave a parquet file in editstream. Errors name the file, the
@@ -142,8 +150,7 @@ def iter_row_group_rows(pf: pq.ParquetFile, url: str, row_group: int, start: int
             hi = n if stop is None else min(n, stop - index)
             if hi > lo:
                 part = batch if (lo == 0 and hi == n) else batch.slice(lo, hi - lo)
-                for i, row in enumerate(batch_rows(part, binary_views=binary_views), start=index + lo):
-                    yield i, row
+                yield from enumerate(batch_rows(part, binary_views=binary_views), start=index + lo)
             index += n
             if stop is not None and index >= stop:
                 return
@@ -151,8 +158,9 @@ def iter_row_group_rows(pf: pq.ParquetFile, url: str, row_group: int, start: int
         raise OSError(f"cannot read row group {row_group} of {url} (at row {index}): {exc}") from exc
 
 
-def read_row_group_rows(url: str, row_group: int, storage_options: storage.StorageOptions | None = None,
-                        start_row: int = 0) -> list[dict[str, Any]]:
+def read_row_group_rows(
+    url: str, row_group: int, storage_options: storage.StorageOptions | None = None, start_row: int = 0
+) -> list[dict[str, Any]]:
     """Rows ``start_row..`` of row group ``row_group`` of the parquet file at ``url``, as a list."""
     with open_parquet(url, storage_options, streaming=True) as pf:
         return [row for _, row in iter_row_group_rows(pf, url, row_group, start_row)]

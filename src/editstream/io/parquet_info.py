@@ -30,8 +30,9 @@ class ParquetInfo:
         self._by_name = {name: keys[0] for name, keys in by_name.items() if len(keys) == 1}
 
     @classmethod
-    def load(cls, source: str | Mapping[str, Any] | ParquetInfo | None,
-             storage_options: storage.StorageOptions | None = None) -> ParquetInfo:
+    def load(
+        cls, source: str | Mapping[str, Any] | ParquetInfo | None, storage_options: storage.StorageOptions | None = None
+    ) -> ParquetInfo:
         """From a mapping, a JSON file path/URL, another ``ParquetInfo`` or ``None`` (empty)."""
         if isinstance(source, ParquetInfo):
             return source

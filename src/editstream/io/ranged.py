@@ -8,8 +8,9 @@ from .retry import RetryPolicy
 from .storage import StorageOptions, read_bytes
 
 
-def read_range(url: str, start: int, end: int, *, storage_options: StorageOptions | None = None,
-               retry: RetryPolicy | None = None) -> bytes:
+def read_range(
+    url: str, start: int, end: int, *, storage_options: StorageOptions | None = None, retry: RetryPolicy | None = None
+) -> bytes:
     """Bytes ``[start, end)`` of ``url`` with one ranged request, retried under ``retry``."""
     policy = retry or RetryPolicy()
     return policy.call(lambda: read_bytes(url, storage_options, start=start, end=end))
@@ -25,9 +26,18 @@ class RangedReader:
     prefetched before the reader was created. Memory stays at about two blocks.
     """
 
-    def __init__(self, url: str, *, storage_options: StorageOptions | None = None, start: int = 0,
-                 end: int | None = None, block_size: int = 8 << 20, retry: RetryPolicy | None = None,
-                 executor: Executor | None = None, first_block: Future | None = None) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        storage_options: StorageOptions | None = None,
+        start: int = 0,
+        end: int | None = None,
+        block_size: int = 8 << 20,
+        retry: RetryPolicy | None = None,
+        executor: Executor | None = None,
+        first_block: Future | None = None,
+    ) -> None:
         if block_size <= 0:
             raise ValueError(f"block_size must be > 0, got {block_size}")
         self.url = url

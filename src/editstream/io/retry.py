@@ -22,19 +22,52 @@ def _default_transient(exc: BaseException) -> bool:
         return True
     name = type(exc).__name__
     text = str(exc)
-    transient_names = ("ClientPayloadError", "ServerDisconnectedError", "ClientOSError", "ReadTimeoutError",
-                       "EndpointConnectionError", "ConnectTimeoutError", "IncompleteRead",
-                       "ResponseStreamingError", "ProtocolError", "ClientConnectorError",
-                       "ServerTimeoutError", "IncompleteReadError", "ConnectionClosedError")
+    transient_names = (
+        "ClientPayloadError",
+        "ServerDisconnectedError",
+        "ClientOSError",
+        "ReadTimeoutError",
+        "EndpointConnectionError",
+        "ConnectTimeoutError",
+        "IncompleteRead",
+        "ResponseStreamingError",
+        "ProtocolError",
+        "ClientConnectorError",
+        "ServerTimeoutError",
+        "IncompleteReadError",
+        "ConnectionClosedError",
+    )
     if name in transient_names:
         return True
-    if isinstance(exc, OSError) and exc.errno in (errno.EREMOTEIO, errno.EAGAIN, errno.EBUSY, errno.ECONNRESET,
-                                                  errno.ECONNABORTED, errno.ETIMEDOUT, errno.EPIPE):
+    if isinstance(exc, OSError) and exc.errno in (
+        errno.EREMOTEIO,
+        errno.EAGAIN,
+        errno.EBUSY,
+        errno.ECONNRESET,
+        errno.ECONNABORTED,
+        errno.ETIMEDOUT,
+        errno.EPIPE,
+    ):
         return True  # s3fs maps S3 5xx / throttling answers to EREMOTEIO / EAGAIN / EBUSY
     lowered = text.lower()
-    for marker in ("500", "502", "503", "504", "slowdown", "internalerror", "internal error", "serviceunavailable",
-                   "service unavailable", "please try again", "reduce your request rate", "connection reset",
-                   "connection aborted", "timed out", "timeout", "response payload is not completed"):
+    for marker in (
+        "500",
+        "502",
+        "503",
+        "504",
+        "slowdown",
+        "internalerror",
+        "internal error",
+        "serviceunavailable",
+        "service unavailable",
+        "please try again",
+        "reduce your request rate",
+        "connection reset",
+        "connection aborted",
+        "timed out",
+        "timeout",
+        "response payload is not completed",
+    ):
         if marker in lowered:
             return True
     return isinstance(exc, OSError) and exc.errno is None and bool(text)
@@ -69,7 +102,7 @@ class RetryPolicy:
         while True:
             try:
                 return fn()
-            except BaseException as exc:  # noqa: BLE001 - filtered by is_transient
+            except BaseException as exc:
                 attempt += 1
                 if attempt >= self.max_attempts or not self.is_transient(exc):
                     raise

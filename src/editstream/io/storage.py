@@ -99,8 +99,9 @@ def size(url: str, storage_options: StorageOptions | None = None) -> int:
     return int(fs.size(path))
 
 
-def read_bytes(url: str, storage_options: StorageOptions | None = None, start: int | None = None,
-               end: int | None = None) -> bytes:
+def read_bytes(
+    url: str, storage_options: StorageOptions | None = None, start: int | None = None, end: int | None = None
+) -> bytes:
     """Read a whole file, or the byte range ``[start, end)`` with one ranged request."""
     fs, path = url_to_fs(url, storage_options)
     if start is None and end is None:
@@ -129,8 +130,7 @@ def remove(url: str, storage_options: StorageOptions | None = None) -> None:
 
 
 @contextlib.contextmanager
-def atomic_write(url: str, storage_options: StorageOptions | None = None, *,
-                 fsync: bool = True) -> Iterator[IO[bytes]]:
+def atomic_write(url: str, storage_options: StorageOptions | None = None, *, fsync: bool = True) -> Iterator[IO[bytes]]:
     """Open ``url`` for writing so that it appears under its name only after a clean exit.
 
     Local files are written to a hidden temp name in the same directory and renamed (after an
@@ -143,7 +143,7 @@ def atomic_write(url: str, storage_options: StorageOptions | None = None, *,
         directory = os.path.dirname(path) or "."
         os.makedirs(directory, exist_ok=True)
         tmp = os.path.join(directory, f".{os.path.basename(path)}.{uuid.uuid4().hex}.tmp")
-        f = open(tmp, "wb")
+        f = open(tmp, "wb")  # noqa: SIM115 - handed to the caller, closed below on every path
         try:
             yield f
             f.flush()

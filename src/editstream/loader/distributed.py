@@ -28,8 +28,9 @@ class DistributedIterableDataset(torch.utils.data.IterableDataset):
     ``self.data_paths`` itself, as reference-style subclasses do.
     """
 
-    def __init__(self, dataset_name: str, local_rank: int | None = None, world_size: int | None = None,
-                 num_workers: int = 8) -> None:
+    def __init__(
+        self, dataset_name: str, local_rank: int | None = None, world_size: int | None = None, num_workers: int = 8
+    ) -> None:
         local_rank, world_size = resolve_rank_and_world(local_rank, world_size)
         if world_size < 1 or not 0 <= local_rank < world_size:
             raise ValueError(f"dataset {dataset_name!r}: rank {local_rank} is not in a world of size {world_size}")
@@ -124,8 +125,14 @@ class DistributedIterableDataset(torch.utils.data.IterableDataset):
         ``data_indexes[0]`` of a sample is a position in this list. ``num_workers == 0`` means
         no DataLoader workers: the whole rank slice, in order.
         """
-        return worker_units(self.data_paths_per_rank, worker_id, num_workers, dataset_name=self.dataset_name,
-                            rank=self.local_rank, world_size=self.world_size)
+        return worker_units(
+            self.data_paths_per_rank,
+            worker_id,
+            num_workers,
+            dataset_name=self.dataset_name,
+            rank=self.local_rank,
+            world_size=self.world_size,
+        )
 
     def __iter__(self) -> Iterator[dict]:
         raise NotImplementedError

@@ -77,7 +77,8 @@ class FailureBudget:
         if self.in_a_row > self.budget:
             raise FailureBudgetExceeded(
                 f"dataset {self.dataset_name!r}: {self.in_a_row} units in a row could not be read "
-                f"(budget {self.budget}); last: {where}: {error}") from error
+                f"(budget {self.budget}); last: {where}: {error}"
+            ) from error
 
     def succeeded(self) -> None:
         """A unit gave a row: the run of failures is over."""

@@ -82,8 +82,14 @@ class SourceIterableDataset(DistributedIterableDataset):
             start_unit, after = int(status[0]), tuple(status[1:])
         else:
             start_unit, after = 0, None
-        logger.info("rank-%s worker-%s dataset-%s: starting at unit %s after %s",
-                    self.local_rank, worker_id, self.dataset_name, start_unit, after)
+        logger.info(
+            "rank-%s worker-%s dataset-%s: starting at unit %s after %s",
+            self.local_rank,
+            worker_id,
+            self.dataset_name,
+            start_unit,
+            after,
+        )
         while True:
             full_pass = start_unit == 0 and after is None
             yielded = 0
@@ -106,12 +112,14 @@ class SourceIterableDataset(DistributedIterableDataset):
                 raise RuntimeError(
                     f"dataset {self.dataset_name!r} rank {self.local_rank} worker {worker_id}: a whole pass over "
                     f"{len(units)} units gave no sample (drops so far: {self.drops.as_dict()}); "
-                    f"check the data directories")
+                    f"check the data directories"
+                )
             start_unit = 0
             logger.info("%s repeat in rank-%s worker-%s", self.dataset_name, self.local_rank, worker_id)
 
-    def _parse_unit(self, unit: Unit, unit_position: int, rows: Iterator[tuple[Position, dict]],
-                    worker_id: int) -> Iterator[dict]:
+    def _parse_unit(
+        self, unit: Unit, unit_position: int, rows: Iterator[tuple[Position, dict]], worker_id: int
+    ) -> Iterator[dict]:
         """Parse the rows of one unit, dropping (and counting) bad rows and an unreadable rest."""
         while True:
             try:
@@ -120,7 +128,7 @@ class SourceIterableDataset(DistributedIterableDataset):
                 return
             except FATAL:
                 raise
-            except Exception as exc:  # the unit is unreadable from here on
+            except Exception as exc:  # noqa: BLE001 - the unit is unreadable from here on: counted, budgeted
                 where = self.source.describe(unit)
                 self.drops.record("unreadable_unit", where, exc)
                 self._failure_budget().failed(where, exc)
@@ -133,14 +141,13 @@ class SourceIterableDataset(DistributedIterableDataset):
                 data = self.parse_row(row)
             except FATAL:
                 raise
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - any parse error drops the row (counted, located)
                 self.drops.record("bad_row", self.source.describe(unit, position), exc)
                 continue
             if not data:
                 self.drops.record("empty_sample", self.source.describe(unit, position))
                 continue
             index = [unit_position, *position]
-            data["data_indexes"] = {"data_indexes": index, "worker_id": worker_id,
-                                    "dataset_name": self.dataset_name}
+            data["data_indexes"] = {"data_indexes": index, "worker_id": worker_id, "dataset_name": self.dataset_name}
             self._set_worker_resume_data_status(worker_id, index)
             yield data

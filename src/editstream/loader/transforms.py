@@ -56,8 +56,9 @@ def _scaled(width: int, height: int, scale: float, stride: int) -> tuple[int, in
     return _snap(round(width * scale), stride), _snap(round(height * scale), stride)
 
 
-def target_size(width: int, height: int, *, max_size: int, min_size: int, stride: int,
-                max_pixels: float, img_num: int = 1) -> tuple[int, int]:
+def target_size(
+    width: int, height: int, *, max_size: int, min_size: int, stride: int, max_pixels: float, img_num: int = 1
+) -> tuple[int, int]:
     """The ``(width, height)`` an image of this size is resized to (SPEC section 5).
 
     Fit the long edge under ``max_size`` (never enlarging for that), raise the short edge
@@ -85,14 +86,21 @@ class ImageTransform:
     is read by datasets to count image tokens as ``H * W // stride**2``.
     """
 
-    def __init__(self, max_image_size: int, min_image_size: int, image_stride: int,
-                 max_pixels: float = DEFAULT_MAX_PIXELS, image_mean: Sequence[float] = (0.5, 0.5, 0.5),
-                 image_std: Sequence[float] = (0.5, 0.5, 0.5)) -> None:
+    def __init__(
+        self,
+        max_image_size: int,
+        min_image_size: int,
+        image_stride: int,
+        max_pixels: float = DEFAULT_MAX_PIXELS,
+        image_mean: Sequence[float] = (0.5, 0.5, 0.5),
+        image_std: Sequence[float] = (0.5, 0.5, 0.5),
+    ) -> None:
         if image_stride < 1:
             raise ValueError(f"image_stride must be >= 1, got {image_stride}")
         if max_image_size < 1 or min_image_size < 1:
-            raise ValueError(f"image sizes must be >= 1, got max_image_size={max_image_size}, "
-                             f"min_image_size={min_image_size}")
+            raise ValueError(
+                f"image sizes must be >= 1, got max_image_size={max_image_size}, min_image_size={min_image_size}"
+            )
         if max_pixels <= 0:
             raise ValueError(f"max_pixels must be > 0, got {max_pixels}")
         if len(image_mean) != 3 or len(image_std) != 3:
@@ -109,19 +117,28 @@ class ImageTransform:
         self._std = np.asarray(self.image_std, dtype=np.float32)[:, None, None]
 
     def __repr__(self) -> str:
-        return (f"ImageTransform(max_image_size={self.max_image_size}, min_image_size={self.min_image_size}, "
-                f"image_stride={self.stride}, max_pixels={self.max_pixels}, image_mean={self.image_mean}, "
-                f"image_std={self.image_std})")
+        return (
+            f"ImageTransform(max_image_size={self.max_image_size}, min_image_size={self.min_image_size}, "
+            f"image_stride={self.stride}, max_pixels={self.max_pixels}, image_mean={self.image_mean}, "
+            f"image_std={self.image_std})"
+        )
 
     def target_size(self, width: int, height: int, img_num: int = 1) -> tuple[int, int]:
         """The ``(width, height)`` this transform resizes a ``width`` x ``height`` image to."""
-        return target_size(width, height, max_size=self.max_image_size, min_size=self.min_image_size,
-                           stride=self.stride, max_pixels=self.max_pixels, img_num=img_num)
+        return target_size(
+            width,
+            height,
+            max_size=self.max_image_size,
+            min_size=self.min_image_size,
+            stride=self.stride,
+            max_pixels=self.max_pixels,
+            img_num=img_num,
+        )
 
     def num_tokens(self, width: int, height: int, img_num: int = 1) -> int:
         """Image tokens a ``width`` x ``height`` image costs after this transform (``H*W // stride**2``)."""
         w, h = self.target_size(width, height, img_num)
-        return w * h // self.stride ** 2
+        return w * h // self.stride**2
 
     def __call__(self, img: Image.Image, img_num: int = 1) -> torch.Tensor:
         """Resize ``img`` (an RGB PIL image) and return it as a normalized float32 tensor of shape 3xHxW."""
@@ -129,7 +146,7 @@ class ImageTransform:
             raise ValueError(f"ImageTransform expects an RGB image (use pil_img2rgb), got mode {img.mode!r}")
         w, h = self.target_size(*img.size, img_num=img_num)
         # Always resize, even to the same size (Pillow then copies): keeps the reference path.
-        img = img.resize((w, h), Image.BICUBIC)
+        img = img.resize((w, h), Image.Resampling.BICUBIC)
         # The reference's torchvision path (to_tensor, then Normalize) done in numpy: the same
         # float32 operations in the same order, so the same bits, without torch's intra-op
         # thread pool, which costs 10x more than the arithmetic on a busy machine.

@@ -34,8 +34,7 @@ def resolve_rank_and_world(local_rank: int | None, world_size: int | None) -> tu
     elif "WORLD_SIZE" in os.environ:
         world = int(os.environ["WORLD_SIZE"])
         rank = int(os.environ.get("RANK", os.environ.get("LOCAL_RANK", "0")))
-    return (int(local_rank) if local_rank is not None else rank,
-            int(world_size) if world_size is not None else world)
+    return (int(local_rank) if local_rank is not None else rank, int(world_size) if world_size is not None else world)
 
 
 def repeat_to(paths: list[str], num_used: int) -> list[str]:
@@ -48,8 +47,10 @@ def repeat_to(paths: list[str], num_used: int) -> list[str]:
 def check_counts(dataset_name: str, data_dir_list: Sequence[str], num_used_data: Sequence[int]) -> None:
     """One ``num_used_data`` entry per data directory, or an error naming the dataset and both lengths."""
     if len(data_dir_list) != len(num_used_data):
-        raise ValueError(f"dataset {dataset_name!r}: {len(data_dir_list)} data directories but "
-                         f"{len(num_used_data)} num_used_data entries; give one count per directory")
+        raise ValueError(
+            f"dataset {dataset_name!r}: {len(data_dir_list)} data directories but "
+            f"{len(num_used_data)} num_used_data entries; give one count per directory"
+        )
 
 
 def rank_units(units: Sequence[Unit], seed: int, rank: int, world_size: int, dataset_name: str) -> list[Unit]:
@@ -64,16 +65,23 @@ def rank_units(units: Sequence[Unit], seed: int, rank: int, world_size: int, dat
     if per_rank == 0:
         raise ValueError(
             f"dataset {dataset_name!r} has {len(ordered)} units (parquet row groups / files / shards) "
-            f"for {world_size} ranks: every rank needs at least one; use more data or fewer ranks")
+            f"for {world_size} ranks: every rank needs at least one; use more data or fewer ranks"
+        )
     tail = len(ordered) - per_rank * world_size
     if tail and rank == 0:
-        logger.warning("dataset %s: %d units over %d ranks, the last %d units are not used this epoch",
-                       dataset_name, len(ordered), world_size, tail)
-    return ordered[rank * per_rank:(rank + 1) * per_rank]
+        logger.warning(
+            "dataset %s: %d units over %d ranks, the last %d units are not used this epoch",
+            dataset_name,
+            len(ordered),
+            world_size,
+            tail,
+        )
+    return ordered[rank * per_rank : (rank + 1) * per_rank]
 
 
-def worker_units(rank_slice: Sequence[Unit], worker_id: int, num_workers: int, *, dataset_name: str,
-                 rank: int, world_size: int) -> list[Unit]:
+def worker_units(
+    rank_slice: Sequence[Unit], worker_id: int, num_workers: int, *, dataset_name: str, rank: int, world_size: int
+) -> list[Unit]:
     """The units DataLoader worker ``worker_id`` of ``num_workers`` reads, in its (reversed) order.
 
     ``num_workers == 0`` means no DataLoader workers: the whole rank slice, in order.
@@ -85,9 +93,16 @@ def worker_units(rank_slice: Sequence[Unit], worker_id: int, num_workers: int, *
         raise ValueError(
             f"dataset {dataset_name!r}: rank {rank} has {len(rank_slice)} units for {num_workers} "
             f"DataLoader workers: every worker needs at least one ({len(rank_slice)} units x {world_size} "
-            f"ranks available); use fewer workers or more units")
+            f"ranks available); use fewer workers or more units"
+        )
     tail = len(rank_slice) - per_worker * num_workers
     if tail and worker_id == 0:
-        logger.warning("dataset %s rank %d: %d units over %d workers, the last %d units are not used",
-                       dataset_name, rank, len(rank_slice), num_workers, tail)
-    return list(rank_slice[worker_id * per_worker:(worker_id + 1) * per_worker][::-1])
+        logger.warning(
+            "dataset %s rank %d: %d units over %d workers, the last %d units are not used",
+            dataset_name,
+            rank,
+            len(rank_slice),
+            num_workers,
+            tail,
+        )
+    return list(rank_slice[worker_id * per_worker : (worker_id + 1) * per_worker][::-1])

@@ -96,8 +96,9 @@ def _open_image(status: SequenceStatus, tokens: SpecialTokens, cursor: _SampleCu
 class SamplePacker:
     """Packs samples into a :class:`SequenceStatus` with one config, token set and position rule."""
 
-    def __init__(self, config: BagelDatasetConfig, tokens: SpecialTokens, position_ids: PositionIds,
-                 use_flex: bool) -> None:
+    def __init__(
+        self, config: BagelDatasetConfig, tokens: SpecialTokens, position_ids: PositionIds, use_flex: bool
+    ) -> None:
         self.config = config
         self.tokens = tokens
         self.position_ids = position_ids
@@ -130,12 +131,14 @@ class SamplePacker:
             status.split_lens.extend(cursor.split_lens)
             status.attn_modes.extend(cursor.attn_modes)
         else:
-            status.nested_attention_masks.append(prepare_attention_mask_per_sample(cursor.split_lens,
-                                                                                   cursor.attn_modes))
+            status.nested_attention_masks.append(
+                prepare_attention_mask_per_sample(cursor.split_lens, cursor.attn_modes)
+            )
         return status
 
-    def _text(self, status: SequenceStatus, item: Mapping[str, Any], text_ids: list[int],
-              cursor: _SampleCursor) -> bool:
+    def _text(
+        self, status: SequenceStatus, item: Mapping[str, Any], text_ids: list[int], cursor: _SampleCursor
+    ) -> bool:
         if item["enable_cfg"] == 1 and random.random() < self.config.text_cond_dropout_prob:
             return False
         shifted = [self.tokens.bos_token_id] + text_ids
@@ -154,8 +157,7 @@ class SamplePacker:
         cursor.rope_id += cursor.split_len
         return True
 
-    def _vit(self, status: SequenceStatus, item: Mapping[str, Any], image: torch.Tensor,
-             cursor: _SampleCursor) -> bool:
+    def _vit(self, status: SequenceStatus, item: Mapping[str, Any], image: torch.Tensor, cursor: _SampleCursor) -> bool:
         cfg = self.config
         if item["enable_cfg"] == 1 and random.random() < cfg.vit_cond_dropout_prob:
             cursor.rope_id += 1
@@ -168,16 +170,25 @@ class SamplePacker:
         cursor.split_len += n_tokens
         status.packed_vit_tokens.append(vit_tokens)
         status.vit_token_seqlens.append(n_tokens)
-        status.packed_vit_position_ids.append(self.position_ids(
-            image.size(1), image.size(2), cfg.vit_patch_size, max_num_patches_per_side=cfg.max_num_patch_per_side))
+        status.packed_vit_position_ids.append(
+            self.position_ids(
+                image.size(1), image.size(2), cfg.vit_patch_size, max_num_patches_per_side=cfg.max_num_patch_per_side
+            )
+        )
         _closing_token(status, item, self.tokens.end_of_image, cursor)
         cursor.attn_modes.append("full")
         status.packed_position_ids.extend([cursor.rope_id] * cursor.split_len)
         cursor.rope_id += 1
         return True
 
-    def _vae(self, status: SequenceStatus, item: Mapping[str, Any], image: torch.Tensor, cursor: _SampleCursor,
-             sample: Mapping[str, Any]) -> bool:
+    def _vae(
+        self,
+        status: SequenceStatus,
+        item: Mapping[str, Any],
+        image: torch.Tensor,
+        cursor: _SampleCursor,
+        sample: Mapping[str, Any],
+    ) -> bool:
         cfg = self.config
         if item["enable_cfg"] == 1 and random.random() < cfg.vae_cond_dropout_prob:
             cursor.rope_id += 1
@@ -185,8 +196,11 @@ class SamplePacker:
         split_start = item.get("split_start", True)
         _open_image(status, self.tokens, cursor)
         status.vae_image_tensors.append(image)
-        status.packed_latent_position_ids.append(self.position_ids(
-            image.size(1), image.size(2), cfg.vae_image_downsample, max_num_patches_per_side=cfg.max_latent_size))
+        status.packed_latent_position_ids.append(
+            self.position_ids(
+                image.size(1), image.size(2), cfg.vae_image_downsample, max_num_patches_per_side=cfg.max_latent_size
+            )
+        )
         latent_h = image.shape[1] // cfg.vae_image_downsample
         latent_w = image.shape[2] // cfg.vae_image_downsample
         status.vae_latent_shapes.append((latent_h, latent_w))
@@ -197,8 +211,10 @@ class SamplePacker:
             if split_start:
                 cursor.timestep = np.random.randn()
             elif cursor.timestep is None:
-                raise ValueError(f"sample {sample.get('data_indexes')}: a vae_image with loss continues a split "
-                                 "(split_start False) that no earlier vae_image started")
+                raise ValueError(
+                    f"sample {sample.get('data_indexes')}: a vae_image with loss continues a split "
+                    "(split_start False) that no earlier vae_image started"
+                )
         else:
             cursor.timestep = float("-inf")
         status.packed_timesteps.extend([cursor.timestep] * n_tokens)

@@ -7,8 +7,9 @@ under that name) so existing BAGEL / NeMo Automodel configs load unchanged.
 from __future__ import annotations
 
 import numbers
+from collections.abc import Mapping
 from dataclasses import KW_ONLY, dataclass
-from typing import Any, Mapping
+from typing import Any
 
 
 def _is_real(value: Any) -> bool:

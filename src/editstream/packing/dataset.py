@@ -32,11 +32,10 @@ SPECIAL_TOKEN_KEYS = ("bos_token_id", "eos_token_id", "start_of_image", "end_of_
 
 
 def _is_nonneg_int(value: Any) -> bool:
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool) and value >= 0
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool) and int(value) >= 0
 
 
-def _check_args(local_rank: int, world_size: int, special_tokens: Any, dataset_info: Any,
-                **numbers_: Any) -> None:
+def _check_args(local_rank: int, world_size: int, special_tokens: Any, dataset_info: Any, **numbers_: Any) -> None:
     """Validate the packer's arguments; errors name the argument and its value."""
     for name in ("expected_num_tokens", "max_num_tokens_per_sample", "max_num_tokens"):
         value = numbers_[name]
@@ -55,8 +54,10 @@ def _check_args(local_rank: int, world_size: int, special_tokens: Any, dataset_i
     if missing:
         raise ValueError(f"special_tokens lacks {missing}; it needs {list(SPECIAL_TOKEN_KEYS)}")
     if dataset_info is None:
-        raise ValueError("PackedDataset needs dataset_info ({group: {dataset_name: {'data_dir': ...}}}) "
-                         "to find the data of every dataset named in grouped_datasets")
+        raise ValueError(
+            "PackedDataset needs dataset_info ({group: {dataset_name: {'data_dir': ...}}}) "
+            "to find the data of every dataset named in grouped_datasets"
+        )
 
 
 class PackedDataset(torch.utils.data.IterableDataset):
@@ -68,19 +69,40 @@ class PackedDataset(torch.utils.data.IterableDataset):
     BAGEL, reseeded per rank and worker when iteration starts.
     """
 
-    def __init__(self, data_config: BagelDatasetConfig, tokenizer: Any, special_tokens: Mapping[str, int],
-                 local_rank: int | None = None, world_size: int | None = None, num_workers: int = 8,
-                 expected_num_tokens: int = 32768, max_num_tokens_per_sample: int = 16384,
-                 max_num_tokens: int = 36864, prefer_buffer_before: int = 16384, max_buffer_size: int = 50,
-                 interpolate_pos: bool = False, use_flex: bool = False, data_status: Mapping[str, Any] | None = None,
-                 dataset_info: Mapping[str, Mapping[str, Mapping[str, Any]]] | None = None, *,
-                 registry: Mapping[str, Callable[..., Any]] | None = None) -> None:
+    def __init__(
+        self,
+        data_config: BagelDatasetConfig,
+        tokenizer: Any,
+        special_tokens: Mapping[str, int],
+        local_rank: int | None = None,
+        world_size: int | None = None,
+        num_workers: int = 8,
+        expected_num_tokens: int = 32768,
+        max_num_tokens_per_sample: int = 16384,
+        max_num_tokens: int = 36864,
+        prefer_buffer_before: int = 16384,
+        max_buffer_size: int = 50,
+        interpolate_pos: bool = False,
+        use_flex: bool = False,
+        data_status: Mapping[str, Any] | None = None,
+        dataset_info: Mapping[str, Mapping[str, Mapping[str, Any]]] | None = None,
+        *,
+        registry: Mapping[str, Callable[..., Any]] | None = None,
+    ) -> None:
         super().__init__()
         local_rank, world_size = resolve_rank_and_world(local_rank, world_size)
-        _check_args(local_rank, world_size, special_tokens, dataset_info, expected_num_tokens=expected_num_tokens,
-                    max_num_tokens_per_sample=max_num_tokens_per_sample, max_num_tokens=max_num_tokens,
-                    prefer_buffer_before=prefer_buffer_before, max_buffer_size=max_buffer_size,
-                    num_workers=num_workers)
+        _check_args(
+            local_rank,
+            world_size,
+            special_tokens,
+            dataset_info,
+            expected_num_tokens=expected_num_tokens,
+            max_num_tokens_per_sample=max_num_tokens_per_sample,
+            max_num_tokens=max_num_tokens,
+            prefer_buffer_before=prefer_buffer_before,
+            max_buffer_size=max_buffer_size,
+            num_workers=num_workers,
+        )
         assert dataset_info is not None
         self.expected_num_tokens = expected_num_tokens
         self.max_num_tokens_per_sample = max_num_tokens_per_sample
@@ -97,9 +119,14 @@ class PackedDataset(torch.utils.data.IterableDataset):
         self.data_config = data_config
         self.interpolate_pos = interpolate_pos
         self.get_flattened_position_ids = (
-            get_flattened_position_ids_interpolate if interpolate_pos else get_flattened_position_ids_extrapolate)
-        self.packer = SamplePacker(data_config, SpecialTokens(**{k: special_tokens[k] for k in SPECIAL_TOKEN_KEYS}),
-                                   self.get_flattened_position_ids, use_flex)
+            get_flattened_position_ids_interpolate if interpolate_pos else get_flattened_position_ids_extrapolate
+        )
+        self.packer = SamplePacker(
+            data_config,
+            SpecialTokens(**{k: special_tokens[k] for k in SPECIAL_TOKEN_KEYS}),
+            self.get_flattened_position_ids,
+            use_flex,
+        )
         self._dataset_info = dataset_info
         self._registry = registry
         # Seeds for the per-worker reseed: ``_global_seed`` wins when set (BAGEL's global seed),
@@ -108,7 +135,8 @@ class PackedDataset(torch.utils.data.IterableDataset):
         self._data_seed: int | None = None
         self.group_names = list(data_config.grouped_datasets)
         self.grouped_datasets, self.is_mandatory, self.grouped_weights = self.build_datasets(
-            data_config.grouped_datasets, data_status)
+            data_config.grouped_datasets, data_status
+        )
         if not sum(self.grouped_weights) > 0:
             weights = dict(zip(self.group_names, self.grouped_weights))
             raise ValueError(f"the group weights must sum to more than 0, got {weights}")
@@ -117,14 +145,21 @@ class PackedDataset(torch.utils.data.IterableDataset):
         self._pending: dict[str, Any] | None = None
         self.drops = DropLog(dataset_name="PackedDataset")
 
-    def build_datasets(self, datasets_metainfo: Mapping[str, Mapping[str, Any]],
-                       data_status: Mapping[str, Any] | None) -> tuple[list[Any], list[bool], list[float]]:
+    def build_datasets(
+        self, datasets_metainfo: Mapping[str, Mapping[str, Any]], data_status: Mapping[str, Any] | None
+    ) -> tuple[list[Any], list[bool], list[float]]:
         """Instantiate one registry dataset per group; return (datasets, is_mandatory, weights)."""
-        registry = self._registry
-        if registry is None:
-            from ..loader.datasets.registry import DATASET_REGISTRY as registry
-        ctx = GroupContext(tokenizer=self.tokenizer, local_rank=self.local_rank, world_size=self.world_size,
-                           num_workers=self.num_workers, dataset_info=self._dataset_info, registry=registry)
+        from ..loader.datasets.registry import DATASET_REGISTRY
+
+        registry = self._registry if self._registry is not None else DATASET_REGISTRY
+        ctx = GroupContext(
+            tokenizer=self.tokenizer,
+            local_rank=self.local_rank,
+            world_size=self.world_size,
+            num_workers=self.num_workers,
+            dataset_info=self._dataset_info,
+            registry=registry,
+        )
         return build_group_datasets(datasets_metainfo, data_status, ctx)
 
     def set_epoch(self, seed: int) -> None:
@@ -165,8 +200,10 @@ class PackedDataset(torch.utils.data.IterableDataset):
         live = st.LiveIteration(worker_id=worker_id, buffer=[])
         if pending is not None and pending["started"]:
             if pending["worker_id"] != worker_id:
-                raise ValueError(f"state saved by DataLoader worker {pending['worker_id']} was loaded into worker "
-                                 f"{worker_id}; resume requires the same worker layout")
+                raise ValueError(
+                    f"state saved by DataLoader worker {pending['worker_id']} was loaded into worker "
+                    f"{worker_id}; resume requires the same worker layout"
+                )
             st.restore_rng(pending["rng"])
             live.buffer = pending["buffer"]
         else:
@@ -252,8 +289,10 @@ class PackedDataset(torch.utils.data.IterableDataset):
         try:
             sample = next(self._dataset_iters[group_index])
         except StopIteration:
-            raise RuntimeError(f"dataset group {self.group_names[group_index]!r} stopped yielding samples; grouped "
-                               "datasets must loop over their data forever") from None
+            raise RuntimeError(
+                f"dataset group {self.group_names[group_index]!r} stopped yielding samples; grouped "
+                "datasets must loop over their data forever"
+            ) from None
         problem = sample_problem(sample, self.data_config.vit_patch_size)
         if problem is not None:
             self._note_drop("malformed", sample, f"group {self.group_names[group_index]!r}: {problem}")
@@ -292,8 +331,10 @@ class PackedDataset(torch.utils.data.IterableDataset):
             "global_seed": self._global_seed,
             "buffer": st.copy_tree(live.buffer) if live is not None else [],
             "rng": st.copy_tree(live.rng) if live is not None else None,
-            "datasets": {name: st.copy_tree(dataset.state_dict())
-                         for name, dataset in zip(self.group_names, self.grouped_datasets)},
+            "datasets": {
+                name: st.copy_tree(dataset.state_dict())
+                for name, dataset in zip(self.group_names, self.grouped_datasets)
+            },
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:

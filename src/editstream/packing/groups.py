@@ -33,20 +33,23 @@ class GroupContext:
     registry: Mapping[str, Callable[..., Any]]
 
 
-def build_group_datasets(grouped_datasets: Mapping[str, Mapping[str, Any]], data_status: Mapping[str, Any] | None,
-                         ctx: GroupContext) -> tuple[list[Any], list[bool], list[float]]:
+def build_group_datasets(
+    grouped_datasets: Mapping[str, Mapping[str, Any]], data_status: Mapping[str, Any] | None, ctx: GroupContext
+) -> tuple[list[Any], list[bool], list[float]]:
     """Instantiate one registry dataset per group; return (datasets, is_mandatory, weights).
 
     Works on a deep copy, so the caller's ``grouped_datasets`` is left untouched.
     """
-    datasets, is_mandatory, weights = [], [], []
+    datasets: list[Any] = []
+    is_mandatory: list[bool] = []
+    weights: list[float] = []
     for group, group_args in copy.deepcopy(dict(grouped_datasets)).items():
         args = dict(group_args)
         is_mandatory.append(bool(args.pop("is_mandatory", False)))
         weight = args.pop("weight", 0.0)
-        if not isinstance(weight, numbers.Real) or isinstance(weight, bool) or not weight >= 0:
+        if not isinstance(weight, numbers.Real) or isinstance(weight, bool) or not float(weight) >= 0:
             raise ValueError(f"group {group!r}: weight must be a number >= 0, got {weight!r}")
-        weights.append(weight)
+        weights.append(float(weight))
         _build_transforms(group, args)
         attach_dataset_info(group, args, ctx)
         resume = args.pop("resume_data_status", True)
@@ -74,11 +77,20 @@ def _instantiate(group: str, args: dict[str, Any], group_status: Any, ctx: Group
         raise ValueError(f"no dataset class registered for group {group!r}; known: {sorted(ctx.registry)}")
     dataset_cls = ctx.registry[group]
     try:
-        return dataset_cls(dataset_name=group, tokenizer=ctx.tokenizer, local_rank=ctx.local_rank,
-                           world_size=ctx.world_size, num_workers=ctx.num_workers, data_status=group_status, **args)
+        return dataset_cls(
+            dataset_name=group,
+            tokenizer=ctx.tokenizer,
+            local_rank=ctx.local_rank,
+            world_size=ctx.world_size,
+            num_workers=ctx.num_workers,
+            data_status=group_status,
+            **args,
+        )
     except TypeError as exc:
-        raise TypeError(f"cannot build dataset group {group!r} with {getattr(dataset_cls, '__name__', dataset_cls)}"
-                        f" and arguments {sorted(args)}: {exc}") from exc
+        raise TypeError(
+            f"cannot build dataset group {group!r} with {getattr(dataset_cls, '__name__', dataset_cls)}"
+            f" and arguments {sorted(args)}: {exc}"
+        ) from exc
 
 
 def _group_metas(group: str, names: Any, dataset_info: Mapping[str, Any]) -> list[Mapping[str, Any]]:
@@ -114,8 +126,9 @@ def attach_dataset_info(group: str, args: dict[str, Any], ctx: GroupContext) -> 
             logger.info("preparing dataset %s/%s", group, name)
         args["data_dir_list"].append(meta["data_dir"])
         if "parquet_info_path" in meta:
-            info = _read_parquet_info(meta["parquet_info_path"], meta.get("storage_options", storage_options),
-                                      group, name)
+            info = _read_parquet_info(
+                meta["parquet_info_path"], meta.get("storage_options", storage_options), group, name
+            )
             args["parquet_info"] = {**args.get("parquet_info", {}), **info.entries}
         if "json_dir" in meta:
             args.setdefault("json_dir_list", []).append(meta["json_dir"])
@@ -127,17 +140,21 @@ def attach_dataset_info(group: str, args: dict[str, Any], ctx: GroupContext) -> 
         args["storage_options"] = storage_options
 
 
-def _agreed_setting(group: str, names: Sequence[str], metas: Sequence[Mapping[str, Any]], key: str,
-                    group_value: Any) -> Any:
+def _agreed_setting(
+    group: str, names: Sequence[str], metas: Sequence[Mapping[str, Any]], key: str, group_value: Any
+) -> Any:
     """The one value of ``key`` shared by a group's dataset_info entries (group value as default)."""
     resolved = [meta.get(key, group_value) for meta in metas]
     if any(value != resolved[0] for value in resolved[1:]):
         listing = ", ".join(f"{name}={value!r}" for name, value in zip(names, resolved))
-        raise ValueError(f"group {group!r}: its datasets disagree on {key} ({listing}); one group is read with one "
-                         f"{key}, so put datasets with a different {key} in their own group")
+        raise ValueError(
+            f"group {group!r}: its datasets disagree on {key} ({listing}); one group is read with one "
+            f"{key}, so put datasets with a different {key} in their own group"
+        )
     if group_value is not None and resolved and resolved[0] != group_value:
-        raise ValueError(f"group {group!r}: {key}={group_value!r} in grouped_datasets but {resolved[0]!r} in "
-                         f"dataset_info")
+        raise ValueError(
+            f"group {group!r}: {key}={group_value!r} in grouped_datasets but {resolved[0]!r} in dataset_info"
+        )
     return resolved[0] if resolved else group_value
 
 

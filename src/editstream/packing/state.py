@@ -12,8 +12,18 @@ import numpy as np
 import torch
 
 STATE_FORMAT = "editstream.PackedDataset/1"
-STATE_KEYS = ("started", "rank", "world_size", "num_workers", "worker_id", "data_seed", "global_seed",
-              "buffer", "rng", "datasets")
+STATE_KEYS = (
+    "started",
+    "rank",
+    "world_size",
+    "num_workers",
+    "worker_id",
+    "data_seed",
+    "global_seed",
+    "buffer",
+    "rng",
+    "datasets",
+)
 
 
 def current_worker_id() -> int:

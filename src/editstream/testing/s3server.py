@@ -41,8 +41,15 @@ class LocalS3Server:
     retried on another port if the chosen one was taken meanwhile.
     """
 
-    def __init__(self, *, key: str = "testing-key", secret: str = "testing-secret", log: Path | None = None,
-                 start_timeout: float = 60.0, attempts: int = 3) -> None:
+    def __init__(
+        self,
+        *,
+        key: str = "testing-key",
+        secret: str = "testing-secret",
+        log: Path | None = None,
+        start_timeout: float = 60.0,
+        attempts: int = 3,
+    ) -> None:
         self.key = key
         self.secret = secret
         self.log = log
@@ -69,10 +76,13 @@ class LocalS3Server:
             self.endpoint = f"http://127.0.0.1:{port}"
             out: Any = subprocess.DEVNULL
             if self.log is not None:
-                self._log_file = open(self.log, "ab")
+                self._log_file = open(self.log, "ab")  # noqa: SIM115 - kept open while the server runs
                 out = self._log_file
-            self._proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-                                          stdout=out, stderr=subprocess.STDOUT)
+            self._proc = subprocess.Popen(
+                [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
             deadline = time.monotonic() + self.start_timeout
             while time.monotonic() < deadline and self._proc.poll() is None:
                 if _answers(f"{self.endpoint}/moto-api/"):

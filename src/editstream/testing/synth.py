@@ -7,14 +7,13 @@ Bad rows can be planted on purpose (``corrupt_fraction``) and are listed in the 
 
 from __future__ import annotations
 
-import io
 import json
 import multiprocessing
 import os
 import random
 import sys
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Generator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -22,14 +21,12 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
-from PIL import Image, ImageDraw
 
 from ..io import storage
+from .synth_content import IMAGE_FORMATS, SOURCES, TAGS, caption, garbage, instruction, make_image, pick
 
 SCHEMAS = ("unified_edit", "t2i_pretrain")
 
-# Image formats, cycled by position. Names are the labels used in the summary's "formats".
-IMAGE_FORMATS = ("jpeg", "png_rgb", "png_rgba", "png_palette", "webp")
 
 # Bad-row kinds per schema, cycled over the chosen rows in position order.
 CORRUPT_KINDS = {
@@ -53,33 +50,26 @@ _PARQUET_OPTIONS: dict[str, Any] = {
     "data_page_version": "1.0",
 }
 
-_COLORS = ("red", "orange", "yellow", "green", "blue", "purple", "pink", "white", "black", "golden",
-           "silver", "teal")
-_OBJECTS = ("sky", "car", "house", "tree", "dog", "cat", "river", "mountain", "door", "hat", "boat",
-            "flower", "bicycle", "lamp", "bench", "cup")
-_PLACES = ("left corner", "background", "foreground", "table", "roof", "road", "window", "top right")
-_STYLES = ("a watercolor painting", "an oil painting", "a pencil sketch", "a vintage photo",
-           "a cartoon", "a neon poster", "a mosaic")
-_SCENES = ("a beach", "a snowy forest", "a city street at night", "a desert", "a meadow", "outer space")
-_MATERIALS = ("glass", "wood", "gold", "stone", "ice", "paper")
-_SOURCES = ("web", "studio", "synthetic", "archive", None)
-_TAGS = ("outdoor", "indoor", "people", "animal", "vehicle", "night", "day", "macro", "portrait")
 
-UNIFIED_EDIT_SCHEMA = pa.schema([
-    ("row_id", pa.string()),
-    ("image_list", pa.list_(pa.binary())),
-    ("instruction_list", pa.list_(pa.list_(pa.string()))),
-    ("source", pa.string()),
-    ("score", pa.float64()),
-    ("tags", pa.list_(pa.string())),
-    ("meta_blob", pa.binary()),
-])
+UNIFIED_EDIT_SCHEMA = pa.schema(
+    [
+        ("row_id", pa.string()),
+        ("image_list", pa.list_(pa.binary())),
+        ("instruction_list", pa.list_(pa.list_(pa.string()))),
+        ("source", pa.string()),
+        ("score", pa.float64()),
+        ("tags", pa.list_(pa.string())),
+        ("meta_blob", pa.binary()),
+    ]
+)
 
-T2I_SCHEMA = pa.schema([
-    ("row_id", pa.string()),
-    ("image", pa.binary()),
-    ("captions", pa.string()),
-])
+T2I_SCHEMA = pa.schema(
+    [
+        ("row_id", pa.string()),
+        ("image", pa.binary()),
+        ("captions", pa.string()),
+    ]
+)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -104,8 +94,7 @@ class SynthConfig:
         if not 0.0 <= self.corrupt_fraction <= 1.0:
             raise ValueError(f"corrupt_fraction must be in [0, 1], got {self.corrupt_fraction}")
         if self.min_side < 8 or self.max_side < self.min_side:
-            raise ValueError(f"need 8 <= min_side <= max_side, got min_side={self.min_side}, "
-                             f"max_side={self.max_side}")
+            raise ValueError(f"need 8 <= min_side <= max_side, got min_side={self.min_side}, max_side={self.max_side}")
         if self.seed < 0:
             raise ValueError(f"seed must be >= 0, got {self.seed}")
 
@@ -127,145 +116,8 @@ def file_name(index: int) -> str:
 
 
 # ---------------------------------------------------------------------------------------
-# Images
-
-def _photo_like(rng: np.random.Generator, width: int, height: int) -> Image.Image:
-    """An RGB image with a smooth two-colour gradient, a few flat shapes and mild noise."""
-    c0 = rng.uniform(0, 255, size=3).astype(np.float32)
-    c1 = rng.uniform(0, 255, size=3).astype(np.float32)
-    angle = rng.uniform(0, 2 * np.pi)
-    xs = np.linspace(0.0, 1.0, width, dtype=np.float32)[None, :]
-    ys = np.linspace(0.0, 1.0, height, dtype=np.float32)[:, None]
-    t = (np.cos(angle) * xs + np.sin(angle) * ys)
-    t = (t - t.min()) / max(float(t.max() - t.min()), 1e-6)
-    pixels = c0 + t[:, :, None] * (c1 - c0)
-    # Grain in 2x2 cells: looks like sensor noise, yet keeps PNGs near real-photo sizes.
-    grain = rng.integers(-4, 5, size=((height + 1) // 2, (width + 1) // 2, 1), dtype=np.int8)
-    noise = np.repeat(np.repeat(grain, 2, axis=0), 2, axis=1)[:height, :width].astype(np.float32)
-    pixels = np.clip(pixels + noise, 0, 255).astype(np.uint8)
-    img = Image.fromarray(pixels, "RGB")
-    draw = ImageDraw.Draw(img)
-    for _ in range(int(rng.integers(2, 6))):
-        x0, x1 = sorted(int(v) for v in rng.integers(0, width, size=2))
-        y0, y1 = sorted(int(v) for v in rng.integers(0, height, size=2))
-        fill = tuple(int(v) for v in rng.integers(0, 256, size=3))
-        kind = int(rng.integers(0, 3))
-        if kind == 0:
-            draw.ellipse((x0, y0, x1, y1), fill=fill)
-        elif kind == 1:
-            draw.rectangle((x0, y0, x1, y1), fill=fill)
-        else:
-            draw.polygon([(x0, y1), ((x0 + x1) // 2, y0), (x1, y1)], fill=fill)
-    return img
-
-
-def _alpha_band(rng: np.random.Generator, width: int, height: int) -> Image.Image:
-    """A varying alpha channel: a radial fade with a fully transparent hole and opaque parts."""
-    cx, cy = rng.uniform(0.2, 0.8, size=2)
-    xs = np.linspace(0.0, 1.0, width, dtype=np.float32)[None, :] - np.float32(cx)
-    ys = np.linspace(0.0, 1.0, height, dtype=np.float32)[:, None] - np.float32(cy)
-    dist = np.sqrt(xs * xs + ys * ys)
-    alpha = np.clip(255.0 - dist * 400.0, 0, 255).astype(np.uint8)
-    band = Image.fromarray(alpha, "L")
-    draw = ImageDraw.Draw(band)
-    draw.rectangle((0, 0, max(1, width // 4), max(1, height // 4)), fill=255)
-    return band
-
-
-def _encode(img: Image.Image, fmt: str, rng: np.random.Generator) -> bytes:
-    """Encode ``img`` as ``fmt`` (one of ``IMAGE_FORMATS``) with fixed encoder options."""
-    buf = io.BytesIO()
-    w, h = img.size
-    if fmt == "jpeg":
-        img.save(buf, format="JPEG", quality=85, optimize=False, progressive=False)
-    elif fmt == "png_rgb":
-        img.save(buf, format="PNG", compress_level=1)
-    elif fmt == "png_rgba":
-        rgba = img.convert("RGBA")
-        rgba.putalpha(_alpha_band(rng, w, h))
-        rgba.save(buf, format="PNG", compress_level=1)
-    elif fmt == "png_palette":
-        pal = img.quantize(colors=255, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE)
-        palette = (pal.getpalette() or [])[: 255 * 3]
-        palette += [0] * (256 * 3 - len(palette))
-        pal.putpalette(palette)
-        # Index 255 is reserved for the transparent region.
-        draw = ImageDraw.Draw(pal)
-        x0, y0 = int(rng.integers(0, max(1, w // 2))), int(rng.integers(0, max(1, h // 2)))
-        draw.ellipse((x0, y0, x0 + max(2, w // 3), y0 + max(2, h // 3)), fill=255)
-        pal.save(buf, format="PNG", transparency=255, compress_level=1)
-    elif fmt == "webp":
-        img.save(buf, format="WEBP", quality=80, method=2, lossless=False, exact=False)
-    else:  # pragma: no cover - guarded by IMAGE_FORMATS
-        raise ValueError(f"unknown image format {fmt!r}")
-    return buf.getvalue()
-
-
-def _sides(rng: np.random.Generator, cfg: SynthConfig) -> tuple[int, int]:
-    """Width and height, each log-uniform in ``[min_side, max_side]`` (many small images, some
-    large, mixed aspect ratios), and now and then the most elongated shape the range allows."""
-    lo, hi = np.log(cfg.min_side), np.log(cfg.max_side + 1)
-    w = min(cfg.max_side, int(np.exp(rng.uniform(lo, hi))))
-    h = min(cfg.max_side, int(np.exp(rng.uniform(lo, hi))))
-    if rng.random() < 0.1:
-        w, h = (cfg.max_side, cfg.min_side) if rng.random() < 0.5 else (cfg.min_side, cfg.max_side)
-    return w, h
-
-
-def _make_image(rng: np.random.Generator, cfg: SynthConfig, fmt: str) -> bytes:
-    w, h = _sides(rng, cfg)
-    return _encode(_photo_like(rng, w, h), fmt, rng)
-
-
-def _garbage(rng: np.random.Generator) -> bytes:
-    """Bytes no image decoder accepts: a text prefix that matches no magic, then noise."""
-    return b"NOT-AN-IMAGE\x00" + rng.integers(0, 256, size=int(rng.integers(16, 200)), dtype=np.uint8).tobytes()
-
-
-# ---------------------------------------------------------------------------------------
-# Text
-
-def _pick(rng: np.random.Generator, words: tuple[Any, ...]) -> Any:
-    return words[int(rng.integers(0, len(words)))]
-
-
-def _instruction(rng: np.random.Generator) -> list[str]:
-    """1-3 phrasings of one short edit instruction."""
-    kind = int(rng.integers(0, 6))
-    obj, color = _pick(rng, _OBJECTS), _pick(rng, _COLORS)
-    if kind == 0:
-        options = [f"make the {obj} {color}", f"change the color of the {obj} to {color}",
-                   f"turn the {obj} {color}"]
-    elif kind == 1:
-        place = _pick(rng, _PLACES)
-        options = [f"add a {color} {obj} to the {place}", f"put a {color} {obj} in the {place}",
-                   f"place a {color} {obj} on the {place}"]
-    elif kind == 2:
-        options = [f"remove the {obj}", f"delete the {obj} from the picture", f"erase the {obj}"]
-    elif kind == 3:
-        mat = _pick(rng, _MATERIALS)
-        options = [f"turn the {obj} into {mat}", f"make the {obj} look like it is made of {mat}",
-                   f"replace the {obj} with a {mat} one"]
-    elif kind == 4:
-        scene = _pick(rng, _SCENES)
-        options = [f"change the background to {scene}", f"move everything to {scene}",
-                   f"set the scene in {scene}"]
-    else:
-        style = _pick(rng, _STYLES)
-        options = [f"make it look like {style}", f"restyle the image as {style}", f"render this as {style}"]
-    count = int(rng.integers(1, 4))
-    order = rng.permutation(len(options))[:count]
-    return [options[int(i)] for i in order]
-
-
-def _caption(rng: np.random.Generator) -> str:
-    color, obj, scene = _pick(rng, _COLORS), _pick(rng, _OBJECTS), _pick(rng, _SCENES)
-    style = _pick(rng, ("a photo of", "a close-up of", "a wide shot of", "a drawing of"))
-    return f"{style} a {color} {obj} in {scene}"
-
-
-# ---------------------------------------------------------------------------------------
 # Rows
+
 
 def _row_rng(cfg: SynthConfig, f: int, rg: int, row: int) -> np.random.Generator:
     return np.random.default_rng(np.random.SeedSequence([cfg.seed, _SCHEMA_CODE[cfg.schema], f, rg, row]))
@@ -279,13 +131,13 @@ def _unified_edit_row(cfg: SynthConfig, index: int, corrupt: str | None) -> tupl
     images = []
     for j in range(n):
         fmt = IMAGE_FORMATS[(index + j) % len(IMAGE_FORMATS)]
-        images.append(_make_image(rng, cfg, fmt))
+        images.append(make_image(rng, cfg.min_side, cfg.max_side, fmt))
         formats[fmt] += 1
-    instructions = [_instruction(rng) for _ in range(n - 1)]
+    instructions = [instruction(rng) for _ in range(n - 1)]
     if corrupt == "garbage_image":
         j = int(rng.integers(0, n))
         formats[IMAGE_FORMATS[(index + j) % len(IMAGE_FORMATS)]] -= 1
-        images[j] = _garbage(rng)
+        images[j] = garbage(rng)
     elif corrupt == "short_instructions":
         instructions = instructions[:-1] if n >= 3 else []
     meta = rng.integers(0, 256, size=int(rng.integers(4, 64)), dtype=np.uint8).tobytes()
@@ -293,9 +145,9 @@ def _unified_edit_row(cfg: SynthConfig, index: int, corrupt: str | None) -> tupl
         "row_id": f"f{f}-rg{rg}-r{row}",
         "image_list": images,
         "instruction_list": instructions,
-        "source": _pick(rng, _SOURCES),
+        "source": pick(rng, SOURCES),
         "score": float(rng.random()),
-        "tags": [str(_pick(rng, _TAGS)) for _ in range(int(rng.integers(0, 4)))],
+        "tags": [str(pick(rng, TAGS)) for _ in range(int(rng.integers(0, 4)))],
         "meta_blob": None if rng.random() < 0.3 else meta,
     }
     return record, formats
@@ -306,26 +158,28 @@ def _t2i_row(cfg: SynthConfig, index: int, corrupt: str | None) -> tuple[dict[st
     rng = _row_rng(cfg, f, rg, row)
     fmt = IMAGE_FORMATS[index % len(IMAGE_FORMATS)]
     formats: Counter = Counter()
-    image = _make_image(rng, cfg, fmt)
+    image = make_image(rng, cfg.min_side, cfg.max_side, fmt)
     if corrupt == "garbage_image":
-        image = _garbage(rng)
+        image = garbage(rng)
     else:
         formats[fmt] += 1
     if rng.random() < 0.1:
         captions: dict[str, str] = {}
     else:
-        captions = {f"caption_{i}": _caption(rng) for i in range(int(rng.integers(1, 4)))}
+        captions = {f"caption_{i}": caption(rng) for i in range(int(rng.integers(1, 4)))}
     text = json.dumps(captions, sort_keys=True)
     if corrupt == "bad_captions_json":
         text = text[: max(1, len(text) // 2)] + "{{not json"
     return {"row_id": f"f{f}-rg{rg}-r{row}", "image": image, "captions": text}, formats
 
 
-def _build_rows(cfg: SynthConfig, start: int, stop: int,
-                corrupt: dict[int, str]) -> tuple[list[dict[str, Any]], Counter]:
+def _build_rows(
+    cfg: SynthConfig, start: int, stop: int, corrupt: dict[int, str]
+) -> tuple[list[dict[str, Any]], Counter]:
     """Rows with flat indexes ``[start, stop)`` and the count of image formats they contain."""
     make = _unified_edit_row if cfg.schema == "unified_edit" else _t2i_row
-    rows, formats = [], Counter()
+    rows: list[dict[str, Any]] = []
+    formats: Counter = Counter()
     for index in range(start, stop):
         record, counts = make(cfg, index, corrupt.get(index))
         rows.append(record)
@@ -359,8 +213,9 @@ def _chunks(cfg: SynthConfig) -> list[tuple[int, int]]:
     return out
 
 
-def _generate(cfg: SynthConfig, corrupt: dict[int, str],
-              workers: int) -> Iterator[tuple[int, int, list[dict[str, Any]], Counter]]:
+def _generate(
+    cfg: SynthConfig, corrupt: dict[int, str], workers: int
+) -> Generator[tuple[int, int, list[dict[str, Any]], Counter], None, None]:
     """Yield ``(start, stop, rows, formats)`` per chunk, in order, from a pool when ``workers > 1``."""
     chunks = _chunks(cfg)
     if workers <= 1:
@@ -380,41 +235,26 @@ def _generate(cfg: SynthConfig, corrupt: dict[int, str],
         pool.shutdown(wait=True, cancel_futures=True)
 
 
-def write_synthetic_dataset(out: str, *, schema: str = "unified_edit", num_files: int = 2,
-                            row_groups_per_file: int = 2, rows_per_group: int = 8, seed: int = 0,
-                            corrupt_fraction: float = 0.0, min_side: int = 48, max_side: int = 320,
-                            storage_options: dict | None = None, workers: int | None = None) -> dict:
-    """Write ``num_files`` parquet files of photo-like images plus ``parquet_info.json`` to ``out``.
-
-    ``out`` is a local directory or any fsspec URL. Returns a JSON-able summary (files, counts,
-    bytes, image formats, and where the planted bad rows are). ``workers`` processes generate
-    rows (default: one per CPU above 1000 rows, else none); the bytes do not depend on it. The
-    pool uses the spawn start method, so a calling script needs an ``if __name__ == "__main__"`` guard.
-    """
-    if workers is not None and workers < 1:
-        raise ValueError(f"workers must be >= 1, got {workers}")
-    cfg = SynthConfig(schema=schema, num_files=num_files, row_groups_per_file=row_groups_per_file,
-                      rows_per_group=rows_per_group, seed=seed, corrupt_fraction=corrupt_fraction,
-                      min_side=min_side, max_side=max_side)
-    corrupt = plan_corrupt_rows(cfg)
+def _write_files(
+    cfg: SynthConfig,
+    files: list[str],
+    chunks: Generator[tuple[int, int, list[dict[str, Any]], Counter], None, None],
+    storage_options: dict[str, Any] | None,
+    *,
+    show: bool,
+) -> tuple[Counter, int]:
+    """Write the generated rows into ``files`` (row groups of ``rows_per_group``); returns the
+    image-format counts and the bytes written."""
     arrow_schema = UNIFIED_EDIT_SCHEMA if cfg.schema == "unified_edit" else T2I_SCHEMA
-    big = cfg.total_rows > _BIG_DATASET_ROWS
-    if workers is None:
-        workers = min(os.cpu_count() or 1, 8) if big else 1
-
-    storage.makedirs(out, storage_options)
-    files = [storage.join(out, file_name(i)) for i in range(cfg.num_files)]
     formats: Counter = Counter()
     total_bytes = 0
     progress = None
-    if big:
+    if show:
         from tqdm import tqdm
 
         progress = tqdm(total=cfg.total_rows, unit="row", desc="synth", file=sys.stderr)
-
-    chunks = _generate(cfg, corrupt, workers)
     try:
-        for f, url in enumerate(files):
+        for url in files:
             with storage.atomic_write(url, storage_options) as fh:
                 writer = pq.ParquetWriter(fh, arrow_schema, **_PARQUET_OPTIONS)
                 try:
@@ -426,8 +266,9 @@ def write_synthetic_dataset(out: str, *, schema: str = "unified_edit", num_files
                             formats.update(counts)
                             if progress is not None:
                                 progress.update(len(rows))
-                        table = pa.Table.from_pylist(group, schema=arrow_schema)
-                        writer.write_table(table, row_group_size=cfg.rows_per_group)
+                        writer.write_table(
+                            pa.Table.from_pylist(group, schema=arrow_schema), row_group_size=cfg.rows_per_group
+                        )
                 finally:
                     writer.close()
             total_bytes += storage.size(url, storage_options)
@@ -435,11 +276,60 @@ def write_synthetic_dataset(out: str, *, schema: str = "unified_edit", num_files
         chunks.close()
         if progress is not None:
             progress.close()
+    return formats, total_bytes
 
-    info = {url: {"num_row_groups": cfg.row_groups_per_file,
-                  "num_rows": cfg.row_groups_per_file * cfg.rows_per_group} for url in files}
-    storage.write_bytes(storage.join(out, "parquet_info.json"),
-                        (json.dumps(info, indent=2, sort_keys=True) + "\n").encode("utf-8"), storage_options)
+
+def write_synthetic_dataset(
+    out: str,
+    *,
+    schema: str = "unified_edit",
+    num_files: int = 2,
+    row_groups_per_file: int = 2,
+    rows_per_group: int = 8,
+    seed: int = 0,
+    corrupt_fraction: float = 0.0,
+    min_side: int = 48,
+    max_side: int = 320,
+    storage_options: dict[str, Any] | None = None,
+    workers: int | None = None,
+) -> dict:
+    """Write ``num_files`` parquet files of photo-like images plus ``parquet_info.json`` to ``out``.
+
+    ``out`` is a local directory or any fsspec URL. Returns a JSON-able summary (files, counts,
+    bytes, image formats, and where the planted bad rows are). ``workers`` processes generate
+    rows (default: one per CPU above 1000 rows, else none); the bytes do not depend on it. The
+    pool uses the spawn start method, so a calling script needs an ``if __name__ == "__main__"`` guard.
+    """
+    if workers is not None and workers < 1:
+        raise ValueError(f"workers must be >= 1, got {workers}")
+    cfg = SynthConfig(
+        schema=schema,
+        num_files=num_files,
+        row_groups_per_file=row_groups_per_file,
+        rows_per_group=rows_per_group,
+        seed=seed,
+        corrupt_fraction=corrupt_fraction,
+        min_side=min_side,
+        max_side=max_side,
+    )
+    corrupt = plan_corrupt_rows(cfg)
+    big = cfg.total_rows > _BIG_DATASET_ROWS
+    if workers is None:
+        workers = min(os.cpu_count() or 1, 8) if big else 1
+
+    storage.makedirs(out, storage_options)
+    files = [storage.join(out, file_name(i)) for i in range(cfg.num_files)]
+    formats, total_bytes = _write_files(cfg, files, _generate(cfg, corrupt, workers), storage_options, show=big)
+
+    info = {
+        url: {"num_row_groups": cfg.row_groups_per_file, "num_rows": cfg.row_groups_per_file * cfg.rows_per_group}
+        for url in files
+    }
+    storage.write_bytes(
+        storage.join(out, "parquet_info.json"),
+        (json.dumps(info, indent=2, sort_keys=True) + "\n").encode("utf-8"),
+        storage_options,
+    )
 
     corrupt_rows = []
     for index, kind in sorted(corrupt.items()):

@@ -29,7 +29,7 @@ def canonical_name(name: str) -> str:
 def get_schema(name: str) -> ModuleType:
     """The schema module for ``name`` (or an alias)."""
     canonical = canonical_name(name)
-    return next(m for m in _MODULES if m.NAME == canonical)
+    return next(m for m in _MODULES if canonical == m.NAME)
 
 
 def detect_schema(columns: Iterable[str]) -> str | None:
@@ -46,5 +46,7 @@ def check_columns(name: str, columns: Iterable[str]) -> None:
     module = get_schema(name)
     missing = [c for c in module.REQUIRED_COLUMNS if c not in set(columns)]
     if missing:
-        raise ValueError(f"schema {module.NAME!r} needs columns {list(module.REQUIRED_COLUMNS)}; "
-                         f"missing {missing} (found {sorted(columns)})")
+        raise ValueError(
+            f"schema {module.NAME!r} needs columns {list(module.REQUIRED_COLUMNS)}; "
+            f"missing {missing} (found {sorted(columns)})"
+        )

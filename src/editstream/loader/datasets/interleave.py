@@ -14,8 +14,7 @@ from ..distributed import DistributedIterableDataset
 
 
 def _plan_item(kind: str, enable_cfg: int, loss: int) -> dict[str, Any]:
-    return {"type": kind, "enable_cfg": enable_cfg, "loss": loss, "special_token_loss": 0,
-            "special_token_label": None}
+    return {"type": kind, "enable_cfg": enable_cfg, "loss": loss, "special_token_loss": 0, "special_token_label": None}
 
 
 class InterleavedBaseIterableDataset(DistributedIterableDataset):
@@ -25,6 +24,10 @@ class InterleavedBaseIterableDataset(DistributedIterableDataset):
     ViT items, ``self.vit_transform`` (both :class:`~editstream.transforms.ImageTransform`-like,
     with a ``stride``).
     """
+
+    tokenizer: Any
+    transform: Any
+    vit_transform: Any
 
     def _init_data(self) -> dict[str, Any]:
         return {"sequence_plan": [], "text_ids_list": [], "image_tensor_list": [], "num_tokens": 0}
@@ -39,11 +42,12 @@ class InterleavedBaseIterableDataset(DistributedIterableDataset):
     def _vae_tensor(self, image: Any, data: dict) -> Any:
         tensor = self.transform(image)
         height, width = tensor.shape[1:]
-        data["num_tokens"] += height * width // self.transform.stride ** 2
+        data["num_tokens"] += height * width // self.transform.stride**2
         return tensor
 
-    def _add_image(self, data: dict, image: Any, need_loss: bool, need_vae: bool, need_vit: bool,
-                   enable_cfg: bool = True) -> dict:
+    def _add_image(
+        self, data: dict, image: Any, need_loss: bool, need_vae: bool, need_vit: bool, enable_cfg: bool = True
+    ) -> dict:
         if not (need_loss or need_vae or need_vit):
             raise ValueError("_add_image needs at least one of need_loss, need_vae, need_vit")
         vae = None  # the transform is deterministic: compute once, hand out copies
@@ -57,18 +61,25 @@ class InterleavedBaseIterableDataset(DistributedIterableDataset):
                 vae = self._vae_tensor(image, data)
                 data["image_tensor_list"].append(vae)
             else:
-                data["num_tokens"] += vae.shape[1] * vae.shape[2] // self.transform.stride ** 2
+                data["num_tokens"] += vae.shape[1] * vae.shape[2] // self.transform.stride**2
                 data["image_tensor_list"].append(vae.clone())
         if need_vit:
             data["sequence_plan"].append(_plan_item("vit_image", int(enable_cfg), 0))
             vit = self.vit_transform(image)
             height, width = vit.shape[1:]
-            data["num_tokens"] += height * width // self.vit_transform.stride ** 2
+            data["num_tokens"] += height * width // self.vit_transform.stride**2
             data["image_tensor_list"].append(vit)
         return data
 
-    def _add_video(self, data: dict, frames: Sequence[Any], frame_indexes: Sequence[int], need_loss: bool,
-                   need_vae: bool, enable_cfg: bool = True) -> dict:
+    def _add_video(
+        self,
+        data: dict,
+        frames: Sequence[Any],
+        frame_indexes: Sequence[int],
+        need_loss: bool,
+        need_vae: bool,
+        enable_cfg: bool = True,
+    ) -> dict:
         if int(bool(need_loss)) + int(bool(need_vae)) != 1:
             raise ValueError("_add_video needs exactly one of need_loss, need_vae")
         last = len(frames) - 1

@@ -18,19 +18,33 @@ BACKENDS = ("parquet", "webdataset")
 """Where rows come from: parquet files, or WebDataset shards converted by ``editstream convert``."""
 
 
-def make_source(backend: str, *, dataset_name: str, granularity: str, parquet_info: Mapping[str, Any] | None,
-                storage_options: StorageOptions | None, drops: Any, **options: Any) -> Any:
+def make_source(
+    backend: str,
+    *,
+    dataset_name: str,
+    granularity: str,
+    parquet_info: Mapping[str, Any] | None,
+    storage_options: StorageOptions | None,
+    drops: Any,
+    **options: Any,
+) -> Any:
     """Build the row source for ``backend``; unknown names are a clear error."""
     if backend == "parquet":
         from ..sources.parquet import ParquetSource
 
-        return ParquetSource(dataset_name=dataset_name, granularity=granularity, parquet_info=parquet_info,
-                             storage_options=storage_options, drops=drops)
+        return ParquetSource(
+            dataset_name=dataset_name,
+            granularity=granularity,
+            parquet_info=parquet_info,
+            storage_options=storage_options,
+            drops=drops,
+        )
     if backend == "webdataset":
         from ..sources.webdataset import TarSource
 
-        return TarSource(dataset_name=dataset_name, granularity=granularity, storage_options=storage_options,
-                         drops=drops, **options)
+        return TarSource(
+            dataset_name=dataset_name, granularity=granularity, storage_options=storage_options, drops=drops, **options
+        )
     raise ValueError(f"dataset {dataset_name!r}: unknown backend {backend!r}; choose one of {BACKENDS}")
 
 
@@ -58,12 +72,24 @@ class ParquetStandardIterableDataset(SourceIterableDataset):
     unit_granularity = "row_group"
     default_backend = "parquet"
 
-    def __init__(self, dataset_name: str, transform: Any, tokenizer: Any, vit_transform: Any,
-                 data_dir_list: Sequence[str], num_used_data: Sequence[int],
-                 parquet_info: Mapping[str, Any] | None = None, local_rank: int | None = None,
-                 world_size: int | None = None, num_workers: int = 8, data_status: list | None = None, *,
-                 backend: str | None = None, storage_options: StorageOptions | None = None,
-                 **backend_options: Any) -> None:
+    def __init__(
+        self,
+        dataset_name: str,
+        transform: Any,
+        tokenizer: Any,
+        vit_transform: Any,
+        data_dir_list: Sequence[str],
+        num_used_data: Sequence[int],
+        parquet_info: Mapping[str, Any] | None = None,
+        local_rank: int | None = None,
+        world_size: int | None = None,
+        num_workers: int = 8,
+        data_status: list | None = None,
+        *,
+        backend: str | None = None,
+        storage_options: StorageOptions | None = None,
+        **backend_options: Any,
+    ) -> None:
         super().__init__(dataset_name, local_rank, world_size, num_workers)
         self.transform = transform
         self.vit_transform = vit_transform
@@ -71,9 +97,15 @@ class ParquetStandardIterableDataset(SourceIterableDataset):
         self.backend = backend or self.default_backend
         self.storage_options = storage_options
         self.set_data_status(data_status)
-        self.source = make_source(self.backend, dataset_name=dataset_name, granularity=self.unit_granularity,
-                                  parquet_info=parquet_info, storage_options=storage_options, drops=self.drops,
-                                  **backend_options)
+        self.source = make_source(
+            self.backend,
+            dataset_name=dataset_name,
+            granularity=self.unit_granularity,
+            parquet_info=parquet_info,
+            storage_options=storage_options,
+            drops=self.drops,
+            **backend_options,
+        )
         self.data_dir_list = [data_dir_list] if isinstance(data_dir_list, str) else list(data_dir_list)
         self.num_used_data = [num_used_data] if isinstance(num_used_data, int) else list(num_used_data)
         self.parquet_info = parquet_info
@@ -82,8 +114,9 @@ class ParquetStandardIterableDataset(SourceIterableDataset):
         """The units of ``data_dir_list`` (listing, footers or manifests are read here, on first use)."""
         return self.get_data_paths(self.data_dir_list, self.num_used_data, self.parquet_info)
 
-    def get_data_paths(self, data_dir_list: Sequence[str], num_used_data: Sequence[int],
-                       parquet_info: Mapping[str, Any] | None = None) -> list[Unit]:
+    def get_data_paths(
+        self, data_dir_list: Sequence[str], num_used_data: Sequence[int], parquet_info: Mapping[str, Any] | None = None
+    ) -> list[Unit]:
         """The units of these directories, as the chosen backend lists them."""
         if isinstance(data_dir_list, str):
             data_dir_list = [data_dir_list]

@@ -25,20 +25,45 @@ class T2IIterableDataset(ParquetStandardIterableDataset):
 
     unit_granularity = "file"
 
-    def __init__(self, dataset_name: str, transform: Any, tokenizer: Any, data_dir_list: Sequence[str],
-                 num_used_data: Sequence[int], local_rank: int | None = None, world_size: int | None = None,
-                 num_workers: int = 8, data_status: list | None = None, *,
-                 parquet_info: Mapping[str, Any] | None = None, vit_transform: Any = None,
-                 backend: str | None = None, storage_options: StorageOptions | None = None,
-                 **backend_options: Any) -> None:
-        super().__init__(dataset_name, transform, tokenizer, vit_transform, data_dir_list, num_used_data,
-                         parquet_info, local_rank, world_size, num_workers, data_status, backend=backend,
-                         storage_options=storage_options, **backend_options)
+    def __init__(
+        self,
+        dataset_name: str,
+        transform: Any,
+        tokenizer: Any,
+        data_dir_list: Sequence[str],
+        num_used_data: Sequence[int],
+        local_rank: int | None = None,
+        world_size: int | None = None,
+        num_workers: int = 8,
+        data_status: list | None = None,
+        *,
+        parquet_info: Mapping[str, Any] | None = None,
+        vit_transform: Any = None,
+        backend: str | None = None,
+        storage_options: StorageOptions | None = None,
+        **backend_options: Any,
+    ) -> None:
+        super().__init__(
+            dataset_name,
+            transform,
+            tokenizer,
+            vit_transform,
+            data_dir_list,
+            num_used_data,
+            parquet_info,
+            local_rank,
+            world_size,
+            num_workers,
+            data_status,
+            backend=backend,
+            storage_options=storage_options,
+            **backend_options,
+        )
 
     def parse_row(self, row: Any) -> dict:
         image = self.transform(decode_image(row["image"]))
         height, width = image.shape[1:]
-        num_tokens = height * width // self.transform.stride ** 2
+        num_tokens = height * width // self.transform.stride**2
 
         captions = json.loads(row["captions"])
         encoded = [self.tokenizer.encode(text) for text in captions.values()]
@@ -49,9 +74,17 @@ class T2IIterableDataset(ParquetStandardIterableDataset):
             caption = self.tokenizer.encode(" ")
         num_tokens += len(caption)
 
-        text_item = {"type": "text", "enable_cfg": 1, "loss": 0, "special_token_loss": 0,
-                     "special_token_label": None}
-        image_item = {"type": "vae_image", "enable_cfg": 0, "loss": 1, "special_token_loss": 0,
-                      "special_token_label": None}
-        return {"image_tensor_list": [image], "text_ids_list": [caption], "num_tokens": num_tokens,
-                "sequence_plan": [text_item, image_item]}
+        text_item = {"type": "text", "enable_cfg": 1, "loss": 0, "special_token_loss": 0, "special_token_label": None}
+        image_item = {
+            "type": "vae_image",
+            "enable_cfg": 0,
+            "loss": 1,
+            "special_token_loss": 0,
+            "special_token_label": None,
+        }
+        return {
+            "image_tensor_list": [image],
+            "text_ids_list": [caption],
+            "num_tokens": num_tokens,
+            "sequence_plan": [text_item, image_item],
+        }

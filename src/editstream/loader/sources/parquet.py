@@ -23,8 +23,12 @@ from ..units import Unit, check_counts, repeat_to
 GRANULARITIES = ("row_group", "file")
 
 
-def list_parquet_files(dataset_name: str, data_dir_list: Sequence[str], num_used_data: Sequence[int],
-                       storage_options: StorageOptions | None) -> list[str]:
+def list_parquet_files(
+    dataset_name: str,
+    data_dir_list: Sequence[str],
+    num_used_data: Sequence[int],
+    storage_options: StorageOptions | None,
+) -> list[str]:
     """Sorted ``*.parquet`` of each directory, repeated/cut to its ``num_used_data`` entry."""
     check_counts(dataset_name, data_dir_list, num_used_data)
     out: list[str] = []
@@ -39,8 +43,9 @@ def list_parquet_files(dataset_name: str, data_dir_list: Sequence[str], num_used
     return out
 
 
-def iter_file_rows(url: str, row_groups: Sequence[int] | None, start: Position | None,
-                   storage_options: StorageOptions | None) -> Iterator[tuple[Position, Row]]:
+def iter_file_rows(
+    url: str, row_groups: Sequence[int] | None, start: Position | None, storage_options: StorageOptions | None
+) -> Iterator[tuple[Position, Row]]:
     """Rows of ``url``'s row groups (all when ``row_groups`` is None), after ``start``.
 
     ``start`` is ``(row_group, row)``: reading resumes at ``row + 1`` of that row group and
@@ -61,9 +66,15 @@ def iter_file_rows(url: str, row_groups: Sequence[int] | None, start: Position |
 class ParquetSource:
     """Row source over parquet; ``granularity`` is ``"row_group"`` (edit) or ``"file"`` (T2I)."""
 
-    def __init__(self, *, dataset_name: str, granularity: str = "row_group",
-                 parquet_info: Mapping[str, Any] | ParquetInfo | None = None,
-                 storage_options: StorageOptions | None = None, drops: DropLog | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        dataset_name: str,
+        granularity: str = "row_group",
+        parquet_info: Mapping[str, Any] | ParquetInfo | None = None,
+        storage_options: StorageOptions | None = None,
+        drops: DropLog | None = None,
+    ) -> None:
         if granularity not in GRANULARITIES:
             raise ValueError(f"granularity must be one of {GRANULARITIES}, got {granularity!r}")
         self.dataset_name = dataset_name

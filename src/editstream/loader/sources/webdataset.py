@@ -20,7 +20,7 @@ from typing import Any
 
 from ...format.idx import read_idx
 from ...format.keys import parse_key
-from ...format.manifest import Manifest, ShardInfo
+from ...format.manifest import Manifest, ManifestError, ShardInfo
 from ...format.rowcodec import decode_sample
 from ...format.tarblock import DEFAULT_MAX_MEMBER_SIZE
 from ...format.tarreader import iter_samples
@@ -61,10 +61,18 @@ class ShardRef:
 class TarSource:
     """Row source over converted shards; see the module docstring for the guarantees."""
 
-    def __init__(self, *, dataset_name: str, granularity: str = "row_group",
-                 storage_options: StorageOptions | None = None, drops: DropLog | None = None,
-                 retry: RetryPolicy | None = None, block_size: int = DEFAULT_BLOCK_SIZE,
-                 max_member_size: int = DEFAULT_MAX_MEMBER_SIZE, prefetch: bool = True) -> None:
+    def __init__(
+        self,
+        *,
+        dataset_name: str,
+        granularity: str = "row_group",
+        storage_options: StorageOptions | None = None,
+        drops: DropLog | None = None,
+        retry: RetryPolicy | None = None,
+        block_size: int = DEFAULT_BLOCK_SIZE,
+        max_member_size: int = DEFAULT_MAX_MEMBER_SIZE,
+        prefetch: bool = True,
+    ) -> None:
         if granularity not in ("row_group", "file"):
             raise ValueError(f"granularity must be 'row_group' or 'file', got {granularity!r}")
         self.dataset_name = dataset_name
@@ -91,8 +99,10 @@ class TarSource:
             if self.layout is None:
                 self.layout = manifest.layout
             elif manifest.layout != self.layout:
-                raise ValueError(f"dataset {self.dataset_name!r}: {root} has layout {manifest.layout!r} but "
-                                 f"earlier roots have {self.layout!r}; convert all with the same --layout")
+                raise ValueError(
+                    f"dataset {self.dataset_name!r}: {root} has layout {manifest.layout!r} but "
+                    f"earlier roots have {self.layout!r}; convert all with the same --layout"
+                )
             if manifest.layout == "rowgroup":
                 units.extend(self._rowgroup_units(root, manifest, int(num_used)))
             else:
@@ -102,19 +112,21 @@ class TarSource:
     def _read_manifest(self, root: str) -> Manifest:
         try:
             return Manifest.read(root, self.storage_options)
-        except Exception as exc:
-            raise type(exc)(f"dataset {self.dataset_name!r}: {exc}") from None
+        except ManifestError as exc:
+            raise ManifestError(f"dataset {self.dataset_name!r}: {exc}") from None
 
     def _rowgroup_units(self, root: str, manifest: Manifest, num_used: int) -> list[Unit]:
         """Units named after the source parquet files (``source_root/name``), as the parquet
         backend names them when given the conversion's source directory: same sort, same order."""
+
         def file_id(relative: str) -> str:
             return storage.join(manifest.source_root, relative)
 
         for shard in manifest.shards:
             assert shard.source_file is not None  # the manifest validates the rowgroup layout
             self._shards[(file_id(shard.source_file), shard.row_group)] = ShardRef(
-                storage.join(root, shard.path), storage.join(root, shard.idx_path), shard)
+                storage.join(root, shard.path), storage.join(root, shard.idx_path), shard
+            )
         if not manifest.source_files:
             raise FileNotFoundError(f"dataset {self.dataset_name!r}: {root} lists no source files")
         counts = {file_id(f.path): f.num_row_groups for f in manifest.source_files}
@@ -167,8 +179,9 @@ class TarSource:
                 stale.cancel()
             self._prefetched.clear()
         end = min(shard.num_bytes, self.block_size)
-        self._prefetched[key] = self._pool().submit(read_range, shard.url, 0, end,
-                                                    storage_options=self.storage_options, retry=self.retry)
+        self._prefetched[key] = self._pool().submit(
+            read_range, shard.url, 0, end, storage_options=self.storage_options, retry=self.retry
+        )
 
     def _unit_shards(self, unit: Unit) -> list[ShardRef]:
         if self.layout == "size":
@@ -204,17 +217,25 @@ class TarSource:
                 return
             offsets, _ = read_idx(shard.idx_url, self.storage_options)
             if len(offsets) != shard.num_samples:
-                raise ShardMismatchError(f"{shard.idx_url}: {len(offsets)} offsets for {shard.num_samples} "
-                                         f"samples in the manifest")
+                raise ShardMismatchError(
+                    f"{shard.idx_url}: {len(offsets)} offsets for {shard.num_samples} samples in the manifest"
+                )
             start = offsets[index]
             logger.debug("resume: reading %s from byte %d (sample %d)", shard.url, start, index)
-        reader = RangedReader(shard.url, storage_options=self.storage_options, start=start, end=shard.num_bytes,
-                              block_size=self.block_size, retry=self.retry,
-                              executor=self._pool() if self.prefetch_enabled else None,
-                              first_block=self._first_block(shard, start))
+        reader = RangedReader(
+            shard.url,
+            storage_options=self.storage_options,
+            start=start,
+            end=shard.num_bytes,
+            block_size=self.block_size,
+            retry=self.retry,
+            executor=self._pool() if self.prefetch_enabled else None,
+            first_block=self._first_block(shard, start),
+        )
         with reader:
-            for key, _, members in iter_samples(reader, start_offset=start, max_member_size=self.max_member_size,
-                                                source=shard.url):
+            for key, _, members in iter_samples(
+                reader, start_offset=start, max_member_size=self.max_member_size, source=shard.url
+            ):
                 position: Position = (index,) if by_index else (self._row_of(shard, key),)
                 index += 1
                 try:
@@ -223,8 +244,7 @@ class TarSource:
                     row = BadSample(exc, {"shard": shard.url, "key": key})
                 yield position, row
         if index != shard.num_samples:
-            raise ShardMismatchError(f"{shard.url}: ended after {index} samples, the manifest says "
-                                     f"{shard.num_samples}")
+            raise ShardMismatchError(f"{shard.url}: ended after {index} samples, the manifest says {shard.num_samples}")
 
     @staticmethod
     def _samples_before(shard: ShardRef, row: int) -> int:
@@ -248,8 +268,7 @@ class TarSource:
         if self.granularity == "file":
             where = {"file": unit}
             if position is not None:
-                where.update(row_group=position[0], row=position[1],
-                             shard=self._shards[(unit, position[0])].url)
+                where.update(row_group=position[0], row=position[1], shard=self._shards[(unit, position[0])].url)
             return where
         where = {"file": unit[0], "row_group": unit[1], "shard": self._shards[unit].url}
         if position is not None:
