@@ -69,8 +69,9 @@ def test_the_layer_table_covers_every_sub_package():
 @pytest.mark.parametrize("path", [p for p in _modules() if _layer(p)], ids=lambda p: str(p.relative_to(SRC)))
 def test_layers_import_only_downwards(path):
     layer = _layer(path)
-    bad = sorted((target, line) for target, line in _imported_layers(path) if target != layer and
-                 target not in ALLOWED[layer])
+    bad = sorted(
+        (target, line) for target, line in _imported_layers(path) if target != layer and target not in ALLOWED[layer]
+    )
     assert not bad, f"{path.relative_to(SRC)} ({layer}) imports {bad}; allowed: {sorted(ALLOWED[layer])}"
 
 

@@ -7,9 +7,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from data_helpers import synth_and_convert
 from editstream import ByteTokenizer, DataConfig, PackedDataset
-from resume_check import assert_batches_equal, take
+from helpers import assert_batches_equal, synth_and_convert, take
 
 CONFIGS = Path(__file__).resolve().parents[1] / "examples" / "configs"
 

@@ -6,11 +6,11 @@ import io
 import json
 import random
 
+import PIL
 import pytest
 import torch
 from PIL import Image
 
-from data_helpers import VAE, VIT
 from editstream import (
     ByteTokenizer,
     ImageTransform,
@@ -20,6 +20,7 @@ from editstream import (
     write_synthetic_dataset,
 )
 from editstream.loader.transforms import decode_image
+from helpers import VAE, VIT
 
 
 def png(w, h, color=(200, 10, 10), fmt="PNG"):
@@ -207,7 +208,7 @@ def test_bad_rows_fail_after_the_same_draws():
     row["image_list"][0] = b"not an image at all"
     ds = bare_edit()
     random.seed(9)
-    with pytest.raises(Exception):
+    with pytest.raises(PIL.UnidentifiedImageError):
         ds.parse_row(row)
     after = random.random()
     r = random.Random(9)

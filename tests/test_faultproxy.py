@@ -19,8 +19,8 @@ import s3fs
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
+from editstream.testing.faultproxy import FAULT_KINDS, FaultPlan, FaultProxy
 from editstream.testing.s3server import LocalS3Server
-from faultproxy import FAULT_KINDS, FaultPlan, FaultProxy
 
 KEY = "testing"
 SECRET = "testing"
@@ -231,9 +231,11 @@ def test_reset_mid_body_sends_true_length_then_part_then_rst(objects: dict) -> N
         assert event.body_bytes_sent == plan.partial_length(BIG) == len(body)
 
         # the same fault as urllib and requests see it
-        with pytest.raises((ConnectionResetError, http.client.IncompleteRead)):
-            with urllib.request.urlopen(_presigned(proxy, bucket, "big.bin"), timeout=10) as resp:
-                resp.read()
+        with (
+            pytest.raises((ConnectionResetError, http.client.IncompleteRead)),
+            urllib.request.urlopen(_presigned(proxy, bucket, "big.bin"), timeout=10) as resp,
+        ):
+            resp.read()
         with pytest.raises(requests.exceptions.ChunkedEncodingError):
             requests.get(_presigned(proxy, bucket, "medium.bin"), timeout=10)
         assert proxy.faults_injected["reset_mid_body"] == 3
@@ -296,7 +298,7 @@ def test_schedule_counts_only_eligible_requests_round_robin(objects: dict) -> No
         via_proxy = _client(proxy.url)
         url = _presigned(proxy, bucket, "small.bin")
         statuses = []
-        for i in range(12):
+        for _i in range(12):
             # listings (GET on the bucket) and HEADs in between do not count
             via_proxy.list_objects_v2(Bucket=bucket)
             via_proxy.head_object(Bucket=bucket, Key="small.bin")

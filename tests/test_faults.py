@@ -16,12 +16,12 @@ import fsspec
 import pytest
 import torch
 
-from data_helpers import VAE, VIT, synth_and_convert
 from editstream import ByteTokenizer, ImageTransform, UnifiedEditIterableDataset
 from editstream.format.tarreader import iter_members
 from editstream.io.retry import RetryPolicy
 from editstream.loader.drops import FailureBudgetExceeded
-from faultproxy import FaultPlan, FaultProxy
+from editstream.testing.faultproxy import FaultPlan, FaultProxy
+from helpers import VAE, VIT, synth_and_convert
 
 FAST_RETRY = RetryPolicy(max_attempts=8, initial_backoff=0.01, max_backoff=0.05)
 

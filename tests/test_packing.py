@@ -14,7 +14,7 @@ import torch
 from editstream import PackedDataset, collate_fn, make_bagel_multimodal_dataset
 from editstream.packing.config import BagelDatasetConfig, DataConfig
 from editstream.packing.sequence import patchify, prepare_attention_mask_per_sample
-from resume_check import assert_batches_equal, preserved_global_rng, take
+from helpers import assert_batches_equal, preserved_global_rng, take
 
 BOS, EOS, SOI, EOI = 100, 101, 102, 103
 SPECIAL = {"bos_token_id": BOS, "eos_token_id": EOS, "start_of_image": SOI, "end_of_image": EOI}

@@ -6,7 +6,7 @@ import pytest
 
 from editstream import collate_fn
 from editstream.packing.state import STATE_FORMAT
-from resume_check import (
+from helpers import (
     assert_batches_equal,
     assert_resumes_identically,
     preserved_global_rng,

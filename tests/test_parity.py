@@ -13,11 +13,11 @@ import fsspec
 import pytest
 import torch
 
-from data_helpers import VAE, VIT, synth_and_convert
-from data_helpers import first as first_items  # the loop below names a variable `first`
 from editstream import ByteTokenizer, ImageTransform, T2IIterableDataset, UnifiedEditIterableDataset
 from editstream.conversion import convert
 from editstream.testing.synth import write_synthetic_dataset
+from helpers import VAE, VIT, synth_and_convert
+from helpers import first as first_items  # the loop below names a variable `first`
 
 
 @pytest.fixture(scope="module")

@@ -10,10 +10,8 @@ import textwrap
 import pytest
 import torch
 
-from data_helpers import first as take
-from data_helpers import synth_and_convert
-from example_scripts import ROOT, TRAIN_LOOP, load_example
-from resume_check import assert_batches_equal
+from helpers import ROOT, TRAIN_LOOP, assert_batches_equal, load_example, synth_and_convert
+from helpers import first as take
 
 AFTER = 5
 

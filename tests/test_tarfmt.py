@@ -85,7 +85,7 @@ def test_offsets_point_at_each_sample_and_reader_agrees():
     samples = list(iter_samples(io.BytesIO(data)))
     assert [s[0] for s in samples] == [k for k, _ in SAMPLES]
     assert [s[1] for s in samples] == w.offsets
-    for (key, members), (_, _, got) in zip(SAMPLES, samples):
+    for (_key, members), (_, _, got) in zip(SAMPLES, samples):
         assert got == dict(members)
     # Reading from any sample's offset yields the rest of the archive.
     rest = list(iter_samples(io.BytesIO(data), start_offset=w.offsets[2]))

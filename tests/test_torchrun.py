@@ -18,9 +18,8 @@ from pathlib import Path
 import fsspec
 import pytest
 
-from data_helpers import synth_and_convert
 from editstream import UnifiedEditIterableDataset
-from example_scripts import ROOT, TRAIN_LOOP, load_example
+from helpers import ROOT, TRAIN_LOOP, load_example, synth_and_convert
 
 STEPS = 14
 

@@ -11,8 +11,8 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 
-from data_helpers import first
 from editstream import ParquetStandardIterableDataset
+from helpers import first
 
 
 class RowIdDataset(ParquetStandardIterableDataset):

@@ -15,6 +15,7 @@ travels on a fresh connection and a fault never poisons a pooled one.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import http.client
 import socket
@@ -240,7 +241,7 @@ class FaultProxy:
             if method not in plan.only_methods or (plan.objects_only and not _names_object(path)):
                 return number, None
             sched.eligible += 1
-            if sched.due is None and sched.eligible % plan.every == 0:
+            if sched.due is None and plan.every and sched.eligible % plan.every == 0:
                 sched.due = plan.kinds[sched.cycle % len(plan.kinds)]
                 sched.cycle += 1
             return number, sched.due
@@ -334,7 +335,7 @@ class _ProxyHandler(BaseHTTPRequestHandler):
     # ----------------------------------------------------------------- request side
     def _read_request_body(self) -> bytes | None:
         if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
-            pieces = []
+            pieces: list[bytes] = []
             while True:
                 size_line = self.rfile.readline(1024)
                 size = int(size_line.split(b";", 1)[0].strip() or b"0", 16)
@@ -412,15 +413,11 @@ class _ProxyHandler(BaseHTTPRequestHandler):
         partial body has left the send queue (an RST discards unsent data, so the client would
         otherwise see fewer bytes than counted)."""
         _wait_send_queue_empty(self.connection, self.server.proxy._stopping, _DRAIN_LIMIT_SECONDS)
-        try:
+        with contextlib.suppress(OSError):
             self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-        except OSError:
-            pass
         # The reader made by makefile() holds a reference that would delay the real close.
-        try:
+        with contextlib.suppress(OSError):
             self.rfile.close()
-        except OSError:
-            pass
         self.connection.close()
 
     def _send_s3_error(self, kind: str, number: int) -> None:
@@ -444,10 +441,8 @@ class _ProxyHandler(BaseHTTPRequestHandler):
         self.send_header("Connection", "close")
         self.end_headers()
         if self.command != "HEAD":
-            try:
+            with contextlib.suppress(OSError):
                 self.wfile.write(payload)
-            except OSError:
-                pass
 
 
 def _wait_send_queue_empty(sock: socket.socket, stopping: threading.Event, limit: float) -> None:

@@ -1,21 +1,42 @@
-"""One generic resume check for every stage with ``state_dict()`` / ``load_state_dict()``.
+"""Shared helpers of the test suite, in one module: data to test with, comparisons, resume checks.
 
-Run a stage for ``n_before`` items, take its state, build a fresh stage, load the state and
-check that the next ``n_after`` items equal those of an uninterrupted run. Import it from any
-test module in this directory: ``from resume_check import assert_resumes_identically``.
+Tests import from here (``from helpers import ...``), never from other test files.
 """
 
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import io
+import itertools
 import math
 import random
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import numpy as np
 import torch
+
+from editstream.conversion import convert
+from editstream.testing.synth import write_synthetic_dataset
+
+# Small images keep the tests fast; stride 16 (VAE) and 14 (ViT) as in BAGEL.
+VAE = dict(max_image_size=128, min_image_size=32, image_stride=16)
+VIT = dict(max_image_size=112, min_image_size=28, image_stride=14)
+
+
+def synth_and_convert(root: Path, **synth_kwargs: Any) -> Path:
+    """Write a synthetic parquet dataset to ``root/pq`` and its rowgroup-layout shards to ``root/wds``."""
+    write_synthetic_dataset(str(root / "pq"), **synth_kwargs)
+    convert(str(root / "pq"), str(root / "wds"), workers=1, progress=False)
+    return root
+
+
+def first(items: Iterable[Any], n: int) -> list[Any]:
+    """The first ``n`` items of an iterable (a DataLoader, say), without running it further."""
+    return list(itertools.islice(items, n))
 
 
 def assert_batches_equal(expected: Any, actual: Any, path: str = "item") -> None:
@@ -121,3 +142,15 @@ def assert_resumes_identically(
         for expected, actual in zip(uninterrupted[n_before:], resumed_items):
             compare(expected, actual)
     return state
+
+
+ROOT = Path(__file__).resolve().parents[1]
+TRAIN_LOOP = ROOT / "examples" / "train_loop.py"
+
+
+def load_example(path: Path = TRAIN_LOOP) -> ModuleType:
+    """The example script at ``path`` as a module (its ``main`` is not run)."""
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
