@@ -24,9 +24,8 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from editstream import ByteTokenizer
+from editstream import BagelDataloaderConfig, BagelDatasetConfig, ByteTokenizer
 from editstream.loader.datasets.standard import count_source_files
-from editstream.packing.dataloader import build_dataloader
 
 VAE_ARGS = {"image_stride": 16, "max_image_size": 128, "min_image_size": 32}
 VIT_ARGS = {"image_stride": 14, "max_image_size": 112, "min_image_size": 28}
@@ -66,22 +65,29 @@ def make_loader(args: argparse.Namespace, rank: int | None = None, world_size: i
             "backend": args.backend,
         }
     }
-    tok = ByteTokenizer()
-    return build_dataloader(
-        tokenizer=tok,
-        special_tokens=tok.special_token_ids(),
+    dataset_config = BagelDatasetConfig(
         grouped_datasets=grouped,
         dataset_info={"unified_edit": {"data": info}},
-        num_workers=args.workers,
         data_seed=args.seed,
-        local_rank=rank,
-        world_size=world_size,
         expected_num_tokens=args.expected_tokens,
         max_num_tokens=args.expected_tokens + 1024,
         max_num_tokens_per_sample=args.expected_tokens,
         prefer_buffer_before=args.expected_tokens // 2,
         max_buffer_size=8,
     )
+    if rank is None or world_size is None:
+        rank = dist.get_rank() if dist.is_initialized() else 0
+        world_size = dist.get_world_size() if dist.is_initialized() else 1
+    tok = ByteTokenizer()
+    built = BagelDataloaderConfig(dataset_config, num_workers=args.workers, pin_memory=False).build(
+        tokenizer=tok,
+        special_tokens=tok.special_token_ids(),
+        rank=rank,
+        world_size=world_size,
+        batch_size=1,
+        global_seed=args.seed,
+    )
+    return built.dataloader
 
 
 def check_batch(batch: dict[str, Any], max_tokens: int) -> None:
@@ -104,9 +110,10 @@ def consume(loader: Any, steps: int, max_tokens: int) -> list[dict[str, Any]]:
     workers = loader.num_workers
     unit_lists: dict[int, list] = {}
     records = []
-    for step, batch in enumerate(loader):
+    for step, packed in enumerate(loader):
         if step == steps:
             break
+        batch = packed.to_dict()
         check_batch(batch, max_tokens)
         samples = []
         for entry in batch["batch_data_indexes"]:

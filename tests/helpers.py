@@ -40,7 +40,14 @@ def first(items: Iterable[Any], n: int) -> list[Any]:
 
 
 def assert_batches_equal(expected: Any, actual: Any, path: str = "item") -> None:
-    """Recursive equality: same keys and types; tensors and arrays equal with the same dtype."""
+    """Recursive equality: same keys and types; tensors and arrays equal with the same dtype.
+
+    Batch objects with ``to_dict()`` (``SimpleCustomBatch``) are compared as their dicts.
+    """
+    if hasattr(expected, "to_dict") and not isinstance(expected, dict):
+        assert type(actual) is type(expected), f"{path}: {type(actual).__name__} != {type(expected).__name__}"
+        assert_batches_equal(expected.to_dict(), actual.to_dict(), path)
+        return
     if isinstance(expected, torch.Tensor):
         assert isinstance(actual, torch.Tensor), f"{path}: expected a tensor, got {type(actual).__name__}"
         assert expected.dtype == actual.dtype, f"{path}: dtype {actual.dtype} != {expected.dtype}"

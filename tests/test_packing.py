@@ -602,8 +602,8 @@ def test_build_passes_dataset_info_and_leaves_the_config_untouched(tmp_path):
     original = copy.deepcopy(groups)
     dataset_info = {
         "toy": {
-            "a": {"data_dir": "/data/a", "parquet_info_path": str(info_a), "backend": "webdataset"},
-            "b": {"data_dir": "/data/b", "parquet_info_path": str(info_b), "backend": "webdataset"},
+            "a": {"data_dir": "/data/a", "parquet_info_path": str(info_a), "backend": "parquet"},
+            "b": {"data_dir": "/data/b", "parquet_info_path": str(info_b), "backend": "parquet"},
         },
         "toy_b": {"a": {"data_dir": "/data/c", "storage_options": {"anon": True}}},
     }
@@ -615,13 +615,36 @@ def test_build_passes_dataset_info_and_leaves_the_config_untouched(tmp_path):
     assert toy.data_dir_list == ["/data/a", "/data/b"] and toy_b.data_dir_list == ["/data/c"]
     assert toy.extra == {
         "num_used_data": [5, 6],
-        "backend": "webdataset",
+        "backend": "parquet",
         "parquet_info": {"/data/a/0.parquet": {"num_row_groups": 2}, "/data/b/0.parquet": {"num_row_groups": 3}},
     }
     assert toy_b.extra == {"storage_options": {"anon": True}}
     assert toy.init_data_status is None  # resume_data_status False
     assert toy_b.init_data_status == [4]
     assert toy.dataset_name == "toy" and toy.num_workers == 0 and toy.world_size == 1
+
+
+def test_webdataset_backend_reads_the_webdataset_sub_entry_and_no_source_only_keys(tmp_path):
+    groups = {"toy": {"dataset_names": ["a"], "weight": 1.0, "backend": "webdataset"}}
+    entry = {
+        "data_dir": "/src/a",
+        "parquet_info_path": str(tmp_path / "never-read.json"),
+        "jsonl_path": "/x.jsonl",
+        "storage_options": {"anon": True},
+        "webdataset": {"data_dir": "s3://b/a-wds"},
+    }
+    packer = make_packer(groups, dataset_info={"toy": {"a": entry}})
+    toy = packer.grouped_datasets[0]
+    assert toy.data_dir_list == ["s3://b/a-wds"]
+    assert toy.extra == {"backend": "webdataset", "storage_options": {"anon": True}}
+    source = make_packer(
+        {"toy": {"dataset_names": ["a"], "weight": 1.0}},
+        dataset_info={"toy": {"a": {k: v for k, v in entry.items() if k != "parquet_info_path"}}},
+    )
+    assert source.grouped_datasets[0].data_dir_list == ["/src/a"]
+    assert source.grouped_datasets[0].extra["jsonl_path_list"] == ["/x.jsonl"]
+    with pytest.raises(ValueError, match=r"\['webdataset'\] must be a mapping with a data_dir"):
+        make_packer(groups, dataset_info={"toy": {"a": {"data_dir": "/src/a", "webdataset": {"dir": "x"}}}})
 
 
 def test_backend_from_group_args_is_passed_and_checked():

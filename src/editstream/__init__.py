@@ -26,8 +26,13 @@ _EXPORTS = {
     "PackedDataset": "editstream.packing.dataset",
     "BagelDatasetConfig": "editstream.packing.config",
     "DataConfig": "editstream.packing.config",
-    "collate_fn": "editstream.packing.dataloader",
+    "collate_fn": "editstream.packing.collate",
+    "bagel_packed_collate_fn": "editstream.packing.collate",
+    "collate_wrapper": "editstream.packing.collate",
+    "SimpleCustomBatch": "editstream.packing.collate",
     "make_bagel_multimodal_dataset": "editstream.packing.dataloader",
+    "BagelDataloaderConfig": "editstream.packing.dataloader",
+    "BagelDataloaderBuild": "editstream.packing.dataloader",
     "write_synthetic_dataset": "editstream.testing.synth",
     "RetryPolicy": "editstream.io.retry",
     "convert": "editstream.conversion.run",
@@ -48,9 +53,14 @@ if TYPE_CHECKING:  # the same names, visible to type checkers and IDEs without i
     from editstream.loader.tokenizer import ByteTokenizer as ByteTokenizer
     from editstream.loader.transforms import ImageTransform as ImageTransform
     from editstream.loader.transforms import pil_img2rgb as pil_img2rgb
+    from editstream.packing.collate import SimpleCustomBatch as SimpleCustomBatch
+    from editstream.packing.collate import bagel_packed_collate_fn as bagel_packed_collate_fn
+    from editstream.packing.collate import collate_fn as collate_fn
+    from editstream.packing.collate import collate_wrapper as collate_wrapper
     from editstream.packing.config import BagelDatasetConfig as BagelDatasetConfig
     from editstream.packing.config import DataConfig as DataConfig
-    from editstream.packing.dataloader import collate_fn as collate_fn
+    from editstream.packing.dataloader import BagelDataloaderBuild as BagelDataloaderBuild
+    from editstream.packing.dataloader import BagelDataloaderConfig as BagelDataloaderConfig
     from editstream.packing.dataloader import make_bagel_multimodal_dataset as make_bagel_multimodal_dataset
     from editstream.packing.dataset import PackedDataset as PackedDataset
     from editstream.testing.synth import write_synthetic_dataset as write_synthetic_dataset

@@ -1,15 +1,39 @@
-"""Packing-level configuration: the grouped-dataset dict plus the knobs ``pack_sequence`` reads.
+"""``BagelDatasetConfig``: NeMo Automodel's dataset section of a BAGEL recipe, with ``build()``.
 
-``BagelDatasetConfig`` keeps the attribute names of the reference ``DataConfig`` (also exported
-under that name) so existing BAGEL / NeMo Automodel configs load unchanged.
+Same class name, fields, order and defaults as the reference (``DataConfig`` is an alias), so
+a recipe's ``dataset:`` node loads unchanged: ``grouped_datasets`` / ``dataset_info`` inline
+or from a YAML / JSON file (``*_path``, any fsspec URL), the packing knobs, the sequence
+layout knobs and ``data_seed``. ``build()`` returns a ready ``PackedDataset`` (``set_epoch``
+already called with ``data_seed``) and never mutates the config. Values are validated when
+the config is created, so a typo fails before any data is read.
 """
 
 from __future__ import annotations
 
+import copy
+import dataclasses
+import json
 import numbers
-from collections.abc import Mapping
-from dataclasses import KW_ONLY, dataclass
-from typing import Any
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import yaml
+
+if TYPE_CHECKING:
+    from .dataset import PackedDataset
+
+_PROBABILITIES = ("text_cond_dropout_prob", "vit_cond_dropout_prob", "vae_cond_dropout_prob")
+_POSITIVE_INTS = (
+    "expected_num_tokens",
+    "max_num_tokens_per_sample",
+    "max_num_tokens",
+    "vae_image_downsample",
+    "max_latent_size",
+    "vit_patch_size",
+    "max_num_patch_per_side",
+)
+_NON_NEGATIVE_INTS = ("prefer_buffer_before", "max_buffer_size")
 
 
 def _is_real(value: Any) -> bool:
@@ -20,18 +44,58 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
+def load_mapping(
+    *, inline: Mapping[str, Any] | None, path: str | None, name: str, storage_options: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """A fresh deep copy of ``inline``, or of the mapping in the file at ``path`` (which wins).
+
+    ``.yaml`` / ``.yml`` files are read as YAML, anything else as JSON; ``path`` may be a local
+    path or any fsspec URL. Errors name the field and the file.
+    """
+    if path is not None:
+        from ..io.storage import read_bytes
+
+        try:
+            raw = read_bytes(path, dict(storage_options) if storage_options else None)
+        except FileNotFoundError:
+            raise FileNotFoundError(f"BAGEL {name}_path {path!r} does not exist") from None
+        try:
+            value: Any = yaml.safe_load(raw) if path.endswith((".yaml", ".yml")) else json.loads(raw)
+        except (ValueError, yaml.YAMLError) as exc:
+            raise ValueError(f"BAGEL {name}_path {path!r} does not parse: {exc}") from None
+    elif inline is not None:
+        value = inline
+    else:
+        raise ValueError(f"BAGEL dataset config requires {name} or {name}_path")
+    if not isinstance(value, Mapping):
+        where = f" (from {path!r})" if path is not None else ""
+        raise TypeError(f"BAGEL {name} must resolve to a mapping, got {type(value).__name__}{where}")
+    return copy.deepcopy(dict(value))
+
+
 @dataclass
 class BagelDatasetConfig:
-    """Grouped datasets and the sequence-layout knobs of BAGEL packing, validated on creation.
+    """The dataset section of a BAGEL recipe: grouped datasets, where their data is, packing knobs.
 
-    ``grouped_datasets`` maps a group name (a key of the dataset registry) to its arguments
-    (``dataset_names``, ``weight``, ``is_mandatory``, transform args, ...). It may be passed
-    positionally like the reference ``DataConfig``; every other field is keyword-only.
-    ``data_seed`` is carried for the training script (it calls ``set_epoch(data_seed)``).
+    ``grouped_datasets`` maps a group name (``t2i_pretrain``, ``unified_edit``, ``vlm_sft`` or a
+    key of your own registry) to its arguments (``dataset_names``, ``weight``, ``is_mandatory``,
+    transform args, ``backend`` ...); ``dataset_info`` maps group -> dataset name -> location
+    (``data_dir``, ``parquet_info_path``, ``jsonl_path``, ``storage_options``, a ``webdataset:``
+    sub-entry). Each may instead come from a file (``grouped_datasets_path``, ``dataset_info_path``).
     """
 
-    grouped_datasets: Mapping[str, Mapping[str, Any]]
-    _: KW_ONLY
+    grouped_datasets: Mapping[str, Any] | None = None
+    grouped_datasets_path: str | None = None
+    dataset_info: Mapping[str, Any] | None = None
+    dataset_info_path: str | None = None
+    expected_num_tokens: int = 32768
+    max_num_tokens_per_sample: int = 16384
+    max_num_tokens: int = 36864
+    prefer_buffer_before: int = 16384
+    max_buffer_size: int = 50
+    interpolate_pos: bool = False
+    use_flex: bool = False
+    data_seed: int = 42
     text_cond_dropout_prob: float = 0.1
     vit_cond_dropout_prob: float = 0.4
     vae_cond_dropout_prob: float = 0.1
@@ -39,31 +103,91 @@ class BagelDatasetConfig:
     max_latent_size: int = 32
     vit_patch_size: int = 14
     max_num_patch_per_side: int = 70
-    data_seed: int = 42
 
     def __post_init__(self) -> None:
-        if not isinstance(self.grouped_datasets, Mapping):
-            raise ValueError(
-                f"grouped_datasets must be a mapping of group name -> arguments, "
-                f"got {type(self.grouped_datasets).__name__}"
-            )
-        if not self.grouped_datasets:
-            raise ValueError("grouped_datasets is empty: configure at least one dataset group")
-        for group, args in self.grouped_datasets.items():
-            if not isinstance(args, Mapping):
-                raise ValueError(
-                    f"grouped_datasets[{group!r}] must be a mapping of arguments, got {type(args).__name__}"
-                )
-        for name in ("text_cond_dropout_prob", "vit_cond_dropout_prob", "vae_cond_dropout_prob"):
+        for name, path in (("grouped_datasets", self.grouped_datasets_path), ("dataset_info", self.dataset_info_path)):
+            if path is not None and not isinstance(path, str):
+                raise TypeError(f"{name}_path must be a path or URL string, got {type(path).__name__} {path!r}")
+        if self.grouped_datasets is None and self.grouped_datasets_path is None:
+            raise ValueError("BAGEL dataset config requires grouped_datasets or grouped_datasets_path")
+        if self.grouped_datasets is not None and self.grouped_datasets_path is None:
+            check_grouped_datasets(self.grouped_datasets)
+        for name in _PROBABILITIES:
             value = getattr(self, name)
             if not _is_real(value) or not 0.0 <= value <= 1.0:
                 raise ValueError(f"{name} must be a probability in [0, 1], got {value!r}")
-        for name in ("vae_image_downsample", "max_latent_size", "vit_patch_size", "max_num_patch_per_side"):
+        for name in _POSITIVE_INTS:
             value = getattr(self, name)
             if not _is_int(value) or value <= 0:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        for name in _NON_NEGATIVE_INTS:
+            value = getattr(self, name)
+            if not _is_int(value) or value < 0:
+                raise ValueError(f"{name} must be a non-negative integer, got {value!r}")
         if not _is_int(self.data_seed):
             raise ValueError(f"data_seed must be an integer, got {self.data_seed!r}")
 
+    def resolved(self) -> BagelDatasetConfig:
+        """A copy with ``grouped_datasets`` and ``dataset_info`` loaded (deep copies; ``self`` untouched)."""
+        groups = load_mapping(inline=self.grouped_datasets, path=self.grouped_datasets_path, name="grouped_datasets")
+        check_grouped_datasets(groups)
+        info = load_mapping(inline=self.dataset_info, path=self.dataset_info_path, name="dataset_info")
+        return dataclasses.replace(self, grouped_datasets=groups, dataset_info=info)
+
+    def build(
+        self,
+        *,
+        tokenizer: Any,
+        special_tokens: Mapping[str, Any],
+        rank: int,
+        world_size: int,
+        num_workers: int,
+        global_seed: int,
+        data_status: Any = None,
+        registry: Mapping[str, Callable[..., Any]] | None = None,
+    ) -> PackedDataset:
+        """The ``PackedDataset`` of this config for one rank, with ``set_epoch(data_seed)`` applied.
+
+        ``global_seed`` seeds the per-worker RNGs (with rank and worker id); ``data_status``
+        resumes the datasets; ``registry`` (an editstream extension) maps group names to your
+        own dataset classes. Building twice gives two independent datasets.
+        """
+        from .dataset import PackedDataset
+
+        runtime = self.resolved()
+        dataset = PackedDataset(
+            runtime,
+            tokenizer,
+            special_tokens,
+            local_rank=rank,
+            world_size=world_size,
+            num_workers=num_workers,
+            expected_num_tokens=self.expected_num_tokens,
+            max_num_tokens_per_sample=self.max_num_tokens_per_sample,
+            max_num_tokens=self.max_num_tokens,
+            prefer_buffer_before=self.prefer_buffer_before,
+            max_buffer_size=self.max_buffer_size,
+            interpolate_pos=self.interpolate_pos,
+            use_flex=self.use_flex,
+            data_status=data_status,
+            dataset_info=runtime.dataset_info,
+            global_seed=global_seed,
+            registry=registry,
+        )
+        dataset.set_epoch(self.data_seed)
+        return dataset
+
+
+def check_grouped_datasets(groups: Any) -> None:
+    """``grouped_datasets`` must be a non-empty mapping of group name -> mapping of arguments."""
+    if not isinstance(groups, Mapping):
+        raise ValueError(f"grouped_datasets must be a mapping of group name -> arguments, got {type(groups).__name__}")
+    if not groups:
+        raise ValueError("grouped_datasets is empty: configure at least one dataset group")
+    for group, args in groups.items():
+        if not isinstance(args, Mapping):
+            raise ValueError(f"grouped_datasets[{group!r}] must be a mapping of arguments, got {type(args).__name__}")
+
 
 DataConfig = BagelDatasetConfig
+"""The reference's older name for the same config."""

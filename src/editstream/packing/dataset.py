@@ -55,8 +55,8 @@ def _check_args(local_rank: int, world_size: int, special_tokens: Any, dataset_i
         raise ValueError(f"special_tokens lacks {missing}; it needs {list(SPECIAL_TOKEN_KEYS)}")
     if dataset_info is None:
         raise ValueError(
-            "PackedDataset needs dataset_info ({group: {dataset_name: {'data_dir': ...}}}) "
-            "to find the data of every dataset named in grouped_datasets"
+            "PackedDataset requires explicit dataset_info paths. Set 'dataset.dataset_info_path' or "
+            "'dataset.dataset_info' in the training config ({group: {dataset_name: {'data_dir': ...}}})"
         )
 
 
@@ -86,11 +86,16 @@ class PackedDataset(torch.utils.data.IterableDataset):
         use_flex: bool = False,
         data_status: Mapping[str, Any] | None = None,
         dataset_info: Mapping[str, Mapping[str, Mapping[str, Any]]] | None = None,
+        global_seed: int | None = None,
         *,
         registry: Mapping[str, Callable[..., Any]] | None = None,
     ) -> None:
         super().__init__()
         local_rank, world_size = resolve_rank_and_world(local_rank, world_size)
+        if data_config.grouped_datasets is None or (dataset_info is None and data_config.dataset_info_path):
+            data_config = data_config.resolved()  # the config names files: read them (an editstream convenience)
+        if dataset_info is None:
+            dataset_info = data_config.dataset_info
         _check_args(
             local_rank,
             world_size,
@@ -114,25 +119,15 @@ class PackedDataset(torch.utils.data.IterableDataset):
         self.world_size = world_size
         self.num_workers = num_workers
         self.use_flex = use_flex
-        for key, value in special_tokens.items():
-            setattr(self, key, value)
         self.data_config = data_config
-        self.interpolate_pos = interpolate_pos
-        self.get_flattened_position_ids = (
-            get_flattened_position_ids_interpolate if interpolate_pos else get_flattened_position_ids_extrapolate
-        )
-        self.packer = SamplePacker(
-            data_config,
-            SpecialTokens(**{k: special_tokens[k] for k in SPECIAL_TOKEN_KEYS}),
-            self.get_flattened_position_ids,
-            use_flex,
-        )
+        self._init_packer(special_tokens, interpolate_pos)
         self._dataset_info = dataset_info
         self._registry = registry
         # Seeds for the per-worker reseed: ``_global_seed`` wins when set (BAGEL's global seed),
         # otherwise the seed of the last ``set_epoch``.
-        self._global_seed: int | None = None
+        self._global_seed: int | None = global_seed
         self._data_seed: int | None = None
+        assert data_config.grouped_datasets is not None  # resolved above
         self.group_names = list(data_config.grouped_datasets)
         self.grouped_datasets, self.is_mandatory, self.grouped_weights = self.build_datasets(
             data_config.grouped_datasets, data_status
@@ -144,6 +139,17 @@ class PackedDataset(torch.utils.data.IterableDataset):
         self._live: st.LiveIteration | None = None
         self._pending: dict[str, Any] | None = None
         self.drops = DropLog(dataset_name="PackedDataset")
+
+    def _init_packer(self, special_tokens: Mapping[str, int], interpolate_pos: bool) -> None:
+        """Special tokens as attributes (as the reference sets them) and the sample packer."""
+        for key, value in special_tokens.items():
+            setattr(self, key, value)
+        self.interpolate_pos = interpolate_pos
+        self.get_flattened_position_ids = (
+            get_flattened_position_ids_interpolate if interpolate_pos else get_flattened_position_ids_extrapolate
+        )
+        tokens = SpecialTokens(**{k: special_tokens[k] for k in SPECIAL_TOKEN_KEYS})
+        self.packer = SamplePacker(self.data_config, tokens, self.get_flattened_position_ids, self.use_flex)
 
     def build_datasets(
         self, datasets_metainfo: Mapping[str, Mapping[str, Any]], data_status: Mapping[str, Any] | None

@@ -112,27 +112,50 @@ def _group_metas(group: str, names: Any, dataset_info: Mapping[str, Any]) -> lis
     return metas
 
 
+def _location(group: str, name: str, meta: Mapping[str, Any], backend: str | None) -> Mapping[str, Any]:
+    """The entry to read for ``backend``: a ``webdataset:`` sub-entry (its own ``data_dir`` and
+    ``storage_options``) replaces the source location when the group reads converted shards."""
+    sub = meta.get("webdataset")
+    if sub is None or backend != "webdataset":
+        return meta
+    if not isinstance(sub, Mapping) or "data_dir" not in sub:
+        raise ValueError(
+            f"dataset_info[{group!r}][{name!r}]['webdataset'] must be a mapping with a data_dir, got {sub!r}"
+        )
+    located = {"data_dir": sub["data_dir"]}
+    if "storage_options" in sub or "storage_options" in meta:
+        located["storage_options"] = sub.get("storage_options", meta.get("storage_options"))
+    return located
+
+
 def attach_dataset_info(group: str, args: dict[str, Any], ctx: GroupContext) -> None:
-    """Turn ``dataset_names`` into data_dir_list / parquet_info / backend / storage_options."""
+    """Turn ``dataset_names`` into data_dir_list / parquet_info / jsonl_path_list / backend / storage_options.
+
+    The backend comes from the group's ``backend`` or its entries' (they must agree). On the
+    webdataset backend an entry's ``webdataset:`` sub-entry gives the converted root, and the
+    source-only keys (``parquet_info_path``, ``jsonl_path``) are not passed on.
+    """
     names = args.pop("dataset_names", None)
     metas = _group_metas(group, names, ctx.dataset_info)
     backend = _agreed_setting(group, names, metas, "backend", args.pop("backend", None))
     if backend is not None and backend not in BACKENDS:
         raise ValueError(f"group {group!r}: backend must be one of {BACKENDS}, got {backend!r}")
+    metas = [_location(group, name, meta, backend) for name, meta in zip(names, metas)]
     storage_options = _agreed_setting(group, names, metas, "storage_options", args.pop("storage_options", None))
+    source_only = backend == "webdataset"
     args["data_dir_list"] = []
     for name, meta in zip(names, metas):
         if ctx.local_rank == 0:
             logger.info("preparing dataset %s/%s", group, name)
         args["data_dir_list"].append(meta["data_dir"])
-        if "parquet_info_path" in meta:
+        if "parquet_info_path" in meta and not source_only:
             info = _read_parquet_info(
                 meta["parquet_info_path"], meta.get("storage_options", storage_options), group, name
             )
             args["parquet_info"] = {**args.get("parquet_info", {}), **info.entries}
         if "json_dir" in meta:
             args.setdefault("json_dir_list", []).append(meta["json_dir"])
-        if "jsonl_path" in meta:
+        if "jsonl_path" in meta and not source_only:
             args.setdefault("jsonl_path_list", []).append(meta["jsonl_path"])
     if backend is not None:
         args["backend"] = backend

@@ -1,0 +1,125 @@
+"""Collating packed batches: the DataLoader hands over one packed sequence per step.
+
+``bagel_packed_collate_fn`` wraps it in a ``SimpleCustomBatch`` (the reference's batch
+object: attributes named after the packed dict's keys, ``pin_memory()``, ``cuda()``, and
+editstream's ``to(device)``); ``collate_fn`` returns the packed dict itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import torch
+
+_ALWAYS = (
+    "batch_data_indexes",
+    "sequence_length",
+    "sample_lens",
+    "packed_text_ids",
+    "packed_text_indexes",
+    "packed_position_ids",
+)
+_VAE = ("padded_images", "patchified_vae_latent_shapes", "packed_latent_position_ids", "packed_vae_token_indexes")
+_VIT = ("packed_vit_tokens", "packed_vit_position_ids", "packed_vit_token_indexes", "vit_token_seqlens")
+_TIMESTEPS = ("packed_timesteps", "mse_loss_indexes")
+_LABELS = ("packed_label_ids", "ce_loss_indexes", "ce_loss_weights")
+_OPTIONAL_GROUPS = (_VAE, _VIT, _TIMESTEPS, _LABELS)
+
+# The tensors ``pin_memory`` / ``cuda`` move, in the reference's order (lists, ints and shapes stay put).
+_MOVED = (
+    ("packed_text_ids", "packed_text_indexes", "packed_position_ids"),
+    ("padded_images", "packed_vae_token_indexes", "packed_latent_position_ids"),
+    _TIMESTEPS,
+    _VIT,
+    _LABELS,
+)
+
+
+class SimpleCustomBatch:
+    """One packed batch as an object: ``batch.packed_text_ids``, ``batch.padded_images`` ...
+
+    Built from the first (only) element of the DataLoader's batch. ``use_flex`` is true when
+    the batch carries ``split_lens`` / ``attn_modes`` instead of ``nested_attention_masks``.
+    Optional groups (VAE images, ViT tokens, timesteps, labels) are attributes only when present.
+    """
+
+    def __init__(self, batch: Any) -> None:
+        data = _single(batch)
+        for key in _ALWAYS:
+            setattr(self, key, data[key])
+        self.use_flex = "nested_attention_masks" not in data
+        if self.use_flex:
+            self.split_lens = data["split_lens"]
+            self.attn_modes = data["attn_modes"]
+        else:
+            self.nested_attention_masks = data["nested_attention_masks"]
+        for group in _OPTIONAL_GROUPS:
+            if group[0] in data:
+                for key in group:
+                    setattr(self, key, data[key])
+
+    def _move(self, fn: Callable[[torch.Tensor], torch.Tensor]) -> SimpleCustomBatch:
+        for group in _MOVED:
+            for key in group:
+                value = getattr(self, key, None)
+                if isinstance(value, torch.Tensor):
+                    setattr(self, key, fn(value))
+            if group[0] == "packed_text_ids" and not self.use_flex:
+                self.nested_attention_masks = [fn(mask) for mask in self.nested_attention_masks]
+        return self
+
+    def pin_memory(self) -> SimpleCustomBatch:
+        """Pin every tensor (the DataLoader's pin-memory thread calls this)."""
+        return self._move(lambda t: t.pin_memory())
+
+    def cuda(self, device: Any) -> SimpleCustomBatch:
+        """Move every tensor to ``device`` (as the reference's recipe does before the forward pass)."""
+        return self._move(lambda t: t.to(device))
+
+    def to(self, device: Any) -> SimpleCustomBatch:
+        """Move every tensor to ``device`` (any torch device, ``"cpu"`` included)."""
+        return self._move(lambda t: t.to(device))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The batch as a dict, in the reference's key order (groups present only when set)."""
+        keys = [
+            "sequence_length",
+            "sample_lens",
+            "packed_text_ids",
+            "packed_text_indexes",
+            "packed_position_ids",
+            "batch_data_indexes",
+        ]
+        keys += ["split_lens", "attn_modes"] if self.use_flex else ["nested_attention_masks"]
+        for group in _OPTIONAL_GROUPS:
+            if hasattr(self, group[0]):
+                keys += list(group)
+        return {key: getattr(self, key) for key in keys}
+
+
+def _single(batch: Any) -> Mapping[str, Any]:
+    if isinstance(batch, Mapping):
+        return batch
+    if isinstance(batch, (list, tuple)) and len(batch) == 1 and isinstance(batch[0], Mapping):
+        return batch[0]
+    size = len(batch) if isinstance(batch, (list, tuple)) else type(batch).__name__
+    raise ValueError(f"a packed batch is one packed sequence (DataLoader batch_size=1), got {size}")
+
+
+def bagel_packed_collate_fn(batch: Any) -> SimpleCustomBatch:
+    """DataLoader collate: the one packed sequence of a step as a :class:`SimpleCustomBatch`."""
+    return SimpleCustomBatch(batch)
+
+
+def collate_wrapper() -> Callable[[Any], SimpleCustomBatch]:
+    """The reference's factory for :func:`bagel_packed_collate_fn`."""
+    return bagel_packed_collate_fn
+
+
+def collate_fn(batch: Any) -> dict[str, Any]:
+    """DataLoader collate for ``batch_size=1`` returning the packed dict itself, unchanged.
+
+    With ``batch_size=None`` the DataLoader passes the dict itself, which is returned as is.
+    """
+    return dict(_single(batch))
