@@ -528,8 +528,8 @@ def profile_dataloader(
         )
 
 
-def main() -> int:
-    """Build the data, time every row (or profile one), print the table and write the results file."""
+def parse_args() -> argparse.Namespace:
+    """The command line, checked."""
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default="bench-out/loader", help="work directory (the dataset is cached here)")
     ap.add_argument("--samples", type=int, default=600, help="timed samples per run")
@@ -559,6 +559,12 @@ def main() -> int:
     for nw in {args.workers, args.profile_workers} - {0}:
         if args.samples % nw or args.warmup % nw:
             ap.error(f"--samples and --warmup must be multiples of the worker count ({nw})")
+    return args
+
+
+def main() -> int:
+    """Build the data, time every row (or profile one), print the table and write the results file."""
+    args = parse_args()
     os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
 
     root = Path(args.out).resolve()
@@ -605,7 +611,7 @@ def main() -> int:
                 measurement(name, 0)()  # once unprofiled, so caches and imports are warm
                 profile_in_process(name, measurement(name, 0), out.with_suffix(".prof"))
             elif name == LIMIT:
-                ap.error("--profile limit runs in this process only (--profile-workers 0)")
+                raise SystemExit("--profile limit runs in this process only (--profile-workers 0)")
             else:
                 profile_dataloader(name, dataset(name, nw), nw, args.samples, args.warmup, out)
                 print(handoff_cost(base, rows, 100))
