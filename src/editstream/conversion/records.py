@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import logging
 import os
 import re
 from collections.abc import Mapping
@@ -20,6 +21,8 @@ from typing import IO, Any
 from ..format import manifest as mf
 from ..io import storage
 from .plan import ShardTask
+
+log = logging.getLogger(__name__)
 
 PROGRESS_DIR = "_editstream_progress"
 _TMP_NAME = re.compile(r"^\.(?P<name>.+)\.[0-9a-f]{32}\.tmp$")
@@ -170,7 +173,10 @@ def remove_previous(dst: str, so: dict[str, Any] | None) -> None:
     """For ``overwrite``: drop the old manifest first (so no stale one survives a crash), then its files."""
     try:
         old = mf.Manifest.read(dst, so)
-    except mf.ManifestError:
+    except mf.ManifestError as exc:
+        if storage.exists(storage.join(dst, mf.MANIFEST_NAME), so):
+            log.warning("overwrite: the old manifest cannot be trusted (%s); removing it but none of the files "
+                        "it names", exc)
         old = None
     storage.remove(storage.join(dst, mf.MANIFEST_NAME), so)
     storage.remove(storage.join(dst, mf.REPORT_NAME), so)

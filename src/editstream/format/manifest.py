@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..io import storage
+from .paths import relative_path_problem
 
 FORMAT_NAME = "editstream-webdataset"
 FORMAT_VERSION = 1
@@ -25,6 +26,12 @@ LAYOUTS = ("rowgroup", "size")
 
 class ManifestError(ValueError):
     """A manifest or idx file that is missing, unreadable, or inconsistent; names the path."""
+
+
+def _check_path(path: object, field: str) -> None:
+    problem = relative_path_problem(path)
+    if problem is not None:
+        raise ManifestError(f"{field} {path!r} {problem}; manifest paths must be relative to the dataset root")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -171,6 +178,11 @@ class Manifest:
             )
         if self.layout not in LAYOUTS:
             raise ManifestError(f"unknown layout {self.layout!r}; expected one of {LAYOUTS}")
+        for i, source in enumerate(self.source_files):
+            _check_path(source.path, f"source_files[{i}].path")
+        for i, shard in enumerate(self.shards):
+            _check_path(shard.path, f"shards[{i}].path")
+            _check_path(shard.idx_path, f"shards[{i}].idx_path")
         files = {f.path: f for f in self.source_files}
         if len(files) != len(self.source_files):
             raise ManifestError("source files listed twice")
@@ -182,6 +194,23 @@ class Manifest:
                 raise ManifestError(f"shard {shard.path} listed twice")
             paths.add(shard.path)
             self._validate_shard(shard, files)
+        if self.layout == "rowgroup":
+            self._validate_rowgroup_cover()
+
+    def _validate_rowgroup_cover(self) -> None:
+        """With one shard per source row group, every row group has exactly one shard."""
+        units = {(s.source_file, s.row_group) for s in self.shards}
+        if len(units) != len(self.shards):
+            raise ManifestError("two shards claim the same source row group")
+        expected = sum(f.num_row_groups for f in self.source_files)
+        if len(units) != expected:
+            missing = next(
+                (f.path, rg) for f in self.source_files for rg in range(f.num_row_groups) if (f.path, rg) not in units
+            )
+            raise ManifestError(
+                f"{expected - len(units)} of {expected} source row groups have no shard "
+                f"(first: {missing[0]!r} row group {missing[1]})"
+            )
 
     def _validate_shard(self, shard: ShardInfo, files: dict[str, SourceFile]) -> None:
         rows = 0
@@ -238,8 +267,8 @@ class Manifest:
             return cls(**data)
         except ManifestError:
             raise
-        except (KeyError, TypeError, ValueError) as exc:
-            raise ManifestError(f"malformed manifest: {exc}") from None
+        except (KeyError, TypeError, ValueError, AttributeError, RecursionError) as exc:
+            raise ManifestError(f"malformed manifest: {type(exc).__name__}: {exc}") from None
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=1, sort_keys=False) + "\n"
@@ -264,6 +293,8 @@ class Manifest:
             d = json.loads(raw)
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise ManifestError(f"{url}: not valid JSON: {exc}") from None
+        except RecursionError:
+            raise ManifestError(f"{url}: nested too deeply to be a manifest") from None
         if not isinstance(d, dict):
             raise ManifestError(f"{url}: expected a JSON object")
         try:
