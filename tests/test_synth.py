@@ -15,6 +15,7 @@ from PIL import Image, UnidentifiedImageError
 
 from editstream.cli import main as cli_main
 from editstream.io import storage
+from editstream.io.ranged import open_read
 from editstream.testing.synth import IMAGE_FORMATS, write_synthetic_dataset
 
 
@@ -206,7 +207,7 @@ def test_writes_to_a_non_local_fsspec_url():
         assert summary["files"] == [f"{out}/part-00000.parquet"]
         info = json.loads(storage.read_bytes(f"{out}/parquet_info.json"))
         assert info == {f"{out}/part-00000.parquet": {"num_row_groups": 1, "num_rows": 3}}
-        with storage.open_read(summary["files"][0]) as fh:
+        with open_read(summary["files"][0]) as fh:
             assert pq.ParquetFile(fh).metadata.num_rows == 3
     finally:
         fs, path = storage.url_to_fs(out)

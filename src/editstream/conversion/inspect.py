@@ -19,6 +19,7 @@ from ..format.keys import parse_key
 from ..format.rowcodec import decode_sample
 from ..format.tarreader import iter_samples
 from ..io import storage
+from ..io.ranged import open_read
 
 
 def _image_size(data: bytes) -> tuple[int, int] | None:
@@ -47,7 +48,7 @@ def inspect_dataset(
         if max_samples is not None and scanned >= max_samples:
             break
         url = storage.join(root, shard.path)
-        with storage.open_read(url, storage_options) as f:
+        with open_read(url, storage_options) as f:
             for _key, _, members in iter_samples(f, source=url):
                 if max_samples is not None and scanned >= max_samples:
                     break
@@ -119,7 +120,7 @@ def find_sample(root: str, key: str, *, storage_options: dict[str, Any] | None =
                 return decode_sample(key, members)
     for shard in m.shards:  # keys not derived from their row: scan
         url = storage.join(root, shard.path)
-        with storage.open_read(url, storage_options) as f:
+        with open_read(url, storage_options) as f:
             for got, _, members in iter_samples(f, source=url):
                 if got == key:
                     return decode_sample(key, members)

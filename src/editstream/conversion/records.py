@@ -20,6 +20,7 @@ from typing import IO, Any
 
 from ..format import manifest as mf
 from ..io import storage
+from ..io.ranged import open_read
 from .plan import ShardTask
 
 log = logging.getLogger(__name__)
@@ -99,7 +100,7 @@ def progress_url(dst_root: str, shard_path: str) -> str:
 
 def _sha256_of(url: str, storage_options: dict[str, Any] | None) -> str:
     h = hashlib.sha256()
-    with storage.open_read(url, storage_options) as f:
+    with open_read(url, storage_options) as f:
         while True:
             chunk = f.read(8 * 1024 * 1024)
             if not chunk:
@@ -175,8 +176,9 @@ def remove_previous(dst: str, so: dict[str, Any] | None) -> None:
         old = mf.Manifest.read(dst, so)
     except mf.ManifestError as exc:
         if storage.exists(storage.join(dst, mf.MANIFEST_NAME), so):
-            log.warning("overwrite: the old manifest cannot be trusted (%s); removing it but none of the files "
-                        "it names", exc)
+            log.warning(
+                "overwrite: the old manifest cannot be trusted (%s); removing it but none of the files it names", exc
+            )
         old = None
     storage.remove(storage.join(dst, mf.MANIFEST_NAME), so)
     storage.remove(storage.join(dst, mf.REPORT_NAME), so)

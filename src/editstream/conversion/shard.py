@@ -8,6 +8,7 @@ straight into the tar writer; each row is checked by its schema and bad rows are
 from __future__ import annotations
 
 import contextlib
+import math
 import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
@@ -22,6 +23,7 @@ from ..format.rowcodec import encode_members
 from ..format.tarwriter import TarWriter
 from ..io import storage
 from ..io.parquet import iter_row_group_rows, open_parquet
+from ..io.retry import RetryPolicy
 from .plan import ShardTask
 from .records import ShardResult, open_output, reuse, write_output, write_record
 from .schemas import get_schema
@@ -122,8 +124,17 @@ def _write_rows(task: ShardTask, writer: TarWriter) -> _ShardWork:
     return work
 
 
+TASK_RETRY = RetryPolicy(max_attempts=3, initial_backoff=1.0, max_backoff=10.0, deadline=math.inf)
+"""A shard whose write fails on a transient storage error is written again from the start (the
+write is atomic, so a failed attempt leaves nothing); reads have their own retries inside."""
+
+
 def convert_shard(task: ShardTask) -> ShardResult:
     """Build one shard, its idx and its done record (or reuse an intact one from an earlier run)."""
+    return TASK_RETRY.call(lambda: _convert_shard_once(task), task.describe())
+
+
+def _convert_shard_once(task: ShardTask) -> ShardResult:
     reused = reuse(task)
     if reused is not None:
         return reused

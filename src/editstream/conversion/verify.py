@@ -24,6 +24,7 @@ from ..format.tarblock import BLOCK, TarFormatError
 from ..format.tarreader import iter_samples
 from ..io import storage
 from ..io.parquet import iter_row_group_rows, open_parquet, row_group_sizes
+from ..io.ranged import open_read
 from .executors import make_executor
 
 _MAX_PROBLEMS_PER_SHARD = 20
@@ -262,7 +263,7 @@ def _check_shard(check: _ShardCheck) -> _ShardOutcome:
     if not storage.exists(verifier.url, so):
         return _ShardOutcome([Problem("missing_shard", verifier.name, f"{verifier.url} does not exist")], [], 0, 0)
     idx = verifier.read_idx()
-    with storage.open_read(verifier.url, so, block_size=8 * 1024 * 1024) as f:
+    with open_read(verifier.url, so, block_size=8 * 1024 * 1024) as f:
         reader = _HashingReader(f)
         verifier.walk(reader)
         reader.drain()

@@ -17,6 +17,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from . import storage
+from .ranged import open_read
 
 STREAM_BATCH_ROWS = 32
 """Rows decoded at a time by the loader: a few batches of rows in memory, not a row group."""
@@ -31,7 +32,7 @@ def open_parquet(
 
     Plain local paths are memory-mapped by arrow itself (no copy through Python file
     objects), which the converter's zero-copy reads rely on; everything else is read through
-    ``storage.open_read``. With ``streaming``, pyarrow reads column chunks page by page
+    ``ranged.open_read`` (retried ranged reads). With ``streaming``, pyarrow reads column chunks page by page
     through a small buffer (``pre_buffer=False``), so iterating a row group holds a few
     batches of rows in memory instead of about four times the row group. The rows are the same.
     """
@@ -40,7 +41,7 @@ def open_parquet(
             source: Any = url
             options: dict[str, Any] = {"memory_map": True}
         else:
-            source = stack.enter_context(storage.open_read(url, storage_options))
+            source = stack.enter_context(open_read(url, storage_options))
             options = {"pre_buffer": False, "buffer_size": STREAM_BUFFER_BYTES} if streaming else {}
         try:
             pf = pq.ParquetFile(source, **options)

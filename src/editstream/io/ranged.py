@@ -1,19 +1,27 @@
-"""Ranged reads: one retried ranged request, and a sequential reader built from them."""
+"""Ranged reads: one retried ranged request, a sequential streaming reader, and a seekable file.
+
+Every remote read in editstream goes through here, so one :class:`RetryPolicy` decides what
+is retried and for how long; a connection dropped mid-body costs a re-read of that range and
+nothing is lost or repeated.
+"""
 
 from __future__ import annotations
 
+import io
+import os
 from concurrent.futures import Executor, Future
+from typing import IO, Any
 
+from . import storage
 from .retry import RetryPolicy
-from .storage import StorageOptions, read_bytes
+from .storage import StorageOptions
 
 
 def read_range(
     url: str, start: int, end: int, *, storage_options: StorageOptions | None = None, retry: RetryPolicy | None = None
 ) -> bytes:
     """Bytes ``[start, end)`` of ``url`` with one ranged request, retried under ``retry``."""
-    policy = retry or RetryPolicy()
-    return policy.call(lambda: read_bytes(url, storage_options, start=start, end=end))
+    return storage.read_bytes(url, storage_options, start, end, retry=retry)
 
 
 class RangedReader:
@@ -129,3 +137,90 @@ class RangedReader:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class RetryingFile(io.RawIOBase):
+    """A read-only, seekable file over one remote object, read in retried ranged requests.
+
+    Reads are served from a block of ``block_size`` bytes fetched at the read position (one
+    ranged request, retried under ``retry``), so pyarrow's footer and page reads, or a
+    sequential scan, cost one request per block. The object's size is read once on open.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        storage_options: StorageOptions | None = None,
+        retry: RetryPolicy | None = None,
+        block_size: int = 4 << 20,
+    ) -> None:
+        super().__init__()
+        if block_size <= 0:
+            raise ValueError(f"block_size must be > 0, got {block_size}")
+        self.url = url
+        self.storage_options = storage_options
+        self.retry = retry
+        self.block_size = block_size
+        self.size = storage.size(url, storage_options)
+        self._pos = 0
+        self._block_start = 0
+        self._block = b""
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._pos
+
+    def seek(self, offset: int, whence: int = os.SEEK_SET) -> int:
+        base = {os.SEEK_SET: 0, os.SEEK_CUR: self._pos, os.SEEK_END: self.size}.get(whence)
+        if base is None:
+            raise ValueError(f"invalid whence {whence}")
+        if base + offset < 0:
+            raise ValueError(f"negative seek position {base + offset} in {self.url}")
+        self._pos = base + offset
+        return self._pos
+
+    def read(self, n: int = -1) -> bytes:
+        end = self.size if n is None or n < 0 else min(self.size, self._pos + n)
+        if end <= self._pos:
+            return b""
+        block_end = self._block_start + len(self._block)
+        if not (self._block_start <= self._pos and end <= block_end):
+            fetch_end = min(self.size, max(end, self._pos + self.block_size))
+            self._block = read_range(
+                self.url, self._pos, fetch_end, storage_options=self.storage_options, retry=self.retry
+            )
+            self._block_start = self._pos
+            if len(self._block) < fetch_end - self._pos:
+                raise OSError(
+                    f"{self.url}: short read at byte {self._pos} ({len(self._block)} of "
+                    f"{fetch_end - self._pos} bytes); the object changed or is truncated"
+                )
+        start = self._pos - self._block_start
+        out = self._block[start : start + (end - self._pos)]
+        self._pos = end
+        return out
+
+    def readinto(self, buffer: Any) -> int:
+        data = self.read(len(buffer))
+        buffer[: len(data)] = data
+        return len(data)
+
+
+def open_read(
+    url: str,
+    storage_options: StorageOptions | None = None,
+    *,
+    retry: RetryPolicy | None = None,
+    block_size: int = 4 << 20,
+) -> IO[bytes]:
+    """Open ``url`` for reading: a plain file for local paths, a :class:`RetryingFile` otherwise."""
+    if storage.is_local(url):
+        _, path = storage.url_to_fs(url, storage_options)
+        return open(path, "rb", buffering=block_size)
+    return RetryingFile(url, storage_options=storage_options, retry=retry, block_size=block_size)  # type: ignore[return-value]

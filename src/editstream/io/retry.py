@@ -13,8 +13,12 @@ T = TypeVar("T")
 
 
 def _default_transient(exc: BaseException) -> bool:
-    """Errors worth retrying: connection drops, timeouts, 5xx / throttling from object stores."""
-    if isinstance(exc, (KeyboardInterrupt, SystemExit, MemoryError)):
+    """Errors worth retrying: connection drops, timeouts, 5xx / throttling from object stores.
+
+    An error that already went through its retries (:class:`RetriesExhausted`) is not retried
+    again by an outer caller: retries never nest.
+    """
+    if isinstance(exc, (KeyboardInterrupt, SystemExit, MemoryError, RetriesExhausted)):
         return False
     if isinstance(exc, (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError)):
         return False
@@ -70,19 +74,30 @@ def _default_transient(exc: BaseException) -> bool:
     ):
         if marker in lowered:
             return True
-    return isinstance(exc, OSError) and exc.errno is None and bool(text)
+    return False
+
+
+class RetriesExhausted(OSError):
+    """A storage call that kept failing with transient errors until the attempts or the deadline ran out."""
+
+
+_JITTER = random.Random()  # private, seeded from the OS: retries never touch the global ``random``
 
 
 @dataclass(frozen=True, kw_only=True)
 class RetryPolicy:
-    """How transient storage errors are retried: attempts, exponential backoff with jitter.
+    """How transient storage errors are retried: attempts, exponential backoff with jitter, a deadline.
 
     ``is_transient`` decides which exceptions are retried; anything else propagates at once.
+    Jitter comes from a private, OS-seeded generator, so workers on different machines do not
+    retry in lockstep and the global ``random`` (which drives the per-sample draws) never moves.
+    ``deadline`` bounds one call's total time: no new attempt starts after it.
     """
 
     max_attempts: int = 6
     initial_backoff: float = 0.2
     max_backoff: float = 5.0
+    deadline: float = 120.0
     is_transient: Callable[[BaseException], bool] = field(default=_default_transient)
 
     def __post_init__(self) -> None:
@@ -90,20 +105,33 @@ class RetryPolicy:
             raise ValueError(f"RetryPolicy.max_attempts must be >= 1, got {self.max_attempts}")
         if self.initial_backoff < 0 or self.max_backoff < 0:
             raise ValueError("RetryPolicy backoffs must be >= 0")
+        if not self.deadline > 0:
+            raise ValueError(f"RetryPolicy.deadline must be > 0 seconds, got {self.deadline}")
 
     def delay(self, attempt: int) -> float:
-        """Seconds to wait before retry number ``attempt`` (1-based)."""
+        """Seconds to wait before retry number ``attempt`` (1-based): exponential, with jitter in [0.5, 1)."""
         base = min(self.max_backoff, self.initial_backoff * (2 ** (attempt - 1)))
-        return base * (0.5 + random.Random(attempt).random() / 2)
+        return base * (0.5 + _JITTER.random() / 2)
 
-    def call(self, fn: Callable[[], T]) -> T:
-        """Run ``fn`` until it succeeds, retrying transient errors; re-raise the last one."""
+    def call(self, fn: Callable[[], T], what: str = "storage call") -> T:
+        """Run ``fn`` until it succeeds, retrying transient errors.
+
+        A non-transient error propagates as it is; when transient errors outlast the attempts or
+        the deadline, :class:`RetriesExhausted` names ``what``, the attempts and the time taken.
+        """
+        started = time.monotonic()
         attempt = 0
         while True:
             try:
                 return fn()
             except BaseException as exc:
-                attempt += 1
-                if attempt >= self.max_attempts or not self.is_transient(exc):
+                if not self.is_transient(exc):
                     raise
-                time.sleep(self.delay(attempt))
+                attempt += 1
+                wait = self.delay(attempt)
+                elapsed = time.monotonic() - started
+                if attempt >= self.max_attempts or elapsed + wait >= self.deadline:
+                    raise RetriesExhausted(
+                        f"{what}: gave up after {attempt} attempts in {elapsed:.1f} s: {type(exc).__name__}: {exc}"
+                    ) from exc
+                time.sleep(wait)

@@ -16,6 +16,11 @@ from typing import IO, Any
 
 import fsspec
 
+from .retry import RetryPolicy
+
+_RETRY = RetryPolicy()
+"""The retries of simple storage calls (listing, size, whole reads and writes)."""
+
 StorageOptions = dict[str, Any]
 
 
@@ -38,8 +43,11 @@ def _s3_defaults(storage_options: StorageOptions | None) -> StorageOptions:
       ones do not, so it is passed explicitly).
     - botocore's own retries are off: their backoff jitter draws from Python's global
       ``random``, on s3fs's I/O thread, which would shift the per-sample draws of
-      ``parse_row`` whenever a request is retried. s3fs's retries (no randomness) and
-      editstream's :class:`RetryPolicy` (a private RNG) handle faults instead.
+      ``parse_row`` whenever a request is retried. editstream's :class:`RetryPolicy` (a
+      private RNG) is the one retry layer; s3fs makes a single attempt per call (see
+      :func:`url_to_fs`), so retries never nest.
+    - Connect and read timeouts are explicit (``S3_CONNECT_TIMEOUT``, ``S3_READ_TIMEOUT``), so
+      a silent endpoint fails an attempt instead of hanging; pass your own in ``config_kwargs``.
     """
     opts = dict(storage_options or {})
     endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
@@ -47,16 +55,33 @@ def _s3_defaults(storage_options: StorageOptions | None) -> StorageOptions:
         opts["endpoint_url"] = endpoint
     config = dict(opts.get("config_kwargs") or {})
     config.setdefault("retries", {"max_attempts": 0})
+    config.setdefault("connect_timeout", S3_CONNECT_TIMEOUT)
+    config.setdefault("read_timeout", S3_READ_TIMEOUT)
     opts["config_kwargs"] = config
     return opts
 
 
+S3_CONNECT_TIMEOUT = 5
+"""Seconds to establish a connection to an S3 endpoint (one attempt)."""
+S3_READ_TIMEOUT = 15
+"""Seconds a read may wait for the next bytes from an S3 endpoint (one attempt)."""
+
+
 def url_to_fs(url: str, storage_options: StorageOptions | None = None) -> tuple[fsspec.AbstractFileSystem, str]:
-    """Resolve ``url`` to ``(filesystem, path-within-filesystem)``."""
+    """Resolve ``url`` to ``(filesystem, path-within-filesystem)``.
+
+    S3 filesystems get editstream's defaults (:func:`_s3_defaults`) and make one attempt per
+    call: s3fs's own retry loop (which nests once more inside its reads) is turned off on the
+    instances editstream uses, so a silent endpoint costs one timeout per editstream retry.
+    """
     opts = dict(storage_options or {})
-    if protocol_of(url) in ("s3", "s3a"):
+    s3 = protocol_of(url) in ("s3", "s3a")
+    if s3:
         opts = _s3_defaults(opts)
-    return fsspec.core.url_to_fs(url, **opts)
+    fs, path = fsspec.core.url_to_fs(url, **opts)
+    if s3 and getattr(fs, "retries", 1) != 1:
+        fs.retries = 1
+    return fs, path
 
 
 def join(base: str, *parts: str) -> str:
@@ -75,10 +100,10 @@ def list_files(dir_url: str, suffix: str, storage_options: StorageOptions | None
     Raises ``FileNotFoundError`` naming the directory when it does not exist.
     """
     fs, path = url_to_fs(dir_url, storage_options)
-    if not fs.isdir(path):
+    if not _RETRY.call(lambda: fs.isdir(path), f"list {dir_url}"):
         raise FileNotFoundError(f"directory not found: {dir_url}")
     names = []
-    for entry in fs.ls(path, detail=True):
+    for entry in _RETRY.call(lambda: fs.ls(path, detail=True), f"list {dir_url}"):
         if entry.get("type") != "file":
             continue
         name = entry["name"].rstrip("/").rsplit("/", 1)[-1]
@@ -90,29 +115,36 @@ def list_files(dir_url: str, suffix: str, storage_options: StorageOptions | None
 def exists(url: str, storage_options: StorageOptions | None = None) -> bool:
     """Whether ``url`` exists."""
     fs, path = url_to_fs(url, storage_options)
-    return fs.exists(path)
+    return bool(_RETRY.call(lambda: fs.exists(path), f"exists {url}"))
 
 
 def size(url: str, storage_options: StorageOptions | None = None) -> int:
     """Size of the file at ``url`` in bytes."""
     fs, path = url_to_fs(url, storage_options)
-    return int(fs.size(path))
+    return int(_RETRY.call(lambda: fs.size(path), f"size of {url}"))
+
+
+def cat(
+    url: str, storage_options: StorageOptions | None = None, start: int | None = None, end: int | None = None
+) -> bytes:
+    """One attempt at reading a whole file, or the byte range ``[start, end)`` (a single request)."""
+    fs, path = url_to_fs(url, storage_options)
+    if start is None and end is None:
+        return bytes(fs.cat_file(path))
+    return bytes(fs.cat_file(path, start=start, end=end))
 
 
 def read_bytes(
-    url: str, storage_options: StorageOptions | None = None, start: int | None = None, end: int | None = None
+    url: str,
+    storage_options: StorageOptions | None = None,
+    start: int | None = None,
+    end: int | None = None,
+    *,
+    retry: RetryPolicy | None = None,
 ) -> bytes:
-    """Read a whole file, or the byte range ``[start, end)`` with one ranged request."""
-    fs, path = url_to_fs(url, storage_options)
-    if start is None and end is None:
-        return fs.cat_file(path)
-    return fs.cat_file(path, start=start, end=end)
-
-
-def open_read(url: str, storage_options: StorageOptions | None = None, **kwargs: Any) -> IO[bytes]:
-    """Open ``url`` for reading (``kwargs`` go to the filesystem's ``open``)."""
-    fs, path = url_to_fs(url, storage_options)
-    return fs.open(path, "rb", **kwargs)
+    """Read a whole file, or the byte range ``[start, end)``, retrying transient errors."""
+    where = url if start is None and end is None else f"{url} bytes {start}-{end}"
+    return (retry or _RETRY).call(lambda: cat(url, storage_options, start, end), where)
 
 
 def makedirs(url: str, storage_options: StorageOptions | None = None) -> None:
@@ -125,8 +157,12 @@ def makedirs(url: str, storage_options: StorageOptions | None = None) -> None:
 def remove(url: str, storage_options: StorageOptions | None = None) -> None:
     """Delete ``url`` if it exists."""
     fs, path = url_to_fs(url, storage_options)
-    if fs.exists(path):
-        fs.rm(path)
+
+    def rm() -> None:
+        if fs.exists(path):
+            fs.rm(path)
+
+    _RETRY.call(rm, f"remove {url}")
 
 
 @contextlib.contextmanager
@@ -142,7 +178,7 @@ def atomic_write(url: str, storage_options: StorageOptions | None = None, *, fsy
     if is_local(url):
         directory = os.path.dirname(path) or "."
         os.makedirs(directory, exist_ok=True)
-        tmp = os.path.join(directory, f".{os.path.basename(path)}.{uuid.uuid4().hex}.tmp")
+        tmp = os.path.join(directory, f"{temp_prefix(os.path.basename(path))}.{uuid.uuid4().hex}.tmp")
         f = open(tmp, "wb")  # noqa: SIM115 - handed to the caller, closed below on every path
         try:
             yield f
@@ -172,7 +208,21 @@ def atomic_write(url: str, storage_options: StorageOptions | None = None, *, fsy
     f.close()
 
 
-def write_bytes(url: str, data: bytes, storage_options: StorageOptions | None = None) -> None:
-    """Write ``data`` to ``url`` atomically (see :func:`atomic_write`)."""
-    with atomic_write(url, storage_options) as f:
-        f.write(data)
+def write_bytes(url: str, data: bytes, storage_options: StorageOptions | None = None, *, fsync: bool = True) -> None:
+    """Write ``data`` to ``url`` atomically (see :func:`atomic_write`), retrying transient errors."""
+
+    def write() -> None:
+        with atomic_write(url, storage_options, fsync=fsync) as f:
+            f.write(data)
+
+    _RETRY.call(write, f"write {url}")
+
+
+TEMP_NAME_BYTES = 180
+"""Longest file-name part of a temp name, so ``.{name}.{32 hex}.tmp`` fits NAME_MAX (255 bytes)."""
+
+
+def temp_prefix(name: str) -> str:
+    """The start of the temp name of an output called ``name``: a dot and the name, cut to fit NAME_MAX."""
+    raw = name.encode("utf-8")[:TEMP_NAME_BYTES]
+    return "." + raw.decode("utf-8", "ignore")

@@ -82,6 +82,9 @@ class FaultPlan:
     max_faults: int | None = None
     stall_seconds: float = 5.0
     partial_fraction: float = 0.5
+    silent: bool = False
+    """With ``silent``, a ``stall`` fault sends nothing at all (not even the status line) for
+    ``stall_seconds``: an endpoint that accepts the request and never answers."""
 
     def __post_init__(self) -> None:
         if self.every is not None and (not isinstance(self.every, int) or self.every < 0):
@@ -145,12 +148,18 @@ class FaultProxy:
     """A threaded reverse proxy on 127.0.0.1 that forwards every request to ``upstream`` and
     injects the faults of a :class:`FaultPlan`; use as a context manager or call ``stop()``."""
 
-    def __init__(self, upstream: str, *, faults: FaultPlan | None = None, upstream_timeout: float = 30.0) -> None:
+    def __init__(
+        self, upstream: str, *, faults: FaultPlan | None = None, upstream_timeout: float = 30.0, latency: float = 0.0
+    ) -> None:
         parts = urlsplit(upstream)
         if parts.scheme != "http" or not parts.hostname or parts.path not in ("", "/"):
             raise ValueError(f"FaultProxy upstream must look like http://host:port, got {upstream!r}")
         if not upstream_timeout > 0:
             raise ValueError(f"FaultProxy upstream_timeout must be > 0, got {upstream_timeout}")
+        if not latency >= 0:
+            raise ValueError(f"FaultProxy latency must be >= 0 seconds, got {latency}")
+        self.latency = latency
+        """Seconds added before every request is forwarded (an object store's first-byte latency)."""
         self.upstream = upstream
         self.upstream_host = parts.hostname
         self.upstream_port = parts.port or 80
@@ -303,10 +312,16 @@ class _ProxyHandler(BaseHTTPRequestHandler):
         method = self.command
         body = self._read_request_body()
         number, due = proxy._on_request(method, self.path)
+        if proxy.latency:
+            proxy._stopping.wait(proxy.latency)
 
         if due in ERROR_FAULT_KINDS and proxy._claim(due):
             proxy._record(due, method, self.path, number, 0)  # before the client can see it
             self._send_s3_error(due, number)
+            return
+        if due == "stall" and proxy.plan.silent and proxy._claim(due):
+            proxy._record(due, method, self.path, number, 0)
+            proxy._stopping.wait(proxy.plan.stall_seconds)
             return
 
         conn = http.client.HTTPConnection(proxy.upstream_host, proxy.upstream_port, timeout=proxy.upstream_timeout)
