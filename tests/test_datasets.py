@@ -19,7 +19,7 @@ from editstream import (
     UnifiedEditIterableDataset,
     write_synthetic_dataset,
 )
-from editstream.loader.transforms import decode_image
+from editstream.loader.decode import decode_image
 from helpers import VAE, VIT
 
 

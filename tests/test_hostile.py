@@ -204,3 +204,215 @@ def test_inspect_and_find_sample_read_only_inside_the_root(converted, tmp_path):
     manifest = Manifest.read(str(root))
     key = f"{manifest.source_files[0].key_stem}-rg00001-r0000002"
     assert find_sample(str(root), key)["row_id"] == "f0-rg1-r2"
+
+
+# --------------------------------------------------------------------------- decompression bombs
+
+
+def _jpeg_declaring(width: int, height: int) -> bytes:
+    """A small real JPEG whose frame header is patched to declare ``width`` x ``height``."""
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.new("RGB", (16, 16), (90, 20, 200)).save(buf, format="JPEG")
+    data = bytearray(buf.getvalue())
+    sof = data.index(b"\xff\xc0")
+    data[sof + 5 : sof + 7] = height.to_bytes(2, "big")
+    data[sof + 7 : sof + 9] = width.to_bytes(2, "big")
+    return bytes(data)
+
+
+def _png_chunk(kind: bytes, payload: bytes, declared: int | None = None) -> bytes:
+    import zlib
+
+    length = len(payload) if declared is None else declared
+    return length.to_bytes(4, "big") + kind + payload + zlib.crc32(kind + payload).to_bytes(4, "big")
+
+
+def _png(width: int, height: int, extra: bytes = b"") -> bytes:
+    import zlib
+
+    ihdr = width.to_bytes(4, "big") + height.to_bytes(4, "big") + bytes([8, 2, 0, 0, 0])
+    rows = b"".join(b"\0" + b"\x80" * 3 * min(width, 4) for _ in range(min(height, 4)))
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + _png_chunk(b"IHDR", ihdr)
+        + extra
+        + _png_chunk(b"IDAT", zlib.compress(rows))
+        + _png_chunk(b"IEND", b"")
+    )
+
+
+@pytest.mark.parametrize(
+    "data,reason",
+    [
+        (_jpeg_declaring(15000, 15000), "declares 15000x15000 = 225000000 pixels, above the limit of 200000000"),
+        (_png(19000, 19000), "declares 19000x19000 = 361000000 pixels"),
+        (_png(4, 4, _png_chunk(b"iCCP", b"icc\0\0", declared=900 << 20)), "'iCCP' metadata chunk of 943718400"),
+        (_png(4, 4, _png_chunk(b"zTXt", b"k\0\0", declared=64 << 20)), "'zTXt' metadata chunk"),
+    ],
+    ids=["jpeg-15000x15000", "png-19000x19000", "png-900MiB-iCCP", "png-64MiB-zTXt"],
+)
+def test_bombs_are_refused_before_any_pixel_is_decoded_and_reported_alike(data, reason):
+    from editstream.conversion.schemas import get_schema
+    from editstream.loader.decode import ImageRejected, decode_image
+
+    started = time.monotonic()
+    with pytest.raises(ImageRejected, match=reason):
+        decode_image(data)
+    assert time.monotonic() - started < 1
+    problem = get_schema("unified_edit").check_row({"image_list": [data, data], "instruction_list": [["x"]]})
+    assert problem is not None and reason.split(",")[0] in problem  # report.json says what the loader does
+    assert get_schema("t2i_pretrain").check_row({"image": data, "captions": '{"a": "b"}'}) is not None
+
+
+def test_images_within_the_limit_still_decode_like_the_reference():
+    from PIL import Image
+
+    from editstream.loader.decode import decode_image
+
+    small = _png(4, 4)
+    assert decode_image(small).size == (4, 4)
+    ok = _png(4, 4, _png_chunk(b"tEXt", b"Comment\0hello"))
+    out = decode_image(ok)
+    assert out.mode == "RGB" and out.tobytes() == Image.open(io.BytesIO(ok)).convert("RGB").tobytes()
+
+
+def test_a_bomb_in_a_shard_is_a_counted_drop_with_the_same_reason(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from editstream.testing.synth import UNIFIED_EDIT_SCHEMA
+
+    good = _png(64, 64)
+    rows = [
+        {
+            "row_id": str(i),
+            "image_list": [good, good],
+            "instruction_list": [["make it blue"]],
+            "source": None,
+            "score": 0.5,
+            "tags": [],
+            "meta_blob": None,
+        }
+        for i in range(4)
+    ]
+    rows[1]["image_list"] = [_jpeg_declaring(15000, 15000), _jpeg_declaring(15000, 15000)]
+    (tmp_path / "pq").mkdir()
+    pq.write_table(pa.Table.from_pylist(rows, schema=UNIFIED_EDIT_SCHEMA), tmp_path / "pq" / "a.parquet")
+    summary = convert(str(tmp_path / "pq"), str(tmp_path / "wds"), workers=1, progress=False)
+    report = json.loads((tmp_path / "wds" / "report.json").read_text())
+    assert summary["num_bad_rows"] == 1 and report["bad_rows"][0]["row"] == 1
+    assert "15000x15000 = 225000000 pixels" in report["bad_rows"][0]["reason"]
+    for backend, root in (("parquet", tmp_path / "pq"), ("webdataset", tmp_path / "wds")):
+        ds = UnifiedEditIterableDataset(
+            "unified_edit",
+            ImageTransform(**VAE),
+            ByteTokenizer(),
+            ImageTransform(**VIT),
+            [str(root)],
+            [1],
+            None,
+            num_workers=0,
+            backend=backend,
+        )
+        it = iter(ds)
+        got = [next(it)["data_indexes"]["data_indexes"] for _ in range(3)]
+        assert got == [[0, 0], [0, 2], [0, 3]]
+        (drop,) = [d for d in ds.drops.recent if d.reason == "bad_row"]
+        assert drop.location["row"] == 1 and "ImageRejected" in drop.error and "225000000 pixels" in drop.error
+
+
+# --------------------------------------------------------------------------- column types
+
+
+def _edit_rows_with_instruction_column(tmp_path: Path, instruction_type, value) -> Path:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    good = _png(32, 32)
+    schema = pa.schema([("image_list", pa.list_(pa.binary())), ("instruction_list", instruction_type)])
+    rows = [{"image_list": [good, good], "instruction_list": value} for _ in range(3)]
+    root = tmp_path / "pq"
+    root.mkdir()
+    pq.write_table(pa.Table.from_pylist(rows, schema=schema), root / "a.parquet")
+    return root
+
+
+@pytest.mark.parametrize(
+    "kind,value,got",
+    [("string", "make it green", "string"), ("flat", ["make it green"], "list<string>")],
+)
+def test_a_column_of_the_wrong_type_is_a_clear_error_on_both_backends(tmp_path, kind, value, got):
+    import pyarrow as pa
+
+    from editstream.format.columns import ColumnTypeError
+
+    arrow_type = pa.string() if kind == "string" else pa.list_(pa.string())
+    root = _edit_rows_with_instruction_column(tmp_path, arrow_type, value)
+    expected = f"column 'instruction_list' is {got}, expected list<list<string>>"
+    ds = UnifiedEditIterableDataset(
+        "unified_edit",
+        ImageTransform(**VAE),
+        ByteTokenizer(),
+        ImageTransform(**VIT),
+        [str(root)],
+        [1],
+        None,
+        num_workers=0,
+    )
+    with pytest.raises(ColumnTypeError, match=rf"dataset 'unified_edit': .*a\.parquet: {expected}"):
+        next(iter(ds))
+    with pytest.raises(ColumnTypeError, match=rf"a\.parquet: {expected}"):
+        convert(str(root), str(tmp_path / "wds"), workers=1, progress=False, schema="unified_edit")
+    generic = convert(str(root), str(tmp_path / "wds"), workers=1, progress=False, schema="generic")
+    assert generic["num_samples"] == 3
+    ds = UnifiedEditIterableDataset(
+        "unified_edit",
+        ImageTransform(**VAE),
+        ByteTokenizer(),
+        ImageTransform(**VIT),
+        [str(tmp_path / "wds")],
+        [1],
+        None,
+        num_workers=0,
+        backend="webdataset",
+    )
+    with pytest.raises(ColumnTypeError, match=rf"dataset 'unified_edit': .*wds .*: {expected}"):
+        ds.set_epoch(0)
+
+
+def test_unknown_keyword_arguments_are_errors_on_every_backend(converted):
+    for backend, root in (("parquet", converted / "pq"), ("webdataset", converted / "wds")):
+        with pytest.raises(TypeError, match=r"unknown keyword argument\(s\) \['bogus_option', 'fast_decod'\]"):
+            UnifiedEditIterableDataset(
+                "unified_edit",
+                ImageTransform(**VAE),
+                ByteTokenizer(),
+                ImageTransform(**VIT),
+                [str(root)],
+                [1],
+                None,
+                backend=backend,
+                bogus_option=3,
+                fast_decod=True,
+            )
+
+
+# --------------------------------------------------------------------------- report.json = what the loader drops
+
+
+def test_report_lists_non_text_captions_and_says_when_an_edit_row_fails():
+    from editstream.conversion.schemas import get_schema
+    from editstream.conversion.schemas.problems import certainty
+
+    good = _png(8, 8)
+    t2i = get_schema("t2i_pretrain").check_row
+    assert t2i({"image": good, "captions": '{"a": 5}'}) == "caption 'a' is a int, not text"
+    assert t2i({"image": good, "captions": '{"a": "fine"}'}) is None
+    edit = get_schema("unified_edit").check_row
+    one_image = edit({"image_list": [good], "instruction_list": []})
+    short = edit({"image_list": [good, good, good], "instruction_list": [["x"]]})
+    bad_image = edit({"image_list": [good, b"junk"], "instruction_list": [["x"]]})
+    assert certainty(one_image) == "always"
+    assert certainty(short) == "if_drawn" and certainty(bad_image) == "if_drawn"

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import io
 import random
+import subprocess
+import sys
+import textwrap
 
 import numpy as np
 import pytest
 import torch
-from PIL import Image, ImageFile, PngImagePlugin, UnidentifiedImageError
+from PIL import Image, UnidentifiedImageError
 
-from editstream.loader.transforms import DEFAULT_MAX_PIXELS, ImageTransform, decode_image, pil_img2rgb, target_size
+from editstream.loader.decode import decode_image, pil_img2rgb
+from editstream.loader.transforms import DEFAULT_MAX_PIXELS, ImageTransform, target_size
 
 VAE = dict(max_size=1024, min_size=512, stride=16, max_pixels=DEFAULT_MAX_PIXELS)
 VIT = dict(max_size=980, min_size=224, stride=14, max_pixels=DEFAULT_MAX_PIXELS)
@@ -204,10 +208,37 @@ def test_la_and_other_modes_convert_directly():
 # --------------------------------------------------------------------------- decode_image
 
 
-def test_reference_pillow_settings_are_in_force():
-    assert Image.MAX_IMAGE_PIXELS == 200_000_000
-    assert ImageFile.LOAD_TRUNCATED_IMAGES is True
-    assert PngImagePlugin.MAX_TEXT_CHUNK == 1024**3
+def test_importing_and_decoding_leave_pillows_process_settings_alone():
+    """Pillow's globals keep their values for every other user; only editstream's own decode
+    calls decode truncated images (checked in a fresh process so nothing else ran first)."""
+    script = textwrap.dedent("""
+        import io
+        from PIL import Image, ImageFile, PngImagePlugin
+        before = (Image.MAX_IMAGE_PIXELS, bool(ImageFile.LOAD_TRUNCATED_IMAGES), PngImagePlugin.MAX_TEXT_CHUNK)
+        import editstream
+        from editstream.loader.decode import decode_image
+        import numpy as np
+        buf = io.BytesIO()
+        noise = np.random.default_rng(0).integers(0, 256, (256, 256, 3), dtype=np.uint8)
+        Image.fromarray(noise).save(buf, format="JPEG", quality=90)
+        half = buf.getvalue()[: len(buf.getvalue()) // 2]
+        assert decode_image(half).size == (256, 256)
+        after = (Image.MAX_IMAGE_PIXELS, bool(ImageFile.LOAD_TRUNCATED_IMAGES), PngImagePlugin.MAX_TEXT_CHUNK)
+        assert before == after, (before, after)
+        try:
+            Image.open(io.BytesIO(half)).load()
+        except OSError as exc:
+            assert "truncated" in str(exc)
+        else:
+            raise AssertionError("plain Pillow decoded a truncated JPEG: the flag leaked")
+        ImageFile.LOAD_TRUNCATED_IMAGES = True  # a user who wants it gets it
+        Image.open(io.BytesIO(half)).load()
+        ImageFile.LOAD_TRUNCATED_IMAGES = False
+        assert decode_image(half).size == (256, 256)  # and editstream still decodes after a reassignment
+        print("ok")
+    """)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
 
 
 def test_decode_image_formats_to_rgb():
@@ -235,3 +266,17 @@ def test_truncated_jpeg_still_decodes():
 def test_garbage_bytes_raise(data):
     with pytest.raises((UnidentifiedImageError, OSError)):
         decode_image(data)
+
+
+@pytest.mark.parametrize("fmt", ["jpeg", "png_rgb", "png_rgba", "png_palette", "webp"])
+def test_decode_image_equals_plain_pillow_for_every_synthetic_format(fmt):
+    """editstream's decode (limits, Pillow's format factory) gives the reference's pixels:
+    ``pil_img2rgb(Image.open(BytesIO(b)))``, for every format the synthetic data writes."""
+    from editstream.testing.synth_content import make_image
+
+    for seed in range(3):
+        data = make_image(np.random.default_rng(seed), 24, 200, fmt)
+        expected = pil_img2rgb(Image.open(io.BytesIO(data)))
+        got = decode_image(data)
+        assert got.mode == expected.mode == "RGB" and got.size == expected.size
+        assert got.tobytes() == expected.tobytes()

@@ -21,7 +21,7 @@ _EXPORTS = {
     "T2IIterableDataset": "editstream.loader.datasets.t2i",
     "DATASET_REGISTRY": "editstream.loader.datasets.registry",
     "ImageTransform": "editstream.loader.transforms",
-    "pil_img2rgb": "editstream.loader.transforms",
+    "pil_img2rgb": "editstream.loader.decode",
     "ByteTokenizer": "editstream.loader.tokenizer",
     "PackedDataset": "editstream.packing.dataset",
     "BagelDatasetConfig": "editstream.packing.config",
@@ -49,10 +49,10 @@ if TYPE_CHECKING:  # the same names, visible to type checkers and IDEs without i
     )
     from editstream.loader.datasets.t2i import T2IIterableDataset as T2IIterableDataset
     from editstream.loader.datasets.unified_edit import UnifiedEditIterableDataset as UnifiedEditIterableDataset
+    from editstream.loader.decode import pil_img2rgb as pil_img2rgb
     from editstream.loader.distributed import DistributedIterableDataset as DistributedIterableDataset
     from editstream.loader.tokenizer import ByteTokenizer as ByteTokenizer
     from editstream.loader.transforms import ImageTransform as ImageTransform
-    from editstream.loader.transforms import pil_img2rgb as pil_img2rgb
     from editstream.packing.collate import SimpleCustomBatch as SimpleCustomBatch
     from editstream.packing.collate import bagel_packed_collate_fn as bagel_packed_collate_fn
     from editstream.packing.collate import collate_fn as collate_fn

@@ -145,7 +145,7 @@ def _schema_of(cfg: ConvertConfig, src: _Source) -> tuple[str, tuple[tuple[str, 
             f"cannot detect the schema of {cfg.src} from its columns {column_names}; pass "
             f"schema='unified_edit', 't2i_pretrain' or 'generic'"
         )
-    check_columns(schema, column_names)
+    check_columns(schema, column_names, dict(columns), where=src.urls[0])
     return schema, columns
 
 

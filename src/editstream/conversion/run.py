@@ -41,7 +41,11 @@ DROP_NOTE = (
     "bad rows were dropped (--drop-bad-rows): row positions no longer match the parquet "
     "source, so the WebDataset backend does not reproduce the parquet backend's samples"
 )
-KEEP_NOTE = "bad rows are kept verbatim so row positions match the parquet backend; the training-time parser drops them"
+KEEP_NOTE = (
+    "bad rows are kept verbatim so row positions match the parquet backend; the training-time parser drops "
+    "rows marked fails=always in every epoch, and rows marked fails=if_drawn in the epochs whose random draws "
+    "reach the bad image or instruction"
+)
 
 
 def _absolute(url: str) -> str:
@@ -181,7 +185,7 @@ def _write_report(cfg: ConvertConfig, plan: Plan, manifest: mf.Manifest, ordered
     )
 
 
-_BAD_ROW_FIELDS = ("file", "row_group", "row", "key", "reason", "shard", "dropped")
+_BAD_ROW_FIELDS = ("file", "row_group", "row", "key", "reason", "fails", "shard", "dropped")
 
 
 def _in_report_order(bad_row: Mapping[str, Any]) -> dict[str, Any]:

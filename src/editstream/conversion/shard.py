@@ -27,6 +27,7 @@ from ..io.retry import RetryPolicy
 from .plan import ShardTask
 from .records import ShardResult, open_output, reuse, write_output, write_record
 from .schemas import get_schema
+from .schemas.problems import certainty
 
 _BATCH_ROWS = 256
 
@@ -110,7 +111,8 @@ def _write_rows(task: ShardTask, writer: TarWriter) -> _ShardWork:
                     "row_group": s.row_group,
                     "row": row_index,
                     "key": key,
-                    "reason": reason,
+                    "reason": str(reason),
+                    "fails": certainty(reason),
                     "shard": task.shard_path,
                     "dropped": task.drop_bad_rows,
                 }

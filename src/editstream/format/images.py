@@ -131,8 +131,8 @@ def _pil_size(data: bytes | bytearray | memoryview) -> tuple[int, int] | str:
             warnings.simplefilter("ignore", Image.DecompressionBombWarning)
             with Image.open(io.BytesIO(data)) as img:
                 return img.size
-    except Image.DecompressionBombError:
-        return 1, 1  # the header parsed; the size limit is the decoder's business
+    except Image.DecompressionBombError as exc:
+        return f"image declares more pixels than Pillow accepts ({_OBJECT_ADDRESS.sub('', str(exc))})"
     except Image.UnidentifiedImageError:
         return "undecodable image header (no image format recognised)"
     except Exception as exc:  # noqa: BLE001 - Pillow raises many types for bad bytes
@@ -160,8 +160,62 @@ def image_size(data: bytes | bytearray | memoryview) -> tuple[int, int] | str:
     return _pil_size(data)
 
 
-def image_header_problem(data: object) -> str | None:
-    """Why ``data`` is not an image with a parseable header, or ``None`` when it is."""
+DEFAULT_MAX_IMAGE_PIXELS = 200_000_000
+"""Largest image (width x height) editstream decodes; the reference's Pillow setting."""
+MAX_ANCILLARY_BYTES = 16 << 20
+"""Largest metadata chunk (PNG iCCP / text / eXIf, WebP ICCP / EXIF / XMP) an image may carry."""
+
+_PNG_CRITICAL_END = (b"IDAT", b"IEND")
+
+
+def _png_ancillary(view: memoryview) -> tuple[bytes, int] | None:
+    """The first chunk before the image data that is larger than the limit: ``(type, length)``."""
+    pos = 8
+    while pos + 8 <= len(view):
+        length = int.from_bytes(view[pos : pos + 4], "big")
+        kind = bytes(view[pos + 4 : pos + 8])
+        if kind in _PNG_CRITICAL_END:
+            return None
+        if length > MAX_ANCILLARY_BYTES:
+            return kind, length
+        pos += 12 + length
+    return None
+
+
+def _webp_ancillary(view: memoryview) -> tuple[bytes, int] | None:
+    pos = 12
+    while pos + 8 <= len(view):
+        kind = bytes(view[pos : pos + 4])
+        length = int.from_bytes(view[pos + 4 : pos + 8], "little")
+        if length > MAX_ANCILLARY_BYTES:
+            return kind, length
+        pos += 8 + length + (length & 1)
+    return None
+
+
+def limits_problem(
+    data: bytes | bytearray | memoryview, size: tuple[int, int], max_pixels: int = DEFAULT_MAX_IMAGE_PIXELS
+) -> str | None:
+    """Why an image of header size ``size`` must not be decoded, or ``None``.
+
+    The one rule set of the converter's report and the loader's decode: more than
+    ``max_pixels`` pixels declared (a decompression bomb decodes to gigabytes from a few
+    bytes), or a metadata chunk above ``MAX_ANCILLARY_BYTES``.
+    """
+    width, height = size
+    if width * height > max_pixels:
+        return f"image declares {width}x{height} = {width * height} pixels, above the limit of {max_pixels}"
+    view = memoryview(data).cast("B") if not isinstance(data, bytes) else memoryview(data)
+    kind = sniff_extension(view)
+    big = _png_ancillary(view) if kind == "png" else _webp_ancillary(view) if kind == "webp" else None
+    if big is not None:
+        name = big[0].decode("latin-1")
+        return f"image has a {name!r} metadata chunk of {big[1]} bytes, above the limit of {MAX_ANCILLARY_BYTES}"
+    return None
+
+
+def image_header_problem(data: object, max_pixels: int = DEFAULT_MAX_IMAGE_PIXELS) -> str | None:
+    """Why ``data`` is not an image with a parseable header within the limits, or ``None`` when it is."""
     if data is None:
         return "image is null"
     if not isinstance(data, (bytes, bytearray, memoryview)):
@@ -174,4 +228,4 @@ def image_header_problem(data: object) -> str | None:
     width, height = size
     if width <= 0 or height <= 0:
         return f"image has size {width}x{height}"
-    return None
+    return limits_problem(data, size, max_pixels)

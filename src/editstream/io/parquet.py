@@ -18,6 +18,7 @@ import pyarrow.parquet as pq
 
 from . import storage
 from .ranged import open_read
+from .retry import RetryPolicy
 
 STREAM_BATCH_ROWS = 32
 """Rows decoded at a time by the loader: a few batches of rows in memory, not a row group."""
@@ -26,7 +27,11 @@ STREAM_BUFFER_BYTES = 4 << 20
 
 @contextlib.contextmanager
 def open_parquet(
-    url: str, storage_options: storage.StorageOptions | None = None, *, streaming: bool = False
+    url: str,
+    storage_options: storage.StorageOptions | None = None,
+    *,
+    streaming: bool = False,
+    retry: RetryPolicy | None = None,
 ) -> Iterator[pq.ParquetFile]:
     """Open ``url`` (local or any fsspec URL) as a ``ParquetFile``; the file closes on exit.
 
@@ -41,7 +46,7 @@ def open_parquet(
             source: Any = url
             options: dict[str, Any] = {"memory_map": True}
         else:
-            source = stack.enter_context(open_read(url, storage_options))
+            source = stack.enter_context(open_read(url, storage_options, retry=retry))
             options = {"pre_buffer": False, "buffer_size": STREAM_BUFFER_BYTES} if streaming else {}
         try:
             pf = pq.ParquetFile(source, **options)

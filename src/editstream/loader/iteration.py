@@ -11,6 +11,7 @@ import logging
 from collections.abc import Iterator, Sequence
 from typing import Any, Protocol
 
+from ..format.columns import ColumnTypeError
 from .distributed import DistributedIterableDataset
 from .drops import FATAL, FailureBudget
 from .units import Unit
@@ -126,7 +127,7 @@ class SourceIterableDataset(DistributedIterableDataset):
                 position, row = next(rows)
             except StopIteration:
                 return
-            except FATAL:
+            except (*FATAL, ColumnTypeError):
                 raise
             except Exception as exc:  # noqa: BLE001 - the unit is unreadable from here on: counted, budgeted
                 where = self.source.describe(unit)

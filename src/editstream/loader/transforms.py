@@ -1,4 +1,4 @@
-"""Image decoding and the BAGEL image transform, with Pillow and torch only (no torchvision).
+"""The BAGEL image transform, with Pillow and numpy only (no torchvision).
 
 The output is bit-identical to the reference's torchvision path for PIL inputs: the same
 size rule, ``Image.resize(..., BICUBIC)``, then ``uint8 / 255`` and ``(x - mean) / std`` in
@@ -8,43 +8,12 @@ float32 with the same operation order.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from io import BytesIO
 
 import numpy as np
 import torch
-from PIL import Image, ImageFile, PngImagePlugin
-
-# Pillow decoder limits, set once at import. This is the one piece of module-level state
-# the project allows: the reference sets exactly these process-wide Pillow globals when its
-# data module is imported, and decoded pixels (truncated JPEGs decode grey-filled instead of
-# raising, very large images are not refused) only match when the same limits are in force.
-Image.MAX_IMAGE_PIXELS = 200_000_000
-ImageFile.LOAD_TRUNCATED_IMAGES = True
-PngImagePlugin.MAX_TEXT_CHUNK = 1024 * 1024 * 1024
+from PIL import Image
 
 DEFAULT_MAX_PIXELS = 14 * 14 * 9 * 1024
-
-
-def pil_img2rgb(image: Image.Image) -> Image.Image:
-    """Convert any PIL image to RGB; transparent images are composited onto white first.
-
-    An image counts as transparent when its mode is RGBA or it carries a ``transparency``
-    entry (palette / grey / RGB PNGs with tRNS); other modes (LA, L, CMYK ...) convert directly.
-    """
-    if image.mode == "RGBA" or image.info.get("transparency") is not None:
-        rgba = image.convert("RGBA")
-        canvas = Image.new("RGB", rgba.size, (255, 255, 255))
-        canvas.paste(rgba, mask=rgba.getchannel("A"))
-        return canvas
-    return image.convert("RGB")
-
-
-def decode_image(data: bytes) -> Image.Image:
-    """Decode encoded image bytes into an RGB PIL image exactly as the reference loader does.
-
-    Raises ``PIL.UnidentifiedImageError`` / ``OSError`` for bytes no decoder accepts.
-    """
-    return pil_img2rgb(Image.open(BytesIO(data)))
 
 
 def _snap(value: float, stride: int) -> int:

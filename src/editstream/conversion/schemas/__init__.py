@@ -7,9 +7,10 @@ columns and checks nothing, for datasets that only need the lossless conversion.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from types import ModuleType
 
+from ...format.columns import ColumnTypeError, column_type_problems
 from . import generic, t2i, unified_edit
 
 _MODULES: tuple[ModuleType, ...] = (unified_edit, t2i, generic)
@@ -41,12 +42,19 @@ def detect_schema(columns: Iterable[str]) -> str | None:
     return None
 
 
-def check_columns(name: str, columns: Iterable[str]) -> None:
-    """Raise ``ValueError`` naming the missing columns when ``columns`` do not fit schema ``name``."""
+def check_columns(name: str, columns: Iterable[str], types: Mapping[str, str] | None = None, where: str = "") -> None:
+    """Raise ``ValueError`` naming the missing columns when ``columns`` do not fit schema ``name``,
+    and :class:`~editstream.format.columns.ColumnTypeError` when ``types`` (column -> arrow type)
+    shows a column of another type than the schema's parser reads."""
     module = get_schema(name)
+    columns = list(columns)
     missing = [c for c in module.REQUIRED_COLUMNS if c not in set(columns)]
     if missing:
         raise ValueError(
             f"schema {module.NAME!r} needs columns {list(module.REQUIRED_COLUMNS)}; "
             f"missing {missing} (found {sorted(columns)})"
         )
+    if types is not None:
+        problems = column_type_problems(types, module.COLUMN_TYPES)
+        if problems:
+            raise ColumnTypeError(f"{where or 'source'}: {'; '.join(problems)} (schema {module.NAME!r})")

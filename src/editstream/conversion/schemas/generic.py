@@ -7,6 +7,7 @@ from typing import Any
 
 NAME = "generic"
 REQUIRED_COLUMNS: tuple[str, ...] = ()
+COLUMN_TYPES: dict[str, str] = {}
 
 
 def check_row(row: Mapping[str, Any]) -> str | None:

@@ -5,18 +5,21 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ...format.columns import SCHEMA_COLUMNS
 from ...format.images import image_header_problem
+from .problems import IfDrawn
 
 NAME = "unified_edit"
-REQUIRED_COLUMNS = ("image_list", "instruction_list")
+COLUMN_TYPES = SCHEMA_COLUMNS[NAME]
+REQUIRED_COLUMNS = tuple(COLUMN_TYPES)
 
 
 def check_row(row: Mapping[str, Any]) -> str | None:
     """The first reason this row would fail ``UnifiedEditIterableDataset.parse_row``, or ``None``.
 
-    A row is bad when it has fewer than 2 images, an image whose header does not parse, or an
-    instruction list that cannot cover the chain (fewer than ``n - 1`` entries, or an entry
-    with no phrasing to draw).
+    A row is always bad when it has fewer than 2 images or no instruction list; it is bad in
+    the epochs whose draws reach an image whose header does not parse or is over the limits,
+    or an instruction entry that is missing, empty or not text (:class:`IfDrawn`).
     """
     images = row.get("image_list")
     if not isinstance(images, list):
@@ -28,15 +31,15 @@ def check_row(row: Mapping[str, Any]) -> str | None:
     if not isinstance(instructions, list):
         return f"instruction_list is {type(instructions).__name__}, not a list"
     if len(instructions) < n - 1:
-        return f"instruction list has {len(instructions)} entries; a chain of {n} images needs {n - 1}"
+        return IfDrawn(f"instruction list has {len(instructions)} entries; a chain of {n} images needs {n - 1}")
     for i in range(n - 1):
         phrasings = instructions[i]
         if not isinstance(phrasings, list) or not phrasings:
-            return f"instruction {i} has no phrasings"
+            return IfDrawn(f"instruction {i} has no phrasings")
         if not all(isinstance(p, str) for p in phrasings):
-            return f"instruction {i} has a phrasing that is not a string"
+            return IfDrawn(f"instruction {i} has a phrasing that is not a string")
     for i, image in enumerate(images):
         problem = image_header_problem(image)
         if problem is not None:
-            return f"image {i}: {problem}"
+            return IfDrawn(f"image {i}: {problem}")
     return None

@@ -18,6 +18,13 @@ BACKENDS = ("parquet", "webdataset")
 """Where rows come from: parquet files, or WebDataset shards converted by ``editstream convert``."""
 
 
+SOURCE_OPTIONS = {
+    "parquet": ("retry",),
+    "webdataset": ("retry", "block_size", "max_member_size", "prefetch"),
+}
+"""Keyword arguments each backend's source takes beyond the common ones."""
+
+
 def make_source(
     backend: str,
     *,
@@ -26,26 +33,32 @@ def make_source(
     parquet_info: Mapping[str, Any] | None,
     storage_options: StorageOptions | None,
     drops: Any,
+    column_types: Mapping[str, str] | None = None,
     **options: Any,
 ) -> Any:
-    """Build the row source for ``backend``; unknown names are a clear error."""
+    """Build the row source for ``backend``; an unknown backend or option is a clear error."""
+    if backend not in BACKENDS:
+        raise ValueError(f"dataset {dataset_name!r}: unknown backend {backend!r}; choose one of {BACKENDS}")
+    unknown = sorted(set(options) - set(SOURCE_OPTIONS[backend]))
+    if unknown:
+        raise TypeError(
+            f"dataset {dataset_name!r}: unknown keyword argument(s) {unknown} for backend "
+            f"{backend!r} (it takes {list(SOURCE_OPTIONS[backend])})"
+        )
+    common = dict(
+        dataset_name=dataset_name,
+        granularity=granularity,
+        storage_options=storage_options,
+        drops=drops,
+        column_types=column_types,
+    )
     if backend == "parquet":
         from ..sources.parquet import ParquetSource
 
-        return ParquetSource(
-            dataset_name=dataset_name,
-            granularity=granularity,
-            parquet_info=parquet_info,
-            storage_options=storage_options,
-            drops=drops,
-        )
-    if backend == "webdataset":
-        from ..sources.webdataset import TarSource
+        return ParquetSource(parquet_info=parquet_info, **common, **options)
+    from ..sources.webdataset import TarSource
 
-        return TarSource(
-            dataset_name=dataset_name, granularity=granularity, storage_options=storage_options, drops=drops, **options
-        )
-    raise ValueError(f"dataset {dataset_name!r}: unknown backend {backend!r}; choose one of {BACKENDS}")
+    return TarSource(**common, **options)
 
 
 def count_source_files(data_dir: str, backend: str, storage_options: StorageOptions | None = None) -> int:
@@ -71,6 +84,9 @@ class ParquetStandardIterableDataset(SourceIterableDataset):
 
     unit_granularity = "row_group"
     default_backend = "parquet"
+    column_types: Mapping[str, str] = {}
+    """The columns ``parse_row`` reads and their types (``{"image": "binary", ...}``), checked when
+    a source is opened; a subclass states its own."""
 
     def __init__(
         self,
@@ -104,6 +120,7 @@ class ParquetStandardIterableDataset(SourceIterableDataset):
             parquet_info=parquet_info,
             storage_options=storage_options,
             drops=self.drops,
+            column_types=self.column_types,
             **backend_options,
         )
         self.data_dir_list = [data_dir_list] if isinstance(data_dir_list, str) else list(data_dir_list)

@@ -8,8 +8,9 @@ import random
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ...format.columns import SCHEMA_COLUMNS
 from ...io.storage import StorageOptions
-from ..transforms import decode_image
+from ..decode import decode_image
 from .standard import ParquetStandardIterableDataset
 
 logger = logging.getLogger("editstream")
@@ -22,6 +23,8 @@ class T2IIterableDataset(ParquetStandardIterableDataset):
     empty caption dict encodes ``" "``; otherwise a caption is drawn with ``random.choice``
     over the encoded captions, after the image decoded, as in the reference.
     """
+
+    column_types = SCHEMA_COLUMNS["t2i_pretrain"]
 
     unit_granularity = "file"
 

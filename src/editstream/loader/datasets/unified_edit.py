@@ -5,7 +5,8 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from ..transforms import decode_image
+from ...format.columns import SCHEMA_COLUMNS
+from ..decode import decode_image
 from .interleave import InterleavedBaseIterableDataset
 from .standard import ParquetStandardIterableDataset
 
@@ -18,6 +19,8 @@ class UnifiedEditIterableDataset(InterleavedBaseIterableDataset, ParquetStandard
     images are decoded only when the draws select them, so a bad row fails at the same point
     of the random sequence as in the reference and later samples still match.
     """
+
+    column_types = SCHEMA_COLUMNS["unified_edit"]
 
     def parse_row(self, row: Any) -> dict:
         images = row["image_list"]

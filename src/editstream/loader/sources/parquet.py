@@ -12,9 +12,13 @@ from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import pyarrow.parquet as pq
+
+from ...format.columns import ColumnTypeError, column_type_problems
 from ...io import storage
 from ...io.parquet import iter_row_group_rows, num_row_groups, open_parquet
 from ...io.parquet_info import ParquetInfo
+from ...io.retry import RetryPolicy
 from ...io.storage import StorageOptions
 from ..drops import DropLog
 from ..iteration import Position, Row
@@ -43,26 +47,6 @@ def list_parquet_files(
     return out
 
 
-def iter_file_rows(
-    url: str, row_groups: Sequence[int] | None, start: Position | None, storage_options: StorageOptions | None
-) -> Iterator[tuple[Position, Row]]:
-    """Rows of ``url``'s row groups (all when ``row_groups`` is None), after ``start``.
-
-    ``start`` is ``(row_group, row)``: reading resumes at ``row + 1`` of that row group and
-    skips earlier row groups. Positions yielded are ``(row_group, row)``. Row groups stream a
-    small batch at a time, so memory stays bounded whatever their size.
-    """
-    with open_parquet(url, storage_options, streaming=True) as pf:
-        groups = range(pf.metadata.num_row_groups) if row_groups is None else row_groups
-        first_rg, first_row = (start[0], start[1] + 1) if start is not None else (-1, 0)
-        for rg in groups:
-            if rg < first_rg:
-                continue
-            skip = first_row if rg == first_rg else 0
-            for i, values in iter_row_group_rows(pf, url, rg, skip):
-                yield (rg, i), Row(values)
-
-
 class ParquetSource:
     """Row source over parquet; ``granularity`` is ``"row_group"`` (edit) or ``"file"`` (T2I)."""
 
@@ -74,6 +58,8 @@ class ParquetSource:
         parquet_info: Mapping[str, Any] | ParquetInfo | None = None,
         storage_options: StorageOptions | None = None,
         drops: DropLog | None = None,
+        column_types: Mapping[str, str] | None = None,
+        retry: RetryPolicy | None = None,
     ) -> None:
         if granularity not in GRANULARITIES:
             raise ValueError(f"granularity must be one of {GRANULARITIES}, got {granularity!r}")
@@ -82,6 +68,34 @@ class ParquetSource:
         self.parquet_info = ParquetInfo.load(parquet_info)
         self.storage_options = storage_options
         self.drops = drops if drops is not None else DropLog(dataset_name)
+        self.column_types = dict(column_types or {})
+        self.retry = retry
+
+    def _check_columns(self, url: str, pf: pq.ParquetFile) -> None:
+        problems = column_type_problems({f.name: f.type for f in pf.schema_arrow}, self.column_types)
+        if problems:
+            raise ColumnTypeError(f"dataset {self.dataset_name!r}: {url}: {'; '.join(problems)}")
+
+    def _iter_file_rows(
+        self, url: str, row_groups: Sequence[int] | None, start: Position | None
+    ) -> Iterator[tuple[Position, Row]]:
+        """Rows of ``url``'s row groups (all when ``row_groups`` is None), after ``start``.
+
+        ``start`` is ``(row_group, row)``: reading resumes at ``row + 1`` of that row group and
+        skips earlier row groups. Positions yielded are ``(row_group, row)``. Row groups stream a
+        small batch at a time, so memory stays bounded whatever their size. The file's column
+        types are checked against the dataset's before any row is read.
+        """
+        with open_parquet(url, self.storage_options, streaming=True, retry=self.retry) as pf:
+            self._check_columns(url, pf)
+            groups = range(pf.metadata.num_row_groups) if row_groups is None else row_groups
+            first_rg, first_row = (start[0], start[1] + 1) if start is not None else (-1, 0)
+            for rg in groups:
+                if rg < first_rg:
+                    continue
+                skip = first_row if rg == first_rg else 0
+                for i, values in iter_row_group_rows(pf, url, rg, skip):
+                    yield (rg, i), Row(values)
 
     def list_units(self, data_dir_list: Sequence[str], num_used_data: Sequence[int]) -> list[Unit]:
         """Files (T2I) or ``(file, row_group)`` pairs, in listing order; unreadable files are dropped."""
@@ -125,11 +139,11 @@ class ParquetSource:
     def iter_unit_rows(self, unit: Unit, after: Position | None) -> Iterator[tuple[Position, Row]]:
         """Rows of one unit after the resume position ``after`` (``None``: from the start)."""
         if self.granularity == "file":
-            yield from iter_file_rows(unit, None, after, self.storage_options)
+            yield from self._iter_file_rows(unit, None, after)
             return
         path, rg = unit
         start = (rg, after[0]) if after is not None else None
-        for (_, row_index), row in iter_file_rows(path, [rg], start, self.storage_options):
+        for (_, row_index), row in self._iter_file_rows(path, [rg], start):
             yield (row_index,), row
 
     def describe(self, unit: Unit, position: Position | None = None) -> dict[str, Any]:

@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
+from ...format.columns import ColumnTypeError, column_type_problems
 from ...format.idx import read_idx
 from ...format.keys import parse_key
 from ...format.manifest import Manifest, ManifestError, ShardInfo
@@ -72,6 +73,7 @@ class TarSource:
         block_size: int = DEFAULT_BLOCK_SIZE,
         max_member_size: int = DEFAULT_MAX_MEMBER_SIZE,
         prefetch: bool = True,
+        column_types: Mapping[str, str] | None = None,
     ) -> None:
         if granularity not in ("row_group", "file"):
             raise ValueError(f"granularity must be 'row_group' or 'file', got {granularity!r}")
@@ -83,6 +85,7 @@ class TarSource:
         self.block_size = block_size
         self.max_member_size = max_member_size
         self.prefetch_enabled = prefetch
+        self.column_types = dict(column_types or {})
         self.layout: str | None = None
         self._shards: dict[Any, ShardRef] = {}  # (file_id, rg) or shard URL -> shard
         self._file_row_groups: dict[str, int] = {}
@@ -111,9 +114,15 @@ class TarSource:
 
     def _read_manifest(self, root: str) -> Manifest:
         try:
-            return Manifest.read(root, self.storage_options)
+            manifest = Manifest.read(root, self.storage_options)
         except ManifestError as exc:
             raise ManifestError(f"dataset {self.dataset_name!r}: {exc}") from None
+        problems = column_type_problems({c["name"]: c["type"] for c in manifest.columns}, self.column_types)
+        if problems:
+            raise ColumnTypeError(
+                f"dataset {self.dataset_name!r}: {root} (converted from {manifest.source_root}): {'; '.join(problems)}"
+            )
+        return manifest
 
     def _rowgroup_units(self, root: str, manifest: Manifest, num_used: int) -> list[Unit]:
         """Units named after the source parquet files (``source_root/name``), as the parquet

@@ -1,0 +1,133 @@
+"""Decoding image bytes to RGB exactly as the reference does, with limits applied per call.
+
+The reference sets Pillow's process-wide globals when imported (``MAX_IMAGE_PIXELS`` to
+200,000,000, ``LOAD_TRUNCATED_IMAGES`` on, ``MAX_TEXT_CHUNK`` to 1 GiB), which changes Pillow
+for every other user in a training process. editstream changes nothing at import. Instead,
+each of its decode calls:
+
+- reads the declared size from the header (:mod:`editstream.format.images`) and refuses an
+  image above ``max_pixels`` (default the reference's 200,000,000) or with an oversized
+  metadata chunk before any pixel is decoded (the reference decodes up to twice that limit:
+  a deliberate difference). The converter's ``report.json`` applies the same rule;
+- opens the four common formats with Pillow's own format factory, so Pillow's global
+  decompression-bomb limit (which a user may have set lower) does not cut in below ours;
+- decodes truncated images grey-filled, as the reference does, with Pillow's
+  ``LOAD_TRUNCATED_IMAGES`` true only inside editstream's own decode on the decoding thread:
+  the flag is wrapped once in an object whose truth value is the process's own everywhere else.
+"""
+
+from __future__ import annotations
+
+import threading
+import warnings
+from io import BytesIO
+from typing import Any
+
+from PIL import Image, ImageFile
+
+from ..format.images import DEFAULT_MAX_IMAGE_PIXELS, image_size, limits_problem, sniff_extension
+
+_FACTORY_FORMATS = {"jpg": "JPEG", "png": "PNG", "gif": "GIF", "webp": "WEBP"}
+
+
+class ImageRejected(ValueError):
+    """An image refused before decoding (too many pixels, an oversized metadata chunk)."""
+
+
+class _TruncatedFlag:
+    """Pillow's ``LOAD_TRUNCATED_IMAGES`` for this process, true inside editstream's decodes on this thread."""
+
+    def __init__(self, base: Any) -> None:
+        self.base = base
+        self._local = threading.local()
+
+    def __bool__(self) -> bool:
+        return bool(getattr(self._local, "on", False)) or bool(self.base)
+
+    def __repr__(self) -> str:
+        return repr(bool(self))
+
+    def scoped(self) -> _Scope:
+        return _Scope(self._local)
+
+
+class _Scope:
+    def __init__(self, local: threading.local) -> None:
+        self.local = local
+        self.before = False
+
+    def __enter__(self) -> None:
+        self.before = getattr(self.local, "on", False)
+        self.local.on = True
+
+    def __exit__(self, *exc: object) -> None:
+        self.local.on = self.before
+
+
+_FLAG_LOCK = threading.Lock()
+
+
+def _truncated_flag() -> _TruncatedFlag:
+    """The wrapper around Pillow's flag (installed on first use, re-wrapped if someone reassigned it)."""
+    current: Any = ImageFile.LOAD_TRUNCATED_IMAGES
+    if isinstance(current, _TruncatedFlag):
+        return current
+    with _FLAG_LOCK:
+        current = ImageFile.LOAD_TRUNCATED_IMAGES
+        if not isinstance(current, _TruncatedFlag):
+            current = _TruncatedFlag(current)
+            setattr(ImageFile, "LOAD_TRUNCATED_IMAGES", current)  # noqa: B010 - a wrapper, not a new value
+        return current
+
+
+def pil_img2rgb(image: Image.Image) -> Image.Image:
+    """Convert any PIL image to RGB; transparent images are composited onto white first.
+
+    An image counts as transparent when its mode is RGBA or it carries a ``transparency``
+    entry (palette / grey / RGB PNGs with tRNS); other modes (LA, L, CMYK ...) convert directly.
+    """
+    if image.mode == "RGBA" or image.info.get("transparency") is not None:
+        rgba = image.convert("RGBA")
+        canvas = Image.new("RGB", rgba.size, (255, 255, 255))
+        canvas.paste(rgba, mask=rgba.getchannel("A"))
+        return canvas
+    return image.convert("RGB")
+
+
+def _factory(kind: str) -> Any:
+    """Pillow's own opener for format ``kind`` (the one ``Image.open`` would pick), plugins loaded as needed."""
+    if kind not in Image.OPEN:
+        Image.preinit()
+    if kind not in Image.OPEN:
+        Image.init()
+    return Image.OPEN[kind][0]
+
+
+def open_image(data: bytes | bytearray | memoryview, *, max_pixels: int = DEFAULT_MAX_IMAGE_PIXELS) -> Image.Image:
+    """A decoded (loaded) PIL image of ``data``, within the limits; raises for bytes no decoder accepts."""
+    raw = bytes(data)
+    size = image_size(raw)
+    factory = None
+    if isinstance(size, tuple):
+        problem = limits_problem(raw, size, max_pixels)
+        if problem is not None:
+            raise ImageRejected(problem)
+        kind = _FACTORY_FORMATS.get(sniff_extension(raw))
+        if kind is not None:
+            factory = _factory(kind)
+    elif size.startswith("image declares more pixels"):
+        raise ImageRejected(size)
+    with warnings.catch_warnings(), _truncated_flag().scoped():
+        warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+        image: Image.Image = factory(BytesIO(raw), "") if factory is not None else Image.open(BytesIO(raw))
+        image.load()
+    return image
+
+
+def decode_image(data: bytes | bytearray | memoryview, *, max_pixels: int = DEFAULT_MAX_IMAGE_PIXELS) -> Image.Image:
+    """Decode encoded image bytes into an RGB PIL image exactly as the reference loader does.
+
+    Raises :class:`ImageRejected` for an image over the limits and ``PIL.UnidentifiedImageError``
+    / ``OSError`` for bytes no decoder accepts.
+    """
+    return pil_img2rgb(open_image(data, max_pixels=max_pixels))
