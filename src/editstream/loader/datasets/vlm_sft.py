@@ -77,16 +77,16 @@ class SftJSONLIterableDataset(DistributedIterableDataset):
         shuffle_lines: bool = False,
         shuffle_seed: int = 0,
         *,
-        backend: str = "parquet",
+        backend: str | None = "parquet",
         storage_options: StorageOptions | None = None,
         retry: RetryPolicy | None = None,
         prefetch_bytes: int = DEFAULT_PREFETCH_BYTES,
         prefetch_samples: int = DEFAULT_PREFETCH_ITEMS,
     ) -> None:
         super().__init__(dataset_name, local_rank, world_size, num_workers)
-        if backend not in SFT_BACKENDS:
+        if backend is not None and backend not in SFT_BACKENDS:
             raise ValueError(f"dataset {dataset_name!r}: unknown backend {backend!r}; choose one of {SFT_BACKENDS}")
-        self.backend = "parquet" if backend == "source" else backend
+        self.backend = "webdataset" if backend == "webdataset" else "parquet"
         self.transform = transform
         self.tokenizer = tokenizer
         self.frame_sampler = frame_sampler
