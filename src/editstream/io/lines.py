@@ -21,13 +21,27 @@ class LineDecodeError(ValueError):
     """A text file that is not valid UTF-8; names the file and the byte offset."""
 
 
+def _not_utf8(data: bytes, where: str) -> LineDecodeError:
+    """The error for ``data`` that is not UTF-8, with the offset in the whole file (the text
+    wrapper decodes in chunks, so its own error counts from the start of a chunk)."""
+    try:
+        data.decode(ENCODING)
+    except UnicodeDecodeError as exc:
+        return LineDecodeError(f"{where}: not valid {ENCODING} at byte {exc.start}: {exc.reason}")
+    return LineDecodeError(f"{where}: not valid {ENCODING}")  # pragma: no cover - the wrapper agreed it was bad
+
+
+def _read_lines(data: bytes, where: str, newline: str | None) -> list[str]:
+    try:
+        with io.TextIOWrapper(io.BytesIO(data), encoding=ENCODING, newline=newline) as text:
+            return text.readlines()
+    except UnicodeDecodeError:
+        raise _not_utf8(data, where) from None
+
+
 def decode_lines(data: bytes, where: str = "<bytes>") -> list[str]:
     """The lines ``open(path, "r", encoding="utf-8").readlines()`` gives for a file holding ``data``."""
-    try:
-        with io.TextIOWrapper(io.BytesIO(data), encoding=ENCODING, newline=None) as text:
-            return text.readlines()
-    except UnicodeDecodeError as exc:
-        raise LineDecodeError(f"{where}: not valid {ENCODING} at byte {exc.start}: {exc.reason}") from None
+    return _read_lines(data, where, None)
 
 
 def line_start_offsets(data: bytes, where: str = "<bytes>") -> list[int]:
@@ -37,11 +51,7 @@ def line_start_offsets(data: bytes, where: str = "<bytes>") -> list[int]:
     ``\\r``), so ``decode_lines(data[offsets[i]:offsets[j]])`` is ``decode_lines(data)[i:j]``:
     a converter task decodes just its own lines.
     """
-    try:
-        with io.TextIOWrapper(io.BytesIO(data), encoding=ENCODING, newline="") as text:
-            raw_lines = text.readlines()  # untranslated endings: their byte lengths add up to the file
-    except UnicodeDecodeError as exc:
-        raise LineDecodeError(f"{where}: not valid {ENCODING} at byte {exc.start}: {exc.reason}") from None
+    raw_lines = _read_lines(data, where, "")  # untranslated endings: their byte lengths add up to the file
     offsets = [0]
     for line in raw_lines:
         offsets.append(offsets[-1] + len(line.encode(ENCODING)))
