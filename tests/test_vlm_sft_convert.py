@@ -257,3 +257,16 @@ def test_the_cli_converts_verifies_and_the_loader_reads_it(synth, tmp_path):
     assert bad.returncode != 0 and "--media-dir" in bad.stderr and "Traceback" not in bad.stderr
     source = loader(synth["jsonl"], synth["media_dir"], "parquet")
     assert_batches_equal(take(source, 10), take(loader(None, str(out), "webdataset"), 10))
+
+
+def test_a_vlm_sft_root_is_refused_by_the_row_group_datasets(synth, tmp_path):
+    from editstream import UnifiedEditIterableDataset
+
+    out = tmp_path / "out"
+    convert(synth["jsonl"], str(out), media_dir=synth["media_dir"], progress=False)
+    transform = ImageTransform(max_image_size=48, min_image_size=32, image_stride=16)
+    ds = UnifiedEditIterableDataset(
+        "unified_edit", transform, ByteTokenizer(), transform, [str(out)], [1], None, backend="webdataset"
+    )
+    with pytest.raises(mf.ManifestError, match="vlm_sft conversion"):
+        ds.set_epoch(0)

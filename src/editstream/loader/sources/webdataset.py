@@ -22,6 +22,7 @@ from ...format.idx import read_idx
 from ...format.keys import parse_key
 from ...format.manifest import Manifest, ManifestError, ShardInfo
 from ...format.rowcodec import decode_sample
+from ...format.sft import SCHEMA as SFT_SCHEMA
 from ...format.tarblock import DEFAULT_MAX_MEMBER_SIZE
 from ...format.tarreader import iter_samples
 from ...io import storage
@@ -111,9 +112,15 @@ class TarSource:
 
     def _read_manifest(self, root: str) -> Manifest:
         try:
-            return Manifest.read(root, self.storage_options)
+            manifest = Manifest.read(root, self.storage_options)
         except ManifestError as exc:
             raise ManifestError(f"dataset {self.dataset_name!r}: {exc}") from None
+        if manifest.schema == SFT_SCHEMA:
+            raise ManifestError(
+                f"dataset {self.dataset_name!r}: {root} is a vlm_sft conversion (JSONL lines); "
+                f"read it with SftJSONLIterableDataset (group vlm_sft)"
+            )
+        return manifest
 
     def _rowgroup_units(self, root: str, manifest: Manifest, num_used: int) -> list[Unit]:
         """Units named after the source parquet files (``source_root/name``), as the parquet
