@@ -678,10 +678,10 @@ def test_entries_that_disagree_on_backend_are_rejected():
         ({"toy": {"dataset_names": ["d0"], "weight": -1}}, None, ValueError, "'toy': weight"),
         ({"toy": {"dataset_names": ["d0"], "weight": 0.0}}, None, ValueError, "sum to more than 0"),
         (
-            {"toy": {"dataset_names": ["d0"], "weight": 1.0, "frame_sampler_args": {}}},
+            {"toy": {"dataset_names": ["d0"], "weight": 1.0, "frame_sampler_args": {"fps": 2}}},
             None,
-            ValueError,
-            "frame_sampler_args",
+            TypeError,
+            "fps",
         ),
         (
             {"nope": {"dataset_names": ["d0"], "weight": 1.0}},

@@ -19,6 +19,8 @@ _EXPORTS = {
     "WebDatasetStandardIterableDataset": "editstream.loader.datasets.standard",
     "UnifiedEditIterableDataset": "editstream.loader.datasets.unified_edit",
     "T2IIterableDataset": "editstream.loader.datasets.t2i",
+    "SftJSONLIterableDataset": "editstream.loader.datasets.vlm_sft",
+    "FrameSampler": "editstream.loader.video",
     "DATASET_REGISTRY": "editstream.loader.datasets.registry",
     "ImageTransform": "editstream.loader.transforms",
     "pil_img2rgb": "editstream.loader.decode",
@@ -34,6 +36,7 @@ _EXPORTS = {
     "BagelDataloaderConfig": "editstream.packing.dataloader",
     "BagelDataloaderBuild": "editstream.packing.dataloader",
     "write_synthetic_dataset": "editstream.testing.synth",
+    "write_synthetic_vlm_dataset": "editstream.testing.synth_vlm",
     "RetryPolicy": "editstream.io.retry",
     "convert": "editstream.conversion.run",
 }
@@ -49,10 +52,12 @@ if TYPE_CHECKING:  # the same names, visible to type checkers and IDEs without i
     )
     from editstream.loader.datasets.t2i import T2IIterableDataset as T2IIterableDataset
     from editstream.loader.datasets.unified_edit import UnifiedEditIterableDataset as UnifiedEditIterableDataset
+    from editstream.loader.datasets.vlm_sft import SftJSONLIterableDataset as SftJSONLIterableDataset
     from editstream.loader.decode import pil_img2rgb as pil_img2rgb
     from editstream.loader.distributed import DistributedIterableDataset as DistributedIterableDataset
     from editstream.loader.tokenizer import ByteTokenizer as ByteTokenizer
     from editstream.loader.transforms import ImageTransform as ImageTransform
+    from editstream.loader.video import FrameSampler as FrameSampler
     from editstream.packing.collate import SimpleCustomBatch as SimpleCustomBatch
     from editstream.packing.collate import bagel_packed_collate_fn as bagel_packed_collate_fn
     from editstream.packing.collate import collate_fn as collate_fn
@@ -64,6 +69,7 @@ if TYPE_CHECKING:  # the same names, visible to type checkers and IDEs without i
     from editstream.packing.dataloader import make_bagel_multimodal_dataset as make_bagel_multimodal_dataset
     from editstream.packing.dataset import PackedDataset as PackedDataset
     from editstream.testing.synth import write_synthetic_dataset as write_synthetic_dataset
+    from editstream.testing.synth_vlm import write_synthetic_vlm_dataset as write_synthetic_vlm_dataset
 
 __all__ = sorted(_EXPORTS) + ["__version__"]
 

@@ -115,9 +115,15 @@ def _with_storage_options(fn):
 @click.argument("dst")
 @click.option(
     "--schema",
-    type=click.Choice(["unified_edit", "t2i", "t2i_pretrain", "generic"]),
+    type=click.Choice(["unified_edit", "t2i", "t2i_pretrain", "vlm_sft", "generic"]),
     default=None,
-    help="Source schema; detected from the columns when omitted.",
+    help="Source schema; detected from the columns when omitted (vlm_sft from a .jsonl SRC).",
+)
+@click.option(
+    "--media-dir",
+    default=None,
+    help="vlm_sft: the directory the JSONL's image/video names are relative to. Give the same string as "
+    "the source backend's data_dir: it is recorded and decides the epoch order.",
 )
 @click.option("--parquet-info", default=None, help="parquet_info JSON (row groups per file); footers otherwise.")
 @click.option(
@@ -161,6 +167,7 @@ def convert(
     src: str,
     dst: str,
     schema: str | None,
+    media_dir: str | None,
     parquet_info: str | None,
     workers: int | None,
     engine: str,
@@ -174,7 +181,9 @@ def convert(
     storage_option: tuple[str, ...],
     endpoint_url: str | None,
 ) -> None:
-    """Convert the parquet dataset SRC into WebDataset tar shards under DST (local or s3://)."""
+    """Convert the parquet dataset SRC (or a vlm_sft JSONL file, with --media-dir) into WebDataset
+    tar shards under DST (local or s3://). A JSONL becomes shards of consecutive lines
+    (--samples-per-shard, 1000 by default, or --shard-size)."""
     from .conversion.executors import make_executor
 
     try:
@@ -207,7 +216,10 @@ def convert(
             engine=engine,
             ray_address=ray_address,
             executor=runner,
+            media_dir=media_dir,
         )
+    except (ValueError, FileNotFoundError) as exc:
+        raise click.ClickException(str(exc)) from None
     finally:
         runner.close()
     click.echo(json.dumps(summary, indent=2))

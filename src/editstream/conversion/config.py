@@ -13,6 +13,8 @@ from .schemas import canonical_name
 
 DEFAULT_SHARD_SIZE = 256 * 1024 * 1024
 """Target shard size of the ``size`` layout when neither a size nor a sample count is given."""
+DEFAULT_LINES_PER_SHARD = 1000
+"""Lines per shard of a vlm_sft (JSONL) conversion when neither a size nor a sample count is given."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -33,8 +35,16 @@ class ConvertConfig:
     drop_bad_rows: bool = False
     storage_options: dict[str, Any] | None = None
     progress: bool = True
+    media_dir: str | None = None
+    """vlm_sft only: the media directory the JSONL's names are relative to, as the user gives it."""
+
+    @property
+    def is_jsonl(self) -> bool:
+        """Whether the source is a vlm_sft JSONL file (rather than a parquet directory)."""
+        return self.schema is not None and canonical_name(self.schema) == "vlm_sft"
 
     def __post_init__(self) -> None:
+        self._check_jsonl_options()
         if self.engine not in ENGINES:
             raise ValueError(f"engine must be one of {ENGINES}, got {self.engine!r}")
         if self.ray_address is not None and self.engine != "ray":
@@ -53,6 +63,23 @@ class ConvertConfig:
             canonical_name(self.schema)
         if self.src.rstrip("/") == self.dst.rstrip("/"):
             raise ValueError("src and dst must differ")
+
+    def _check_jsonl_options(self) -> None:
+        if not self.is_jsonl:
+            if self.media_dir is not None:
+                raise ValueError("media_dir applies to vlm_sft (JSONL) sources only")
+            return
+        if not self.media_dir:
+            raise ValueError(
+                "a vlm_sft (JSONL) conversion needs media_dir (--media-dir): the directory its image and "
+                "video names are relative to, given as the source backend's data_dir"
+            )
+        if self.layout != "size":
+            raise ValueError("a vlm_sft (JSONL) conversion writes shards of consecutive lines (layout='size')")
+        if self.drop_bad_rows:
+            raise ValueError("drop_bad_rows does not apply to vlm_sft: every line is kept so the loader drops it")
+        if self.parquet_info is not None:
+            raise ValueError("parquet_info does not apply to a vlm_sft (JSONL) source")
 
 
 _SIZE_UNITS = {

@@ -11,7 +11,7 @@ import contextlib
 import hashlib
 import json
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..format import manifest as mf
@@ -23,6 +23,18 @@ from .config import DEFAULT_SHARD_SIZE, ConvertConfig
 from .schemas import canonical_name, check_columns, detect_schema
 
 _ROW_OVERHEAD_ESTIMATE = 2048  # tar headers and JSON per row, for the size layout's plan
+
+
+@dataclass(frozen=True, kw_only=True)
+class JsonlSlice:
+    """Where a vlm_sft task's lines are in its JSONL, and where their media are read from."""
+
+    byte_start: int
+    byte_stop: int
+    sha256: str
+    """Hash of bytes ``[byte_start, byte_stop)``: a task refuses a JSONL that changed since planning."""
+    media_dir: str
+    """The media directory, resolved (absolute for local paths) so any worker process reads the same files."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -43,6 +55,8 @@ class ShardTask:
     row_group: int | None = None
     expected_rows: tuple[int, ...] | None = None
     """Row counts of the slices when known from the plan (checked against the file)."""
+    jsonl: JsonlSlice | None = None
+    """For a vlm_sft (JSONL) source: the task's lines and media; ``None`` for parquet sources."""
 
     def describe(self) -> str:
         """How errors name this task."""
@@ -63,6 +77,8 @@ class ShardTask:
             "columns": self.columns,
             "drop": self.drop_bad_rows,
         }
+        if self.jsonl is not None:
+            d["jsonl"] = asdict(self.jsonl)
         return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()
 
 
@@ -95,10 +111,19 @@ class Plan:
     num_row_groups: dict[str, int]
     stems: dict[str, str]
     source_bytes: int
+    source_root: str | None = None
+    """The directory the manifest's source files are relative to, when it is not the source itself (JSONL)."""
+    extra: dict[str, Any] = field(default_factory=dict)
+    """Schema-specific manifest records (``extra`` of the manifest), part of the fingerprint."""
+    source_copy: bytes | None = None
+    """Bytes the converted root keeps a copy of (a vlm_sft JSONL), written before the manifest."""
 
     def fingerprint(self) -> str:
-        """A hash of every task's fingerprint: equal plans write equal outputs."""
-        return hashlib.sha256("\n".join(t.fingerprint() for t in self.tasks).encode()).hexdigest()
+        """A hash of every task's fingerprint (and the extra records): equal plans write equal outputs."""
+        parts = [t.fingerprint() for t in self.tasks]
+        if self.extra:
+            parts.append(json.dumps(self.extra, sort_keys=True))
+        return hashlib.sha256("\n".join(parts).encode()).hexdigest()
 
 
 @dataclass

@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass, field
 from typing import IO, Any
 
 from ..format import manifest as mf
+from ..format.sft import LINES_COPY
 from ..io import storage
 from ..io.ranged import open_read
 from .plan import ShardTask
@@ -182,6 +183,7 @@ def remove_previous(dst: str, so: dict[str, Any] | None) -> None:
         old = None
     storage.remove(storage.join(dst, mf.MANIFEST_NAME), so)
     storage.remove(storage.join(dst, mf.REPORT_NAME), so)
+    storage.remove(storage.join(dst, LINES_COPY), so)
     if old is not None:
         for shard in old.shards:
             storage.remove(storage.join(dst, shard.path), so)

@@ -1,4 +1,4 @@
-"""Convert a parquet dataset into WebDataset tar shards: planned, parallel, resumable, verifiable.
+"""Convert a parquet dataset (or a vlm_sft JSONL) into WebDataset tar shards: planned, parallel, resumable, verifiable.
 
 ``convert`` plans the shards (``plan``), runs ``convert_shard`` for each on an executor
 (``executors``), and writes ``report.json`` and then ``manifest.json`` last. A re-run skips
@@ -19,6 +19,7 @@ from typing import Any
 from .. import __version__
 from ..format import manifest as mf
 from ..format.idx import idx_path_for
+from ..format.sft import LINES_COPY
 from ..io import storage
 from .config import ConvertConfig
 from .executors import Executor, import_ray, make_executor
@@ -33,6 +34,8 @@ from .records import (
     shard_is_intact,
     write_records_for,
 )
+from .schemas import canonical_name
+from .sft_plan import manifest_extra, plan_jsonl_conversion
 from .shard import convert_shard
 
 log = logging.getLogger(__name__)
@@ -46,6 +49,21 @@ KEEP_NOTE = (
     "rows marked fails=always in every epoch, and rows marked fails=if_drawn in the epochs whose random draws "
     "reach the bad image or instruction"
 )
+SFT_NOTE = (
+    "every JSONL line is kept verbatim (media missing at conversion time is recorded as null), so the "
+    "webdataset backend drops the same lines as the source backend, at the same point"
+)
+
+
+def _is_jsonl_source(src: str, schema: str | None) -> bool:
+    """A vlm_sft conversion: ``schema="vlm_sft"``, or no schema and a ``.jsonl`` source."""
+    if schema is None:
+        return src.endswith(".jsonl")
+    if canonical_name(schema) == "vlm_sft":
+        return True
+    if src.endswith(".jsonl"):
+        raise ValueError(f"{src} is a JSONL file (a vlm_sft source); schema {schema!r} needs a parquet directory")
+    return False
 
 
 def _absolute(url: str) -> str:
@@ -69,14 +87,20 @@ def convert(
     engine: str = "auto",
     ray_address: str | None = None,
     executor: Executor | None = None,
+    media_dir: str | None = None,
 ) -> dict[str, Any]:
     """Convert the parquet dataset at ``src`` into WebDataset shards under ``dst``; returns a summary.
 
+    A ``src`` ending in ``.jsonl`` (or ``schema="vlm_sft"``) is a vlm_sft JSONL with media under
+    ``media_dir`` (the source backend's ``data_dir`` string: it is recorded and orders the epoch);
+    its shards hold consecutive lines (``samples_per_shard``, default 1000, or ``shard_size``).
     Re-running after a crash resumes (finished shards are checked by size and sha256 and kept).
     ``engine``: ``"auto"``/``"local"`` (this machine) or ``"ray"`` (Ray tasks; ``ray_address``
     as for ``ray.init``, ``"auto"`` for a running cluster); every engine writes the same bytes.
     ``executor`` overrides ``engine``/``workers`` with any object that has ``map_unordered``.
     """
+    if _is_jsonl_source(src, schema):
+        schema, layout = "vlm_sft", "size"
     cfg = ConvertConfig(
         src=_absolute(src),
         dst=_absolute(dst),
@@ -92,11 +116,12 @@ def convert(
         drop_bad_rows=drop_bad_rows,
         storage_options=storage_options,
         progress=progress,
+        media_dir=media_dir,
     )
     if executor is None and cfg.engine == "ray":
         import_ray()  # a missing optional extra fails before any reads or writes
     t0 = time.perf_counter()
-    plan = plan_conversion(cfg)
+    plan = plan_jsonl_conversion(cfg) if cfg.is_jsonl else plan_conversion(cfg)
     if cfg.drop_bad_rows:
         log.warning("%s", DROP_NOTE)
     finished = _prepare_dst(cfg, plan)
@@ -147,12 +172,14 @@ def _prepare_dst(cfg: ConvertConfig, plan: Plan) -> mf.Manifest | None:
         write_records_for(existing, plan.tasks, cfg.dst, so)
     storage.makedirs(cfg.dst, so)
     outputs = {t.shard_path for t in plan.tasks} | {idx_path_for(t.shard_path) for t in plan.tasks}
-    clean_stale_temp_files(cfg.dst, outputs | {mf.MANIFEST_NAME, mf.REPORT_NAME})
+    clean_stale_temp_files(cfg.dst, outputs | {mf.MANIFEST_NAME, mf.REPORT_NAME, LINES_COPY})
     return None
 
 
 def _run_tasks(cfg: ConvertConfig, plan: Plan, executor: Executor | None) -> list[ShardResult]:
     """Convert every shard of the plan on the executor; results in plan order, outputs synced."""
+    if plan.source_copy is not None:  # vlm_sft: the lines the loader lists units from, in one read
+        storage.write_bytes(storage.join(cfg.dst, LINES_COPY), plan.source_copy, cfg.storage_options)
     runner = executor or make_executor(cfg.engine, cfg.workers, ray_address=cfg.ray_address)
     bar = ShardProgress(len(plan.tasks), cfg.progress)
     results: dict[str, ShardResult] = {}
@@ -177,7 +204,7 @@ def _write_report(cfg: ConvertConfig, plan: Plan, manifest: mf.Manifest, ordered
         "schema": plan.schema,
         "drop_bad_rows": cfg.drop_bad_rows,
         "num_bad_rows": manifest.num_bad_rows,
-        "note": DROP_NOTE if cfg.drop_bad_rows else KEEP_NOTE,
+        "note": SFT_NOTE if cfg.is_jsonl else (DROP_NOTE if cfg.drop_bad_rows else KEEP_NOTE),
         "bad_rows": [_in_report_order(b) for r in ordered for b in r.bad_rows],
     }
     storage.write_bytes(
@@ -185,7 +212,7 @@ def _write_report(cfg: ConvertConfig, plan: Plan, manifest: mf.Manifest, ordered
     )
 
 
-_BAD_ROW_FIELDS = ("file", "row_group", "row", "key", "reason", "fails", "shard", "dropped")
+_BAD_ROW_FIELDS = ("file", "row_group", "row", "line", "key", "reason", "fails", "shard", "dropped", "missing")
 
 
 def _in_report_order(bad_row: Mapping[str, Any]) -> dict[str, Any]:
@@ -209,11 +236,14 @@ def _build_manifest(cfg: ConvertConfig, plan: Plan, results: list[ShardResult]) 
                 if s.file == name:
                     sizes[s.row_group] = max(sizes[s.row_group], s.stop)
         row_groups[name] = sizes
+    extra: dict[str, Any] = {"plan_fingerprint": plan.fingerprint()}
+    if cfg.is_jsonl:
+        extra.update(manifest_extra(plan, results))
     return mf.Manifest(
         schema=plan.schema,
         columns=[{"name": n, "type": t} for n, t in plan.columns],
         layout=cfg.layout,
-        source_root=cfg.src.rstrip("/"),
+        source_root=plan.source_root or cfg.src.rstrip("/"),
         source_files=[
             mf.SourceFile(path=name, row_groups=row_groups[name], key_stem=plan.stems[name]) for name in plan.files
         ],
@@ -221,7 +251,7 @@ def _build_manifest(cfg: ConvertConfig, plan: Plan, results: list[ShardResult]) 
         drop_bad_rows=cfg.drop_bad_rows,
         num_bad_rows=sum(len(r.bad_rows) for r in results),
         created_by=f"editstream {__version__}",
-        extra={"plan_fingerprint": plan.fingerprint()},
+        extra=extra,
     )
 
 

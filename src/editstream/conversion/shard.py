@@ -2,7 +2,8 @@
 
 ``convert_shard`` is a top-level function of a picklable task, so the same code runs in this
 process, in a worker process or as a Ray task. Rows stream from parquet as zero-copy views
-straight into the tar writer; each row is checked by its schema and bad rows are listed.
+straight into the tar writer (or, for a vlm_sft task, from JSONL lines with their media);
+each row is checked by its schema and bad rows are listed.
 """
 
 from __future__ import annotations
@@ -26,8 +27,9 @@ from ..io.parquet import iter_row_group_rows, open_parquet
 from ..io.retry import RetryPolicy
 from .plan import ShardTask
 from .records import ShardResult, open_output, reuse, write_output, write_record
-from .schemas import get_schema
+from .schemas import get_schema, vlm_sft
 from .schemas.problems import certainty
+from .sft_rows import iter_jsonl_rows
 
 _BATCH_ROWS = 256
 
@@ -94,7 +96,28 @@ def _row_problem(check_row: Any, row: dict[str, Any]) -> str | None:
     return reason
 
 
+def _write_jsonl_rows(task: ShardTask, writer: TarWriter) -> _ShardWork:
+    """A vlm_sft task: every line becomes a sample, kept verbatim; problems are listed, never dropped."""
+    s = task.slices[0]
+    stem = dict(task.stems)[s.file]
+    column_names = [c for c, _ in task.columns]
+    work = _ShardWork()
+    for line_index, row in iter_jsonl_rows(task):
+        key = make_key(stem, 0, line_index)
+        work.counts[(s.file, 0, s.start)] = work.counts.get((s.file, 0, s.start), 0) + 1
+        reason = _row_problem(vlm_sft.check_row, row)
+        if reason is not None:
+            missing = vlm_sft.missing_media(row)
+            entry = {"file": s.file, "line": line_index + 1, "key": key, "reason": reason, "shard": task.shard_path}
+            work.bad_rows.append({**entry, "dropped": False, **({"missing": missing} if missing else {})})
+        work.position += 1
+        writer.write_sample(key, encode_members(row, key, column_names))
+    return work
+
+
 def _write_rows(task: ShardTask, writer: TarWriter) -> _ShardWork:
+    if task.jsonl is not None:
+        return _write_jsonl_rows(task, writer)
     check_row = get_schema(task.schema).check_row
     stems = dict(task.stems)
     column_names = [c for c, _ in task.columns]

@@ -1,5 +1,7 @@
 """Check a converted dataset against its manifest (and optionally against the parquet source).
 
+A vlm_sft root also has its JSONL copy checked (``verify_sft``); its source is the JSONL file.
+
 Each shard is read once: the bytes are hashed while the tar is walked, so size, sha256,
 sample count, idx offsets, key order and contiguity, and the decodability of every sample
 are all checked in one pass. With a source, every source row is compared with its sample.
@@ -20,6 +22,7 @@ from ..format import manifest as mf
 from ..format.idx import read_idx
 from ..format.keys import make_key
 from ..format.rowcodec import RowCodecError, decode_sample
+from ..format.sft import SCHEMA as SFT_SCHEMA
 from ..format.tarblock import BLOCK, TarFormatError
 from ..format.tarreader import iter_samples
 from ..io import storage
@@ -329,6 +332,11 @@ def verify(
         return report
     stems = {f.path: f.key_stem for f in m.source_files}
     src = source.rstrip("/") if source else None
+    if m.schema == SFT_SCHEMA:  # a JSONL source: checked as a whole file, not row by row
+        from .verify_sft import check_sft_root
+
+        report.problems.extend(check_sft_root(root, m, src, storage_options))
+        src = None
     checks = [
         _ShardCheck(root=root.rstrip("/"), shard=asdict(s), stems=stems, source=src, storage_options=storage_options)
         for s in m.shards

@@ -1,6 +1,7 @@
-"""Image formats from their bytes: the extension a blob gets, and its size from the header alone.
+"""Media formats from their bytes: the extension a blob gets, and an image's size from its header alone.
 
-``sniff_extension`` names members in shards; ``image_size`` / ``image_header_problem`` check
+``sniff_extension`` names members in shards (images, and the video containers vlm_sft rows
+carry: MP4/MOV, WebM/Matroska, AVI); ``image_size`` / ``image_header_problem`` check
 rows cheaply: JPEG, PNG, GIF and WebP headers are parsed here directly (a few microseconds,
 where Pillow's WebP plugin decodes far more than the header); anything else goes to
 ``PIL.Image.open``, which also reads only the header.
@@ -22,6 +23,10 @@ _STANDALONE = frozenset([0x01, *range(0xD0, 0xD8)])
 
 
 _BMP_DIB_SIZES = {12, 16, 40, 52, 56, 64, 108, 124}
+# ISO base media brands of MP4 video (``ftyp`` major brand); QuickTime's is ``qt  ``.
+_MP4_BRANDS = frozenset(
+    [b"isom", b"iso2", b"iso4", b"iso5", b"iso6", b"mp41", b"mp42", b"avc1", b"M4V ", b"M4VH", b"M4VP", b"dash"]
+)
 
 
 def sniff_extension(data: bytes | bytearray | memoryview) -> str:
@@ -30,7 +35,7 @@ def sniff_extension(data: bytes | bytearray | memoryview) -> str:
     Checks are strict enough that random bytes are very unlikely to be named as an image, so
     a stock ``decode("pil")`` does not trip over a non-image blob.
     """
-    head = bytes(data[:32])
+    head = bytes(data[:64])
     if head.startswith(b"\xff\xd8\xff"):
         return "jpg"
     if head.startswith(b"\x89PNG\r\n\x1a\n"):
@@ -53,11 +58,28 @@ def sniff_extension(data: bytes | bytearray | memoryview) -> str:
         return "jp2"
     if head.startswith(b"\xff\x0a") or head.startswith(b"\x00\x00\x00\x0cJXL \r\n\x87\n"):
         return "jxl"
-    return "bin"
+    return _video_extension(head) or "bin"
+
+
+def _video_extension(head: bytes) -> str | None:
+    """The container of video content (MP4/MOV ``ftyp`` brands, EBML, RIFF AVI), else ``None``."""
+    if head[4:8] == b"ftyp":
+        if head[8:12] in _MP4_BRANDS:
+            return "mp4"
+        if head[8:12] == b"qt  ":
+            return "mov"
+    if head.startswith(b"\x1a\x45\xdf\xa3"):  # EBML: Matroska, or its WebM profile
+        return "webm" if b"webm" in head else "mkv"
+    if head[:4] == b"RIFF" and head[8:12] == b"AVI ":
+        return "avi"
+    return None
 
 
 IMAGE_EXTENSIONS = frozenset({"jpg", "png", "gif", "webp", "tiff", "bmp", "avif", "heic", "jp2", "jxl"})
 """Extensions that ``sniff_extension`` gives to image content."""
+
+VIDEO_EXTENSIONS = frozenset({"mp4", "mov", "webm", "mkv", "avi"})
+"""Extensions that ``sniff_extension`` gives to video containers (vlm_sft media)."""
 
 
 def _u16be(b: bytes | memoryview, i: int) -> int:

@@ -112,6 +112,27 @@ def list_files(dir_url: str, suffix: str, storage_options: StorageOptions | None
     return [join(dir_url, name) for name in sorted(names)]
 
 
+def list_names(dir_url: str, storage_options: StorageOptions | None = None) -> list[str]:
+    """Names of every entry directly in ``dir_url`` (files and sub-directories), in listing order.
+
+    Local directories give ``os.listdir`` order (what the reference's frame-folder reader sees);
+    object stores give their own order (lexicographic keys on S3). Raises ``FileNotFoundError``
+    or ``NotADirectoryError`` like ``os.listdir`` for a path that is not a directory.
+    """
+    fs, path = url_to_fs(dir_url, storage_options)
+    if is_local(dir_url):
+        return os.listdir(path)
+    if not _RETRY.call(lambda: fs.isdir(path), f"list {dir_url}"):
+        raise FileNotFoundError(f"directory not found: {dir_url}")
+    prefix = path.rstrip("/")
+    names = []
+    for entry in _RETRY.call(lambda: fs.ls(prefix, detail=False), f"list {dir_url}"):
+        name = str(entry).rstrip("/").rsplit("/", 1)[-1]
+        if str(entry).rstrip("/") != prefix:
+            names.append(name)
+    return names
+
+
 def exists(url: str, storage_options: StorageOptions | None = None) -> bool:
     """Whether ``url`` exists."""
     fs, path = url_to_fs(url, storage_options)

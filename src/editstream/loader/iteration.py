@@ -22,6 +22,18 @@ Position = tuple
 """Where a row sits inside its unit: ``(row,)`` or ``(row_group, row)``."""
 
 
+def empty_pass_error(dataset: DistributedIterableDataset, worker_id: int, count: int, what: str) -> RuntimeError:
+    """The error a stream raises when a whole pass over its ``count`` units (or rows) yielded nothing.
+
+    The reference would loop forever without yielding; every drop has been counted and logged
+    with its location by then, so the error names the dataset, the worker and the drop counts.
+    """
+    return RuntimeError(
+        f"dataset {dataset.dataset_name!r} rank {dataset.local_rank} worker {worker_id}: a whole pass over "
+        f"{count} {what} gave no sample (drops so far: {dataset.drops.as_dict()}); check the data directories"
+    )
+
+
 class Row(dict):
     """A source row: a plain dict that also allows ``row.column`` like a pandas row does."""
 
@@ -110,11 +122,7 @@ class SourceIterableDataset(DistributedIterableDataset):
                     if close is not None:
                         close()
             if full_pass and yielded == 0:
-                raise RuntimeError(
-                    f"dataset {self.dataset_name!r} rank {self.local_rank} worker {worker_id}: a whole pass over "
-                    f"{len(units)} units gave no sample (drops so far: {self.drops.as_dict()}); "
-                    f"check the data directories"
-                )
+                raise empty_pass_error(self, worker_id, len(units), "units")
             start_unit = 0
             logger.info("%s repeat in rank-%s worker-%s", self.dataset_name, self.local_rank, worker_id)
 

@@ -1,8 +1,9 @@
 """Units and who reads them: the reference's listing rule, the rank split and the worker split.
 
 A *unit* is what one rank/worker owns: a ``(file, row_group)`` pair (edit datasets), a whole
-file (T2I) or a shard. These pure functions decide which units each rank and DataLoader
-worker reads, in which order; both backends share them, so their orders cannot differ.
+file (T2I), a shard, or a ``(line, media_dir)`` pair (vlm_sft). These pure functions decide
+which units each rank and DataLoader worker reads, in which order; both backends share them,
+so their orders cannot differ.
 """
 
 from __future__ import annotations
@@ -64,7 +65,7 @@ def rank_units(units: Sequence[Unit], seed: int, rank: int, world_size: int, dat
     per_rank = len(ordered) // world_size
     if per_rank == 0:
         raise ValueError(
-            f"dataset {dataset_name!r} has {len(ordered)} units (parquet row groups / files / shards) "
+            f"dataset {dataset_name!r} has {len(ordered)} units (parquet row groups / files / shards / JSONL lines) "
             f"for {world_size} ranks: every rank needs at least one; use more data or fewer ranks"
         )
     tail = len(ordered) - per_rank * world_size

@@ -62,7 +62,9 @@ def build_group_datasets(
 
 def _build_transforms(group: str, args: dict[str, Any]) -> None:
     if "frame_sampler_args" in args:
-        raise ValueError(f"group {group!r}: frame_sampler_args (video frame sampling) is not supported by editstream")
+        from ..loader.video import FrameSampler
+
+        args["frame_sampler"] = FrameSampler(**args.pop("frame_sampler_args"))
     if "image_transform_args" in args or "vit_image_transform_args" in args:
         from ..loader.transforms import ImageTransform
 

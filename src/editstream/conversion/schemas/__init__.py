@@ -1,5 +1,8 @@
 """Source-schema checks for the converter: one small module per known schema.
 
+``vlm_sft`` is the one schema whose source is a JSONL file (plus a media directory), not
+parquet; it is chosen by the ``.jsonl`` suffix or by name, never detected from columns.
+
 A schema module exposes ``NAME``, ``REQUIRED_COLUMNS`` and ``check_row(row) -> str | None``
 (the reason a row would fail the training-time parser, or ``None``). ``generic`` accepts any
 columns and checks nothing, for datasets that only need the lossless conversion.
@@ -11,10 +14,16 @@ from collections.abc import Iterable, Mapping
 from types import ModuleType
 
 from ...format.columns import ColumnTypeError, column_type_problems
-from . import generic, t2i, unified_edit
+from . import generic, t2i, unified_edit, vlm_sft
 
-_MODULES: tuple[ModuleType, ...] = (unified_edit, t2i, generic)
-_ALIASES = {"t2i": t2i.NAME, "t2i_pretrain": t2i.NAME, "unified_edit": unified_edit.NAME, "generic": generic.NAME}
+_MODULES: tuple[ModuleType, ...] = (unified_edit, t2i, vlm_sft, generic)
+_ALIASES = {
+    "t2i": t2i.NAME,
+    "t2i_pretrain": t2i.NAME,
+    "unified_edit": unified_edit.NAME,
+    "vlm_sft": vlm_sft.NAME,
+    "generic": generic.NAME,
+}
 
 SCHEMA_NAMES = tuple(m.NAME for m in _MODULES)
 

@@ -1,1 +1,6 @@
-"""Row sources, one per backend: list units, then stream the rows of one unit."""
+"""Sources, one per backend: list units, then read them.
+
+``parquet`` and ``webdataset`` stream the rows of row-group / file / shard units;
+``jsonl`` and ``sft_shards`` give vlm_sft's JSONL lines and each line's media, from the JSONL
+and media files or from converted shards.
+"""

@@ -23,6 +23,7 @@ from ...format.idx import read_idx
 from ...format.keys import parse_key
 from ...format.manifest import Manifest, ManifestError, ShardInfo
 from ...format.rowcodec import decode_sample
+from ...format.sft import SCHEMA as SFT_SCHEMA
 from ...format.tarblock import DEFAULT_MAX_MEMBER_SIZE
 from ...format.tarreader import iter_samples
 from ...io import storage
@@ -117,6 +118,11 @@ class TarSource:
             manifest = Manifest.read(root, self.storage_options)
         except ManifestError as exc:
             raise ManifestError(f"dataset {self.dataset_name!r}: {exc}") from None
+        if manifest.schema == SFT_SCHEMA:
+            raise ManifestError(
+                f"dataset {self.dataset_name!r}: {root} is a vlm_sft conversion (JSONL lines); "
+                f"read it with SftJSONLIterableDataset (group vlm_sft)"
+            )
         problems = column_type_problems({c["name"]: c["type"] for c in manifest.columns}, self.column_types)
         if problems:
             raise ColumnTypeError(

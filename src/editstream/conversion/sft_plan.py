@@ -1,0 +1,150 @@
+"""Planning a vlm_sft conversion: one JSONL file cut into shards of consecutive lines.
+
+The JSONL is read once: its lines (split exactly as ``readlines`` splits them) give the byte
+range of every shard's lines, so each task reads only its own part, and its bytes become the
+converted root's ``lines.jsonl``. In the manifest the JSONL is one source file with one "row
+group" holding all its lines, so a shard's ``RowSlice(file, 0, start, stop)`` is a line range
+and a sample's key is ``make_key(stem, 0, line_index)``: verify, inspect and the done records
+of crash-safe resume work unchanged. Shards hold ``samples_per_shard`` lines (1000 by
+default), or about ``shard_size`` bytes estimated from the media files' sizes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from ..format import manifest as mf
+from ..format.keys import key_stems
+from ..format.sft import COLUMNS, LINES_COPY, MANIFEST_KEY, SCHEMA, media_path, referenced_media
+from ..io import storage
+from ..io.lines import decode_lines, line_start_offsets
+from .config import DEFAULT_LINES_PER_SHARD, ConvertConfig
+from .plan import JsonlSlice, Plan, ShardTask
+from .records import ShardResult
+
+_SAMPLE_OVERHEAD = 1536  # tar headers and the JSON member of one line, for the shard_size estimate
+_MEMBER_OVERHEAD = 1024  # a tar header plus padding per media member
+
+
+def resolve_media_dir(media_dir: str) -> str:
+    """The media directory any worker process reads from: absolute for local paths, URLs as they are."""
+    return media_dir if "://" in media_dir else os.path.abspath(media_dir)
+
+
+def _media_size(url: str, is_folder: bool, so: dict[str, Any] | None) -> tuple[int, int]:
+    """``(bytes, members)`` a media name adds to a shard; unreadable media count as nothing."""
+    try:
+        if not is_folder:
+            return storage.size(url, so), 1
+        fs, path = storage.url_to_fs(url, so)
+        entries = [e for e in fs.ls(path.rstrip("/"), detail=True) if e.get("type") == "file"]
+        return sum(int(e.get("size") or 0) for e in entries), len(entries)
+    except (OSError, ValueError):
+        return 0, 0
+
+
+def _line_sizes(data: bytes, media_dir: str, so: dict[str, Any] | None) -> list[int]:
+    """Estimated shard bytes of every line: its text, its media files and the tar overhead."""
+    lines = decode_lines(data)
+    refs: list[list[tuple[str, bool]]] = []
+    for line in lines:
+        try:
+            refs.append(referenced_media(json.loads(line)))
+        except ValueError:
+            refs.append([])
+    wanted = sorted({ref for line_refs in refs for ref in line_refs})
+    with ThreadPoolExecutor(max_workers=16) as pool:
+        sizes = dict(zip(wanted, pool.map(lambda r: _media_size(media_path(media_dir, r[0]), r[1], so), wanted)))
+    out = []
+    for line, line_refs in zip(lines, refs):
+        media = [sizes[ref] for ref in dict.fromkeys(line_refs)]
+        out.append(len(line.encode()) + _SAMPLE_OVERHEAD + sum(b + n * _MEMBER_OVERHEAD for b, n in media))
+    return out
+
+
+def _line_ranges(cfg: ConvertConfig, data: bytes, num_lines: int, media_dir: str) -> list[tuple[int, int]]:
+    """``[start, stop)`` line ranges of the shards, in order, each holding at least one line."""
+    if cfg.shard_size is None:
+        per = cfg.samples_per_shard or DEFAULT_LINES_PER_SHARD
+        return [(a, min(a + per, num_lines)) for a in range(0, num_lines, per)]
+    ranges: list[tuple[int, int]] = []
+    start, size = 0, 0
+    for i, line_size in enumerate(_line_sizes(data, media_dir, cfg.storage_options)):
+        full = cfg.samples_per_shard is not None and i - start >= cfg.samples_per_shard
+        if i > start and (size + line_size > cfg.shard_size or full):
+            ranges.append((start, i))
+            start, size = i, 0
+        size += line_size
+    if start < num_lines:
+        ranges.append((start, num_lines))
+    return ranges
+
+
+def plan_jsonl_conversion(cfg: ConvertConfig) -> Plan:
+    """Read the JSONL once and cut its lines into shard tasks (see the module docstring)."""
+    assert cfg.media_dir is not None  # ConvertConfig checks it for vlm_sft
+    so = cfg.storage_options
+    try:
+        data = storage.read_bytes(cfg.src, so)
+    except FileNotFoundError:
+        raise FileNotFoundError(f"JSONL file not found: {cfg.src}") from None
+    offsets = line_start_offsets(data, cfg.src)
+    num_lines = len(offsets) - 1
+    root, name = cfg.src.rsplit("/", 1) if "/" in cfg.src else (".", cfg.src)
+    stem = key_stems([name[: -len(".jsonl")] if name.endswith(".jsonl") else name])[0]
+    media_dir = resolve_media_dir(cfg.media_dir)
+    tasks = []
+    for i, (a, b) in enumerate(_line_ranges(cfg, data, num_lines, media_dir)):
+        part = data[offsets[a] : offsets[b]]
+        tasks.append(
+            ShardTask(
+                src_root=root,
+                dst_root=cfg.dst.rstrip("/"),
+                shard_path=f"shard-{i:06d}.tar",
+                slices=(mf.RowSlice(file=name, row_group=0, start=a, stop=b),),
+                stems=((name, stem),),
+                schema=SCHEMA,
+                columns=COLUMNS,
+                drop_bad_rows=False,
+                storage_options=so,
+                expected_rows=(b - a,),
+                jsonl=JsonlSlice(
+                    byte_start=offsets[a],
+                    byte_stop=offsets[b],
+                    sha256=hashlib.sha256(part).hexdigest(),
+                    media_dir=media_dir,
+                ),
+            )
+        )
+    info = {
+        "media_dir": cfg.media_dir,
+        "jsonl": cfg.src,
+        "lines_path": LINES_COPY,
+        "lines_bytes": len(data),
+        "lines_sha256": hashlib.sha256(data).hexdigest(),
+        "num_lines": num_lines,
+    }
+    return Plan(
+        tasks=tasks,
+        schema=SCHEMA,
+        columns=COLUMNS,
+        files=[name],
+        row_groups={name: [num_lines]},
+        num_row_groups={name: 1},
+        stems={name: stem},
+        source_bytes=len(data),
+        source_root=root,
+        extra={MANIFEST_KEY: info},
+        source_copy=data,
+    )
+
+
+def manifest_extra(plan: Plan, results: list[ShardResult]) -> dict[str, Any]:
+    """The plan's vlm_sft record completed with the count of lines whose media was missing."""
+    info = dict(plan.extra[MANIFEST_KEY])
+    info["missing_media"] = sum(1 for r in results for b in r.bad_rows if b.get("missing"))
+    return {MANIFEST_KEY: info}

@@ -1,0 +1,101 @@
+"""Rows of a vlm_sft shard task: its JSONL lines, each with the media it references, read.
+
+A task reads only its byte range of the JSONL (checked against the plan's hash) and decodes
+it into exactly the lines ``readlines`` gives. For each line the media the reference would
+open are read under the media directory: a file's bytes, or a frame folder's entries in
+listing order (``os.listdir`` order for local folders, as the reference sees them). Media that
+is absent is recorded as ``None``, never an error: the row is kept verbatim and the loader
+drops it where the reference does. Transient storage errors are retried; persistent ones fail
+the task (a conversion must not record readable media as missing). Media of the next lines
+are read ahead on a few threads.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import deque
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+from ..format.sft import LINE_COLUMN, MEDIA_COLUMN, media_path, referenced_media
+from ..io import storage
+from ..io.lines import decode_lines
+from ..io.retry import RetryPolicy
+from .plan import ShardTask
+
+_FETCH_THREADS = 8
+_LINES_AHEAD = 16
+_ABSENT = (FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError)
+"""Errors that mean "this media is not there" (recorded as ``None``) rather than a storage fault."""
+
+
+class _MediaReader:
+    """Reads the media of one line under a media directory."""
+
+    def __init__(self, media_dir: str, storage_options: dict[str, Any] | None) -> None:
+        self.media_dir = media_dir
+        self.storage_options = storage_options
+        self.retry = RetryPolicy()
+
+    def file(self, url: str) -> bytes | None:
+        try:
+            return self.retry.call(lambda: storage.read_bytes(url, self.storage_options))
+        except _ABSENT:
+            return None
+
+    def folder(self, url: str) -> dict[str, bytes | None] | None:
+        try:
+            names = self.retry.call(lambda: storage.list_names(url, self.storage_options))
+        except _ABSENT:
+            return None
+        return {name: self.file(media_path(url, name)) for name in names}
+
+    def __call__(self, line: str) -> dict[str, Any]:
+        """``{name: bytes | None}`` (a folder: ``{name/: {entry: bytes | None}}``) for one line."""
+        try:
+            item = json.loads(line)
+        except (ValueError, RecursionError):
+            return {}
+        media: dict[str, Any] = {}
+        for name, is_folder in referenced_media(item):
+            if name not in media:
+                url = media_path(self.media_dir, name)
+                media[name] = self.folder(url) if is_folder else self.file(url)
+        return media
+
+
+def task_lines(task: ShardTask) -> list[str]:
+    """The task's lines, from its byte range of the JSONL; an error if the JSONL changed since planning."""
+    assert task.jsonl is not None and len(task.slices) == 1
+    part = task.jsonl
+    url = storage.join(task.src_root, task.slices[0].file)
+    data = RetryPolicy().call(
+        lambda: storage.read_bytes(url, task.storage_options, start=part.byte_start, end=part.byte_stop)
+    )
+    if hashlib.sha256(data).hexdigest() != part.sha256:
+        raise ValueError(f"{url}: bytes {part.byte_start}:{part.byte_stop} changed since planning; convert again")
+    lines = decode_lines(data, url)
+    planned = task.slices[0].num_rows
+    if len(lines) != planned:
+        raise ValueError(f"{url}: bytes {part.byte_start}:{part.byte_stop} hold {len(lines)} lines, planned {planned}")
+    return lines
+
+
+def iter_jsonl_rows(task: ShardTask) -> Iterator[tuple[int, dict[str, Any]]]:
+    """``(line index, {"line": text, "media": {...}})`` for every line of the task, in order."""
+    assert task.jsonl is not None
+    lines = task_lines(task)
+    read_media = _MediaReader(task.jsonl.media_dir, task.storage_options)
+    first = task.slices[0].start
+    with ThreadPoolExecutor(max_workers=_FETCH_THREADS, thread_name_prefix="editstream-media") as pool:
+        ahead: deque[Future] = deque()
+        upcoming = iter(lines)
+        for index, line in enumerate(lines):
+            while len(ahead) <= _LINES_AHEAD:
+                nxt = next(upcoming, None)
+                if nxt is None:
+                    break
+                ahead.append(pool.submit(read_media, nxt))
+            yield first + index, {LINE_COLUMN: line, MEDIA_COLUMN: ahead.popleft().result()}

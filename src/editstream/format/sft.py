@@ -1,0 +1,124 @@
+"""What the vlm_sft converter and loader both need to know about JSONL rows and their media.
+
+A vlm_sft source is a JSONL file (LLaVA-style lines) plus a media directory. A line names its
+media with ``"image"`` (one name, or a list of names) or, failing that, ``"video"`` (a video
+file, or a frame folder when the name ends with ``/``); names are joined to the media
+directory with ``os.path.join``, as the reference does.
+
+A converted line is one shard sample holding the row ``{"line": <the line text exactly as
+readlines gives it>, "media": {<name>: bytes | None, <folder>/: {<entry>: bytes | None}}}``
+through the shared row codec: each blob becomes a member with a sniffed extension, ``None``
+marks media that was missing at conversion time, and a folder's entries keep the order the
+converter listed them in. The dataset root also holds ``lines.jsonl``, a byte copy of the
+source JSONL, and the manifest's ``extra["vlm_sft"]`` (:class:`SftInfo`) records what the
+loader needs to reproduce the source backend's order: the media directory string as the
+user gave it, and the copy's name, size and hash.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from .manifest import Manifest, ManifestError
+
+SCHEMA = "vlm_sft"
+LINE_COLUMN = "line"
+MEDIA_COLUMN = "media"
+COLUMNS = ((LINE_COLUMN, "string"), (MEDIA_COLUMN, "struct<name: binary | struct<entry: binary>>"))
+"""The columns a converted vlm_sft row has, as the manifest lists them."""
+LINES_COPY = "lines.jsonl"
+"""Name of the byte copy of the source JSONL inside a converted root."""
+MANIFEST_KEY = "vlm_sft"
+
+# The reference's pattern, kept as it is: the dot is a wildcard and "jpg" is case-sensitive.
+_FRAME_NUMBER = re.compile(r"_(\d+).jpg$")
+
+
+def extract_frame_number(name: str) -> int:
+    """The frame number in a name ending ``_<digits>.jpg`` (``.`` matches any character), else -1."""
+    match = _FRAME_NUMBER.search(name)
+    return int(match.group(1)) if match else -1
+
+
+def sort_frames(names: Iterable[str]) -> list[str]:
+    """Frame names (or paths) in frame order: by :func:`extract_frame_number` of the base name.
+
+    The sort is stable: names without a number (key -1) and equal numbers keep the order they
+    came in, which for a folder is its listing order (the reference's ``os.listdir`` order).
+    """
+    return sorted(names, key=lambda name: extract_frame_number(posixpath.basename(name)))
+
+
+def is_frame_folder(name: str) -> bool:
+    """A ``"video"`` value naming a folder of frames (it ends with ``/``) rather than a video file."""
+    return name.endswith("/")
+
+
+def media_path(image_dir: str, name: str) -> str:
+    """Where the reference looks for ``name``: ``os.path.join(image_dir, name)`` on POSIX.
+
+    An absolute ``name`` replaces the directory, as ``os.path.join`` does; a name that is not a
+    string raises ``TypeError`` like the reference's join.
+    """
+    return posixpath.join(image_dir, name)
+
+
+def referenced_media(item: Any) -> list[tuple[str, bool]]:
+    """``(name, is_folder)`` for the media a parsed JSONL line makes the reference open, in order.
+
+    ``"image"`` wins over ``"video"``; a list of images must be exactly a ``list``; only a
+    ``"video"`` name ending with ``/`` is a frame folder. Values the reference would fail on
+    (not a string) name nothing here: the loader fails on them itself.
+    """
+    if not isinstance(item, dict):
+        return []
+    if "image" in item:
+        value = item["image"]
+        names = value if type(value) is list else [value]
+        return [(name, False) for name in names if isinstance(name, str)]
+    if "video" in item and isinstance(item["video"], str):
+        return [(item["video"], is_frame_folder(item["video"]))]
+    return []
+
+
+@dataclass(frozen=True, kw_only=True)
+class SftInfo:
+    """The vlm_sft part of a converted root's manifest (``extra["vlm_sft"]``)."""
+
+    media_dir: str
+    """The media directory exactly as given to the converter: the source backend's ``data_dir``."""
+    jsonl: str
+    """The source JSONL as given to the converter (for messages and drop locations)."""
+    lines_path: str
+    """The byte copy of the JSONL, relative to the root."""
+    lines_bytes: int
+    lines_sha256: str
+    num_lines: int
+    missing_media: int = 0
+    """Lines that referenced media missing at conversion time (kept verbatim, listed in report.json)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_manifest(cls, manifest: Manifest, root: str) -> SftInfo:
+        """Read and check the vlm_sft record of ``manifest``; ``ManifestError`` naming ``root`` if absent."""
+        if manifest.schema != SCHEMA:
+            raise ManifestError(f"{root} holds a {manifest.schema!r} conversion, not {SCHEMA!r}")
+        raw = manifest.extra.get(MANIFEST_KEY)
+        if not isinstance(raw, dict):
+            raise ManifestError(f"{root}: manifest has no extra[{MANIFEST_KEY!r}] record")
+        try:
+            info = cls(**raw)
+        except TypeError as exc:
+            raise ManifestError(f"{root}: malformed extra[{MANIFEST_KEY!r}]: {exc}") from None
+        path = posixpath.normpath(info.lines_path)
+        if path.startswith(("/", "..")) or "://" in path:
+            raise ManifestError(f"{root}: lines copy {info.lines_path!r} is not inside the root")
+        if len(manifest.source_files) != 1 or manifest.source_files[0].num_rows != info.num_lines:
+            raise ManifestError(f"{root}: the manifest's source files do not hold the {info.num_lines} JSONL lines")
+        return info

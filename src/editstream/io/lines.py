@@ -1,0 +1,65 @@
+"""JSONL text as lines, exactly as Python's text mode reads it.
+
+The vlm_sft reference reads a JSONL with ``open(path, "r").readlines()``: UTF-8 here, universal
+newlines (``\\r\\n`` and a lone ``\\r`` become ``\\n``), the newline kept on every line, the last
+line possibly without one. The line texts are sort keys of the reference's epoch order, so
+every reader in editstream (the source backend, the converter, the converted dataset's copy)
+goes through :func:`decode_lines`, which uses the same ``io.TextIOWrapper`` machinery as
+``open``, so the lines are the same strings whatever the storage.
+"""
+
+from __future__ import annotations
+
+import io
+
+from .storage import StorageOptions, read_bytes
+
+ENCODING = "utf-8"
+
+
+class LineDecodeError(ValueError):
+    """A text file that is not valid UTF-8; names the file and the byte offset."""
+
+
+def _not_utf8(data: bytes, where: str) -> LineDecodeError:
+    """The error for ``data`` that is not UTF-8, with the offset in the whole file (the text
+    wrapper decodes in chunks, so its own error counts from the start of a chunk)."""
+    try:
+        data.decode(ENCODING)
+    except UnicodeDecodeError as exc:
+        return LineDecodeError(f"{where}: not valid {ENCODING} at byte {exc.start}: {exc.reason}")
+    return LineDecodeError(f"{where}: not valid {ENCODING}")  # pragma: no cover - the wrapper agreed it was bad
+
+
+def _read_lines(data: bytes, where: str, newline: str | None) -> list[str]:
+    try:
+        with io.TextIOWrapper(io.BytesIO(data), encoding=ENCODING, newline=newline) as text:
+            return text.readlines()
+    except UnicodeDecodeError:
+        raise _not_utf8(data, where) from None
+
+
+def decode_lines(data: bytes, where: str = "<bytes>") -> list[str]:
+    """The lines ``open(path, "r", encoding="utf-8").readlines()`` gives for a file holding ``data``."""
+    return _read_lines(data, where, None)
+
+
+def line_start_offsets(data: bytes, where: str = "<bytes>") -> list[int]:
+    """Byte offset where each line of ``data`` starts, plus ``len(data)`` at the end.
+
+    Lines split exactly where :func:`decode_lines` splits them (``\\n``, ``\\r\\n`` or a lone
+    ``\\r``), so ``decode_lines(data[offsets[i]:offsets[j]])`` is ``decode_lines(data)[i:j]``:
+    a converter task decodes just its own lines.
+    """
+    raw_lines = _read_lines(data, where, "")  # untranslated endings: their byte lengths add up to the file
+    offsets = [0]
+    for line in raw_lines:
+        offsets.append(offsets[-1] + len(line.encode(ENCODING)))
+    if offsets[-1] != len(data):  # pragma: no cover - a decoder that dropped bytes would be a bug
+        raise LineDecodeError(f"{where}: lines cover {offsets[-1]} of {len(data)} bytes")
+    return offsets
+
+
+def read_jsonl_lines(url: str, storage_options: StorageOptions | None = None) -> list[str]:
+    """Every line of the text file at ``url`` (local or any fsspec URL), newline kept, one read."""
+    return decode_lines(read_bytes(url, storage_options), url)

@@ -1,0 +1,119 @@
+"""One vlm_sft JSONL line -> one sample, in the reference's two steps, on either backend.
+
+:func:`read_row` is the reference's try-block: parse the JSON, open the images (or sample the
+video's frames and put ``<image>`` markers where ``<video>`` was); any error there drops the
+row as ``jsonl_parse``. :func:`build_sample` is what follows: transform the images with
+``img_num`` = their count, turn the conversation into plan items (:func:`change_format`),
+tokenize, and return ``None`` when no item carries a loss (``no_loss_labels``).
+
+Media come through a :class:`MediaReader`: the source backend reads files under the row's
+media directory, the WebDataset backend reads the members of the converted sample. Both see
+the same bytes, so the samples are the same.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Protocol
+
+VIDEO_MARKER = "<video>"
+IMAGE_MARKER = "<image>"
+
+
+class MediaReader(Protocol):
+    """Where one row's media come from."""
+
+    def image(self, name: Any) -> Any:
+        """The RGB PIL image ``name`` (``pil_img2rgb`` applied); raises when it cannot be read."""
+        ...
+
+    def frames(self, name: Any, frame_sampler: Any) -> list:
+        """The frames ``frame_sampler`` chooses from the video or frame folder ``name``."""
+        ...
+
+
+def read_row(line: str, media: MediaReader, frame_sampler: Any) -> tuple[Any, list | None]:
+    """The parsed line (``<video>`` already replaced) and its images or frames (``None``: text only).
+
+    Raises on anything the reference's try-block catches: bad JSON, unreadable media, frame
+    sampler errors, a ``"video"`` row whose first turn lacks ``<video>``.
+    """
+    item = json.loads(line)
+    images: list | None = None
+    if "image" in item:
+        value = item["image"]
+        names = value if type(value) is list else [value]
+        images = [media.image(name) for name in names]
+    elif "video" in item:
+        images = media.frames(item["video"], frame_sampler)
+        markers = IMAGE_MARKER * len(images)
+        for turn in item["conversations"]:
+            # the reference checks only the first turn: a miss there raises
+            if VIDEO_MARKER in turn["value"]:
+                turn["value"] = turn["value"].replace(VIDEO_MARKER, markers)
+                break
+            raise ValueError("Cannot find <video> in the conversation!")
+    return item, images
+
+
+def change_format(data: Any, num_images: int) -> list[dict[str, Any]]:
+    """The conversation as text and image elements (the reference's ``change_format``).
+
+    A human turn without ``<image>`` is one text element, unstripped; one with markers is split
+    at them, each non-blank piece stripped, and an image element follows piece ``i`` (not the
+    last) while ``i < num_images`` (``i`` counts within the turn). A gpt turn is a text element
+    with loss, unstripped. Other speakers are skipped.
+    """
+    elements: list[dict[str, Any]] = []
+    for turn in data["conversations"]:
+        if turn["from"] == "human":
+            if IMAGE_MARKER not in turn["value"]:
+                elements.append({"type": "text", "has_loss": 0, "text": turn["value"]})
+                continue
+            pieces = turn["value"].split(IMAGE_MARKER)
+            for index, piece in enumerate(pieces):
+                if piece.strip() != "":
+                    elements.append({"type": "text", "has_loss": 0, "text": piece.strip()})
+                if index != len(pieces) - 1 and index < num_images:
+                    elements.append({"type": "image"})
+        elif turn["from"] == "gpt":
+            elements.append({"type": "text", "has_loss": 1, "text": turn["value"]})
+    return elements
+
+
+def _plan_item(kind: str, loss: int) -> dict[str, Any]:
+    return {"type": kind, "enable_cfg": 0, "loss": loss, "special_token_loss": 0, "special_token_label": None}
+
+
+def build_sample(data: Any, images: list | None, transform: Any, stride: int, tokenizer: Any) -> dict[str, Any] | None:
+    """The sample dict of a read row, or ``None`` when it has no loss item (``no_loss_labels``).
+
+    Keys in the reference's order; ``data_indexes`` is added by the caller.
+    """
+    image_tensor_list: list = []
+    text_ids_list: list[list[int]] = []
+    sequence_plan: list[dict[str, Any]] = []
+    num_tokens = 0
+    if images:
+        for image in images:
+            tensor = transform(image, img_num=len(images))
+            image_tensor_list.append(tensor)
+            height, width = tensor.shape[1:]
+            num_tokens += width * height // stride**2
+    for element in change_format(data, len(image_tensor_list)):
+        if element["type"] == "text":
+            ids = tokenizer.encode(element["text"])
+            if len(ids) > 0:
+                text_ids_list.append(ids)
+                num_tokens += len(ids)
+                sequence_plan.append(_plan_item("text", element["has_loss"]))
+        elif element["type"] == "image":
+            sequence_plan.append(_plan_item("vit_image", 0))
+    if sum(item["loss"] for item in sequence_plan) == 0:
+        return None
+    return {
+        "image_tensor_list": image_tensor_list,
+        "text_ids_list": text_ids_list,
+        "sequence_plan": sequence_plan,
+        "num_tokens": num_tokens,
+    }

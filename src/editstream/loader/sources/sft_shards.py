@@ -1,0 +1,246 @@
+"""The vlm_sft WebDataset backend: converted JSONL lines read one sample at a time by byte range.
+
+A converted root (``editstream convert data.jsonl DST --media-dir DIR``) holds shards of
+consecutive lines, a ``.tar.idx`` per shard, ``lines.jsonl`` (a byte copy of the JSONL) and a
+manifest recording the media directory string. Listing reads the manifest and the copy (one
+read each), so the units are the source backend's ``(line, media_dir)`` pairs and the epoch
+order is the same. A worker's rows are then a shuffle over all shards: each row is one ranged
+read of its sample (offsets from the shard's idx, read once per shard and process), fetched
+ahead on a few threads within a byte budget, since the order is known.
+"""
+
+from __future__ import annotations
+
+import bisect
+import io
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ...format.idx import read_idx, sample_range
+from ...format.keys import make_key
+from ...format.manifest import Manifest, ManifestError
+from ...format.rowcodec import decode_sample
+from ...format.sft import LINE_COLUMN, MEDIA_COLUMN, SftInfo, is_frame_folder, sort_frames
+from ...format.tarreader import iter_samples
+from ...io import storage
+from ...io.lines import read_jsonl_lines
+from ...io.ranged import read_range
+from ...io.retry import RetryPolicy
+from ...io.storage import StorageOptions
+from ..decode import decode_image
+from ..drops import FATAL
+from ..iteration import BadSample
+from ..prefetch import DEFAULT_PREFETCH_BYTES, DEFAULT_PREFETCH_ITEMS, ProcessLocalPool, prefetch_ordered
+from ..video import decode_frame
+from .jsonl import LineEntry, Place
+
+DEFAULT_FETCH_THREADS = 4
+
+
+class SampleMismatchError(Exception):
+    """A converted sample is not the line the dataset's ``lines.jsonl`` says it is."""
+
+
+class SampleMedia:
+    """A row's media taken from its converted sample (``None`` marks media missing at conversion)."""
+
+    def __init__(self, media: dict[str, Any]) -> None:
+        self.media = media
+
+    def _value(self, name: Any) -> Any:
+        if not isinstance(name, str):
+            raise TypeError(f"a media name must be a string, got {type(name).__name__}")
+        if name not in self.media:
+            raise KeyError(f"media {name!r} is not in the converted sample")
+        value = self.media[name]
+        if value is None:
+            raise FileNotFoundError(f"media {name!r} was missing when the dataset was converted")
+        return value
+
+    def image(self, name: Any) -> Any:
+        value = self._value(name)
+        if not isinstance(value, bytes):
+            raise IsADirectoryError(f"media {name!r} is a folder, not an image")
+        return decode_image(value)
+
+    def frames(self, name: Any, frame_sampler: Any) -> list:
+        value = self._value(name)
+        if is_frame_folder(name):
+            if not isinstance(value, dict):
+                raise NotADirectoryError(f"media {name!r} was converted as a file, not a frame folder")
+            frames = []
+            for entry in sort_frames(value):
+                if not isinstance(value[entry], bytes):
+                    raise IsADirectoryError(f"frame folder entry {name + entry!r} was not a readable file")
+                frames.append(decode_frame(value[entry]))
+            return frame_sampler.sample_folder_frames(frames)
+        if not isinstance(value, bytes):
+            raise IsADirectoryError(f"media {name!r} is a folder, not a video file")
+        return frame_sampler.sample_video(io.BytesIO(value))
+
+
+@dataclass(frozen=True)
+class _Shard:
+    url: str
+    idx_url: str
+    first_line: int
+    num_samples: int
+    num_bytes: int
+
+
+@dataclass(frozen=True)
+class _Root:
+    jsonl: str
+    key_stem: str
+    shards: list[_Shard]
+    starts: list[int]
+
+
+def _root_shards(root: str, manifest: Manifest, info: SftInfo) -> _Root:
+    """The shards of a converted root in line order; each must hold one contiguous, complete line range."""
+    shards = []
+    covered = 0
+    for shard in sorted(manifest.shards, key=lambda s: s.rows[0].start if s.rows else -1):
+        rows = shard.rows
+        if len(rows) != 1 or rows[0].start != covered or shard.dropped or shard.num_samples != rows[0].num_rows:
+            raise ManifestError(f"{root}: shard {shard.path} does not hold the lines from {covered} on, every one")
+        shards.append(
+            _Shard(
+                storage.join(root, shard.path),
+                storage.join(root, shard.idx_path),
+                rows[0].start,
+                shard.num_samples,
+                shard.num_bytes,
+            )
+        )
+        covered = rows[0].stop
+    if covered != info.num_lines:
+        raise ManifestError(f"{root}: shards hold {covered} lines, the JSONL has {info.num_lines}")
+    return _Root(info.jsonl, manifest.source_files[0].key_stem, shards, [s.first_line for s in shards])
+
+
+class ShardLineSource:
+    """Lines from converted roots, media from the lines' samples; see the module docstring."""
+
+    def __init__(
+        self,
+        *,
+        dataset_name: str,
+        storage_options: StorageOptions | None = None,
+        retry: RetryPolicy | None = None,
+        prefetch_bytes: int = DEFAULT_PREFETCH_BYTES,
+        prefetch_samples: int = DEFAULT_PREFETCH_ITEMS,
+        threads: int = DEFAULT_FETCH_THREADS,
+    ) -> None:
+        if prefetch_bytes <= 0 or prefetch_samples <= 0:
+            raise ValueError(
+                f"dataset {dataset_name!r}: prefetch_bytes and prefetch_samples must be > 0, "
+                f"got {prefetch_bytes} and {prefetch_samples}"
+            )
+        self.dataset_name = dataset_name
+        self.storage_options = storage_options
+        self.retry = retry or RetryPolicy()
+        self.prefetch_bytes = prefetch_bytes
+        self.prefetch_samples = prefetch_samples
+        self._pool = ProcessLocalPool(threads, "editstream-sft-fetch")
+        self._roots: list[_Root] = []
+        self._offsets: dict[str, tuple[list[int], int]] = {}  # idx URL -> (sample offsets, end)
+
+    # ---- listing -------------------------------------------------------------------------
+    def read_entries(self, jsonl_path_list: Sequence[str] | None, data_dir_list: Sequence[str]) -> list[LineEntry]:
+        """Every line of each converted root (from its ``lines.jsonl``), paired with its recorded media dir.
+
+        ``jsonl_path_list`` is not read: the roots carry their own copy of the lines.
+        """
+        entries = []
+        roots = []
+        for root in data_dir_list:
+            try:
+                manifest = Manifest.read(root, self.storage_options)
+                info = SftInfo.from_manifest(manifest, root)
+            except ManifestError as exc:
+                raise ManifestError(f"dataset {self.dataset_name!r}: {exc}") from None
+            lines = read_jsonl_lines(storage.join(root, info.lines_path), self.storage_options)
+            if len(lines) != info.num_lines:
+                raise ManifestError(
+                    f"dataset {self.dataset_name!r}: {root}/{info.lines_path} has {len(lines)} lines, "
+                    f"the manifest says {info.num_lines}"
+                )
+            roots.append(_root_shards(root, manifest, info))
+            entries.append(LineEntry(lines, info.media_dir, info.jsonl))
+        self._roots = roots
+        return entries
+
+    def _locate(self, place: Place) -> tuple[_Root, _Shard, int, str]:
+        entry, line = place
+        root = self._roots[entry]
+        shard = root.shards[bisect.bisect_right(root.starts, line) - 1]
+        return root, shard, line - shard.first_line, make_key(root.key_stem, 0, line)
+
+    def describe(self, place: Place) -> dict[str, Any]:
+        """Where a line is: its source JSONL, 1-based line number, shard and sample key."""
+        root, shard, _, key = self._locate(place)
+        return {"file": root.jsonl, "line": place[1] + 1, "shard": shard.url, "key": key}
+
+    # ---- reading -------------------------------------------------------------------------
+    def _sample_offsets(self, shard: _Shard) -> tuple[list[int], int]:
+        cached = self._offsets.get(shard.idx_url)
+        if cached is None:
+            offsets, end = self.retry.call(lambda: read_idx(shard.idx_url, self.storage_options))
+            if len(offsets) != shard.num_samples:
+                raise SampleMismatchError(
+                    f"{shard.idx_url}: {len(offsets)} offsets for {shard.num_samples} samples in the manifest"
+                )
+            cached = self._offsets.setdefault(shard.idx_url, (offsets, end))
+        return cached
+
+    def _cost(self, item: tuple[Place, str]) -> int:
+        """Bytes the item's sample takes (the shard's average until its idx has been read)."""
+        _, shard, index, _ = self._locate(item[0])
+        cached = self._offsets.get(shard.idx_url)
+        if cached is None:
+            return shard.num_bytes // max(1, shard.num_samples)
+        start, stop = sample_range(cached[0], cached[1], index)
+        return stop - start
+
+    def fetch(self, item: tuple[Place, str]) -> SampleMedia:
+        """The media of the line at ``place``: one ranged read of its sample, checked against ``line``."""
+        place, line = item
+        _, shard, index, key = self._locate(place)
+        offsets, end = self._sample_offsets(shard)
+        start, stop = sample_range(offsets, end, index)
+        data = read_range(shard.url, start, stop, storage_options=self.storage_options, retry=self.retry)
+        samples = list(iter_samples(io.BytesIO(data), start_offset=0, end_offset=len(data), source=shard.url))
+        if [k for k, _, _ in samples] != [key]:
+            raise SampleMismatchError(
+                f"{shard.url}: bytes {start}:{stop} hold samples {[k for k, _, _ in samples]}, expected {key!r}"
+            )
+        row = decode_sample(key, samples[0][2])
+        if row.get(LINE_COLUMN) != line:
+            raise SampleMismatchError(f"{shard.url}: sample {key!r} does not hold the line lines.jsonl has")
+        media = row.get(MEDIA_COLUMN)
+        if not isinstance(media, dict):
+            raise SampleMismatchError(f"{shard.url}: sample {key!r} has no media mapping")
+        return SampleMedia(media)
+
+    def iter_media(self, items: Iterable[tuple[Place, str]]) -> Iterator[SampleMedia | BadSample]:
+        """A media reader per ``(place, line)`` in order (a :class:`BadSample` when it cannot be read)."""
+        stream = prefetch_ordered(
+            items,
+            self.fetch,
+            self._cost,
+            self._pool.get(),
+            max_bytes=self.prefetch_bytes,
+            max_items=self.prefetch_samples,
+        )
+        try:
+            for _, future in stream:
+                try:
+                    yield future.result()
+                except FATAL:
+                    raise
+                except Exception as exc:  # noqa: BLE001 - an unreadable sample is a counted, located drop
+                    yield BadSample(exc, {})
+        finally:
+            stream.close()

@@ -1,0 +1,242 @@
+"""Video frames for vlm_sft rows: the reference's ``FrameSampler``, with reading kept apart from choosing.
+
+``FrameSampler(path)`` reads a frame folder (a path ending in ``/``) or a video file (through
+decord) and returns the chosen frames as PIL images, drawing from the global NumPy and Python
+generators in the reference's order (SPEC 11):
+
+1. ``t = np.random.randint(min_num_frames, max_num_frames + 1)``;
+2. :func:`get_frame_indices`: one ``random.choice`` per interval, in interval order, and, when
+   an interval is empty, ``np.random.permutation`` instead (after the earlier choices drew).
+
+Reading (listing, decoding every folder frame, opening the video) happens before any draw, so
+a row whose media is unreadable fails before drawing, as in the reference. The choosing part
+is exposed separately (:meth:`FrameSampler.sample_folder_frames`, :meth:`FrameSampler.sample_video`)
+so the WebDataset backend feeds frames that come from shard members through the same code.
+
+Reference behaviour kept on purpose: the default ``FrameSampler()`` (``max_num_frames=-1``,
+``min_num_frames=8``) fails on every call (``randint(8, 0)``), so every video row is dropped;
+a folder with no more than ``t`` frames returns all of them; a video always returns ``t``
+frames (the last index repeated when it is short); the rand sampler never picks the last frame
+of an interval. Folder frames are ordered by the number in ``_<n>.jpg``; other names (and equal
+numbers) keep the listing order: ``os.listdir`` order for local folders, as the reference, and
+the object store's order (lexicographic on S3) for URLs.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import random
+from collections.abc import Sequence
+from typing import IO, Any
+
+import numpy as np
+from PIL import Image
+
+from ..format.sft import extract_frame_number, is_frame_folder, media_path, sort_frames
+from ..io import storage
+from ..io.storage import StorageOptions
+from .decode import open_image
+
+__all__ = [
+    "FrameSampler",
+    "extract_frame_number",
+    "get_frame_indices",
+    "read_frames_decord",
+    "read_frames_folder",
+    "sort_frames",
+]
+
+logger = logging.getLogger("editstream")
+
+VIDEO_EXTRA = "pip install 'editstream[video]'"
+
+
+def require_decord() -> Any:
+    """The ``decord`` module, or a ``RuntimeError`` naming the extra that installs it."""
+    try:
+        import decord
+    except ImportError:
+        raise RuntimeError(f"decord is required to read video files; install it with: {VIDEO_EXTRA}") from None
+    return decord
+
+
+def get_frame_indices(
+    num_frames: int,
+    vlen: int,
+    sample: str = "rand",
+    fix_start: int | None = None,
+    input_fps: float = 1,
+    max_num_frames: int = -1,
+) -> list:
+    """Which of ``vlen`` frames to take for ``num_frames`` output frames (the reference's rule).
+
+    ``"rand"`` / ``"middle"``: ``min(num_frames, vlen)`` intervals from ``np.linspace``; rand takes
+    ``random.choice(range(start, next_start - 1))`` per interval (falling back to a sorted
+    ``np.random.permutation(vlen)`` prefix, numpy ints, when an interval is empty), ``fix_start``
+    takes ``start + fix_start``, middle the interval's middle. The result is padded with its last
+    index up to ``num_frames``. ``"fps<x>"`` takes frames at ``x`` fps (no draws). Anything else
+    is a ``ValueError``.
+    """
+    if sample in ("rand", "middle"):
+        count = min(num_frames, vlen)
+        edges = np.linspace(0, vlen, count + 1).astype(int)
+        ranges = [(edges[i], edges[i + 1] - 1) for i in range(count)]
+        if sample == "rand":
+            try:
+                indices: list = [random.choice(range(low, high)) for low, high in ranges]
+            except Exception:  # noqa: BLE001 - the reference falls back on any failure (an empty interval)
+                chosen = np.random.permutation(vlen)[:count]
+                chosen.sort()
+                indices = list(chosen)
+        elif fix_start is not None:
+            indices = [low + fix_start for low, _ in ranges]
+        else:
+            indices = [(low + high) // 2 for low, high in ranges]
+        if len(indices) < num_frames:
+            indices = indices + [indices[-1]] * (num_frames - len(indices))
+        return indices
+    if "fps" in sample:
+        out_fps = float(sample[3:])
+        step = 1 / out_fps
+        seconds = np.arange(step / 2, vlen / input_fps + step / 2, step)
+        positions = [p for p in np.around(seconds * input_fps).astype(int) if p < vlen]
+        if max_num_frames > 0 and len(positions) > max_num_frames:
+            positions = positions[:max_num_frames]
+        return positions
+    raise ValueError(f"unknown frame sampling {sample!r}; use 'rand', 'middle' or 'fps<rate>'")
+
+
+def decode_frame(data: bytes) -> Image.Image:
+    """One folder frame as the reference reads it: ``Image.open(...).convert("RGB")`` (alpha dropped),
+    under editstream's per-call decode limits."""
+    return open_image(data).convert("RGB")
+
+
+def pick_folder_frames(
+    frames: Sequence[Any], num_frames: int, sample: str = "rand", fix_start: int | None = None, min_num_frames: int = 4
+) -> list:
+    """The choosing half of :func:`read_frames_folder`, on frames already decoded in frame order."""
+    chosen = list(frames)
+    count = np.random.randint(min_num_frames, num_frames + 1)
+    if len(chosen) > count:
+        chosen = [chosen[i] for i in get_frame_indices(count, len(chosen), sample=sample, fix_start=fix_start)]
+    return chosen
+
+
+def read_frames_folder(
+    video_path: str,
+    num_frames: int,
+    sample: str = "rand",
+    fix_start: int | None = None,
+    min_num_frames: int = 4,
+    *,
+    storage_options: StorageOptions | None = None,
+) -> list:
+    """Every frame of a folder (local or a URL) decoded in frame order, then a choice of them."""
+    names = sort_frames(storage.list_names(video_path, storage_options))
+    frames = [decode_frame(storage.read_bytes(media_path(video_path, name), storage_options)) for name in names]
+    return pick_folder_frames(frames, num_frames, sample=sample, fix_start=fix_start, min_num_frames=min_num_frames)
+
+
+def open_video(source: str | IO[bytes], storage_options: StorageOptions | None = None) -> Any:
+    """A ``decord.VideoReader`` (one thread) over a local path, a URL (read whole) or a binary file object."""
+    decord = require_decord()
+    if isinstance(source, str) and "://" in source:
+        source = io.BytesIO(storage.read_bytes(source, storage_options))
+    return decord.VideoReader(source, num_threads=1)
+
+
+def sample_video(
+    reader: Any,
+    num_frames: int,
+    sample: str = "rand",
+    fix_start: int | None = None,
+    clip: tuple[float, float] | None = None,
+    min_num_frames: int = 4,
+) -> list:
+    """The choosing half of :func:`read_frames_decord`: ``t`` frames of an open video as PIL images."""
+    vlen = len(reader)
+    fps = reader.get_avg_fps()
+    start_index = 0
+    if clip:
+        start, end = clip
+        vlen = int((end - start) * fps)
+        start_index = int(start * fps)
+    count = np.random.randint(min_num_frames, num_frames + 1)
+    indices = get_frame_indices(count, vlen, sample=sample, fix_start=fix_start, input_fps=fps)
+    if clip:
+        indices = [i + start_index for i in indices]
+    frames = reader.get_batch(indices).asnumpy()
+    return [Image.fromarray(frames[i]) for i in range(frames.shape[0])]
+
+
+def read_frames_decord(
+    video_path: str | IO[bytes],
+    num_frames: int,
+    sample: str = "rand",
+    fix_start: int | None = None,
+    clip: tuple[float, float] | None = None,
+    min_num_frames: int = 4,
+    *,
+    storage_options: StorageOptions | None = None,
+) -> list:
+    """Frames of a video file chosen as the reference does; needs decord (the ``video`` extra)."""
+    reader = open_video(video_path, storage_options)
+    return sample_video(
+        reader, num_frames, sample=sample, fix_start=fix_start, clip=clip, min_num_frames=min_num_frames
+    )
+
+
+class FrameSampler:
+    """Frames of a vlm_sft ``"video"``: a folder of frames (path ends with ``/``) or a video file.
+
+    Arguments and defaults are the reference's; see the module docstring for the draws and the
+    reference behaviour kept (the defaults fail on every call: a warning says so at construction).
+    """
+
+    def __init__(self, max_num_frames: int = -1, min_num_frames: int = 8, sample: str = "rand") -> None:
+        self.max_num_frames = max_num_frames
+        self.min_num_frames = min_num_frames
+        self.sample = sample
+        if max_num_frames < min_num_frames:
+            logger.warning(
+                "FrameSampler(max_num_frames=%s, min_num_frames=%s): np.random.randint(%s, %s) fails, so every "
+                "video row will be dropped (the reference behaves the same); set max_num_frames >= min_num_frames",
+                max_num_frames,
+                min_num_frames,
+                min_num_frames,
+                max_num_frames + 1,
+            )
+
+    def __repr__(self) -> str:
+        return (
+            f"FrameSampler(max_num_frames={self.max_num_frames}, min_num_frames={self.min_num_frames}, "
+            f"sample={self.sample!r})"
+        )
+
+    def __call__(self, file_name: str, storage_options: StorageOptions | None = None) -> list:
+        """The chosen frames of the folder or video at ``file_name`` (local path or URL)."""
+        if is_frame_folder(file_name):
+            return read_frames_folder(
+                file_name,
+                num_frames=self.max_num_frames,
+                sample=self.sample,
+                min_num_frames=self.min_num_frames,
+                storage_options=storage_options,
+            )
+        return self.sample_video(file_name, storage_options)
+
+    def sample_folder_frames(self, frames: Sequence[Any]) -> list:
+        """The choice :meth:`__call__` makes for a folder, given its frames decoded in frame order."""
+        return pick_folder_frames(frames, self.max_num_frames, sample=self.sample, min_num_frames=self.min_num_frames)
+
+    def sample_video(self, source: str | IO[bytes], storage_options: StorageOptions | None = None) -> list:
+        """The choice :meth:`__call__` makes for a video file, given its path or its bytes as a file object."""
+        return read_frames_decord(
+            source,
+            self.max_num_frames,
+            sample=self.sample,
+            min_num_frames=self.min_num_frames,
+            storage_options=storage_options,
+        )
