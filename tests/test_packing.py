@@ -14,179 +14,30 @@ import torch
 from editstream import PackedDataset, collate_fn, make_bagel_multimodal_dataset
 from editstream.packing.config import BagelDatasetConfig, DataConfig
 from editstream.packing.sequence import patchify, prepare_attention_mask_per_sample
-from helpers import assert_batches_equal, preserved_global_rng, take
-
-BOS, EOS, SOI, EOI = 100, 101, 102, 103
-SPECIAL = {"bos_token_id": BOS, "eos_token_id": EOS, "start_of_image": SOI, "end_of_image": EOI}
-NEG = float("-inf")
-
-
-# --------------------------------------------------------------------------- toy datasets
-def text_item(loss=0, cfg=0, special_loss=0, label=None, **extra):
-    return {
-        "type": "text",
-        "enable_cfg": cfg,
-        "loss": loss,
-        "special_token_loss": special_loss,
-        "special_token_label": label,
-        **extra,
-    }
-
-
-def vit_item(cfg=0, **extra):
-    return {
-        "type": "vit_image",
-        "enable_cfg": cfg,
-        "loss": 0,
-        "special_token_loss": 0,
-        "special_token_label": None,
-        **extra,
-    }
-
-
-def vae_item(loss=0, cfg=0, **extra):
-    return {
-        "type": "vae_image",
-        "enable_cfg": cfg,
-        "loss": loss,
-        "special_token_loss": 0,
-        "special_token_label": None,
-        **extra,
-    }
-
-
-def make_sample(plan, texts=(), images=(), num_tokens=None, index=0, name="hand"):
-    if num_tokens is None:
-        num_tokens = sum(len(t) for t in texts) + sum(img.shape[1] * img.shape[2] // 4 for img in images)
-    return {
-        "sequence_plan": list(plan),
-        "text_ids_list": [list(t) for t in texts],
-        "image_tensor_list": list(images),
-        "num_tokens": num_tokens,
-        "data_indexes": {"data_indexes": index, "worker_id": 0, "dataset_name": name},
-    }
-
-
-class ToyDataset(torch.utils.data.IterableDataset):
-    """Stands in for a DistributedIterableDataset: generated rows, sharded over workers, resumable.
-
-    ``kind="sized"``: row i is one text item whose packed length is ``sizes[i % len(sizes)]``
-    (no randomness). ``kind="mixed"``: t2i / edit / chat-like samples whose structure, text
-    lengths and pixels are drawn from the global ``random`` and ``torch`` RNGs, like a real
-    ``parse_row``. ``data_status[worker] = pos`` resumes at position ``pos + 1``.
-    """
-
-    def __init__(
-        self,
-        dataset_name,
-        tokenizer,
-        local_rank,
-        world_size,
-        num_workers,
-        data_status=None,
-        data_dir_list=(),
-        kind="sized",
-        sizes=(4,),
-        length=None,
-        **extra,
-    ):
-        self.dataset_name = dataset_name
-        self.tokenizer = tokenizer
-        self.local_rank = local_rank
-        self.world_size = world_size
-        self.num_workers = num_workers
-        self.data_dir_list = list(data_dir_list)
-        self.kind = kind
-        self.sizes = list(sizes)
-        self.length = length
-        self.extra = extra
-        self.epoch_seeds = []
-        self.init_data_status = copy.deepcopy(data_status)
-        self.load_state_dict({"data_status": data_status})
-
-    def set_epoch(self, seed=42):
-        self.epoch_seeds.append(seed)
-
-    def state_dict(self):
-        return {"data_status": copy.deepcopy(self._resume_status)}
-
-    def load_state_dict(self, state):
-        self.data_status = copy.deepcopy(state["data_status"])
-        self._resume_status = copy.deepcopy(state["data_status"])
-
-    def __iter__(self):
-        info = torch.utils.data.get_worker_info()
-        worker_id, n_workers = (info.id, info.num_workers) if info is not None else (0, 1)
-        pos = 0
-        if self.data_status is not None and self.data_status[worker_id] is not None:
-            pos = self.data_status[worker_id] + 1
-        while self.length is None or pos < self.length:
-            row = pos * n_workers + worker_id
-            sample = self._sized(row) if self.kind == "sized" else self._mixed(row)
-            sample["data_indexes"] = {"data_indexes": pos, "worker_id": worker_id, "dataset_name": self.dataset_name}
-            if self._resume_status is None:
-                self._resume_status = [None] * max(1, self.num_workers)
-            self._resume_status[worker_id] = pos
-            yield sample
-            pos += 1
-
-    def _sized(self, row):
-        n_ids = self.sizes[row % len(self.sizes)] - 2
-        ids = [(row * 7 + k) % 90 for k in range(n_ids)]
-        return make_sample([text_item()], [ids], num_tokens=n_ids)
-
-    def _mixed(self, row):
-        h, w = 2 * (1 + row % 3), 2 * (1 + (row // 3) % 2)
-        u = random.random()
-        ids = [(row * 7 + k) % 90 for k in range(random.randint(1, 4))]
-        if u < 0.4:  # text-to-image
-            return make_sample([text_item(cfg=1), vae_item(loss=1)], [ids], [torch.rand(3, h, w)])
-        if u < 0.8:  # edit: condition image (vae + vit), instruction, target image
-            source, target = torch.rand(3, h, w), torch.rand(3, w, h)
-            plan = [vae_item(cfg=1), vit_item(cfg=1), text_item(cfg=1), vae_item(loss=1)]
-            return make_sample(plan, [ids], [source, source.clone(), target])
-        answer = [(row + k) % 90 for k in range(random.randint(1, 4))]
-        plan = [text_item(cfg=1), text_item(loss=1, special_loss=1, label=77)]
-        return make_sample(plan, [ids, answer])
-
-
-REGISTRY = {"toy": ToyDataset, "toy_b": ToyDataset, "toy_c": ToyDataset}
-
-
-def toy_info(*groups, names=("d0",)):
-    return {g: {n: {"data_dir": f"/data/{g}/{n}"} for n in names} for g in groups}
-
-
-def make_packer(groups=None, *, probs=(0.0, 0.0, 0.0), world_size=1, local_rank=0, num_workers=0, epoch=None, **kwargs):
-    """A PackedDataset over toy groups with 2x2 ViT patches and a 2x downsampling VAE."""
-    groups = groups or {"toy": {"dataset_names": ["d0"], "weight": 1.0, "kind": "sized", "sizes": [4]}}
-    config = BagelDatasetConfig(
-        groups,
-        text_cond_dropout_prob=probs[0],
-        vit_cond_dropout_prob=probs[1],
-        vae_cond_dropout_prob=probs[2],
-        vit_patch_size=2,
-        vae_image_downsample=2,
-        max_num_patch_per_side=4,
-        max_latent_size=4,
-    )
-    kwargs.setdefault("dataset_info", toy_info(*groups))
-    kwargs.setdefault("registry", REGISTRY)
-    packer = PackedDataset(config, None, SPECIAL, local_rank, world_size, num_workers, **kwargs)
-    if epoch is not None:
-        packer.set_epoch(epoch)
-    return packer
-
-
-def pack(packer, *samples):
-    status = packer.set_sequence_status()
-    for sample in samples:
-        status = packer.pack_sequence(sample, status)
-    return status
-
-
-def names_and_positions(batch):
-    return [(d["dataset_name"], d["data_indexes"]) for d in batch["batch_data_indexes"]]
+from helpers import (
+    BOS,
+    EOI,
+    EOS,
+    NEG,
+    REGISTRY,
+    SOI,
+    SPECIAL,
+    ToyDataset,
+    assert_batches_equal,
+    make_mixed,
+    make_packer,
+    make_sample,
+    mixed_groups,
+    names_and_positions,
+    pack,
+    preserved_global_rng,
+    sized_groups,
+    take,
+    text_item,
+    toy_info,
+    vae_item,
+    vit_item,
+)
 
 
 # --------------------------------------------------------------------------- pack_sequence
@@ -396,10 +247,6 @@ def test_interpolated_positions_are_used_when_asked():
 
 
 # --------------------------------------------------------------------------- the packing loop
-def sized_groups(sizes, **extra):
-    return {"toy": {"dataset_names": ["d0"], "weight": 1.0, "kind": "sized", "sizes": sizes, **extra}}
-
-
 def test_buffer_oversize_skip_and_dropped_on_flush():
     packer = make_packer(
         sized_groups([5, 6, 9, 4, 3, 6, 2, 7, 5, 4, 4, 4]),
@@ -481,27 +328,6 @@ def test_groups_are_drawn_by_weight_from_the_reseeded_global_random():
     draws = random.Random(seed)
     assert drawn == ["toy" if draws.random() < 0.25 else "toy_b" for _ in range(200)]
     assert "toy_c" not in drawn and 0.6 < drawn.count("toy_b") / 200 < 0.9
-
-
-def mixed_groups():
-    return {
-        "toy": {"dataset_names": ["d0"], "weight": 2.0, "kind": "mixed"},
-        "toy_b": {"dataset_names": ["d0"], "weight": 1.0, "kind": "sized", "sizes": [5, 9, 4]},
-    }
-
-
-def make_mixed(**kwargs):
-    kwargs.setdefault("epoch", 9)
-    return make_packer(
-        mixed_groups(),
-        probs=(0.3, 0.4, 0.2),
-        expected_num_tokens=40,
-        max_num_tokens=56,
-        max_num_tokens_per_sample=36,
-        prefer_buffer_before=20,
-        max_buffer_size=3,
-        **kwargs,
-    )
 
 
 def test_same_seed_same_stream_and_rank_changes_it():

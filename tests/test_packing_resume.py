@@ -9,11 +9,14 @@ from editstream.packing.state import STATE_FORMAT
 from helpers import (
     assert_batches_equal,
     assert_resumes_identically,
+    make_mixed,
+    make_packer,
+    mixed_groups,
     preserved_global_rng,
+    sized_groups,
     take,
     torch_roundtrip,
 )
-from test_packing import make_mixed, make_packer, mixed_groups, sized_groups
 
 
 def first_state_with_buffer(make, limit=60):
