@@ -1,7 +1,14 @@
-"""Shared helpers of the test suite, in one module: data to test with (including the toy packing
-kit: hand-made samples, ToyDataset, make_packer ...), comparisons, resume checks.
+"""Shared helpers of the test suite, in one module.
 
 Tests import from here (``from helpers import ...``), never from other test files.
+
+- data to test with: transform sizes (``VAE``, ``VIT``), ``synth_and_convert``,
+  ``first``, and the toy packing kit (hand-made samples, ``ToyDataset``, ``make_packer`` ...);
+- comparisons: ``assert_batches_equal``;
+- resume: ``check_state_contract`` (the state contract every stateful stage is held to),
+  ``assert_resumes_identically``, ``json_roundtrip``, ``torch_roundtrip``, ``take`` and the
+  global-RNG helpers;
+- examples: ``ROOT``, ``TRAIN_LOOP``, ``load_example``.
 """
 
 from __future__ import annotations
@@ -11,9 +18,10 @@ import copy
 import importlib.util
 import io
 import itertools
+import json
 import math
 import random
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -26,9 +34,12 @@ from editstream.conversion import convert
 from editstream.packing.config import BagelDatasetConfig
 from editstream.testing.synth import write_synthetic_dataset
 
+# --------------------------------------------------------------------------- data to test with
 # Small images keep the tests fast; stride 16 (VAE) and 14 (ViT) as in BAGEL.
 VAE = dict(max_image_size=128, min_image_size=32, image_stride=16)
 VIT = dict(max_image_size=112, min_image_size=28, image_stride=14)
+BACKEND_DIRS = {"parquet": "pq", "webdataset": "wds"}
+"""Sub-directory of a :func:`synth_and_convert` root that each backend reads."""
 
 
 def synth_and_convert(root: Path, **synth_kwargs: Any) -> Path:
@@ -253,6 +264,7 @@ def make_mixed(**kwargs):
     )
 
 
+# --------------------------------------------------------------------------- comparisons
 def assert_batches_equal(expected: Any, actual: Any, path: str = "item") -> None:
     """Recursive equality: same keys and types; tensors and arrays equal with the same dtype."""
     if isinstance(expected, torch.Tensor):
@@ -284,23 +296,47 @@ def assert_batches_equal(expected: Any, actual: Any, path: str = "item") -> None
     assert type(expected) is type(actual) and expected == actual, f"{path}: {actual!r} != {expected!r}"
 
 
+# --------------------------------------------------------------------------- resume
+GlobalRng = tuple[Any, Any, torch.Tensor]
+
+
+def capture_global_rng() -> GlobalRng:
+    """The global random / numpy / torch RNG states."""
+    return random.getstate(), np.random.get_state(), torch.get_rng_state()
+
+
+def restore_global_rng(saved: GlobalRng) -> None:
+    """Put back states from :func:`capture_global_rng`."""
+    random.setstate(saved[0])
+    np.random.set_state(saved[1])
+    torch.set_rng_state(saved[2])
+
+
 @contextlib.contextmanager
 def preserved_global_rng() -> Iterator[None]:
     """Put the global random / numpy / torch RNG states back afterwards (stages may reseed them)."""
-    saved = (random.getstate(), np.random.get_state(), torch.get_rng_state())
+    saved = capture_global_rng()
     try:
         yield
     finally:
-        random.setstate(saved[0])
-        np.random.set_state(saved[1])
-        torch.set_rng_state(saved[2])
+        restore_global_rng(saved)
+
+
+def seed_global_rng(seed: int) -> None:
+    """Seed the global random / numpy / torch RNGs."""
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
 
 
 def scramble_global_rng(seed: int = 987_654_321) -> None:
     """Move the global random / numpy / torch RNGs somewhere unrelated, as a new process would be."""
-    random.seed(seed)
-    np.random.seed(seed % 2**32)
-    torch.manual_seed(seed)
+    seed_global_rng(seed)
+
+
+def json_roundtrip(state: Any) -> Any:
+    """Pass a state through ``json.dumps`` / ``json.loads`` as a JSON checkpoint would."""
+    return json.loads(json.dumps(state))
 
 
 def torch_roundtrip(state: Any) -> Any:
@@ -322,6 +358,118 @@ def take(iterator: Iterator[Any], n: int) -> list[Any]:
     return items
 
 
+RUN_START_SEED = 0
+"""The global RNGs are seeded with this at the start of every run from the start of a stream."""
+
+
+def _expect_next(
+    compare: Callable[[Any, Any], None], items: Iterator[Any], reference: list[Any], start: int, stop: int, what: str
+) -> None:
+    """The next items of ``items`` are ``reference[start:stop]``; a failure names the clause and the item."""
+    for position in range(start, stop):
+        try:
+            item = next(items)
+        except StopIteration:
+            raise AssertionError(f"{what}: the stage stopped before item {position}") from None
+        try:
+            compare(reference[position], item)
+        except AssertionError as exc:
+            raise AssertionError(f"{what}: item {position} differs from the uninterrupted run: {exc}") from None
+
+
+def _restore(make: Callable[[], Any], state: Any, rng: GlobalRng | None) -> tuple[Any, Iterator[Any]]:
+    """A stage from ``make()`` loaded with ``state`` in a "new process", and its iterator.
+
+    The global RNGs are scrambled first; ``rng`` (for stages that leave their draws to the
+    caller's global RNGs) is put back just before iteration, as ``PackedDataset`` does for
+    its datasets.
+    """
+    scramble_global_rng()
+    stage = make()
+    stage.load_state_dict(state)
+    if rng is not None:
+        restore_global_rng(rng)
+    return stage, iter(stage)
+
+
+def check_state_contract(
+    make: Callable[[], Any],
+    n_before: int,
+    n_after: int,
+    *,
+    compare: Callable[[Any, Any], None] = assert_batches_equal,
+    roundtrips: Sequence[Callable[[Any], Any]] = (json_roundtrip, torch_roundtrip),
+    make_restored: Callable[[], Any] | None = None,
+    owns_global_rng: bool = True,
+) -> Any:
+    """Check the state contract of a stateful stage (``__iter__``, ``state_dict``, ``load_state_dict``).
+
+    ``make()`` returns a fresh stage, ready to iterate, that behaves the same on every call.
+    Against an uninterrupted run of ``n_before + n_after`` items:
+
+    (a) the state taken after ``n_before`` items, loaded into a fresh stage in a "new process"
+        (global random / numpy / torch RNGs scrambled), continues with exactly the next items;
+        taking it changes nothing in the stage it was taken from, and that stage going on does
+        not change the state already taken;
+    (b) (a) holds after each of ``roundtrips`` (e.g. JSON for a dataset's ``data_status``,
+        ``torch.save`` for states holding tensors and RNG states);
+    (c) a state taken part-way through a restored stage restores too: a state taken after a
+        restore is as good as one from an uninterrupted run;
+    (d) the state of a stage that has yielded nothing gives the stream from the start, loaded
+        into a fresh stage or into one that has already yielded items (a reset).
+
+    States are loaded into stages from ``make_restored`` (default ``make``), e.g. the same
+    dataset on the other backend. A stage whose draws use the caller's global RNGs without
+    saving them (the datasets, whose caller ``PackedDataset`` saves and restores the RNGs)
+    passes ``owns_global_rng=False``: the check then keeps the RNG states with each state and
+    puts them back when the restored stage starts, as that caller does. Every run from the
+    start begins with the global RNGs seeded with ``RUN_START_SEED``; they are put back as they
+    were at the end. ``n_after >= 2``. Returns the state taken after ``n_before`` items.
+    """
+    if n_before < 0 or n_after < 2 or not roundtrips:
+        raise ValueError(f"need n_before >= 0, n_after >= 2 and a roundtrip; got {n_before}, {n_after}, {roundtrips}")
+    restore_into = make_restored or make
+    total, middle = n_before + n_after, n_before + n_after // 2
+
+    def caller_rng() -> GlobalRng | None:
+        return None if owns_global_rng else capture_global_rng()
+
+    with preserved_global_rng():
+        seed_global_rng(RUN_START_SEED)
+        start_rng = caller_rng()
+        reference = take(iter(make()), total)
+
+        seed_global_rng(RUN_START_SEED)
+        stage = make()
+        items = iter(stage)
+        _expect_next(compare, items, reference, 0, n_before, "the run the state is taken from")
+        state, rng = stage.state_dict(), caller_rng()
+        _expect_next(compare, items, reference, n_before, total, "(a) the run the state was taken from, going on")
+
+        later = None
+        for roundtrip in roundtrips:
+            what = f"(a, b) a stage restored after {n_before} items through {roundtrip.__name__}"
+            stage, items = _restore(restore_into, roundtrip(state), rng)
+            _expect_next(compare, items, reference, n_before, middle, what)
+            if later is None:
+                later = roundtrip(stage.state_dict()), caller_rng()
+            _expect_next(compare, items, reference, middle, total, what)
+
+        _, items = _restore(restore_into, *later)
+        what = f"(c) a stage restored from a state taken {middle - n_before} items after a restore"
+        _expect_next(compare, items, reference, middle, total, what)
+
+        initial = roundtrips[0](make().state_dict())
+        _, items = _restore(restore_into, initial, start_rng)
+        _expect_next(compare, items, reference, 0, total, "(d) a fresh stage loaded with a new stage's state")
+        seed_global_rng(RUN_START_SEED)
+        used = restore_into()
+        take(iter(used), max(1, n_before))
+        _, items = _restore(lambda: used, initial, start_rng)
+        _expect_next(compare, items, reference, 0, total, "(d) a used stage loaded with a new stage's state")
+    return state
+
+
 def assert_resumes_identically(
     make: Callable[[], Any],
     n_before: int,
@@ -329,35 +477,23 @@ def assert_resumes_identically(
     compare: Callable[[Any, Any], None] = assert_batches_equal,
     roundtrip: Callable[[Any], Any] | None = None,
 ) -> Any:
-    """Check that state taken after ``n_before`` items resumes to the uninterrupted stream.
-
-    ``make()`` must return a fresh, ready-to-iterate stage (e.g. ``set_epoch`` already called)
-    that behaves the same on every call. ``roundtrip`` may transform the state in between
-    (e.g. :func:`torch_roundtrip`). Before resuming, the global RNGs are scrambled, so a stage
-    that relies on them must restore them from its state. Returns the state, for further
-    assertions by the caller. The runs happen one after another; the global RNGs are put back
-    at the end.
-    """
+    """Clause (a) of :func:`check_state_contract` alone: state taken after ``n_before`` items,
+    passed through ``roundtrip`` and loaded into a fresh stage after the global RNGs were
+    scrambled, continues with the uninterrupted stream. Returns the (round-tripped) state."""
     with preserved_global_rng():
-        uninterrupted = take(iter(make()), n_before + n_after)
-
-        first = make()
-        first_items = take(iter(first), n_before)
-        for expected, actual in zip(uninterrupted, first_items):
-            compare(expected, actual)
-        state = first.state_dict()
+        reference = take(iter(make()), n_before + n_after)
+        stage = make()
+        items = iter(stage)
+        _expect_next(compare, items, reference, 0, n_before, "the run the state is taken from")
+        state = stage.state_dict()
         if roundtrip is not None:
             state = roundtrip(state)
-        scramble_global_rng()  # a resumed job starts in a new process with unrelated RNG states
-
-        resumed = make()
-        resumed.load_state_dict(state)
-        resumed_items = take(iter(resumed), n_after)
-        for expected, actual in zip(uninterrupted[n_before:], resumed_items):
-            compare(expected, actual)
+        _, items = _restore(make, state, None)
+        _expect_next(compare, items, reference, n_before, n_before + n_after, "the restored stage")
     return state
 
 
+# --------------------------------------------------------------------------- examples
 ROOT = Path(__file__).resolve().parents[1]
 TRAIN_LOOP = ROOT / "examples" / "train_loop.py"
 
