@@ -3,7 +3,8 @@
 Tests import from here (``from helpers import ...``), never from other test files.
 
 - data to test with: transform sizes (``VAE``, ``VIT``), ``synth_and_convert``,
-  ``first``, and the toy packing kit (hand-made samples, ``ToyDataset``, ``make_packer`` ...);
+  ``synth_pipeline_data`` (real datasets on both backends), ``first``,
+  and the toy packing kit (hand-made samples, ``ToyDataset``, ``make_packer`` ...);
 - comparisons: ``assert_batches_equal``;
 - resume: ``check_state_contract`` (the state contract every stateful stage is held to),
   ``assert_resumes_identically``, ``json_roundtrip``, ``torch_roundtrip``, ``take`` and the
@@ -46,6 +47,28 @@ def synth_and_convert(root: Path, **synth_kwargs: Any) -> Path:
     """Write a synthetic parquet dataset to ``root/pq`` and its rowgroup-layout shards to ``root/wds``."""
     write_synthetic_dataset(str(root / "pq"), **synth_kwargs)
     convert(str(root / "pq"), str(root / "wds"), workers=1, progress=False)
+    return root
+
+
+def synth_pipeline_data(root: Path) -> Path:
+    """Small edit and text-to-image datasets with planted bad rows, on both backends.
+
+    ``root/edit`` holds 2 files x 2 row groups x 4 rows, ``root/t2i`` 2 files x 2 row groups
+    x 3 rows; each has ``pq`` and ``wds`` sub-directories (see :func:`synth_and_convert`).
+    """
+    synth_and_convert(
+        root / "edit", num_files=2, row_groups_per_file=2, rows_per_group=4, seed=13, corrupt_fraction=0.2, max_side=64
+    )
+    synth_and_convert(
+        root / "t2i",
+        schema="t2i_pretrain",
+        num_files=2,
+        row_groups_per_file=2,
+        rows_per_group=3,
+        seed=14,
+        corrupt_fraction=0.2,
+        max_side=64,
+    )
     return root
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import random
 
@@ -12,7 +11,7 @@ import pytest
 import torch
 
 from editstream import ParquetStandardIterableDataset
-from helpers import first
+from helpers import check_state_contract, first
 
 
 class RowIdDataset(ParquetStandardIterableDataset):
@@ -122,22 +121,26 @@ def test_parquet_info_optional_footer_read(tmp_path):
     assert make(tmp_path, partial).data_paths == full
 
 
-def test_resume_continues_like_uninterrupted(tmp_path):
+@pytest.mark.parametrize("n_before", [1, 4, 5, 17, 30])
+def test_resume_meets_the_state_contract(tmp_path, n_before):
+    """Within a unit, at a unit boundary (5 rows each), and after a full pass (30 rows)."""
     info = write_files(tmp_path, num_files=3, row_groups=2, rows=5)
+    check_state_contract(lambda: make(tmp_path, info), n_before, 6, owns_global_rng=False)
+
+
+def test_the_state_is_the_last_yielded_row_and_the_constructor_takes_it(tmp_path):
+    info = write_files(tmp_path, num_files=3, row_groups=2, rows=5)
+    first_ds = make(tmp_path, info)
+    assert first_ds.state_dict() == {"data_status": None}
     random.seed(1)
-    reference = [s["rid"] for s in take(make(tmp_path, info), 40)]
-    for n in (1, 4, 5, 17, 30):
-        random.seed(1)
-        first = make(tmp_path, info)
-        head = take(first, n)
-        state = first.state_dict()
-        assert state["data_status"][0] == head[-1]["data_indexes"]["data_indexes"]
-        resumed = make(tmp_path, info, data_status=state["data_status"])
-        tail = take(resumed, 40 - n)
-        assert [s["rid"] for s in head + tail] == reference
-        again = make(tmp_path, info)
-        again.load_state_dict(json.loads(json.dumps(state)))  # survives a JSON round trip
-        assert [s["rid"] for s in take(again, 3)] == reference[n : n + 3]
+    reference = take(make(tmp_path, info), 12)
+    random.seed(1)
+    head = take(first_ds, 7)
+    status = first_ds.state_dict()["data_status"]
+    assert status == [head[-1]["data_indexes"]["data_indexes"]]
+    tail = take(make(tmp_path, info, data_status=status), 5)  # the global random goes on in this process
+    assert [s["rid"] for s in head + tail] == [s["rid"] for s in reference]
+    assert [s["draw"] for s in head + tail] == [s["draw"] for s in reference]
 
 
 def test_bad_rows_and_unreadable_units_are_dropped_and_counted(tmp_path, caplog):
