@@ -3,7 +3,7 @@
 Tests import from here (``from helpers import ...``), never from other test files.
 
 - data to test with: transform sizes (``VAE``, ``VIT``), ``synth_and_convert``,
-  ``synth_pipeline_data`` (real datasets on both backends), ``first``,
+  ``synth_pipeline_data`` and ``make_real_packer`` (real datasets on either backend), ``first``,
   and the toy packing kit (hand-made samples, ``ToyDataset``, ``make_packer`` ...);
 - comparisons: ``assert_batches_equal``;
 - resume: ``check_state_contract`` (the state contract every stateful stage is held to),
@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from editstream import PackedDataset
+from editstream import ByteTokenizer, PackedDataset, make_bagel_multimodal_dataset
 from editstream.conversion import convert
 from editstream.packing.config import BagelDatasetConfig
 from editstream.testing.synth import write_synthetic_dataset
@@ -70,6 +70,54 @@ def synth_pipeline_data(root: Path) -> Path:
         max_side=64,
     )
     return root
+
+
+def make_real_packer(root: Path, backend: str, *, num_workers: int = 0, seed: int = 42) -> PackedDataset:
+    """A ``PackedDataset`` over the real edit and t2i datasets of :func:`synth_pipeline_data`.
+
+    Both groups read ``backend``; the budget (512 tokens, 544 at most, a buffer of 4) makes
+    the buffer fill and sequences hold several samples. ``set_epoch(seed)`` is called.
+    """
+    sub = BACKEND_DIRS[backend]
+    groups = {
+        "unified_edit": {
+            "dataset_names": ["edit"],
+            "weight": 2.0,
+            "num_used_data": [2],
+            "image_transform_args": dict(VAE),
+            "vit_image_transform_args": dict(VIT),
+            "backend": backend,
+        },
+        "t2i_pretrain": {
+            "dataset_names": ["t2i"],
+            "weight": 1.0,
+            "num_used_data": [2],
+            "image_transform_args": dict(VAE),
+            "backend": backend,
+        },
+    }
+    info = {
+        "unified_edit": {"edit": {"data_dir": str(root / "edit" / sub)}},
+        "t2i_pretrain": {"t2i": {"data_dir": str(root / "t2i" / sub)}},
+    }
+    tokenizer = ByteTokenizer()
+    packer = make_bagel_multimodal_dataset(
+        tokenizer=tokenizer,
+        special_tokens=tokenizer.special_token_ids(),
+        grouped_datasets=groups,
+        dataset_info=info,
+        local_rank=0,
+        world_size=1,
+        num_workers=num_workers,
+        expected_num_tokens=512,
+        max_num_tokens=544,
+        max_num_tokens_per_sample=512,
+        prefer_buffer_before=256,
+        max_buffer_size=4,
+        data_seed=seed,
+    )
+    packer.set_epoch(seed)
+    return packer
 
 
 def first(items: Iterable[Any], n: int) -> list[Any]:
