@@ -24,6 +24,8 @@ from editstream.conversion.executors import RayExecutor, TaskError, make_executo
 from editstream.format import manifest as mf  # noqa: E402
 from editstream.testing.synth import write_synthetic_dataset  # noqa: E402
 
+pytestmark = pytest.mark.ray
+
 EDITSTREAM = Path(sys.executable).with_name("editstream")
 QUIET_RAY_ENV = {"RAY_DISABLE_USAGE_STATS": "1"}
 
@@ -225,6 +227,7 @@ def _cli(args: list[str], timeout: float = 180) -> subprocess.CompletedProcess:
     return subprocess.run([str(EDITSTREAM), *args], capture_output=True, text=True, env=env, timeout=timeout)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not EDITSTREAM.exists(), reason="editstream console script not installed in this venv")
 def test_cli_engine_ray_starts_its_own_ray(ray_local, src, reference, tmp_path):
     out = tmp_path / "cli"

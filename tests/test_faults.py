@@ -74,6 +74,7 @@ def fingerprint(samples):
     return out
 
 
+@pytest.mark.slow
 def test_stream_through_faulty_proxy_equals_fault_free(data, s3_bucket):
     so = s3_bucket.storage_options
     fs = fsspec.filesystem("s3", **so)

@@ -106,6 +106,7 @@ def test_real_loader_state_contract(pipeline_data, workers, saved_on, restored_o
     check_loader(loader_on(saved_on), 3, 4, make_restored=loader_on(restored_on))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "first,second", [("parquet", "parquet"), ("webdataset", "webdataset"), ("parquet", "webdataset")]
 )
