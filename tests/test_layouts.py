@@ -57,7 +57,7 @@ def test_size_layout_yields_every_row_once_per_pass(src, tmp_path):
     parquet = RowIds("rows", None, None, None, [str(root / "pq")], [3], num_workers=0)
     assert set(counts) == {s["rid"] for s in ids(parquet, summary["num_rows"])}
     assert set(counts.values()) == {1}
-    assert all(len(s["data_indexes"]["data_indexes"]) == 2 for s in samples)
+    assert [len(s["data_indexes"]["data_indexes"]) for s in samples] == [2] * summary["num_rows"]  # [unit, row]
 
 
 @pytest.fixture(scope="module")

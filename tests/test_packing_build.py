@@ -201,7 +201,7 @@ def test_config_defaults_and_positional_groups():
         config.max_num_patch_per_side,
         config.data_seed,
     ) == (16, 32, 14, 70, 42)
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match="takes 2 positional arguments but 3 were given"):
         BagelDatasetConfig({"toy": {}}, 0.2)  # everything but grouped_datasets is keyword-only
 
 
