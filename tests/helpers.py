@@ -41,6 +41,13 @@ VAE = dict(max_image_size=128, min_image_size=32, image_stride=16)
 VIT = dict(max_image_size=112, min_image_size=28, image_stride=14)
 BACKEND_DIRS = {"parquet": "pq", "webdataset": "wds"}
 """Sub-directory of a :func:`synth_and_convert` root that each backend reads."""
+BACKEND_PAIRS = [
+    ("parquet", "parquet"),
+    ("webdataset", "webdataset"),
+    ("parquet", "webdataset"),
+    ("webdataset", "parquet"),
+]
+"""(backend a state is saved on, backend it is restored on): each backend, and each way across."""
 
 
 def synth_and_convert(root: Path, **synth_kwargs: Any) -> Path:

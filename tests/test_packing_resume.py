@@ -12,6 +12,7 @@ import pytest
 
 from editstream.packing.state import STATE_FORMAT
 from helpers import (
+    BACKEND_PAIRS,
     assert_batches_equal,
     check_state_contract,
     make_mixed,
@@ -24,13 +25,6 @@ from helpers import (
     take,
     torch_roundtrip,
 )
-
-BACKEND_PAIRS = [
-    ("parquet", "parquet"),
-    ("webdataset", "webdataset"),
-    ("parquet", "webdataset"),
-    ("webdataset", "parquet"),
-]
 
 
 @pytest.fixture(scope="module")

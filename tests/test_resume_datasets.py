@@ -14,6 +14,7 @@ import pytest
 from editstream import ByteTokenizer, ImageTransform, T2IIterableDataset, UnifiedEditIterableDataset
 from helpers import (
     BACKEND_DIRS,
+    BACKEND_PAIRS,
     VAE,
     VIT,
     assert_batches_equal,
@@ -24,13 +25,6 @@ from helpers import (
     synth_pipeline_data,
     take,
 )
-
-BACKEND_PAIRS = [
-    ("parquet", "parquet"),
-    ("webdataset", "webdataset"),
-    ("parquet", "webdataset"),
-    ("webdataset", "parquet"),
-]
 
 
 @pytest.fixture(scope="module")
