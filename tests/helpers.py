@@ -526,7 +526,8 @@ def check_state_contract(
 
         later = None
         for roundtrip in roundtrips:
-            what = f"(a, b) a stage restored after {n_before} items through {roundtrip.__name__}"
+            how = getattr(roundtrip, "__name__", repr(roundtrip))
+            what = f"(a, b) a stage restored after {n_before} items through {how}"
             stage, items = _restore(restore_into, roundtrip(state), rng)
             _expect_next(compare, items, reference, n_before, middle, what)
             if later is None:
