@@ -4,7 +4,8 @@
 ``s3_bucket`` (function) resets the server, creates a fresh bucket, sets fake AWS
 credentials in the environment, clears s3fs's instance cache, and yields an object with
 ``.name``, ``.url`` (``s3://name``) and ``.storage_options``. The S3 client is never patched:
-every request goes over HTTP to the server.
+every request goes over HTTP to the server. Every test that uses them gets the ``s3`` marker,
+so ``pytest -m "not s3"`` leaves them out.
 """
 
 from __future__ import annotations
@@ -21,6 +22,18 @@ from editstream.testing.s3server import LocalS3Server
 FAKE_KEY = "testing-key"
 FAKE_SECRET = "testing-secret"
 FAKE_REGION = "us-east-1"
+
+
+# test_faultproxy runs a moto_server of its own (fp_moto_endpoint).
+S3_SERVER_FIXTURES = {"s3_endpoint", "s3_bucket", "fp_moto_endpoint"}
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark ``s3`` every test that needs the session's S3 server, before ``-m`` selects."""
+    for item in items:
+        if S3_SERVER_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.s3)
 
 
 @pytest.fixture(scope="session")

@@ -1,17 +1,28 @@
-"""Shared helpers of the test suite, in one module: data to test with, comparisons, resume checks.
+"""Shared helpers of the test suite, in one module.
 
 Tests import from here (``from helpers import ...``), never from other test files.
+
+- data to test with: transform sizes (``VAE``, ``VIT``), ``synth_and_convert``,
+  ``synth_pipeline_data`` and ``make_real_packer`` (real datasets on either backend), ``first``,
+  and the toy packing kit (hand-made samples, ``ToyDataset``, ``make_packer`` ...);
+- comparisons: ``assert_batches_equal``;
+- resume: ``check_state_contract`` (the state contract every stateful stage is held to),
+  ``assert_resumes_identically``, ``json_roundtrip``, ``torch_roundtrip``, ``take`` and the
+  global-RNG helpers;
+- examples: ``ROOT``, ``TRAIN_LOOP``, ``load_example``.
 """
 
 from __future__ import annotations
 
 import contextlib
+import copy
 import importlib.util
 import io
 import itertools
+import json
 import math
 import random
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -19,12 +30,24 @@ from typing import Any
 import numpy as np
 import torch
 
+from editstream import ByteTokenizer, PackedDataset, make_bagel_multimodal_dataset
 from editstream.conversion import convert
+from editstream.packing.config import BagelDatasetConfig
 from editstream.testing.synth import write_synthetic_dataset
 
+# --------------------------------------------------------------------------- data to test with
 # Small images keep the tests fast; stride 16 (VAE) and 14 (ViT) as in BAGEL.
 VAE = dict(max_image_size=128, min_image_size=32, image_stride=16)
 VIT = dict(max_image_size=112, min_image_size=28, image_stride=14)
+BACKEND_DIRS = {"parquet": "pq", "webdataset": "wds"}
+"""Sub-directory of a :func:`synth_and_convert` root that each backend reads."""
+BACKEND_PAIRS = [
+    ("parquet", "parquet"),
+    ("webdataset", "webdataset"),
+    ("parquet", "webdataset"),
+    ("webdataset", "parquet"),
+]
+"""(backend a state is saved on, backend it is restored on): each backend, and each way across."""
 
 
 def synth_and_convert(root: Path, **synth_kwargs: Any) -> Path:
@@ -34,11 +57,292 @@ def synth_and_convert(root: Path, **synth_kwargs: Any) -> Path:
     return root
 
 
+def synth_pipeline_data(root: Path) -> Path:
+    """Small edit and text-to-image datasets with planted bad rows, on both backends.
+
+    ``root/edit`` holds 2 files x 2 row groups x 4 rows, ``root/t2i`` 2 files x 2 row groups
+    x 3 rows; each has ``pq`` and ``wds`` sub-directories (see :func:`synth_and_convert`).
+    """
+    synth_and_convert(
+        root / "edit", num_files=2, row_groups_per_file=2, rows_per_group=4, seed=13, corrupt_fraction=0.2, max_side=64
+    )
+    synth_and_convert(
+        root / "t2i",
+        schema="t2i_pretrain",
+        num_files=2,
+        row_groups_per_file=2,
+        rows_per_group=3,
+        seed=14,
+        corrupt_fraction=0.2,
+        max_side=64,
+    )
+    return root
+
+
+def make_real_packer(root: Path, backend: str, *, num_workers: int = 0, seed: int = 42) -> PackedDataset:
+    """A ``PackedDataset`` over the real edit and t2i datasets of :func:`synth_pipeline_data`.
+
+    Both groups read ``backend``; the budget (512 tokens, 544 at most, a buffer of 4) makes
+    the buffer fill and sequences hold several samples. ``set_epoch(seed)`` is called.
+    """
+    sub = BACKEND_DIRS[backend]
+    groups = {
+        "unified_edit": {
+            "dataset_names": ["edit"],
+            "weight": 2.0,
+            "num_used_data": [2],
+            "image_transform_args": dict(VAE),
+            "vit_image_transform_args": dict(VIT),
+            "backend": backend,
+        },
+        "t2i_pretrain": {
+            "dataset_names": ["t2i"],
+            "weight": 1.0,
+            "num_used_data": [2],
+            "image_transform_args": dict(VAE),
+            "backend": backend,
+        },
+    }
+    info = {
+        "unified_edit": {"edit": {"data_dir": str(root / "edit" / sub)}},
+        "t2i_pretrain": {"t2i": {"data_dir": str(root / "t2i" / sub)}},
+    }
+    tokenizer = ByteTokenizer()
+    packer = make_bagel_multimodal_dataset(
+        tokenizer=tokenizer,
+        special_tokens=tokenizer.special_token_ids(),
+        grouped_datasets=groups,
+        dataset_info=info,
+        local_rank=0,
+        world_size=1,
+        num_workers=num_workers,
+        expected_num_tokens=512,
+        max_num_tokens=544,
+        max_num_tokens_per_sample=512,
+        prefer_buffer_before=256,
+        max_buffer_size=4,
+        data_seed=seed,
+    )
+    packer.set_epoch(seed)
+    return packer
+
+
 def first(items: Iterable[Any], n: int) -> list[Any]:
     """The first ``n`` items of an iterable (a DataLoader, say), without running it further."""
     return list(itertools.islice(items, n))
 
 
+# --------------------------------------------------------------------------- the toy packing kit
+# Hand-made samples and ToyDataset stand in for real datasets in the packer tests: 2x2 ViT
+# patches, a 2x downsampling VAE, and these special token ids.
+BOS, EOS, SOI, EOI = 100, 101, 102, 103
+SPECIAL = {"bos_token_id": BOS, "eos_token_id": EOS, "start_of_image": SOI, "end_of_image": EOI}
+NEG = float("-inf")
+
+
+def text_item(loss=0, cfg=0, special_loss=0, label=None, **extra):
+    """A ``sequence_plan`` entry for a text span."""
+    return {
+        "type": "text",
+        "enable_cfg": cfg,
+        "loss": loss,
+        "special_token_loss": special_loss,
+        "special_token_label": label,
+        **extra,
+    }
+
+
+def vit_item(cfg=0, **extra):
+    """A ``sequence_plan`` entry for a ViT-encoded image."""
+    return {
+        "type": "vit_image",
+        "enable_cfg": cfg,
+        "loss": 0,
+        "special_token_loss": 0,
+        "special_token_label": None,
+        **extra,
+    }
+
+
+def vae_item(loss=0, cfg=0, **extra):
+    """A ``sequence_plan`` entry for a VAE-encoded image."""
+    return {
+        "type": "vae_image",
+        "enable_cfg": cfg,
+        "loss": loss,
+        "special_token_loss": 0,
+        "special_token_label": None,
+        **extra,
+    }
+
+
+def make_sample(plan, texts=(), images=(), num_tokens=None, index=0, name="hand"):
+    """A dataset sample as ``parse_row`` returns it, with ``num_tokens`` computed for 2x2 patches."""
+    if num_tokens is None:
+        num_tokens = sum(len(t) for t in texts) + sum(img.shape[1] * img.shape[2] // 4 for img in images)
+    return {
+        "sequence_plan": list(plan),
+        "text_ids_list": [list(t) for t in texts],
+        "image_tensor_list": list(images),
+        "num_tokens": num_tokens,
+        "data_indexes": {"data_indexes": index, "worker_id": 0, "dataset_name": name},
+    }
+
+
+class ToyDataset(torch.utils.data.IterableDataset):
+    """Stands in for a DistributedIterableDataset: generated rows, sharded over workers, resumable.
+
+    ``kind="sized"``: row i is one text item whose packed length is ``sizes[i % len(sizes)]``
+    (no randomness). ``kind="mixed"``: t2i / edit / chat-like samples whose structure, text
+    lengths and pixels are drawn from the global ``random`` and ``torch`` RNGs, like a real
+    ``parse_row``. ``data_status[worker] = pos`` resumes at position ``pos + 1``.
+    """
+
+    def __init__(
+        self,
+        dataset_name,
+        tokenizer,
+        local_rank,
+        world_size,
+        num_workers,
+        data_status=None,
+        data_dir_list=(),
+        kind="sized",
+        sizes=(4,),
+        length=None,
+        **extra,
+    ):
+        self.dataset_name = dataset_name
+        self.tokenizer = tokenizer
+        self.local_rank = local_rank
+        self.world_size = world_size
+        self.num_workers = num_workers
+        self.data_dir_list = list(data_dir_list)
+        self.kind = kind
+        self.sizes = list(sizes)
+        self.length = length
+        self.extra = extra
+        self.epoch_seeds = []
+        self.init_data_status = copy.deepcopy(data_status)
+        self.load_state_dict({"data_status": data_status})
+
+    def set_epoch(self, seed=42):
+        self.epoch_seeds.append(seed)
+
+    def state_dict(self):
+        return {"data_status": copy.deepcopy(self._resume_status)}
+
+    def load_state_dict(self, state):
+        self.data_status = copy.deepcopy(state["data_status"])
+        self._resume_status = copy.deepcopy(state["data_status"])
+
+    def __iter__(self):
+        info = torch.utils.data.get_worker_info()
+        worker_id, n_workers = (info.id, info.num_workers) if info is not None else (0, 1)
+        pos = 0
+        if self.data_status is not None and self.data_status[worker_id] is not None:
+            pos = self.data_status[worker_id] + 1
+        while self.length is None or pos < self.length:
+            row = pos * n_workers + worker_id
+            sample = self._sized(row) if self.kind == "sized" else self._mixed(row)
+            sample["data_indexes"] = {"data_indexes": pos, "worker_id": worker_id, "dataset_name": self.dataset_name}
+            if self._resume_status is None:
+                self._resume_status = [None] * max(1, self.num_workers)
+            self._resume_status[worker_id] = pos
+            yield sample
+            pos += 1
+
+    def _sized(self, row):
+        n_ids = self.sizes[row % len(self.sizes)] - 2
+        ids = [(row * 7 + k) % 90 for k in range(n_ids)]
+        return make_sample([text_item()], [ids], num_tokens=n_ids)
+
+    def _mixed(self, row):
+        h, w = 2 * (1 + row % 3), 2 * (1 + (row // 3) % 2)
+        u = random.random()
+        ids = [(row * 7 + k) % 90 for k in range(random.randint(1, 4))]
+        if u < 0.4:  # text-to-image
+            return make_sample([text_item(cfg=1), vae_item(loss=1)], [ids], [torch.rand(3, h, w)])
+        if u < 0.8:  # edit: condition image (vae + vit), instruction, target image
+            source, target = torch.rand(3, h, w), torch.rand(3, w, h)
+            plan = [vae_item(cfg=1), vit_item(cfg=1), text_item(cfg=1), vae_item(loss=1)]
+            return make_sample(plan, [ids], [source, source.clone(), target])
+        answer = [(row + k) % 90 for k in range(random.randint(1, 4))]
+        plan = [text_item(cfg=1), text_item(loss=1, special_loss=1, label=77)]
+        return make_sample(plan, [ids, answer])
+
+
+REGISTRY = {"toy": ToyDataset, "toy_b": ToyDataset, "toy_c": ToyDataset}
+
+
+def toy_info(*groups, names=("d0",)):
+    """A ``dataset_info`` naming a (never read) data_dir for each toy group and dataset name."""
+    return {g: {n: {"data_dir": f"/data/{g}/{n}"} for n in names} for g in groups}
+
+
+def make_packer(groups=None, *, probs=(0.0, 0.0, 0.0), world_size=1, local_rank=0, num_workers=0, epoch=None, **kwargs):
+    """A PackedDataset over toy groups with 2x2 ViT patches and a 2x downsampling VAE."""
+    groups = groups or {"toy": {"dataset_names": ["d0"], "weight": 1.0, "kind": "sized", "sizes": [4]}}
+    config = BagelDatasetConfig(
+        groups,
+        text_cond_dropout_prob=probs[0],
+        vit_cond_dropout_prob=probs[1],
+        vae_cond_dropout_prob=probs[2],
+        vit_patch_size=2,
+        vae_image_downsample=2,
+        max_num_patch_per_side=4,
+        max_latent_size=4,
+    )
+    kwargs.setdefault("dataset_info", toy_info(*groups))
+    kwargs.setdefault("registry", REGISTRY)
+    packer = PackedDataset(config, None, SPECIAL, local_rank, world_size, num_workers, **kwargs)
+    if epoch is not None:
+        packer.set_epoch(epoch)
+    return packer
+
+
+def pack(packer, *samples):
+    """Pack ``samples`` into one fresh accumulator with ``packer.pack_sequence``."""
+    status = packer.set_sequence_status()
+    for sample in samples:
+        status = packer.pack_sequence(sample, status)
+    return status
+
+
+def names_and_positions(batch):
+    """``(dataset_name, position)`` of every sample of a packed batch, in packing order."""
+    return [(d["dataset_name"], d["data_indexes"]) for d in batch["batch_data_indexes"]]
+
+
+def sized_groups(sizes, **extra):
+    """One toy group whose row i packs to ``sizes[i % len(sizes)]`` tokens."""
+    return {"toy": {"dataset_names": ["d0"], "weight": 1.0, "kind": "sized", "sizes": sizes, **extra}}
+
+
+def mixed_groups():
+    """A random-content toy group (weight 2) and a sized one (weight 1)."""
+    return {
+        "toy": {"dataset_names": ["d0"], "weight": 2.0, "kind": "mixed"},
+        "toy_b": {"dataset_names": ["d0"], "weight": 1.0, "kind": "sized", "sizes": [5, 9, 4]},
+    }
+
+
+def make_mixed(**kwargs):
+    """The packer over :func:`mixed_groups` that the loop and resume tests share (buffer, dropout, epoch 9)."""
+    kwargs.setdefault("epoch", 9)
+    return make_packer(
+        mixed_groups(),
+        probs=(0.3, 0.4, 0.2),
+        expected_num_tokens=40,
+        max_num_tokens=56,
+        max_num_tokens_per_sample=36,
+        prefer_buffer_before=20,
+        max_buffer_size=3,
+        **kwargs,
+    )
+
+
+# --------------------------------------------------------------------------- comparisons
 def assert_batches_equal(expected: Any, actual: Any, path: str = "item") -> None:
     """Recursive equality: same keys and types; tensors and arrays equal with the same dtype.
 
@@ -77,23 +381,47 @@ def assert_batches_equal(expected: Any, actual: Any, path: str = "item") -> None
     assert type(expected) is type(actual) and expected == actual, f"{path}: {actual!r} != {expected!r}"
 
 
+# --------------------------------------------------------------------------- resume
+GlobalRng = tuple[Any, Any, torch.Tensor]
+
+
+def capture_global_rng() -> GlobalRng:
+    """The global random / numpy / torch RNG states."""
+    return random.getstate(), np.random.get_state(), torch.get_rng_state()
+
+
+def restore_global_rng(saved: GlobalRng) -> None:
+    """Put back states from :func:`capture_global_rng`."""
+    random.setstate(saved[0])
+    np.random.set_state(saved[1])
+    torch.set_rng_state(saved[2])
+
+
 @contextlib.contextmanager
 def preserved_global_rng() -> Iterator[None]:
     """Put the global random / numpy / torch RNG states back afterwards (stages may reseed them)."""
-    saved = (random.getstate(), np.random.get_state(), torch.get_rng_state())
+    saved = capture_global_rng()
     try:
         yield
     finally:
-        random.setstate(saved[0])
-        np.random.set_state(saved[1])
-        torch.set_rng_state(saved[2])
+        restore_global_rng(saved)
+
+
+def seed_global_rng(seed: int) -> None:
+    """Seed the global random / numpy / torch RNGs."""
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
 
 
 def scramble_global_rng(seed: int = 987_654_321) -> None:
     """Move the global random / numpy / torch RNGs somewhere unrelated, as a new process would be."""
-    random.seed(seed)
-    np.random.seed(seed % 2**32)
-    torch.manual_seed(seed)
+    seed_global_rng(seed)
+
+
+def json_roundtrip(state: Any) -> Any:
+    """Pass a state through ``json.dumps`` / ``json.loads`` as a JSON checkpoint would."""
+    return json.loads(json.dumps(state))
 
 
 def torch_roundtrip(state: Any) -> Any:
@@ -115,6 +443,119 @@ def take(iterator: Iterator[Any], n: int) -> list[Any]:
     return items
 
 
+RUN_START_SEED = 0
+"""The global RNGs are seeded with this at the start of every run from the start of a stream."""
+
+
+def _expect_next(
+    compare: Callable[[Any, Any], None], items: Iterator[Any], reference: list[Any], start: int, stop: int, what: str
+) -> None:
+    """The next items of ``items`` are ``reference[start:stop]``; a failure names the clause and the item."""
+    for position in range(start, stop):
+        try:
+            item = next(items)
+        except StopIteration:
+            raise AssertionError(f"{what}: the stage stopped before item {position}") from None
+        try:
+            compare(reference[position], item)
+        except AssertionError as exc:
+            raise AssertionError(f"{what}: item {position} differs from the uninterrupted run: {exc}") from None
+
+
+def _restore(make: Callable[[], Any], state: Any, rng: GlobalRng | None) -> tuple[Any, Iterator[Any]]:
+    """A stage from ``make()`` loaded with ``state`` in a "new process", and its iterator.
+
+    The global RNGs are scrambled first; ``rng`` (for stages that leave their draws to the
+    caller's global RNGs) is put back just before iteration, as ``PackedDataset`` does for
+    its datasets.
+    """
+    scramble_global_rng()
+    stage = make()
+    stage.load_state_dict(state)
+    if rng is not None:
+        restore_global_rng(rng)
+    return stage, iter(stage)
+
+
+def check_state_contract(
+    make: Callable[[], Any],
+    n_before: int,
+    n_after: int,
+    *,
+    compare: Callable[[Any, Any], None] = assert_batches_equal,
+    roundtrips: Sequence[Callable[[Any], Any]] = (json_roundtrip, torch_roundtrip),
+    make_restored: Callable[[], Any] | None = None,
+    owns_global_rng: bool = True,
+) -> Any:
+    """Check the state contract of a stateful stage (``__iter__``, ``state_dict``, ``load_state_dict``).
+
+    ``make()`` returns a fresh stage, ready to iterate, that behaves the same on every call.
+    Against an uninterrupted run of ``n_before + n_after`` items:
+
+    (a) the state taken after ``n_before`` items, loaded into a fresh stage in a "new process"
+        (global random / numpy / torch RNGs scrambled), continues with exactly the next items;
+        taking it changes nothing in the stage it was taken from, and that stage going on does
+        not change the state already taken;
+    (b) (a) holds after each of ``roundtrips`` (e.g. JSON for a dataset's ``data_status``,
+        ``torch.save`` for states holding tensors and RNG states);
+    (c) a state taken part-way through a restored stage restores too: a state taken after a
+        restore is as good as one from an uninterrupted run;
+    (d) the state of a stage that has yielded nothing gives the stream from the start, loaded
+        into a fresh stage or into one that has already yielded items (a reset).
+
+    States are loaded into stages from ``make_restored`` (default ``make``), e.g. the same
+    dataset on the other backend. A stage whose draws use the caller's global RNGs without
+    saving them (the datasets, whose caller ``PackedDataset`` saves and restores the RNGs)
+    passes ``owns_global_rng=False``: the check then keeps the RNG states with each state and
+    puts them back when the restored stage starts, as that caller does. Every run from the
+    start begins with the global RNGs seeded with ``RUN_START_SEED``; they are put back as they
+    were at the end. ``n_after >= 2``. Returns the state taken after ``n_before`` items.
+    """
+    if n_before < 0 or n_after < 2 or not roundtrips:
+        raise ValueError(f"need n_before >= 0, n_after >= 2 and a roundtrip; got {n_before}, {n_after}, {roundtrips}")
+    restore_into = make_restored or make
+    total, middle = n_before + n_after, n_before + n_after // 2
+
+    def caller_rng() -> GlobalRng | None:
+        return None if owns_global_rng else capture_global_rng()
+
+    with preserved_global_rng():
+        seed_global_rng(RUN_START_SEED)
+        start_rng = caller_rng()
+        reference = take(iter(make()), total)
+
+        seed_global_rng(RUN_START_SEED)
+        stage = make()
+        items = iter(stage)
+        _expect_next(compare, items, reference, 0, n_before, "the run the state is taken from")
+        state, rng = stage.state_dict(), caller_rng()
+        _expect_next(compare, items, reference, n_before, total, "(a) the run the state was taken from, going on")
+
+        later = None
+        for roundtrip in roundtrips:
+            how = getattr(roundtrip, "__name__", repr(roundtrip))
+            what = f"(a, b) a stage restored after {n_before} items through {how}"
+            stage, items = _restore(restore_into, roundtrip(state), rng)
+            _expect_next(compare, items, reference, n_before, middle, what)
+            if later is None:
+                later = roundtrip(stage.state_dict()), caller_rng()
+            _expect_next(compare, items, reference, middle, total, what)
+
+        _, items = _restore(restore_into, *later)
+        what = f"(c) a stage restored from a state taken {middle - n_before} items after a restore"
+        _expect_next(compare, items, reference, middle, total, what)
+
+        initial = roundtrips[0](make().state_dict())
+        _, items = _restore(restore_into, initial, start_rng)
+        _expect_next(compare, items, reference, 0, total, "(d) a fresh stage loaded with a new stage's state")
+        seed_global_rng(RUN_START_SEED)
+        used = restore_into()
+        take(iter(used), max(1, n_before))
+        _, items = _restore(lambda: used, initial, start_rng)
+        _expect_next(compare, items, reference, 0, total, "(d) a used stage loaded with a new stage's state")
+    return state
+
+
 def assert_resumes_identically(
     make: Callable[[], Any],
     n_before: int,
@@ -122,35 +563,23 @@ def assert_resumes_identically(
     compare: Callable[[Any, Any], None] = assert_batches_equal,
     roundtrip: Callable[[Any], Any] | None = None,
 ) -> Any:
-    """Check that state taken after ``n_before`` items resumes to the uninterrupted stream.
-
-    ``make()`` must return a fresh, ready-to-iterate stage (e.g. ``set_epoch`` already called)
-    that behaves the same on every call. ``roundtrip`` may transform the state in between
-    (e.g. :func:`torch_roundtrip`). Before resuming, the global RNGs are scrambled, so a stage
-    that relies on them must restore them from its state. Returns the state, for further
-    assertions by the caller. The runs happen one after another; the global RNGs are put back
-    at the end.
-    """
+    """Clause (a) of :func:`check_state_contract` alone: state taken after ``n_before`` items,
+    passed through ``roundtrip`` and loaded into a fresh stage after the global RNGs were
+    scrambled, continues with the uninterrupted stream. Returns the (round-tripped) state."""
     with preserved_global_rng():
-        uninterrupted = take(iter(make()), n_before + n_after)
-
-        first = make()
-        first_items = take(iter(first), n_before)
-        for expected, actual in zip(uninterrupted, first_items):
-            compare(expected, actual)
-        state = first.state_dict()
+        reference = take(iter(make()), n_before + n_after)
+        stage = make()
+        items = iter(stage)
+        _expect_next(compare, items, reference, 0, n_before, "the run the state is taken from")
+        state = stage.state_dict()
         if roundtrip is not None:
             state = roundtrip(state)
-        scramble_global_rng()  # a resumed job starts in a new process with unrelated RNG states
-
-        resumed = make()
-        resumed.load_state_dict(state)
-        resumed_items = take(iter(resumed), n_after)
-        for expected, actual in zip(uninterrupted[n_before:], resumed_items):
-            compare(expected, actual)
+        _, items = _restore(make, state, None)
+        _expect_next(compare, items, reference, n_before, n_before + n_after, "the restored stage")
     return state
 
 
+# --------------------------------------------------------------------------- examples
 ROOT = Path(__file__).resolve().parents[1]
 TRAIN_LOOP = ROOT / "examples" / "train_loop.py"
 

@@ -102,6 +102,7 @@ def test_s3_source_to_local_and_local_to_s3_match_a_local_conversion(s3_bucket, 
     assert verify(s3_dst, storage_options=so).ok
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not EDITSTREAM.exists(), reason="editstream console script not installed")
 def test_cli_s3_to_s3_with_standard_aws_environment_variables(s3_bucket, local_src):
     so = s3_bucket.storage_options

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from editstream import write_synthetic_dataset
 
 RECIPES = Path(__file__).resolve().parents[1] / "converters"
@@ -40,6 +42,7 @@ def test_parquet_to_wds_converts_repairs_and_fails_when_the_source_changed(tmp_p
     assert "FAILED" in changed.stdout and "[row_mismatch]" in changed.stdout
 
 
+@pytest.mark.ray
 def test_ray_cluster_example_runs_its_demo_on_a_local_ray():
     done = run("ray_cluster.py", "--demo")
     assert done.returncode == 0, done.stderr[-2000:]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import io
-import json
 import random
 
 import PIL
@@ -76,7 +75,7 @@ def test_add_image_order_tokens_and_distinct_tensors():
     assert torch.equal(vae1, b.transform(img)) and torch.equal(vit, b.vit_transform(img))
     expect = 2 * (vae1.shape[1] * vae1.shape[2] // 16**2) + vit.shape[1] * vit.shape[2] // 14**2
     assert data["num_tokens"] == expect
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="_add_image needs at least one of need_loss, need_vae, need_vit"):
         b._add_image(b._init_data(), img, False, False, False)
 
 
@@ -98,11 +97,20 @@ def test_add_video_frames(need_loss):
     assert [p["split_start"] for p in plan] == [True, False, False]
     assert [p["split_end"] for p in plan] == [False, False, True]
     assert [p.get("frame_delta") for p in plan] == [4, 6, None]
-    assert all(p["loss"] == int(need_loss) and p["enable_cfg"] == int(not need_loss) for p in plan)
+    assert [(p["loss"], p["enable_cfg"]) for p in plan] == [(int(need_loss), int(not need_loss))] * 3
     t = d["image_tensor_list"][0]
     assert d["num_tokens"] == 3 * (t.shape[1] * t.shape[2] // 256)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="_add_video needs exactly one of need_loss, need_vae"):
         b._add_video(b._init_data(), frames, [0, 1, 2], need_loss=True, need_vae=True)
+
+
+def count_tokens(data):
+    """Text ids plus one token per 16x16 (VAE) or 14x14 (ViT) patch of each image."""
+    tokens = sum(len(t) for t in data["text_ids_list"])
+    images = [p for p in data["sequence_plan"] if p["type"] != "text"]
+    for item, image in zip(images, data["image_tensor_list"]):
+        tokens += image.shape[1] * image.shape[2] // (14 if item["type"] == "vit_image" else 16) ** 2
+    return tokens
 
 
 def edit_row(n_images, phrasings=2):
@@ -176,10 +184,7 @@ def test_rng_contract_matches_independent_mirror(n, seed):
     assert [(p["type"], p["enable_cfg"], p["loss"]) for p in data["sequence_plan"]] == items
     assert [bytes(t).decode() for t in data["text_ids_list"]] == texts
     assert next_draw == mirror_next  # same number of draws, in the same order
-    tokens = sum(len(t) for t in data["text_ids_list"])
-    for p, t in zip([p for p in data["sequence_plan"] if p["type"] != "text"], data["image_tensor_list"]):
-        tokens += t.shape[1] * t.shape[2] // (14 if p["type"] == "vit_image" else 16) ** 2
-    assert data["num_tokens"] == tokens
+    assert data["num_tokens"] == count_tokens(data)
 
 
 def test_concatenated_instruction_path_is_exercised():
@@ -199,7 +204,7 @@ def test_bad_rows_fail_after_the_same_draws():
     # fewer than 2 images: fails at step 1, before any draw
     random.seed(5)
     expected = random.random()
-    with pytest.raises(IndexError):
+    with pytest.raises(IndexError, match="Cannot choose from an empty sequence"):
         parse({"image_list": [png(32, 32)], "instruction_list": []}, seed=5)
     random.seed(5)
     assert random.random() == expected
@@ -208,7 +213,7 @@ def test_bad_rows_fail_after_the_same_draws():
     row["image_list"][0] = b"not an image at all"
     ds = bare_edit()
     random.seed(9)
-    with pytest.raises(PIL.UnidentifiedImageError):
+    with pytest.raises(PIL.UnidentifiedImageError, match="cannot identify image file"):
         ds.parse_row(row)
     after = random.random()
     r = random.Random(9)
@@ -247,16 +252,21 @@ def test_edit_stream_drops_planted_bad_rows_and_keeps_order(tmp_path):
         samples.append(s)
         if ds.drops.total + len(samples) >= total:
             break
-    seen = {tuple(s["data_indexes"]["data_indexes"]) for s in samples}
-    assert len(seen) == len(samples)
+    # One pass: every row was yielded, in order, or dropped, once.
+    positions = [s["data_indexes"]["data_indexes"] for s in samples]
+    assert positions == sorted(positions) and len({tuple(p) for p in positions}) == len(positions)
+    units = ds.data_paths_per_rank
+    yielded = {(*units[unit], row) for unit, row in positions}
     dropped = [(d.location["file"], d.location["row_group"], d.location["row"]) for d in ds.drops.recent]
-    planted = {(c["file"], c["row_group"], c["row"]) for c in summary["corrupt_rows"]}
-    assert set(dropped) <= planted and len(dropped) >= 1
-    assert ds.drops.counts["bad_row"] == len(dropped)
+    assert len(set(dropped)) == len(dropped) == ds.drops.counts["bad_row"] == ds.drops.total
+    assert yielded.isdisjoint(dropped) and yielded | set(dropped) == {(*u, row) for u in units for row in range(6)}
+    # A single-image row always fails; a garbage image or a missing instruction only when drawn.
+    kinds = {(c["file"], c["row_group"], c["row"]): c["kind"] for c in summary["corrupt_rows"]}
+    always = {position for position, kind in kinds.items() if kind == "single_image"}
+    assert always and always <= set(dropped) <= set(kinds)
     for s in samples:
-        assert s["num_tokens"] > 0 and len(s["image_tensor_list"]) == sum(
-            p["type"] != "text" for p in s["sequence_plan"]
-        )
+        assert s["num_tokens"] == count_tokens(s)
+        assert len(s["image_tensor_list"]) == sum(p["type"] != "text" for p in s["sequence_plan"])
 
 
 def test_t2i_stream_units_are_files(tmp_path):
@@ -273,42 +283,22 @@ def test_t2i_stream_units_are_files(tmp_path):
     ds = T2IIterableDataset(
         "t2i_pretrain", ImageTransform(**VAE), ByteTokenizer(), [str(tmp_path / "t2i")], [2], num_workers=0
     )
-    assert all(isinstance(u, str) for u in ds.data_paths)
+    assert ds.data_paths == [str(tmp_path / "t2i" / f"part-0000{f}.parquet") for f in (0, 1)]
     random.seed(0)
     it = iter(ds)
     good = summary["num_rows"] - len(summary["corrupt_rows"])
     samples = [next(it) for _ in range(good)]
-    idx = [s["data_indexes"]["data_indexes"] for s in samples]
-    assert all(len(i) == 3 for i in idx)
-    assert len({tuple(i) for i in idx}) == good
+    # [file, row_group, row] of every good row, in the shuffled file order (bad rows always fail here)
+    corrupt = {(c["file"], c["row_group"], c["row"]) for c in summary["corrupt_rows"]}
+    expected = [
+        [unit, rg, row]
+        for unit, path in enumerate(ds.data_paths_per_rank)
+        for rg in range(2)
+        for row in range(4)
+        if (path, rg, row) not in corrupt
+    ]
+    assert [s["data_indexes"]["data_indexes"] for s in samples] == expected
     assert ds.drops.counts["bad_row"] == len(summary["corrupt_rows"])
     s = samples[0]
     assert [p["type"] for p in s["sequence_plan"]] == ["text", "vae_image"]
     assert s["sequence_plan"][0]["enable_cfg"] == 1 and s["sequence_plan"][1]["loss"] == 1
-
-    # resume at [file, rg, row] continues at row + 1 of that row group, crossing row groups and files
-    def fresh(status=None):
-        return T2IIterableDataset(
-            "t2i_pretrain",
-            ImageTransform(**VAE),
-            ByteTokenizer(),
-            [str(tmp_path / "t2i")],
-            [2],
-            num_workers=0,
-            data_status=status,
-        )
-
-    def key(sample):
-        return sample["data_indexes"]["data_indexes"], sample["text_ids_list"]
-
-    for n in (3, 4, good - 1):
-        random.seed(0)
-        first = fresh()
-        it = iter(first)
-        head = [key(next(it)) for _ in range(n)]
-        status = json.loads(json.dumps(first.state_dict()["data_status"]))
-        assert status[0] == head[-1][0]
-        it2 = iter(fresh(status))
-        tail = [key(next(it2)) for _ in range(good - n)]
-        assert [h[0] for h in head + tail] == idx
-        assert [h[1] for h in head + tail] == [s["text_ids_list"] for s in samples]

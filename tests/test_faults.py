@@ -74,6 +74,31 @@ def fingerprint(samples):
     return out
 
 
+def positions(samples):
+    return [tuple(s["data_indexes"]["data_indexes"]) for s in samples]
+
+
+def times_passed(stream, point):
+    """How often a stream of ``(unit, row)`` positions went past ``point``, a position it never
+    yields: before its first item, between two items of one pass, or across a wrap to the next."""
+    count = int(point < stream[0])
+    for a, b in zip(stream, stream[1:]):
+        count += a < point < b if a < b else point > a or point < b
+    return count
+
+
+def unit_position(ds, root, shard):
+    """Where the shard's unit sits in the dataset's (shuffled) unit order."""
+    manifest = json.loads((root / "manifest.json").read_text())
+    return ds.data_paths_per_rank.index((f"{manifest['source_root']}/{shard['source_file']}", shard["row_group"]))
+
+
+def row_of(name):
+    """The row a sample key (or member name) like ``part-00000-rg00001-r0000003.json`` names."""
+    return int(name.split(".", 1)[0].rsplit("-r", 1)[1])
+
+
+@pytest.mark.slow
 def test_stream_through_faulty_proxy_equals_fault_free(data, s3_bucket):
     so = s3_bucket.storage_options
     fs = fsspec.filesystem("s3", **so)
@@ -104,11 +129,12 @@ def test_shard_that_keeps_failing_is_dropped_with_its_url_then_budget_raises(dat
     victim = manifest["shards"][1]["path"]
     (root / victim).unlink()
     ds = edit(root, retry=FAST_RETRY)
-    samples = take(ds, 30)
-    assert ds.drops.counts["unreadable_unit"] >= 1
+    stream = positions(take(ds, 30))  # more than a pass
+    victim_unit = unit_position(ds, root, manifest["shards"][1])
+    assert {unit for unit, _ in stream} == set(range(4)) - {victim_unit}  # the others were all read
+    assert ds.drops.counts["unreadable_unit"] == times_passed(stream, (victim_unit, -1)) > 0
     failed = [d for d in ds.drops.recent if d.reason == "unreadable_unit"]
-    assert failed[0].location["shard"].endswith(victim)
-    assert all(s["data_indexes"]["data_indexes"] for s in samples)
+    assert [d.location["shard"].rsplit("/", 1)[1] for d in failed] == [victim] * len(failed)
     for shard in manifest["shards"]:
         (root / shard["path"]).unlink(missing_ok=True)
     broken = edit(root, retry=FAST_RETRY)
@@ -155,9 +181,15 @@ def test_corrupt_shard_is_dropped_and_counted_and_the_stream_goes_on(data, tmp_p
     what = _damage(root, shard, how)
     ds = edit(root)
     n = sum(s["num_samples"] for s in manifest["shards"])
-    samples = take(ds, n)  # more than a full pass: the stream went on past the damage
-    assert len(samples) == n
-    assert ds.drops.counts[reason] >= 1
+    stream = positions(take(ds, n))  # more than a full pass: the stream went on past the damage
+    unit, row = unit_position(ds, root, manifest["shards"][0]), row_of(what)
+    if how == "missing_member":  # that sample is dropped, the rest of its unit is read
+        damage = (unit, row)
+        assert damage not in stream
+    else:  # the unit is given up at the damaged sample: the rows from there on never come
+        damage = (unit, row - 0.5)
+        assert [r for u, r in stream if u == unit and r >= row] == []
+    assert ds.drops.counts[reason] == times_passed(stream, damage) > 0
     drop = next(d for d in ds.drops.recent if d.reason == reason)
     assert drop.location["shard"].endswith(shard)
     if how == "missing_member":
@@ -182,8 +214,11 @@ def test_manifest_that_does_not_match_the_shard(data, tmp_path):
     manifest["shards"][0]["num_bytes"] = offsets0[-2] + 700  # the manifest claims a shorter shard
     (root / "manifest.json").write_text(json.dumps(manifest))
     ds = edit(root)
-    take(ds, 30)  # more than a pass
-    assert ds.drops.counts["unreadable_unit"] >= 1
+    stream = positions(take(ds, 30))  # more than a pass
+    # the claimed end falls inside the last sample: the unit is given up there
+    unit, last = unit_position(ds, root, manifest["shards"][0]), manifest["shards"][0]["num_samples"] - 1
+    assert [r for u, r in stream if u == unit and r >= last] == []
+    assert ds.drops.counts["unreadable_unit"] == times_passed(stream, (unit, last - 0.5)) > 0
     idx = root / (manifest["shards"][2]["path"] + ".idx")
     values = struct.unpack(f"<{idx.stat().st_size // 8}Q", idx.read_bytes())
     idx.write_bytes(struct.pack(f"<{len(values) - 1}Q", *values[1:]))  # one offset short

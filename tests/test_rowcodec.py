@@ -119,7 +119,7 @@ def test_schema_mismatch_and_unencodable_values_are_errors_naming_the_column():
         encode_members({"a": 1}, "k", ["b"])
     with pytest.raises(RowCodecError, match="'col'"):
         encode_members({"col": object()}, "k")
-    with pytest.raises(RowCodecError):
+    with pytest.raises(RowCodecError, match="invalid sample key 'bad.key': must be non-empty and contain no dot"):
         encode_members({"a": 1}, "bad.key")
 
 

@@ -80,6 +80,7 @@ def test_s3fs_makes_one_attempt_per_call_under_editstream(s3_bucket):
     assert (config["connect_timeout"], config["read_timeout"]) == (storage.S3_CONNECT_TIMEOUT, storage.S3_READ_TIMEOUT)
 
 
+@pytest.mark.slow
 def test_a_refused_endpoint_is_a_clear_error_through_the_python_api():
     options = {"endpoint_url": "http://127.0.0.1:9", "key": "k", "secret": "s", "config_kwargs": {"connect_timeout": 1}}
     ds = edit("s3://bucket/wds", options)

@@ -215,19 +215,19 @@ def test_writes_to_a_non_local_fsspec_url():
 
 
 @pytest.mark.parametrize(
-    "bad",
+    ("bad", "match"),
     [
-        dict(schema="nope"),
-        dict(num_files=0),
-        dict(rows_per_group=0),
-        dict(corrupt_fraction=1.5),
-        dict(min_side=100, max_side=50),
-        dict(workers=0),
+        (dict(schema="nope"), "unknown synthetic schema 'nope'"),
+        (dict(num_files=0), "num_files must be >= 1, got 0"),
+        (dict(rows_per_group=0), "rows_per_group must be >= 1, got 0"),
+        (dict(corrupt_fraction=1.5), r"corrupt_fraction must be in \[0, 1\], got 1.5"),
+        (dict(min_side=100, max_side=50), "need 8 <= min_side <= max_side, got min_side=100, max_side=50"),
+        (dict(workers=0), "workers must be >= 1, got 0"),
     ],
 )
-def test_bad_arguments_fail_before_writing(tmp_path, bad):
+def test_bad_arguments_fail_before_writing(tmp_path, bad, match):
     out = tmp_path / "ds"
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=match):
         write_synthetic_dataset(str(out), **bad)
     assert not out.exists()
 

@@ -172,11 +172,11 @@ def test_non_contiguous_and_duplicate_members_are_rejected():
 
 def test_writer_rejects_bad_keys_and_duplicate_members():
     w = TarWriter(io.BytesIO())
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="invalid sample key 'a.b'"):
         w.write_sample("a.b", [("json", b"")])
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="sample 'a' has two members named 'json'"):
         w.write_sample("a", [("json", b""), ("json", b"x")])
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="sample 'a' has no members"):
         w.write_sample("a", [])
 
 

@@ -12,7 +12,7 @@ def test_encode_is_utf8_bytes():
     assert tok.encode("make the sky orange") == list(b"make the sky orange")
     assert tok.encode("é") == [0xC3, 0xA9]
     assert tok.encode("") == []
-    assert all(0 <= i < 256 for i in tok.encode("日本語 🎨"))
+    assert tok.encode("日本語 🎨") == list("日本語 🎨".encode())  # 9 + 1 + 4 bytes, all < 256
 
 
 @pytest.mark.parametrize("text", ["", "a", "remove the dog. ", "naïve café 日本語 🎨", "<|im_start|> literal"])
@@ -39,7 +39,7 @@ def test_decode_errors():
     with pytest.raises(ValueError, match="260"):
         tok.decode([65, 260])
     assert tok.decode([0xC3]) == "\ufffd"  # a lone lead byte does not crash
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match="ByteTokenizer.encode expects str, got bytes"):
         tok.encode(b"bytes")  # type: ignore[arg-type]
 
 

@@ -21,6 +21,8 @@ import pytest
 from editstream import UnifiedEditIterableDataset
 from helpers import ROOT, TRAIN_LOOP, load_example, synth_and_convert
 
+pytestmark = [pytest.mark.torchrun, pytest.mark.slow]
+
 STEPS = 14
 
 

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import io
 import json
 import shutil
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 import pytest
+from PIL import Image, UnidentifiedImageError
 
 from editstream.conversion import convert
 from editstream.conversion.inspect import find_sample, inspect_dataset
@@ -47,6 +50,18 @@ def copy(converted, tmp_path) -> tuple[Path, Path]:
     dst = tmp_path / "out"
     shutil.copytree(out, dst)
     return src, dst
+
+
+EXTENSIONS = {"JPEG": "jpg", "PNG": "png", "WEBP": "webp"}
+"""Extension the converter gives each image format the synthetic data uses."""
+
+
+def opens(data: bytes) -> bool:
+    try:
+        Image.open(io.BytesIO(data))
+    except UnidentifiedImageError:
+        return False
+    return True
 
 
 def kinds(report) -> dict[str, set[str]]:
@@ -183,11 +198,14 @@ def test_inspect_counts_and_sample_lookup(converted):
         for rg in (0, 1)
         for r in read_row_group_rows(str(src / f), rg)
     ]
-    assert sum(info["image_formats"].values()) + info["images_with_bad_headers"] <= sum(
-        len(r["image_list"]) for r in rows
-    )
-    assert sum(int(k) * v for k, v in info["images_per_sample"].items()) == sum(info["image_formats"].values())
-    assert info["image_width"]["min"] >= 16 and info["image_width"]["max"] <= 48
+    # Every image PIL opens is counted under its format; planted garbage is stored as .bin and is not.
+    opened = [Image.open(io.BytesIO(image)) for r in rows for image in r["image_list"] if opens(image)]
+    assert len(opened) < sum(len(r["image_list"]) for r in rows)  # the garbage image is really there
+    assert info["image_formats"] == dict(sorted(Counter(EXTENSIONS[image.format] for image in opened).items()))
+    assert info["images_with_bad_headers"] == 0
+    assert sum(int(k) * v for k, v in info["images_per_sample"].items()) == len(opened)
+    widths = [image.size[0] for image in opened]
+    assert (info["image_width"]["min"], info["image_width"]["max"]) == (min(widths), max(widths))
     assert find_sample(str(out), "part-00000-rg00001-r0000003") == rows[7]
-    with pytest.raises(KeyError):
+    with pytest.raises(KeyError, match="no sample with key 'part-00009-rg00000-r0000000'"):
         find_sample(str(out), "part-00009-rg00000-r0000000")
