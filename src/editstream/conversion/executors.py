@@ -15,6 +15,8 @@ from concurrent.futures import FIRST_COMPLETED, Future, wait
 from concurrent.futures import ProcessPoolExecutor as _Pool
 from typing import Any, Protocol, TypeVar
 
+from .lifetime import exit_with
+
 T = TypeVar("T")
 R = TypeVar("R")
 H = TypeVar("H")
@@ -134,7 +136,9 @@ class ProcessPoolExecutor:
         """Launch the workers now, without waiting for them, so their start-up (imports in the
         fork server) overlaps with whatever the caller does next."""
         if self._pool is None:
-            self._pool = _Pool(max_workers=self.workers, mp_context=self._ctx)
+            self._pool = _Pool(
+                max_workers=self.workers, mp_context=self._ctx, initializer=exit_with, initargs=(os.getpid(),)
+            )
             for _ in range(self.workers):
                 self._pool.submit(os.getpid)
 
@@ -166,6 +170,17 @@ class ProcessPoolExecutor:
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None
+
+    def abort(self) -> None:
+        """Stop now (after an error or an interrupt): terminate the workers instead of waiting
+        for their running tasks; a task's atomic write leaves nothing half-written behind."""
+        if self._pool is None:
+            return
+        for process in list(getattr(self._pool, "_processes", {}).values()):
+            with contextlib.suppress(Exception):
+                process.terminate()
+        self._pool.shutdown(wait=True, cancel_futures=True)
+        self._pool = None
 
 
 class RayExecutor:

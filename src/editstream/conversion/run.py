@@ -23,6 +23,7 @@ from ..format.sft import LINES_COPY
 from ..io import storage
 from .config import ConvertConfig
 from .executors import Executor, import_ray, make_executor
+from .lifetime import sigterm_as_interrupt
 from .plan import Plan, plan_conversion
 from .progress import ShardProgress
 from .records import (
@@ -185,11 +186,24 @@ def _run_tasks(cfg: ConvertConfig, plan: Plan, executor: Executor | None) -> lis
     results: dict[str, ShardResult] = {}
     syncer = LocalSyncer(cfg.dst)
     try:
-        for task, result in runner.map_unordered(convert_shard, plan.tasks):
-            results[task.shard_path] = result
-            syncer.add([result.shard["path"], result.shard["idx_path"]])
-            bar.update(result)
-        syncer.finish()
+        with sigterm_as_interrupt():
+            for task, result in runner.map_unordered(convert_shard, plan.tasks):
+                results[task.shard_path] = result
+                syncer.add([result.shard["path"], result.shard["idx_path"]])
+                bar.update(result)
+            syncer.finish()
+    except BaseException as exc:
+        abort = getattr(runner, "abort", None)
+        if abort is not None:
+            abort()  # stop the workers now; every finished shard keeps its done record
+        if isinstance(exc, KeyboardInterrupt):
+            log.warning(
+                "conversion interrupted after %d of %d shards; re-run the same conversion to resume "
+                "(finished shards are kept)",
+                len(results),
+                len(plan.tasks),
+            )
+        raise
     finally:
         syncer.close()
         bar.close()

@@ -1,0 +1,88 @@
+"""Worker processes never outlive their converter, and SIGTERM stops a conversion like Ctrl-C.
+
+A pool worker started through the fork server holds both ends of its task queue and the
+fork server's "alive" pipe, so when the converter is killed (an OOM kill, ``kill -9``) neither
+the workers nor the fork server ever see end-of-file: they used to live on indefinitely.
+Each worker now watches the converter's process and exits the moment it is gone (a pidfd on
+Linux, a one-second poll elsewhere); the fork server and the resource tracker then exit by
+themselves once the last worker has. SIGTERM, which Slurm and Kubernetes send on
+preemption, becomes a ``KeyboardInterrupt`` in the converter's main thread, so it takes the
+Ctrl-C path: workers stopped, finished shards kept, a re-run resumes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import select
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+_POLL_SECONDS = 1.0
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _wait_for_exit(pid: int) -> None:
+    """Block until process ``pid`` has exited (returns at once if it already has)."""
+    pidfd_open = getattr(os, "pidfd_open", None)
+    if pidfd_open is not None:
+        try:
+            fd = pidfd_open(pid)
+        except ProcessLookupError:
+            return
+        except OSError:
+            fd = None
+        if fd is not None:
+            try:
+                select.select([fd], [], [])  # a pidfd becomes readable when the process exits
+            finally:
+                os.close(fd)
+            return
+    while _pid_alive(pid):
+        time.sleep(_POLL_SECONDS)
+
+
+def exit_with(parent_pid: int) -> None:
+    """Pool initializer: end this worker process as soon as ``parent_pid`` is gone."""
+
+    def watch() -> None:
+        _wait_for_exit(parent_pid)
+        os._exit(70)  # the converter is gone: nothing would read this worker's results
+
+    threading.Thread(target=watch, name="editstream-parent-watch", daemon=True).start()
+
+
+@contextlib.contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """Within the block, SIGTERM raises ``KeyboardInterrupt`` in the main thread (as Ctrl-C does).
+
+    Only when called from the main thread and SIGTERM still has its default action, so an
+    application that handles SIGTERM itself keeps its handler.
+    """
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGTERM) not in (
+        signal.SIG_DFL,
+        None,
+    ):
+        yield
+        return
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt("SIGTERM")
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
