@@ -416,3 +416,51 @@ def test_report_lists_non_text_captions_and_says_when_an_edit_row_fails():
     bad_image = edit({"image_list": [good, b"junk"], "instruction_list": [["x"]]})
     assert certainty(one_image) == "always"
     assert certainty(short) == "if_drawn" and certainty(bad_image) == "if_drawn"
+
+
+# --------------------------------------------------------------------------- torn files after a crash
+
+
+def _crash_after_first_shard(src: Path, dst: Path, monkeypatch) -> None:
+    """Convert until the second shard's first row, then 'crash' (the first shard has its done record)."""
+    import editstream.conversion.shard as shard_module
+
+    real = shard_module.encode_members
+    calls = {"n": 0}
+
+    def crash_on_second_shard(row, key, schema_types=None):
+        calls["n"] += 1
+        if "rg00001" in key:
+            raise KeyboardInterrupt
+        return real(row, key, schema_types)
+
+    monkeypatch.setattr(shard_module, "encode_members", crash_on_second_shard)
+    with pytest.raises(KeyboardInterrupt):
+        convert(str(src), str(dst), workers=1, progress=False)
+    monkeypatch.setattr(shard_module, "encode_members", real)
+
+
+@pytest.mark.parametrize("damage", ["emptied", "truncated", "one offset changed"])
+def test_a_torn_idx_does_not_survive_resume(converted, tmp_path, monkeypatch, damage):
+    src, dst = converted / "pq", tmp_path / "wds"
+    _crash_after_first_shard(src, dst, monkeypatch)
+    idx = dst / "part-00000-rg00000.tar.idx"
+    data = bytearray(idx.read_bytes())
+    if damage == "emptied":
+        data = bytearray()
+    elif damage == "truncated":
+        data = data[: len(data) - 8]
+    else:
+        data[8] ^= 0x01  # still sorted, still the right length: only the recorded digest can tell
+    idx.write_bytes(bytes(data))
+    summary = convert(str(src), str(dst), workers=1, progress=False)
+    assert (summary["converted_shards"], summary["skipped_shards"]) == (2, 0)
+    assert verify(str(dst), source=str(src)).ok
+
+
+def test_an_intact_idx_is_kept_on_resume(converted, tmp_path, monkeypatch):
+    src, dst = converted / "pq", tmp_path / "wds"
+    _crash_after_first_shard(src, dst, monkeypatch)
+    summary = convert(str(src), str(dst), workers=1, progress=False)
+    assert (summary["converted_shards"], summary["skipped_shards"]) == (1, 1)
+    assert verify(str(dst), source=str(src)).ok

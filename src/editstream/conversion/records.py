@@ -19,7 +19,9 @@ from dataclasses import asdict, dataclass, field
 from typing import IO, Any
 
 from ..format import manifest as mf
+from ..format.idx import IdxError, decode_idx
 from ..format.sft import LINES_COPY
+from ..format.tarblock import END_OF_ARCHIVE
 from ..io import storage
 from ..io.ranged import open_read
 from .plan import ShardTask
@@ -52,9 +54,33 @@ def open_output(url: str, storage_options: dict[str, Any] | None) -> contextlib.
     return storage.atomic_write(url, storage_options, fsync=False)
 
 
-def write_output(url: str, data: bytes, storage_options: dict[str, Any] | None) -> None:
-    with open_output(url, storage_options) as f:
+def write_output(url: str, data: bytes, storage_options: dict[str, Any] | None, *, fsync: bool = False) -> None:
+    """Write a small output atomically (``fsync`` it first when a record will vouch for it)."""
+    with storage.atomic_write(url, storage_options, fsync=fsync) as f:
         f.write(data)
+
+
+def idx_digest(data: bytes) -> dict[str, Any]:
+    """What a done record keeps of a shard's idx: its size and sha256."""
+    return {"num_bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+
+
+def _idx_is_intact(
+    dst_root: str, shard: Mapping[str, Any], storage_options: dict[str, Any] | None, digest: Mapping[str, Any] | None
+) -> bool:
+    """The idx exists, matches ``digest`` when one was recorded, and fits its shard: one offset
+    per sample and the samples' end just before the end-of-archive marker."""
+    try:
+        data = storage.read_bytes(storage.join(dst_root, shard["idx_path"]), storage_options)
+    except FileNotFoundError:
+        return False
+    if digest is not None and idx_digest(data) != dict(digest):
+        return False
+    try:
+        offsets, end = decode_idx(data)
+    except IdxError:
+        return False
+    return len(offsets) == shard["num_samples"] and end == shard["num_bytes"] - len(END_OF_ARCHIVE)
 
 
 def _fsync_path(path: str) -> None:
@@ -110,22 +136,31 @@ def _sha256_of(url: str, storage_options: dict[str, Any] | None) -> str:
     return h.hexdigest()
 
 
-def shard_is_intact(dst_root: str, shard: Mapping[str, Any], storage_options: dict[str, Any] | None) -> bool:
-    """True when the shard and its idx exist and the shard has the recorded size and sha256."""
+def shard_is_intact(
+    dst_root: str,
+    shard: Mapping[str, Any],
+    storage_options: dict[str, Any] | None,
+    idx: Mapping[str, Any] | None = None,
+) -> bool:
+    """True when the shard has the recorded size and sha256 and its idx is intact (see
+    :func:`_idx_is_intact`; ``idx`` is the idx digest a done record holds, when it holds one)."""
     url = storage.join(dst_root, shard["path"])
     try:
         if storage.size(url, storage_options) != shard["num_bytes"]:
             return False
-        if not storage.exists(storage.join(dst_root, shard["idx_path"]), storage_options):
+        if not _idx_is_intact(dst_root, shard, storage_options, idx):
             return False
         return _sha256_of(url, storage_options) == shard["sha256"]
     except FileNotFoundError:
         return False
 
 
-def write_record(task: ShardTask, result: ShardResult) -> None:
-    """Record ``result`` as the done record of ``task`` (written atomically, last for the shard)."""
-    record = {"fingerprint": task.fingerprint(), "result": asdict(result)}
+def write_record(task: ShardTask, result: ShardResult, idx: Mapping[str, Any] | None = None) -> None:
+    """Record ``result`` (and the digest of the shard's idx) as the done record of ``task``:
+    written atomically, last for the shard, so its presence vouches for the files before it."""
+    record: dict[str, Any] = {"fingerprint": task.fingerprint(), "result": asdict(result)}
+    if idx is not None:
+        record["idx"] = dict(idx)
     write_output(
         progress_url(task.dst_root, task.shard_path), json.dumps(record, sort_keys=True).encode(), task.storage_options
     )
@@ -141,7 +176,7 @@ def reuse(task: ShardTask) -> ShardResult | None:
     if not isinstance(record, dict) or record.get("fingerprint") != task.fingerprint():
         return None
     result = ShardResult(**record["result"])
-    if not shard_is_intact(task.dst_root, result.shard, task.storage_options):
+    if not shard_is_intact(task.dst_root, result.shard, task.storage_options, record.get("idx")):
         return None
     result.skipped = True
     return result

@@ -26,7 +26,7 @@ from ..io import storage
 from ..io.parquet import iter_row_group_rows, open_parquet
 from ..io.retry import RetryPolicy
 from .plan import ShardTask
-from .records import ShardResult, open_output, reuse, write_output, write_record
+from .records import ShardResult, idx_digest, open_output, reuse, write_output, write_record
 from .schemas import get_schema, vlm_sft
 from .schemas.problems import certainty
 from .sft_rows import iter_jsonl_rows
@@ -180,9 +180,8 @@ def _convert_shard_once(task: ShardTask) -> ShardResult:
         for s in task.slices
     ]
     idx_path = idx_path_for(task.shard_path)
-    write_output(
-        storage.join(task.dst_root, idx_path), encode_idx(writer.offsets, writer.end_offset), task.storage_options
-    )
+    idx = encode_idx(writer.offsets, writer.end_offset)
+    write_output(storage.join(task.dst_root, idx_path), idx, task.storage_options, fsync=True)
     info = mf.ShardInfo(
         path=task.shard_path,
         idx_path=idx_path,
@@ -197,5 +196,5 @@ def _convert_shard_once(task: ShardTask) -> ShardResult:
     result = ShardResult(
         shard=asdict(info), bad_rows=work.bad_rows, num_rows=work.position, seconds=time.perf_counter() - t0
     )
-    write_record(task, result)
+    write_record(task, result, idx_digest(idx))
     return result
