@@ -464,3 +464,103 @@ def test_an_intact_idx_is_kept_on_resume(converted, tmp_path, monkeypatch):
     summary = convert(str(src), str(dst), workers=1, progress=False)
     assert (summary["converted_shards"], summary["skipped_shards"]) == (1, 1)
     assert verify(str(dst), source=str(src)).ok
+
+
+# --------------------------------------------------------------------------- one converter per DST
+
+
+def test_a_second_converter_on_the_same_dst_is_refused_naming_the_holder(converted, tmp_path):
+    import os
+    import socket
+
+    from editstream.conversion.lock import LOCK_NAME, ConversionLock, DestinationLocked
+
+    dst = tmp_path / "wds"
+    with ConversionLock(str(dst)):
+        with pytest.raises(
+            DestinationLocked,
+            match=rf"being converted by another run \(host {socket.gethostname()}, "
+            rf"pid {os.getpid()}, started .*--break-lock",
+        ):
+            convert(str(converted / "pq"), str(dst), workers=1, progress=False)
+        assert (dst / LOCK_NAME).exists()
+    assert not (dst / LOCK_NAME).exists()
+    summary = convert(str(converted / "pq"), str(dst), workers=1, progress=False)
+    assert summary["num_shards"] == 2 and not (dst / LOCK_NAME).exists()
+
+
+@pytest.mark.parametrize("owner", ["dead pid here", "stale heartbeat elsewhere"])
+def test_a_lock_whose_owner_is_gone_is_taken_over(converted, tmp_path, caplog, owner):
+    import socket
+
+    from editstream.conversion.lock import LOCK_NAME
+
+    dst = tmp_path / "wds"
+    dst.mkdir()
+    if owner == "dead pid here":
+        holder = {
+            "host": socket.gethostname(),
+            "pid": 2**22 + 7,
+            "token": "x",
+            "started": time.time(),
+            "heartbeat": time.time(),
+        }
+    else:
+        holder = {"host": "other-node", "pid": 1, "token": "x", "started": 0, "heartbeat": time.time() - 3600}
+    (dst / LOCK_NAME).write_text(json.dumps(holder))
+    summary = convert(str(converted / "pq"), str(dst), workers=1, progress=False)
+    assert summary["num_shards"] == 2
+    assert "taking over the lock" in caplog.text
+
+
+def test_a_live_lock_elsewhere_needs_break_lock(converted, tmp_path):
+    from editstream.conversion.lock import LOCK_NAME, DestinationLocked
+
+    dst = tmp_path / "wds"
+    dst.mkdir()
+    holder = {"host": "other-node", "pid": 1, "token": "x", "started": time.time(), "heartbeat": time.time()}
+    (dst / LOCK_NAME).write_text(json.dumps(holder))
+    with pytest.raises(DestinationLocked, match="host other-node, pid 1"):
+        convert(str(converted / "pq"), str(dst), workers=1, progress=False)
+    assert convert(str(converted / "pq"), str(dst), workers=1, progress=False, break_lock=True)["num_shards"] == 2
+
+
+def test_two_converters_racing_on_one_dst_leave_one_correct_output(converted, tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    dst = tmp_path / "wds"
+    cmd = [
+        sys.executable,
+        "-m",
+        "editstream.cli",
+        "convert",
+        str(converted / "pq"),
+        str(dst),
+        "--workers",
+        "1",
+        "--no-progress",
+    ]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    runs = [subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    outcomes = [(p.wait(timeout=120), p.stderr.read()) for p in runs]
+    codes = sorted(code for code, _ in outcomes)
+    assert codes[0] == 0, outcomes
+    if codes[1] != 0:  # the other one was refused with a clear message (not a FileNotFoundError on a temp file)
+        assert any("being converted by another run" in err for code, err in outcomes if code != 0), outcomes
+    assert verify(str(dst), source=str(converted / "pq")).ok
+
+
+@pytest.mark.s3
+def test_the_lock_on_s3_is_a_conditional_put(s3_bucket):
+    from editstream.conversion.lock import ConversionLock, DestinationLocked
+
+    dst = f"{s3_bucket.url}/wds"
+    with (
+        ConversionLock(dst, s3_bucket.storage_options),
+        pytest.raises(DestinationLocked, match="being converted by another run"),
+    ):
+        ConversionLock(dst, s3_bucket.storage_options).acquire()
+    with ConversionLock(dst, s3_bucket.storage_options):
+        pass

@@ -24,6 +24,7 @@ from ..io import storage
 from .config import ConvertConfig
 from .executors import Executor, import_ray, make_executor
 from .lifetime import sigterm_as_interrupt
+from .lock import ConversionLock
 from .plan import Plan, plan_conversion
 from .progress import ShardProgress
 from .records import (
@@ -89,6 +90,7 @@ def convert(
     ray_address: str | None = None,
     executor: Executor | None = None,
     media_dir: str | None = None,
+    break_lock: bool = False,
 ) -> dict[str, Any]:
     """Convert the parquet dataset at ``src`` into WebDataset shards under ``dst``; returns a summary.
 
@@ -99,6 +101,8 @@ def convert(
     ``engine``: ``"auto"``/``"local"`` (this machine) or ``"ray"`` (Ray tasks; ``ray_address``
     as for ``ray.init``, ``"auto"`` for a running cluster); every engine writes the same bytes.
     ``executor`` overrides ``engine``/``workers`` with any object that has ``map_unordered``.
+    One conversion at a time holds DST (:class:`~editstream.conversion.lock.ConversionLock`);
+    ``break_lock`` takes over a lock left by a conversion that is known to be gone.
     """
     if _is_jsonl_source(src, schema):
         schema, layout = "vlm_sft", "size"
@@ -125,6 +129,12 @@ def convert(
     plan = plan_jsonl_conversion(cfg) if cfg.is_jsonl else plan_conversion(cfg)
     if cfg.drop_bad_rows:
         log.warning("%s", DROP_NOTE)
+    with ConversionLock(cfg.dst, cfg.storage_options, break_lock=break_lock):
+        return _convert_locked(cfg, plan, executor, t0)
+
+
+def _convert_locked(cfg: ConvertConfig, plan: Plan, executor: Executor | None, t0: float) -> dict[str, Any]:
+    """The part of a conversion that writes DST, run while holding its lock."""
     finished = _prepare_dst(cfg, plan)
     if finished is not None:
         return _summary(
