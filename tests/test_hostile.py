@@ -564,3 +564,69 @@ def test_the_lock_on_s3_is_a_conditional_put(s3_bucket):
         ConversionLock(dst, s3_bucket.storage_options).acquire()
     with ConversionLock(dst, s3_bucket.storage_options):
         pass
+
+
+# --------------------------------------------------------------------------- a lying idx on resume
+
+
+@pytest.mark.parametrize("layout", ["rowgroup", "size"])
+def test_a_resume_seek_checks_the_key_and_never_skips_or_repeats_a_row(tmp_path, caplog, layout):
+    import struct
+
+    from editstream import write_synthetic_dataset
+
+    write_synthetic_dataset(str(tmp_path / "pq"), num_files=1, row_groups_per_file=1, rows_per_group=6, max_side=48)
+    options = {"samples_per_shard": 6} if layout == "size" else {}
+    convert(str(tmp_path / "pq"), str(tmp_path / "wds"), workers=1, progress=False, layout=layout, **options)
+    manifest = Manifest.read(str(tmp_path / "wds"))
+    idx_file = tmp_path / "wds" / manifest.shards[0].idx_path
+    values = list(struct.unpack(f"<{idx_file.stat().st_size // 8}Q", idx_file.read_bytes()))
+    values[3] = values[4]  # wrong but still sorted: sample 3 would start where sample 4 does
+    idx_file.write_bytes(struct.pack(f"<{len(values)}Q", *values))
+
+    def stream(status):
+        ds = UnifiedEditIterableDataset(
+            "unified_edit",
+            ImageTransform(**VAE),
+            ByteTokenizer(),
+            ImageTransform(**VIT),
+            [str(tmp_path / "wds")],
+            [1],
+            None,
+            num_workers=0,
+            backend="webdataset",
+            data_status=status,
+        )
+        it = iter(ds)
+        return [next(it)["data_indexes"]["data_indexes"] for _ in range(3)]
+
+    with caplog.at_level("WARNING", logger="editstream"):
+        resumed = stream([[0, 2]])  # resume after row 2: the next sample is row 3, at the lying offset
+    assert resumed == [[0, 3], [0, 4], [0, 5]]
+    assert "puts sample 3 at key" in caplog.text and "reading the shard from its start instead" in caplog.text
+
+
+def test_source_names_longer_than_200_characters_convert_and_stream(tmp_path):
+    from editstream import write_synthetic_dataset
+
+    write_synthetic_dataset(str(tmp_path / "pq"), num_files=1, row_groups_per_file=2, rows_per_group=2, max_side=48)
+    long_name = "an-edit-dataset-with-a-very-long-descriptive-name-" * 4 + "x" * 42 + ".parquet"  # 250 characters
+    (tmp_path / "pq" / "part-00000.parquet").rename(tmp_path / "pq" / long_name)
+    summary = convert(str(tmp_path / "pq"), str(tmp_path / "wds"), workers=1, progress=False)
+    assert summary["num_shards"] == 2
+    names = [p.name for p in (tmp_path / "wds").iterdir()]
+    assert max(len(n) for n in names) < 255
+    assert verify(str(tmp_path / "wds"), source=str(tmp_path / "pq")).ok
+    ds = UnifiedEditIterableDataset(
+        "unified_edit",
+        ImageTransform(**VAE),
+        ByteTokenizer(),
+        ImageTransform(**VIT),
+        [str(tmp_path / "wds")],
+        [1],
+        None,
+        num_workers=0,
+        backend="webdataset",
+    )
+    it = iter(ds)
+    assert [next(it)["data_indexes"]["data_indexes"][1] for _ in range(2)] == [0, 1]

@@ -7,6 +7,7 @@ names right.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from typing import NamedTuple
 
@@ -41,13 +42,26 @@ def parse_key(key: str) -> KeyPosition | None:
     return KeyPosition(match["stem"], int(match["rg"]), int(match["row"]))
 
 
+MAX_STEM = 100
+"""Longest key stem: shard names (``{stem}-rg00000.tar``) and member names stay far below NAME_MAX."""
+
+
+def _short(stem: str, name: str) -> str:
+    """``stem`` itself, or for a long one its start and a digest of the whole name (still unique)."""
+    if len(stem) <= MAX_STEM:
+        return stem
+    digest = hashlib.sha256(name.encode("utf-8")).hexdigest()[:16]
+    return f"{stem[: MAX_STEM - 17]}-{digest}"
+
+
 def key_stems(names: list[str]) -> list[str]:
-    """A unique, dot-free key stem per source file name (deterministic in list order)."""
+    """A unique, dot-free key stem per source file name (deterministic in list order), at most
+    ``MAX_STEM`` characters."""
     used: set[str] = set()
     out = []
     for i, name in enumerate(names):
         base = name[: -len(".parquet")] if name.endswith(".parquet") else name
-        stem = safe_component(base)
+        stem = _short(safe_component(base), name)
         if stem.startswith("_"):
             stem = "f" + stem
         candidate, n = stem, 0

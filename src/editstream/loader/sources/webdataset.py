@@ -11,16 +11,17 @@ the current byte offset, and a resume seeks to the sample's offset from the ``.t
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Generator, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
 from ...format.columns import ColumnTypeError, column_type_problems
 from ...format.idx import read_idx
-from ...format.keys import parse_key
+from ...format.keys import make_key, parse_key
 from ...format.manifest import Manifest, ManifestError, ShardInfo
 from ...format.rowcodec import decode_sample
 from ...format.sft import SCHEMA as SFT_SCHEMA
@@ -50,6 +51,8 @@ class ShardRef:
     url: str
     idx_url: str
     info: ShardInfo
+    stems: Mapping[str, str]
+    """Key stem of each source file (relative name) the shard holds rows of."""
 
     @property
     def num_bytes(self) -> int:
@@ -137,10 +140,11 @@ class TarSource:
         def file_id(relative: str) -> str:
             return storage.join(manifest.source_root, relative)
 
+        stems = {f.path: f.key_stem for f in manifest.source_files}
         for shard in manifest.shards:
             assert shard.source_file is not None  # the manifest validates the rowgroup layout
             self._shards[(file_id(shard.source_file), shard.row_group)] = ShardRef(
-                storage.join(root, shard.path), storage.join(root, shard.idx_path), shard
+                storage.join(root, shard.path), storage.join(root, shard.idx_path), shard, stems
             )
         if not manifest.source_files:
             raise FileNotFoundError(f"dataset {self.dataset_name!r}: {root} lists no source files")
@@ -153,9 +157,10 @@ class TarSource:
 
     def _size_units(self, root: str, manifest: Manifest, num_used: int) -> list[Unit]:
         urls = []
+        stems = {f.path: f.key_stem for f in manifest.source_files}
         for shard in sorted(manifest.shards, key=lambda s: s.path):
             url = storage.join(root, shard.path)
-            self._shards[url] = ShardRef(url, storage.join(root, shard.idx_path), shard)
+            self._shards[url] = ShardRef(url, storage.join(root, shard.idx_path), shard, stems)
             urls.append(url)
         if not urls:
             raise FileNotFoundError(f"dataset {self.dataset_name!r}: {root} holds no shards")
@@ -222,7 +227,9 @@ class TarSource:
         """Rows of one shard from row (or, ``by_index``, sample) ``first`` on.
 
         A resume (``first > 0``) reads the idx and starts at that sample's byte offset: one
-        small ranged read, no rescan of the samples before it.
+        small ranged read, no rescan of the samples before it. The key found there must be the
+        manifest's key for that sample; when it is not (a wrong idx), the shard is read from
+        its start instead, skipping to the sample, so no row is skipped or repeated.
         """
         index = 0
         start = 0
@@ -237,6 +244,38 @@ class TarSource:
                 )
             start = offsets[index]
             logger.debug("resume: reading %s from byte %d (sample %d)", shard.url, start, index)
+        samples = self._samples(shard, start)
+        head = next(samples, None)
+        if start and head is not None and head[0] != self._expected_key(shard, index):
+            logger.warning(
+                "the idx of %s puts sample %d at key %r, the manifest says %r; reading the shard from "
+                "its start instead",
+                shard.url,
+                index,
+                head[0],
+                self._expected_key(shard, index),
+            )
+            samples.close()
+            samples = self._samples(shard, 0)
+            for _ in range(index):
+                next(samples, None)
+            head = next(samples, None)
+        count = index
+        while head is not None:
+            key, members = head
+            position: Position = (count,) if by_index else (self._row_of(shard, key),)
+            count += 1
+            try:
+                row: Any = Row(decode_sample(key, members))
+            except Exception as exc:  # noqa: BLE001 - a damaged sample is a dropped row
+                row = BadSample(exc, {"shard": shard.url, "key": key})
+            yield position, row
+            head = next(samples, None)
+        if count != shard.num_samples:
+            raise ShardMismatchError(f"{shard.url}: ended after {count} samples, the manifest says {shard.num_samples}")
+
+    def _samples(self, shard: ShardRef, start: int) -> Generator[tuple[str, dict[str, bytes]], None, None]:
+        """``(key, members)`` of the shard's samples from byte ``start``, read in ranged blocks."""
         reader = RangedReader(
             shard.url,
             storage_options=self.storage_options,
@@ -251,15 +290,13 @@ class TarSource:
             for key, _, members in iter_samples(
                 reader, start_offset=start, max_member_size=self.max_member_size, source=shard.url
             ):
-                position: Position = (index,) if by_index else (self._row_of(shard, key),)
-                index += 1
-                try:
-                    row: Any = Row(decode_sample(key, members))
-                except Exception as exc:  # noqa: BLE001 - a damaged sample is a dropped row
-                    row = BadSample(exc, {"shard": shard.url, "key": key})
-                yield position, row
-        if index != shard.num_samples:
-            raise ShardMismatchError(f"{shard.url}: ended after {index} samples, the manifest says {shard.num_samples}")
+                yield key, members
+
+    @staticmethod
+    def _expected_key(shard: ShardRef, index: int) -> str:
+        """The manifest's key for sample ``index`` of the shard."""
+        s, row = next(itertools.islice(shard.info.kept_rows(), index, None))
+        return make_key(shard.stems[s.file], s.row_group, row)
 
     @staticmethod
     def _samples_before(shard: ShardRef, row: int) -> int:
