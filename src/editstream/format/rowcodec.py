@@ -196,7 +196,7 @@ def decode_sample(key: str, members: Mapping[str, bytes], *, strict: bool = True
         row = {column: _decode_value(v, members, key, used) for column, v in doc.items()}
     except RowCodecError:
         raise
-    except (TypeError, ValueError, IndexError, AttributeError) as exc:
+    except (TypeError, ValueError, LookupError, AttributeError, ArithmeticError, RecursionError) as exc:
         raise RowCodecError(f"sample {key!r}: malformed tagged value in the JSON member: {exc}") from None
     if strict:
         extra = set(members) - used - {JSON_SUFFIX}
