@@ -2,7 +2,7 @@
 """Fault soak: stream converted shards from S3 (moto) through a fault-injecting proxy and check
 that every sample equals the fault-free stream's. Prints a table.
 
-    python benchmarks/soak.py [--samples 2500] [--min-faults 1000]
+    python benchmarks/soak.py [--samples 500] [--min-faults 1000]
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from editstream.testing.soak import run_soak
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--samples", type=int, default=2500, help="samples streamed (each way)")
+    ap.add_argument("--samples", type=int, default=500, help="samples streamed (each way)")
     ap.add_argument("--min-faults", type=int, default=1000, help="fail (exit 1) below this many injected faults")
     ap.add_argument("--every", type=int, default=2, help="a fault every N-th object GET")
     args = ap.parse_args()

@@ -1,94 +1,148 @@
 """`make demo`: the mission end to end on embedded defaults (no download, no GPU).
 
-Synthesize a parquet image-editing dataset, convert it to WebDataset shards, serve the shards
-from a local S3-protocol server (moto on loopback), stream the parquet from disk and the
-shards from S3 through PackedDataset, and check that both streams are identical.
+Synthesize the three dataset groups of a BAGEL recipe (text-to-image parquet, image-editing
+parquet, vision-language SFT JSONL with images, image lists, frame folders and videos),
+convert each to WebDataset shards, serve the shards from a local S3-protocol server (moto on
+loopback), and build the NeMo dataloader from examples/configs/bagel_recipe.yaml twice: once
+on the source data from local disk, once with every group's `backend:` flipped to the shards
+on S3. The two streams of packed batches must be identical.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
-import random
 import shutil
 import sys
 import time
+import warnings
 from pathlib import Path
+from typing import Any
 
 import torch
+import yaml
 
-from editstream import ByteTokenizer, PackedDataset, collate_fn, convert, write_synthetic_dataset
-from editstream.packing.config import DataConfig
+from editstream import (
+    BagelDataloaderConfig,
+    BagelDatasetConfig,
+    ByteTokenizer,
+    convert,
+    write_synthetic_dataset,
+    write_synthetic_vlm_dataset,
+)
 from editstream.testing.s3server import LocalS3Server
 
-VAE_ARGS = {"image_stride": 16, "max_image_size": 256, "min_image_size": 64}
-VIT_ARGS = {"image_stride": 14, "max_image_size": 224, "min_image_size": 56}
+RECIPE = Path(__file__).resolve().parent / "configs" / "bagel_recipe.yaml"
+GROUP_DATA = {"t2i_pretrain": "t2i", "unified_edit": "edit", "vlm_sft": "vlm"}
 
 
-def grouped_config(backend: str = "parquet") -> dict:
-    """The grouped-dataset config a BAGEL / NeMo Automodel YAML would hold."""
-    return {
-        "unified_edit": {
-            "dataset_names": ["synthetic_edit"],
-            "image_transform_args": dict(VAE_ARGS),
-            "vit_image_transform_args": dict(VIT_ARGS),
-            "num_used_data": [6],
-            "weight": 1.0,
-            "is_mandatory": True,
-            "backend": backend,
-        }
+def load_recipe(out: str) -> dict[str, Any]:
+    """The example recipe, with its demo-out/ paths pointed at ``out``."""
+    return yaml.safe_load(RECIPE.read_text().replace("demo-out/", f"{out.rstrip('/')}/"))
+
+
+def prepare_data(out: str) -> dict[str, Any]:
+    """Write the three sources the recipe names and convert each to shards; returns summaries."""
+    recipe = load_recipe(out)
+    info = recipe["dataset"]["dataset_info"]
+    t2i, edit, vlm = info["t2i_pretrain"]["t2i"], info["unified_edit"]["edit_data"], info["vlm_sft"]["vlm_data"]
+    made = {
+        "t2i": write_synthetic_dataset(
+            t2i["data_dir"],
+            schema="t2i_pretrain",
+            num_files=2,
+            row_groups_per_file=2,
+            rows_per_group=8,
+            seed=1,
+            corrupt_fraction=0.05,
+            max_side=256,
+        ),
+        "edit": write_synthetic_dataset(
+            edit["data_dir"],
+            num_files=3,
+            row_groups_per_file=2,
+            rows_per_group=8,
+            seed=0,
+            corrupt_fraction=0.05,
+            max_side=256,
+        ),
+        "vlm": write_synthetic_vlm_dataset(
+            str(Path(vlm["jsonl_path"]).parent),
+            num_lines=48,
+            seed=2,
+            jsonl_name=Path(vlm["jsonl_path"]).name,
+            max_side=96,
+        ),
     }
+    converted = {
+        "t2i": convert(t2i["data_dir"], t2i["webdataset"]["data_dir"], workers=2, progress=False),
+        "edit": convert(edit["data_dir"], edit["webdataset"]["data_dir"], workers=2, progress=False),
+        "vlm": convert(
+            vlm["jsonl_path"], vlm["webdataset"]["data_dir"], media_dir=vlm["data_dir"], workers=2, progress=False
+        ),
+    }
+    return {"made": made, "converted": converted}
 
 
-def build_packer(data_dir: str, backend: str = "parquet", num_workers: int = 0, storage_options=None) -> PackedDataset:
+def flip_to_s3(recipe: dict[str, Any], s3: LocalS3Server) -> dict[str, Any]:
+    """Upload each converted root to S3, point its `webdataset:` entry there, and flip every backend."""
+    for group, datasets in recipe["dataset"]["dataset_info"].items():
+        for name, entry in datasets.items():
+            url = s3.upload(entry["webdataset"]["data_dir"], f"s3://shards/{group}-{name}")
+            entry["webdataset"] = {"data_dir": url, "storage_options": s3.storage_options}
+    for args in recipe["dataset"]["grouped_datasets"].values():
+        args["backend"] = "webdataset"
+    return recipe
+
+
+def stream(recipe: dict[str, Any], num_batches: int) -> tuple[list[dict[str, Any]], float]:
+    """Build the loader exactly as a NeMo recipe does and take ``num_batches`` packed batches."""
     tokenizer = ByteTokenizer()
-    dataset_info = {"unified_edit": {"synthetic_edit": {"data_dir": data_dir}}}
-    if storage_options:
-        dataset_info["unified_edit"]["synthetic_edit"]["storage_options"] = storage_options
-    packer = PackedDataset(
-        DataConfig(grouped_config(backend)),
+    built = BagelDataloaderConfig(BagelDatasetConfig(**recipe["dataset"]), **recipe["dataloader"]).build(
         tokenizer=tokenizer,
         special_tokens=tokenizer.special_token_ids(),
-        local_rank=0,
+        rank=0,
         world_size=1,
-        num_workers=max(num_workers, 1),
-        expected_num_tokens=4096,
-        max_num_tokens=5120,
-        max_num_tokens_per_sample=4096,
-        prefer_buffer_before=2048,
-        max_buffer_size=16,
-        dataset_info=dataset_info,
+        batch_size=1,
+        global_seed=recipe["seed"],
     )
-    packer.set_epoch(42)
-    return packer
-
-
-def stream(packer: PackedDataset, num_batches: int, num_workers: int = 0) -> tuple[list[dict], float]:
-    loader = torch.utils.data.DataLoader(packer, batch_size=1, num_workers=num_workers, collate_fn=collate_fn)
     batches = []
     t0 = time.perf_counter()
-    for batch in loader:
-        batches.append(batch)
+    for batch in built.dataloader:
+        batches.append(batch.to_dict())
         if len(batches) == num_batches:
             break
     return batches, time.perf_counter() - t0
 
 
-def summarize(name: str, batches: list[dict], seconds: float) -> dict:
+def same(a: Any, b: Any) -> bool:
+    """Equal batches: same keys, torch.equal tensors (dtype included), == everything else."""
+    if isinstance(a, torch.Tensor):
+        return isinstance(b, torch.Tensor) and a.dtype == b.dtype and torch.equal(a, b)
+    if isinstance(a, dict):
+        return isinstance(b, dict) and a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)):
+        return type(a) is type(b) and len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+    return bool(a == b)
+
+
+def summarize(name: str, batches: list[dict[str, Any]], seconds: float) -> dict[str, Any]:
     samples = sum(len(b["batch_data_indexes"]) for b in batches)
-    tokens = [int(b["sequence_length"]) for b in batches]
-    row = {
+    groups = dict.fromkeys(GROUP_DATA, 0)
+    for b in batches:
+        for entry in b["batch_data_indexes"]:
+            groups[entry["dataset_name"]] += 1
+    return {
         "stream": name,
         "batches": len(batches),
-        "samples": samples,
-        "tokens/batch": round(sum(tokens) / max(1, len(tokens))),
+        "samples (t2i/edit/vlm)": f"{samples} ({groups['t2i_pretrain']}/{groups['unified_edit']}/{groups['vlm_sft']})",
+        "tokens/batch": round(sum(int(b["sequence_length"]) for b in batches) / max(1, len(batches))),
         "seconds": round(seconds, 2),
         "samples/s": round(samples / seconds, 1) if seconds else float("nan"),
     }
-    return row
 
 
-def print_table(rows: list[dict]) -> None:
+def print_table(rows: list[dict[str, Any]]) -> None:
     cols = list(rows[0])
     widths = [max(len(c), *(len(str(r[c])) for r in rows)) for c in cols]
     print("  ".join(c.ljust(w) for c, w in zip(cols, widths)))
@@ -96,79 +150,48 @@ def print_table(rows: list[dict]) -> None:
         print("  ".join(str(r[c]).ljust(w) for c, w in zip(cols, widths)))
 
 
-def batches_equal(a: dict, b: dict) -> bool:
-    """Packed batches are equal: same keys, torch.equal tensors, == everything else."""
-    if a.keys() != b.keys():
-        return False
-    for key in a:
-        x, y = a[key], b[key]
-        if isinstance(x, torch.Tensor):
-            if not (isinstance(y, torch.Tensor) and x.dtype == y.dtype and torch.equal(x, y)):
-                return False
-        elif isinstance(x, list) and x and isinstance(x[0], torch.Tensor):
-            if len(x) != len(y) or not all(torch.equal(p, q) for p, q in zip(x, y)):
-                return False
-        elif x != y:
-            return False
-    return True
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--out", default="demo-out")
     ap.add_argument("--batches", type=int, default=12)
-    ap.add_argument("--workers", type=int, default=2)
     args = ap.parse_args(argv)
-    logging.basicConfig(level=logging.WARNING, format="   [%(name)s] %(message)s")
+    logging.basicConfig(level=logging.ERROR, format="   [%(name)s] %(message)s")
+    warnings.filterwarnings("ignore", message="'set_vital' is deprecated")  # torchdata on torch 2.13
+    shutil.rmtree(args.out, ignore_errors=True)
 
-    out = Path(args.out)
-    shutil.rmtree(out, ignore_errors=True)
-    data_dir = str(out / "edit-parquet")
-    wds_dir = str(out / "edit-wds")
-
-    print("1. synthesize a parquet image-editing dataset")
-    summary = write_synthetic_dataset(
-        data_dir, num_files=3, row_groups_per_file=2, rows_per_group=16, seed=0, corrupt_fraction=0.05, max_side=256
-    )
-    print(
-        f"   {summary['num_rows']} rows in {summary['num_files']} files ({summary['num_row_groups']} row groups, "
-        f"{summary['total_bytes'] / 1e6:.1f} MB, {len(summary['corrupt_rows'])} planted bad rows) at {data_dir}"
-    )
-
-    print("2. convert it to WebDataset shards (one shard per row group)")
-    conv = convert(data_dir, wds_dir, workers=2, progress=False)
-    print(
-        f"   {conv['num_shards']} shards, {conv['num_samples']} samples, {conv['output_bytes'] / 1e6:.1f} MB "
-        f"in {conv['seconds']:.2f}s; {conv['num_bad_rows']} bad rows kept verbatim and listed in report.json"
-    )
-
-    print("3. start a local S3-protocol server (moto) on loopback and upload the shards")
-    with LocalS3Server(key="demo", secret="demo") as s3:
-        remote = s3.upload(wds_dir, "s3://shards/edit-wds")
-        print(f"   {remote} on {s3.endpoint}")
-
-        print(f"4. stream both through PackedDataset ({args.workers} DataLoader workers, {args.batches} batches)")
-        random.seed(0)
-        pq_batches, pq_s = stream(build_packer(data_dir, "parquet", args.workers), args.batches, args.workers)
-        random.seed(0)
-        s3_batches, s3_s = stream(
-            build_packer(remote, "webdataset", args.workers, s3.storage_options), args.batches, args.workers
+    print("1. synthesize the three groups of a BAGEL recipe (t2i parquet, edit parquet, vlm_sft JSONL + media)")
+    print("2. convert each to WebDataset shards")
+    data = prepare_data(args.out)
+    for key, made in data["made"].items():
+        conv = data["converted"][key]
+        rows = made.get("num_rows", made.get("num_lines"))
+        print(
+            f"   {key:5} {rows} rows -> {conv['num_shards']} shards, {conv['output_bytes'] / 1e6:.1f} MB in "
+            f"{conv['seconds']:.2f}s; {conv['num_bad_rows']} bad rows kept verbatim (report.json)"
         )
 
+    print("3. start a local S3-protocol server (moto) on loopback and upload the shards")
+    print(
+        f"4. build the loader from {RECIPE.relative_to(Path.cwd()) if RECIPE.is_relative_to(Path.cwd()) else RECIPE}"
+        f" with BagelDataloaderConfig(...).build(...), twice:"
+    )
+    with LocalS3Server(key="demo", secret="demo") as s3:
+        local, local_s = stream(load_recipe(args.out), args.batches)
+        remote, remote_s = stream(flip_to_s3(load_recipe(args.out), s3), args.batches)
     print_table(
         [
-            summarize("parquet from local disk", pq_batches, pq_s),
-            summarize("webdataset from S3 (moto)", s3_batches, s3_s),
+            summarize("source data from local disk (backend: parquet)", local, local_s),
+            summarize("shards from S3 via moto (backend: webdataset)", remote, remote_s),
         ]
     )
-    same = len(pq_batches) == len(s3_batches) and all(batches_equal(a, b) for a, b in zip(pq_batches, s3_batches))
-    first = pq_batches[0]
+    first = local[0]
     print(
-        f"first batch: sequence_length={first['sequence_length']} samples={len(first['batch_data_indexes'])} "
-        f"padded_images={tuple(first['padded_images'].shape) if 'padded_images' in first else None}"
+        f"first batch: sequence_length={int(first['sequence_length'])} samples={len(first['batch_data_indexes'])} "
+        f"padded_images={tuple(first['padded_images'].shape)}"
     )
-    print(f"streams identical (every tensor torch.equal, every index equal): {'YES' if same else 'NO'}")
-    return 0 if same else 1
+    identical = len(local) == len(remote) == args.batches and all(same(a, b) for a, b in zip(local, remote))
+    print(f"streams identical (every tensor torch.equal, every index equal): {'YES' if identical else 'NO'}")
+    return 0 if identical else 1
 
 
 if __name__ == "__main__":

@@ -1,4 +1,6 @@
-"""The YAML configs under examples/configs: one line switches the backend, batches stay equal."""
+"""examples/configs/bagel_recipe.yaml: a NeMo BAGEL recipe's dataset and dataloader sections, all
+three groups, built with the NeMo entry points; flipping a group's backend line is the only
+change between the source data and the converted shards, and the batches stay equal."""
 
 from __future__ import annotations
 
@@ -7,64 +9,87 @@ from pathlib import Path
 import pytest
 import yaml
 
-from editstream import BagelDatasetConfig, ByteTokenizer, PackedDataset
-from helpers import assert_batches_equal, synth_and_convert, take
+from editstream import BagelDataloaderConfig, BagelDatasetConfig, ByteTokenizer
+from helpers import ROOT, assert_batches_equal, load_example
 
-CONFIGS = Path(__file__).resolve().parents[1] / "examples" / "configs"
+RECIPE = ROOT / "examples" / "configs" / "bagel_recipe.yaml"
+demo = load_example(ROOT / "examples" / "demo.py")
 
 
 @pytest.fixture(scope="module")
-def data(tmp_path_factory):
-    return synth_and_convert(
-        tmp_path_factory.mktemp("configs"),
-        num_files=3,
-        row_groups_per_file=2,
-        rows_per_group=4,
-        seed=6,
-        corrupt_fraction=0.1,
-        max_side=128,
-    )
+def out(tmp_path_factory) -> str:
+    out = str(tmp_path_factory.mktemp("recipe") / "demo-out")
+    demo.prepare_data(out)
+    return out
 
 
-def packer_from_yaml(backend_line: str, data: Path, tmp_path: Path) -> PackedDataset:
-    """The example configs with only the group's ``backend:`` line changed (and the demo paths
-    pointed at this test's data)."""
-    text = (CONFIGS / "unified_edit.yaml").read_text()
-    assert "  backend: webdataset" in text
-    grouped = tmp_path / "grouped.yaml"
-    grouped.write_text(text.replace("  backend: webdataset", backend_line))
-    info = (CONFIGS / "dataset_info.yaml").read_text()
-    assert "demo-out/edit-parquet\n" in info and "demo-out/edit-wds\n" in info
-    info_file = tmp_path / "dataset_info.yaml"
-    info_file.write_text(
-        info.replace("demo-out/edit-parquet\n", f"{data / 'pq'}\n").replace("demo-out/edit-wds\n", f"{data / 'wds'}\n")
-    )
-    config = BagelDatasetConfig(
-        grouped_datasets_path=str(grouped),
-        dataset_info_path=str(info_file),
-        expected_num_tokens=4096,
-        max_num_tokens=5120,
-        max_num_tokens_per_sample=4096,
-        prefer_buffer_before=2048,
-        max_buffer_size=8,
-    )
+def recipe_with(out: str, flips: dict[str, str]) -> dict:
+    """The example recipe pointed at ``out``, with some groups' ``backend: parquet`` lines flipped."""
+    lines = RECIPE.read_text().replace("demo-out/", f"{out}/").splitlines()
+    group = None
+    for i, line in enumerate(lines):
+        if line.startswith("    ") and not line.startswith("     ") and line.strip().endswith(":"):
+            group = line.strip()[:-1]
+        if line.strip().startswith("backend: parquet") and group in flips:
+            lines[i] = line.replace("backend: parquet", f"backend: {flips[group]}")
+    return yaml.safe_load("\n".join(lines))
+
+
+def batches(recipe: dict, n: int = 4) -> list[dict]:
     tok = ByteTokenizer()
-    return config.build(
-        tokenizer=tok, special_tokens=tok.special_token_ids(), rank=0, world_size=1, num_workers=1, global_seed=42
+    built = BagelDataloaderConfig(BagelDatasetConfig(**recipe["dataset"]), **recipe["dataloader"]).build(
+        tokenizer=tok,
+        special_tokens=tok.special_token_ids(),
+        rank=0,
+        world_size=1,
+        batch_size=1,
+        global_seed=recipe["seed"],
     )
+    out = []
+    for batch in built.dataloader:
+        out.append(batch.to_dict())
+        if len(out) == n:
+            return out
+    raise AssertionError("the loader stopped")
 
 
-def test_one_line_switches_the_backend(data, tmp_path):
-    wds = packer_from_yaml("  backend: webdataset", data, tmp_path)
-    pq = packer_from_yaml("  backend: parquet", data, tmp_path)
-    assert wds.grouped_datasets[0].backend == "webdataset" and pq.grouped_datasets[0].backend == "parquet"
-    assert wds.grouped_datasets[0].data_dir_list == [str(data / "wds")]
-    assert pq.grouped_datasets[0].data_dir_list == [str(data / "pq")]
-    assert_batches_equal(take(iter(pq), 4), take(iter(wds), 4))
+def test_the_recipe_names_the_three_groups_and_a_backend_line_each():
+    recipe = yaml.safe_load(RECIPE.read_text())
+    groups = recipe["dataset"]["grouped_datasets"]
+    assert set(groups) == set(recipe["dataset"]["dataset_info"]) == {"t2i_pretrain", "unified_edit", "vlm_sft"}
+    assert all(args["backend"] == "parquet" for args in groups.values())
+    assert RECIPE.read_text().count("backend: parquet") == 3
+    assert set(recipe["dataloader"]) == {"num_workers", "pin_memory", "prefetch_factor"}
 
 
-def test_the_example_configs_parse():
-    grouped = yaml.safe_load((CONFIGS / "unified_edit.yaml").read_text())
-    info = yaml.safe_load((CONFIGS / "dataset_info.yaml").read_text())
-    assert set(grouped) == set(info) == {"unified_edit"}
-    assert grouped["unified_edit"]["dataset_names"] == list(info["unified_edit"])
+@pytest.mark.parametrize("group", ["t2i_pretrain", "unified_edit", "vlm_sft"])
+def test_one_line_switches_one_group_and_the_batches_stay_equal(out, group):
+    source = recipe_with(out, {})
+    flipped = recipe_with(out, {group: "webdataset"})
+    changed = [
+        g
+        for g in source["dataset"]["grouped_datasets"]
+        if source["dataset"]["grouped_datasets"][g] != flipped["dataset"]["grouped_datasets"][g]
+    ]
+    assert changed == [group]
+    assert_batches_equal(batches(source), batches(flipped))
+
+
+def test_all_three_groups_on_shards_equal_all_three_on_the_source(out):
+    flips = dict.fromkeys(["t2i_pretrain", "unified_edit", "vlm_sft"], "webdataset")
+    on_shards = batches(recipe_with(out, flips), 6)
+    assert {entry["dataset_name"] for b in on_shards for entry in b["batch_data_indexes"]} == {
+        "t2i_pretrain",
+        "unified_edit",
+        "vlm_sft",
+    }
+    assert_batches_equal(batches(recipe_with(out, {}), 6), on_shards)
+
+
+def test_the_demo_writes_what_the_recipe_names(out):
+    recipe = recipe_with(out, {})
+    for datasets in recipe["dataset"]["dataset_info"].values():
+        for entry in datasets.values():
+            assert (
+                Path(entry["data_dir"]).exists() and (Path(entry["webdataset"]["data_dir"]) / "manifest.json").exists()
+            )
