@@ -24,7 +24,8 @@ from typing import Any
 _POLL_SECONDS = 1.0
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether a process with this pid exists (on this host)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -50,7 +51,7 @@ def _wait_for_exit(pid: int) -> None:
             finally:
                 os.close(fd)
             return
-    while _pid_alive(pid):
+    while pid_alive(pid):
         time.sleep(_POLL_SECONDS)
 
 

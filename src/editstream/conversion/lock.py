@@ -21,6 +21,7 @@ import uuid
 from typing import Any
 
 from ..io import storage
+from .lifetime import pid_alive
 
 log = logging.getLogger(__name__)
 
@@ -31,16 +32,6 @@ STALE_AFTER_SECONDS = 120.0
 
 class DestinationLocked(RuntimeError):
     """Another conversion holds the destination's lock."""
-
-
-def _pid_exists(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 class ConversionLock:
@@ -114,7 +105,7 @@ class ConversionLock:
         if (
             holder.get("host") == socket.gethostname()
             and isinstance(holder.get("pid"), int)
-            and not _pid_exists(holder["pid"])
+            and not pid_alive(holder["pid"])
         ):
             return f"its process {holder['pid']} no longer exists"
         return None
