@@ -77,7 +77,8 @@ def test_webdataset_backend_reads_the_webdataset_sub_entry_and_no_source_only_ke
     packer = make_packer(groups, dataset_info={"toy": {"a": entry}})
     toy = packer.grouped_datasets[0]
     assert toy.data_dir_list == ["s3://b/a-wds"]
-    assert toy.extra == {"backend": "webdataset", "storage_options": {"anon": True}}
+    # the shards hold the JSONL lines: a vlm_sft dataset reads no JSONL on the webdataset backend
+    assert toy.extra == {"backend": "webdataset", "storage_options": {"anon": True}, "jsonl_path_list": None}
     source = make_packer(
         {"toy": {"dataset_names": ["a"], "weight": 1.0}},
         dataset_info={"toy": {"a": {k: v for k, v in entry.items() if k != "parquet_info_path"}}},
