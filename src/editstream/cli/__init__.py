@@ -7,7 +7,7 @@ are shown as one or two lines (``errors``); ``--debug`` shows the traceback inst
 
 from __future__ import annotations
 
-from . import cmd_convert, cmd_inspect, cmd_stream, cmd_synth, cmd_verify  # noqa: F401 - registers
+from . import cmd_convert, cmd_inspect, cmd_preview, cmd_stream, cmd_synth, cmd_verify  # noqa: F401 - registers
 from .app import main
 
 __all__ = ["main"]

@@ -93,7 +93,7 @@ def inspect_dataset(
     stats = _ImageStats()
     scanned = 0
     limit = m.num_samples if max_samples is None else min(max_samples, m.num_samples)
-    with Progress("inspect", limit, "sample", progress) as bar:
+    with Progress("inspect", limit, "samples", progress) as bar:
         for shard in m.shards:
             if scanned >= limit:
                 break

@@ -40,7 +40,7 @@ class ShardProgress:
     """Counts finished shards, rows and bytes; shows them (and bytes in flight) when enabled."""
 
     def __init__(self, total: int, enabled: bool, dst: str | None = None) -> None:
-        self.progress = Progress("convert", total, "shard", enabled)
+        self.progress = Progress("convert", total, "shards", enabled)
         self.dst = dst
         self._stop = threading.Event()
         self._ticker: threading.Thread | None = None

@@ -348,7 +348,7 @@ def verify(
         report.problems.extend(_check_source_coverage(m, src, storage_options))
     runner = make_executor(engine, workers)
     outcomes: dict[str, _ShardOutcome] = {}
-    bar = Progress("verify", len(checks), "shard", progress)
+    bar = Progress("verify", len(checks), "shards", progress)
     try:
         for check, outcome in runner.map_unordered(_check_shard, checks):
             outcomes[check.shard["path"]] = outcome

@@ -248,7 +248,7 @@ def _write_files(
     arrow_schema = UNIFIED_EDIT_SCHEMA if cfg.schema == "unified_edit" else T2I_SCHEMA
     formats: Counter = Counter()
     total_bytes = 0
-    progress = Progress("synth", cfg.total_rows, "row", show)
+    progress = Progress("synth", cfg.total_rows, "rows", show)
     try:
         for url in files:
             with storage.atomic_write(url, storage_options) as fh:
