@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import traceback
 from dataclasses import dataclass
 from typing import Any
 
@@ -89,6 +90,8 @@ class EditstreamGroup(click.Group):
                 click.echo(f"Try '{exc.ctx.command_path} -h' for help.", err=True)
             sys.exit(exc.exit_code)
         except click.exceptions.ClickException as exc:
+            if SETTINGS.debug:
+                traceback.print_exception(exc)
             exc.show()
             sys.exit(exc.exit_code)
         except click.exceptions.Abort:
