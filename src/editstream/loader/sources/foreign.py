@@ -21,6 +21,7 @@ from typing import Any
 
 from braceexpand import braceexpand
 
+from ...format.columns import SCHEMA_COLUMNS
 from ...format.detect import is_pattern
 from ...format.idx import idx_path_for, read_idx
 from ...format.tarblock import DEFAULT_MAX_MEMBER_SIZE
@@ -110,6 +111,7 @@ class ForeignTarSource:
                 f"(column -> member names, e.g. {{'image': ['jpg'], 'captions': ['txt']}})"
             )
         self.columns = {c: [m] if isinstance(m, str) else list(m) for c, m in chosen.items()}
+        self.types = {"captions": "string", **SCHEMA_COLUMNS.get(schema or "", {}), **self.column_types}
         missing = sorted(set(self.column_types) - set(self.columns))
         if missing:
             raise ValueError(f"dataset {dataset_name!r}: the columns mapping gives no members for {missing}")
@@ -154,7 +156,7 @@ class ForeignTarSource:
     def _row(self, url: str, key: str, members: dict[str, bytes]) -> Row | BadSample:
         row: dict[str, Any] = {"__key__": key}
         for column, candidates in self.columns.items():
-            value = _first_value(members, candidates, self.column_types.get(column, "binary"))
+            value = _first_value(members, candidates, self.types.get(column, "binary"))
             if value is None:
                 wanted = ", ".join(candidates)
                 problem = f"sample has no {wanted} member for column {column!r} (members: {sorted(members)})"
