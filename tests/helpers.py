@@ -10,7 +10,8 @@ Tests import from here (``from helpers import ...``), never from other test file
   ``assert_resumes_identically``, ``json_roundtrip``, ``torch_roundtrip``, ``take`` and the
   global-RNG helpers;
 - examples: ``ROOT``, ``TRAIN_LOOP``, ``load_example``;
-- the command line: ``run_cli`` (this checkout's CLI in a subprocess), ``error_lines``.
+- the command line: ``run_cli`` (this checkout's CLI in a subprocess), ``error_lines``;
+- foreign shards (img2dataset-style, by webdataset's ShardWriter): ``write_foreign_shards``.
 """
 
 from __future__ import annotations
@@ -628,3 +629,28 @@ def run_cli(
 def error_lines(result: subprocess.CompletedProcess) -> list[str]:
     """The non-empty lines a failed command printed on stderr."""
     return [line for line in result.stderr.splitlines() if line.strip()]
+
+
+# --------------------------------------------------------------------------- foreign shards
+FOREIGN_SHARDS, FOREIGN_PER_SHARD = 8, 5
+
+
+def write_foreign_shards(out: Path, *, with_json: bool = True) -> list[str]:
+    """Shards as img2dataset writes them, by the stock ``webdataset.ShardWriter`` (no manifest):
+    ``FOREIGN_SHARDS`` shards of ``FOREIGN_PER_SHARD`` samples with ``jpg`` or ``png``, ``txt``
+    (``text i``) and ``json`` (``{"caption": "json caption i"}``); returns the shard paths."""
+    import webdataset as wds
+    from PIL import Image
+
+    out.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(7)
+    with wds.ShardWriter(str(out / "shard-%06d.tar"), maxcount=FOREIGN_PER_SHARD, verbose=0) as sink:
+        for i in range(FOREIGN_SHARDS * FOREIGN_PER_SHARD):
+            image = Image.fromarray(rng.integers(0, 255, (32 + i % 5 * 8, 48, 3), dtype=np.uint8))
+            buf = io.BytesIO()
+            image.save(buf, format="PNG" if i % 3 == 0 else "JPEG")
+            sample = {"__key__": f"{i:09d}", "png" if i % 3 == 0 else "jpg": buf.getvalue(), "txt": f"text {i}"}
+            if with_json:
+                sample["json"] = json.dumps({"caption": f"json caption {i}", "url": f"http://x/{i}"}).encode()
+            sink.write(sample)
+    return sorted(str(p) for p in out.glob("*.tar"))

@@ -11,7 +11,6 @@ import json
 import tarfile
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
 from PIL import Image
@@ -21,28 +20,11 @@ from editstream.format.idx import encode_idx
 from editstream.loader.datasets.t2i import T2IIterableDataset
 from editstream.loader.sources import foreign
 from editstream.loader.transforms import ImageTransform
-from helpers import VAE, check_state_contract, run_cli, take, torch_roundtrip
+from helpers import FOREIGN_PER_SHARD as PER_SHARD
+from helpers import FOREIGN_SHARDS as SHARDS
+from helpers import VAE, check_state_contract, run_cli, take, torch_roundtrip, write_foreign_shards
 
-wds = pytest.importorskip("webdataset")
 stateful = pytest.importorskip("torchdata.stateful_dataloader")
-
-SHARDS, PER_SHARD = 8, 5
-
-
-def write_shards(out: Path, *, with_json: bool = True) -> list[str]:
-    """``SHARDS`` shards of ``PER_SHARD`` samples by ShardWriter; sample i's caption names i."""
-    out.mkdir(parents=True, exist_ok=True)
-    rng = np.random.default_rng(7)
-    with wds.ShardWriter(str(out / "shard-%06d.tar"), maxcount=PER_SHARD, verbose=0) as sink:
-        for i in range(SHARDS * PER_SHARD):
-            image = Image.fromarray(rng.integers(0, 255, (32 + i % 5 * 8, 48, 3), dtype=np.uint8))
-            buf = io.BytesIO()
-            image.save(buf, format="PNG" if i % 3 == 0 else "JPEG")
-            sample = {"__key__": f"{i:09d}", "png" if i % 3 == 0 else "jpg": buf.getvalue(), "txt": f"text {i}"}
-            if with_json:
-                sample["json"] = json.dumps({"caption": f"json caption {i}", "url": f"http://x/{i}"}).encode()
-            sink.write(sample)
-    return sorted(str(p) for p in out.glob("*.tar"))
 
 
 def write_idx_by_tarfile(shard: str) -> None:
@@ -61,7 +43,7 @@ def write_idx_by_tarfile(shard: str) -> None:
 @pytest.fixture(scope="module")
 def shards(tmp_path_factory):
     root = tmp_path_factory.mktemp("foreign")
-    write_shards(root / "a")
+    write_foreign_shards(root / "a")
     return root / "a"
 
 
@@ -100,7 +82,7 @@ def test_rows_follow_the_default_img2dataset_columns(shards):
 
 
 def test_txt_captions_without_json_and_a_custom_mapping(tmp_path):
-    shard = write_shards(tmp_path / "nojson", with_json=False)[0]
+    shard = write_foreign_shards(tmp_path / "nojson", with_json=False)[0]
     source = foreign.ForeignTarSource(dataset_name="t", schema="t2i_pretrain")
     assert [json.loads(r["captions"])["caption"] for _, r in source.iter_unit_rows(shard, None)][:2] == [
         "text 0",
@@ -114,7 +96,7 @@ def test_txt_captions_without_json_and_a_custom_mapping(tmp_path):
 
 @pytest.mark.parametrize("with_idx", [False, True])
 def test_a_resume_seeks_with_or_without_an_idx(tmp_path, monkeypatch, with_idx):
-    shard = write_shards(tmp_path / "s")[3]
+    shard = write_foreign_shards(tmp_path / "s")[3]
     if with_idx:
         write_idx_by_tarfile(shard)
         monkeypatch.setattr(foreign, "scan_offsets", lambda *a, **k: pytest.fail("the idx should be used"))
@@ -141,7 +123,7 @@ def test_two_ranks_and_two_workers_read_every_sample_once(shards):
 
 @pytest.mark.parametrize("with_idx", [False, True])
 def test_two_workers_resume_exactly(tmp_path, with_idx):
-    paths = write_shards(tmp_path / "r")
+    paths = write_foreign_shards(tmp_path / "r")
     if with_idx:
         for path in paths:
             write_idx_by_tarfile(path)
