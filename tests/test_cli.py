@@ -88,6 +88,7 @@ def test_a_size_that_is_not_a_size(data, tmp_path):
     assert_error(result, 2, "cannot read size 'banana'", "editstream convert -h")
 
 
+@pytest.mark.slow
 def test_stream_reads_the_schema_from_the_manifest(data):
     for spelling in ([], ["--schema", "t2i"], ["--schema", "t2i_pretrain"]):
         result = run_cli("stream", "t2i/wds", "--samples", "3", *spelling, cwd=data)
@@ -115,6 +116,7 @@ def test_the_wrong_backend_names_the_right_one(data):
     assert_error(result, 2, "holds converted WebDataset shards", "use --backend webdataset")
 
 
+@pytest.mark.slow
 def test_auto_backend_reads_either(data):
     for path, backend in (("edit/pq", "parquet"), ("edit/wds", "webdataset")):
         result = run_cli("-q", "stream", path, "--samples", "4", cwd=data)
@@ -174,6 +176,7 @@ def test_debug_shows_the_traceback(data):
     assert "Traceback" in result.stderr and "UsageProblem" in result.stderr
 
 
+@pytest.mark.slow
 def test_drop_lines_use_the_report_vocabulary_and_the_paths_given(data):
     report = json.loads((data / "edit" / "wds" / "report.json").read_text())
     reasons = {b["reason"] for b in report["bad_rows"]}
@@ -199,6 +202,7 @@ def test_drops_in_dataloader_workers_reach_the_summary(data):
     assert json.loads(result.stdout)["drops"]["bad_row"] >= len(logged)
 
 
+@pytest.mark.slow
 def test_quiet_and_verbose(data):
     quiet = run_cli("-q", "stream", "edit/pq", "--samples", "40", cwd=data)
     assert quiet.returncode == 0 and quiet.stderr == ""
@@ -286,6 +290,7 @@ def test_a_partial_dst_says_how_far_it_got(data, tmp_path):
     shutil.rmtree(dst)
 
 
+@pytest.mark.slow
 def test_ctrl_c_exits_130_and_says_a_rerun_resumes(tmp_path):
     import os
     import signal

@@ -160,6 +160,7 @@ def test_foreign_shards_from_s3(shards, s3_bucket):
     ]
 
 
+@pytest.mark.slow
 def test_the_cli_streams_foreign_shards_by_pattern_and_directory(shards):
     for data in (str(shards / "shard-{000000..000007}.tar"), str(shards)):
         result = run_cli("stream", data, "--samples", "12", "--workers", "2")
