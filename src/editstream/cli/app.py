@@ -84,6 +84,9 @@ class EditstreamGroup(click.Group):
         kwargs["standalone_mode"] = False
         try:
             code = super().main(*args, **kwargs)
+        except click.exceptions.NoArgsIsHelpError as exc:
+            click.echo(exc.format_message(), err=True)  # the help itself, as click shows it
+            sys.exit(exc.exit_code)
         except click.exceptions.UsageError as exc:
             click.echo(f"Error: {exc.format_message()}", err=True)
             if exc.ctx is not None:
