@@ -332,3 +332,11 @@ def test_ctrl_c_exits_130_and_says_a_rerun_resumes(tmp_path):
     assert again.returncode == 0, again.stderr
     summary = json.loads(again.stdout)
     assert summary["skipped_shards"] >= 4 and summary["num_shards"] == 400
+
+
+def test_the_cli_reference_matches_the_commands():
+    """docs/cli.md is the commands' own --help; regenerate it with `make cli-doc` after changing an option."""
+    from editstream.cli.helpdoc import render
+    from helpers import ROOT
+
+    assert (ROOT / "docs" / "cli.md").read_text() == render()
