@@ -340,3 +340,20 @@ def test_the_cli_reference_matches_the_commands():
     from helpers import ROOT
 
     assert (ROOT / "docs" / "cli.md").read_text() == render()
+
+
+def test_a_dataset_on_a_root_of_another_schema_says_which_before_reading(data):
+    """The datasets read the schema from the manifest too: the error names it and the dataset to use."""
+    from editstream import ByteTokenizer
+    from editstream.format.columns import ColumnTypeError
+    from editstream.loader.datasets.unified_edit import UnifiedEditIterableDataset
+    from editstream.loader.transforms import ImageTransform
+    from helpers import VAE
+
+    t = ImageTransform(**VAE)
+    ds = UnifiedEditIterableDataset("e", t, ByteTokenizer(), t, [str(data / "t2i" / "wds")], [2], backend="webdataset")
+    with pytest.raises(
+        ColumnTypeError,
+        match=r"holds t2i_pretrain data \(manifest.json\), not unified_edit; read it with T2IIterableDataset",
+    ):
+        ds.data_paths

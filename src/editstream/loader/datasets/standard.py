@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ...format.columns import ColumnTypeError
 from ...io.storage import StorageOptions
 from ..iteration import SourceIterableDataset
 from ..units import Unit
@@ -164,7 +165,29 @@ class ParquetStandardIterableDataset(SourceIterableDataset):
             data_dir_list = [data_dir_list]
         if isinstance(num_used_data, int):
             num_used_data = [num_used_data]
-        return self.source.list_units(list(data_dir_list), list(num_used_data))
+        try:
+            return self.source.list_units(list(data_dir_list), list(num_used_data))
+        except ColumnTypeError:
+            if self.backend == "webdataset":
+                self._refuse_other_schema(data_dir_list)
+            raise
+
+    def _refuse_other_schema(self, roots: Sequence[Any]) -> None:
+        """A converted root of another schema: say which, and which dataset reads it, before any row."""
+        from ...format.manifest import Manifest
+
+        for root in roots:
+            if not isinstance(root, str):
+                continue
+            schema = Manifest.read(root, self.storage_options).schema
+            if self.schema_name is not None and schema != self.schema_name:
+                from .registry import DATASET_REGISTRY
+
+                reader = DATASET_REGISTRY.get(schema)
+                raise ColumnTypeError(
+                    f"dataset {self.dataset_name!r}: {root} holds {schema} data (manifest.json), not "
+                    f"{self.schema_name}" + (f"; read it with {reader.__name__} (group {schema})" if reader else "")
+                ) from None
 
     @property
     def drop_counts(self) -> dict[str, int]:
