@@ -179,14 +179,14 @@ class ParquetStandardIterableDataset(SourceIterableDataset):
         for root in roots:
             if not isinstance(root, str):
                 continue
-            schema = Manifest.read(root, self.storage_options).schema
-            if self.schema_name is not None and schema != self.schema_name:
-                from .registry import DATASET_REGISTRY
+            from .registry import DATASET_REGISTRY
 
-                reader = DATASET_REGISTRY.get(schema)
+            schema = Manifest.read(root, self.storage_options).schema
+            reader = DATASET_REGISTRY.get(schema)  # generic data: the column message says more
+            if self.schema_name is not None and schema != self.schema_name and reader is not None:
                 raise ColumnTypeError(
                     f"dataset {self.dataset_name!r}: {root} holds {schema} data (manifest.json), not "
-                    f"{self.schema_name}" + (f"; read it with {reader.__name__} (group {schema})" if reader else "")
+                    f"{self.schema_name}; read it with {reader.__name__} (group {schema})"
                 ) from None
 
     @property
