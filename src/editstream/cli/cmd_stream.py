@@ -82,10 +82,10 @@ def stream(
 ) -> None:
     """Stream samples from DATA (parquet directories, converted roots, or shard patterns) through
     the dataset class of its schema and report throughput and drops (all worker processes)."""
+    opts = storage_options(kw.pop("storage_option"), kw.pop("endpoint_url"))
+    found = resolve(data, backend, canonical_schema(schema), opts)  # before torch loads: mistakes fail fast
     import torch
 
-    opts = storage_options(kw.pop("storage_option"), kw.pop("endpoint_url"))
-    found = resolve(data, backend, canonical_schema(schema), opts)
     ds = _dataset(found, opts, workers, kw)
     ds.set_epoch(seed)
     random.seed(seed)
