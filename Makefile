@@ -1,6 +1,8 @@
 # Two set-up commands, both working on a fresh clone with nothing installed:
 #   make demo   runs the main job on embedded defaults
 #   make test   runs the test suite
+#   make preview  redraws docs/preview.png (the README's screenshot) from synthetic edit chains
+#   make cli-doc  regenerates docs/cli.md from the commands' --help
 # torch==2.13.0 is installed first (the CPU wheel this machine keeps on disk), so the
 # package's own permissive torch range is already satisfied and never pulls a CUDA build.
 
@@ -9,7 +11,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.editstream-installed
 
-.PHONY: demo test lint bench install clean
+.PHONY: demo test lint bench install clean preview cli-doc
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -29,6 +31,15 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests examples benchmarks converters
 	$(VENV)/bin/ruff format --check src tests examples benchmarks converters
 	$(VENV)/bin/mypy
+
+preview: $(STAMP)
+	rm -rf demo-out/preview-src
+	$(PY) -m editstream.cli -q synth demo-out/preview-src --files 1 --row-groups 1 --rows 8 \
+		--min-side 96 --max-side 160 --seed 3 --corrupt-fraction 0.1 > /dev/null
+	$(PY) -m editstream.cli preview demo-out/preview-src -o docs/preview.png -n 6
+
+cli-doc: $(STAMP)
+	$(PY) -m editstream.cli.helpdoc > docs/cli.md
 
 bench: $(STAMP)
 	$(PY) benchmarks/convert.py

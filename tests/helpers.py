@@ -9,7 +9,9 @@ Tests import from here (``from helpers import ...``), never from other test file
 - resume: ``check_state_contract`` (the state contract every stateful stage is held to),
   ``assert_resumes_identically``, ``json_roundtrip``, ``torch_roundtrip``, ``take`` and the
   global-RNG helpers;
-- examples: ``ROOT``, ``TRAIN_LOOP``, ``load_example``.
+- examples: ``ROOT``, ``TRAIN_LOOP``, ``load_example``;
+- the command line: ``run_cli`` (this checkout's CLI in a subprocess), ``error_lines``;
+- foreign shards (img2dataset-style, by webdataset's ShardWriter): ``write_foreign_shards``.
 """
 
 from __future__ import annotations
@@ -21,7 +23,10 @@ import io
 import itertools
 import json
 import math
+import os
 import random
+import subprocess
+import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from types import ModuleType
@@ -590,3 +595,62 @@ def load_example(path: Path = TRAIN_LOOP) -> ModuleType:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+# --------------------------------------------------------------------------- the command line
+SRC_DIR = ROOT / "src"
+
+
+def run_cli(
+    *args: str, env: dict[str, str] | None = None, cwd: Path | str | None = None, timeout: float = 300, **kwargs: Any
+) -> subprocess.CompletedProcess:
+    """Run ``python -m editstream.cli ARGS`` on this checkout's code; text output captured.
+
+    ``env`` entries are added to (``None`` values removed from) this process's environment.
+    """
+    full = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC_DIR), os.environ.get("PYTHONPATH", "")])}
+    for key, value in (env or {}).items():
+        if value is None:
+            full.pop(key, None)
+        else:
+            full[key] = value
+    kwargs.setdefault("stderr", subprocess.PIPE)  # a test may hand stderr a terminal (pty) instead
+    return subprocess.run(
+        [sys.executable, "-m", "editstream.cli", *args],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=full,
+        cwd=cwd,
+        timeout=timeout,
+        **kwargs,
+    )
+
+
+def error_lines(result: subprocess.CompletedProcess) -> list[str]:
+    """The non-empty lines a failed command printed on stderr."""
+    return [line for line in result.stderr.splitlines() if line.strip()]
+
+
+# --------------------------------------------------------------------------- foreign shards
+FOREIGN_SHARDS, FOREIGN_PER_SHARD = 8, 5
+
+
+def write_foreign_shards(out: Path, *, with_json: bool = True) -> list[str]:
+    """Shards as img2dataset writes them, by the stock ``webdataset.ShardWriter`` (no manifest):
+    ``FOREIGN_SHARDS`` shards of ``FOREIGN_PER_SHARD`` samples with ``jpg`` or ``png``, ``txt``
+    (``text i``) and ``json`` (``{"caption": "json caption i"}``); returns the shard paths."""
+    import webdataset as wds
+    from PIL import Image
+
+    out.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(7)
+    with wds.ShardWriter(str(out / "shard-%06d.tar"), maxcount=FOREIGN_PER_SHARD, verbose=0) as sink:
+        for i in range(FOREIGN_SHARDS * FOREIGN_PER_SHARD):
+            image = Image.fromarray(rng.integers(0, 255, (32 + i % 5 * 8, 48, 3), dtype=np.uint8))
+            buf = io.BytesIO()
+            image.save(buf, format="PNG" if i % 3 == 0 else "JPEG")
+            sample = {"__key__": f"{i:09d}", "png" if i % 3 == 0 else "jpg": buf.getvalue(), "txt": f"text {i}"}
+            if with_json:
+                sample["json"] = json.dumps({"caption": f"json caption {i}", "url": f"http://x/{i}"}).encode()
+            sink.write(sample)
+    return sorted(str(p) for p in out.glob("*.tar"))

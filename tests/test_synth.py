@@ -256,7 +256,7 @@ def test_cli_synth(tmp_path):
         ],
     )
     assert result.exit_code == 0, result.output
-    summary = json.loads(result.output)
+    summary = json.loads(result.stdout)
     assert summary["schema"] == "t2i_pretrain" and summary["num_rows"] == 6 and summary["seed"] == 5
     assert len(summary["corrupt_rows"]) == 3
     assert pq.ParquetFile(summary["files"][0]).metadata.num_row_groups == 2

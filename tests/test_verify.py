@@ -198,12 +198,15 @@ def test_inspect_counts_and_sample_lookup(converted):
         for rg in (0, 1)
         for r in read_row_group_rows(str(src / f), rg)
     ]
-    # Every image PIL opens is counted under its format; planted garbage is stored as .bin and is not.
+    # Every image PIL opens is counted under its format; planted garbage (stored as .bin) is still an
+    # image of the sample: it counts among the bad ones, not under a format and not as "no image".
     opened = [Image.open(io.BytesIO(image)) for r in rows for image in r["image_list"] if opens(image)]
-    assert len(opened) < sum(len(r["image_list"]) for r in rows)  # the garbage image is really there
+    total = sum(len(r["image_list"]) for r in rows)
+    assert len(opened) < total  # the garbage image is really there
     assert info["image_formats"] == dict(sorted(Counter(EXTENSIONS[image.format] for image in opened).items()))
-    assert info["images_with_bad_headers"] == 0
-    assert sum(int(k) * v for k, v in info["images_per_sample"].items()) == len(opened)
+    assert info["images_with_bad_headers"] == total - len(opened)
+    assert sum(int(k) * v for k, v in info["images_per_sample"].items()) == total
+    assert info["images_per_sample"] == dict(Counter(str(len(r["image_list"])) for r in rows))
     widths = [image.size[0] for image in opened]
     assert (info["image_width"]["min"], info["image_width"]["max"]) == (min(widths), max(widths))
     assert find_sample(str(out), "part-00000-rg00001-r0000003") == rows[7]

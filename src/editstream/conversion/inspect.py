@@ -10,15 +10,17 @@ from __future__ import annotations
 import io
 import statistics
 from collections import Counter
+from collections.abc import Iterator
 from typing import Any
 
 from ..format import manifest as mf
 from ..format.idx import read_idx, sample_range
 from ..format.images import IMAGE_EXTENSIONS, image_size, sniff_extension
-from ..format.keys import parse_key
+from ..format.keys import make_key, parse_key
 from ..format.rowcodec import decode_sample
 from ..format.tarreader import iter_samples
 from ..io import storage
+from ..io.progress import Progress
 from ..io.ranged import open_read
 
 
@@ -33,40 +35,76 @@ def _spread(values: list[int]) -> dict[str, float] | None:
     return {"min": min(values), "median": statistics.median(values), "max": max(values)}
 
 
+IMAGE_COLUMNS = {"unified_edit": "image_list", "t2i_pretrain": "image", "vlm_sft": "media"}
+"""The column whose members are images, per schema (vlm_sft media may also be videos)."""
+
+
+def _image_members(schema: str, members: dict[str, bytes]) -> list[tuple[str, bytes]]:
+    """The members of a sample that are images: every member of the schema's image column (a
+    corrupt image stored as ``.bin`` is still an image), else every member with an image extension."""
+    column = IMAGE_COLUMNS.get(schema)
+    found = []
+    for suffix, data in members.items():
+        ext = suffix.rsplit(".", 1)[-1]
+        in_column = column is not None and suffix.split(".", 1)[0] == column
+        if schema == "vlm_sft" and ext not in IMAGE_EXTENSIONS:
+            continue  # videos and missing media are not images
+        if in_column or (column is None and ext in IMAGE_EXTENSIONS):
+            found.append((ext, data))
+    return found
+
+
+class _ImageStats:
+    """Images per sample, formats of the images whose header parses, sizes, and the bad ones."""
+
+    def __init__(self) -> None:
+        self.per_sample: Counter = Counter()
+        self.formats: Counter = Counter()
+        self.widths: list[int] = []
+        self.heights: list[int] = []
+        self.bad = 0
+
+    def add(self, images: list[tuple[str, bytes]]) -> None:
+        self.per_sample[len(images)] += 1
+        for ext, data in images:
+            size = _image_size(data) if ext in IMAGE_EXTENSIONS else None
+            if size is None:
+                self.bad += 1
+                continue
+            self.formats[ext] += 1
+            self.widths.append(size[0])
+            self.heights.append(size[1])
+
+
 def inspect_dataset(
-    root: str, *, storage_options: dict[str, Any] | None = None, max_samples: int | None = 1000
+    root: str,
+    *,
+    storage_options: dict[str, Any] | None = None,
+    max_samples: int | None = 1000,
+    progress: bool = False,
 ) -> dict[str, Any]:
-    """A JSON-able overview: shards, samples, bytes, images per sample, image formats and sizes."""
+    """A JSON-able overview: shards, samples, bytes, images per sample, image formats and sizes.
+
+    An image is a member of the schema's image column whatever its bytes: one whose header does
+    not parse (planted garbage, a truncated file) counts in ``images_with_bad_headers`` and not
+    under a format, so ``images_per_sample`` adds up to the formats plus the bad ones.
+    """
     m = mf.Manifest.read(root, storage_options)
-    per_sample: Counter = Counter()
-    formats: Counter = Counter()
-    widths: list[int] = []
-    heights: list[int] = []
-    undecodable = 0
+    stats = _ImageStats()
     scanned = 0
-    for shard in m.shards:
-        if max_samples is not None and scanned >= max_samples:
-            break
-        url = storage.join(root, shard.path)
-        with open_read(url, storage_options) as f:
-            for _key, _, members in iter_samples(f, source=url):
-                if max_samples is not None and scanned >= max_samples:
-                    break
-                scanned += 1
-                images = 0
-                for suffix, data in members.items():
-                    ext = suffix.rsplit(".", 1)[-1]
-                    if ext not in IMAGE_EXTENSIONS:
-                        continue
-                    images += 1
-                    formats[ext] += 1
-                    size = _image_size(data)
-                    if size is None:
-                        undecodable += 1
-                    else:
-                        widths.append(size[0])
-                        heights.append(size[1])
-                per_sample[images] += 1
+    limit = m.num_samples if max_samples is None else min(max_samples, m.num_samples)
+    with Progress("inspect", limit, "samples", progress) as bar:
+        for shard in m.shards:
+            if scanned >= limit:
+                break
+            url = storage.join(root, shard.path)
+            with open_read(url, storage_options) as f:
+                for _key, _, members in iter_samples(f, source=url):
+                    if scanned >= limit:
+                        break
+                    scanned += 1
+                    stats.add(_image_members(m.schema, members))
+                    bar.update(1)
     return {
         "root": root,
         "schema": m.schema,
@@ -82,12 +120,29 @@ def inspect_dataset(
         "bad_rows": m.num_bad_rows,
         "drop_bad_rows": m.drop_bad_rows,
         "samples_scanned": scanned,
-        "images_per_sample": {str(k): per_sample[k] for k in sorted(per_sample)},
-        "image_formats": dict(sorted(formats.items())),
-        "image_width": _spread(widths),
-        "image_height": _spread(heights),
-        "images_with_bad_headers": undecodable,
+        "images_per_sample": {str(k): stats.per_sample[k] for k in sorted(stats.per_sample)},
+        "image_formats": dict(sorted(stats.formats.items())),
+        "image_width": _spread(stats.widths),
+        "image_height": _spread(stats.heights),
+        "images_with_bad_headers": stats.bad,
     }
+
+
+def list_keys(root: str, *, storage_options: dict[str, Any] | None = None) -> Iterator[tuple[str, str]]:
+    """``(key, shard path)`` of every sample in shard order: from the manifest alone when keys name
+    their rows (the rowgroup and size layouts of parquet sources), else by reading the shards."""
+    m = mf.Manifest.read(root, storage_options)
+    stems = {f.path: f.key_stem for f in m.source_files}
+    if m.schema != "vlm_sft":
+        for shard in m.shards:
+            for s, row in shard.kept_rows():
+                yield make_key(stems[s.file], s.row_group, row), shard.path
+        return
+    for shard in m.shards:
+        url = storage.join(root, shard.path)
+        with open_read(url, storage_options) as f:
+            for key, _, _ in iter_samples(f, source=url):
+                yield key, shard.path
 
 
 def _locate(m: mf.Manifest, key: str) -> tuple[mf.ShardInfo, int] | None:
@@ -105,8 +160,8 @@ def _locate(m: mf.Manifest, key: str) -> tuple[mf.ShardInfo, int] | None:
     return None
 
 
-def find_sample(root: str, key: str, *, storage_options: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The original row of the sample ``key``; raises ``KeyError`` when no shard holds it."""
+def find_members(root: str, key: str, *, storage_options: dict[str, Any] | None = None) -> dict[str, bytes]:
+    """The members (``{suffix: bytes}``) of the sample ``key``; ``KeyError`` when no shard holds it."""
     m = mf.Manifest.read(root, storage_options)
     located = _locate(m, key)
     if located is not None:
@@ -117,14 +172,19 @@ def find_sample(root: str, key: str, *, storage_options: dict[str, Any] | None =
         data = storage.read_bytes(url, storage_options, start=start, end=stop)
         for got, _, members in iter_samples(io.BytesIO(data), start_offset=0, end_offset=len(data), source=url):
             if got == key:
-                return decode_sample(key, members)
+                return members
     for shard in m.shards:  # keys not derived from their row: scan
         url = storage.join(root, shard.path)
         with open_read(url, storage_options) as f:
             for got, _, members in iter_samples(f, source=url):
                 if got == key:
-                    return decode_sample(key, members)
+                    return members
     raise KeyError(f"no sample with key {key!r} in {root}")
+
+
+def find_sample(root: str, key: str, *, storage_options: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The original row of the sample ``key``; raises ``KeyError`` when no shard holds it."""
+    return decode_sample(key, find_members(root, key, storage_options=storage_options))
 
 
 def describe_value(v: Any) -> Any:

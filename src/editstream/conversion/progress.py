@@ -1,37 +1,77 @@
-"""Progress of a conversion: a tqdm bar over shards with rows/s and MB/s (or nothing)."""
+"""Progress of a conversion: finished shards with rows/s and MB/s, and the bytes of shards in flight.
+
+Shards are written by worker processes, so a bar over finished shards would stand still
+while a few large shards are being written. For a local DST a small thread adds the bytes
+already in the shards' temp files every second, so the line moves within shards too. On a
+terminal this is a tqdm bar; elsewhere a plain line every few seconds (``io.progress``).
+"""
 
 from __future__ import annotations
 
-import sys
-import time
-from typing import Any
+import contextlib
+import os
+import re
+import threading
 
+from ..io import storage
+from ..io.progress import Progress
 from .records import ShardResult
+
+_TEMP = re.compile(r"^\..+\.[0-9a-f]{32}\.tmp$")
+
+
+def bytes_in_flight(dst: str) -> int:
+    """Bytes in the temp files of a local DST (shards being written); 0 for object stores."""
+    if not storage.is_local(dst) or "://" in dst:
+        return 0
+    total = 0
+    try:
+        with os.scandir(dst) as entries:
+            for entry in entries:
+                if _TEMP.match(entry.name):
+                    with contextlib.suppress(FileNotFoundError):
+                        total += entry.stat().st_size
+    except OSError:
+        return 0
+    return total
 
 
 class ShardProgress:
-    """Counts finished shards, rows and bytes; shows a bar on stderr when enabled."""
+    """Counts finished shards, rows and bytes; shows them (and bytes in flight) when enabled."""
 
-    def __init__(self, total: int, enabled: bool) -> None:
-        self.t0 = time.perf_counter()
-        self.rows = 0
-        self.bytes = 0
-        self.bar: Any = None
-        if enabled:
-            from tqdm import tqdm
+    def __init__(self, total: int, enabled: bool, dst: str | None = None) -> None:
+        self.progress = Progress("convert", total, "shards", enabled)
+        self.dst = dst
+        self._stop = threading.Event()
+        self._ticker: threading.Thread | None = None
+        if enabled and dst is not None and storage.is_local(dst):
+            self._ticker = threading.Thread(target=self._tick, name="editstream-progress", daemon=True)
+            self._ticker.start()
 
-            self.bar = tqdm(total=total, unit="shard", desc="convert", file=sys.stderr, dynamic_ncols=True)
+    @property
+    def rows(self) -> int:
+        return self.progress.rows
+
+    @property
+    def bytes(self) -> int:
+        return self.progress.bytes
+
+    def _tick(self) -> None:
+        assert self.dst is not None
+        while not self._stop.wait(1.0):
+            flight = bytes_in_flight(self.dst)
+            bar = self.progress.bar
+            if bar is not None and flight:
+                rate = self.progress.rate()
+                bar.set_postfix_str(f"{rate + ', ' if rate else ''}{flight / 1e6:,.1f} MB in flight")
 
     def update(self, result: ShardResult) -> None:
         """Count one finished (or reused) shard."""
-        self.rows += result.num_rows
-        self.bytes += result.shard["num_bytes"]
-        if self.bar is not None:
-            dt = max(time.perf_counter() - self.t0, 1e-9)
-            self.bar.set_postfix_str(f"{self.rows / dt:,.0f} rows/s, {self.bytes / dt / 1e6:,.1f} MB/s", refresh=False)
-            self.bar.update(1)
+        self.progress.update(1, rows=result.num_rows, nbytes=result.shard["num_bytes"])
 
     def close(self) -> None:
-        """Close the bar."""
-        if self.bar is not None:
-            self.bar.close()
+        """Stop the ticker and close the bar (or print the last line)."""
+        self._stop.set()
+        if self._ticker is not None:
+            self._ticker.join(timeout=2)
+        self.progress.close()

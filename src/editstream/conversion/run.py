@@ -22,6 +22,7 @@ from ..format.idx import idx_path_for
 from ..format.sft import LINES_COPY
 from ..io import storage
 from .config import ConvertConfig
+from .dst import check_dst, tidy_dst
 from .executors import Executor, import_ray, make_executor
 from .lifetime import sigterm_as_interrupt
 from .lock import ConversionLock
@@ -168,6 +169,7 @@ def _prepare_dst(cfg: ConvertConfig, plan: Plan) -> mf.Manifest | None:
     conversion intact (nothing to do). A finished DST of other input needs ``overwrite``; a
     finished DST with damaged shards is turned back into done records so only those are redone."""
     so = cfg.storage_options
+    check_dst(cfg)  # files editstream did not write: refused (left alone with overwrite)
     if cfg.overwrite:
         remove_previous(cfg.dst, so)
     elif storage.exists(storage.join(cfg.dst, mf.MANIFEST_NAME), so):
@@ -184,6 +186,7 @@ def _prepare_dst(cfg: ConvertConfig, plan: Plan) -> mf.Manifest | None:
     storage.makedirs(cfg.dst, so)
     outputs = {t.shard_path for t in plan.tasks} | {idx_path_for(t.shard_path) for t in plan.tasks}
     clean_stale_temp_files(cfg.dst, outputs | {mf.MANIFEST_NAME, mf.REPORT_NAME, LINES_COPY})
+    tidy_dst(cfg, plan)  # orphans of earlier runs removed, the shard count noted for a partial DST
     return None
 
 
@@ -192,7 +195,7 @@ def _run_tasks(cfg: ConvertConfig, plan: Plan, executor: Executor | None) -> lis
     if plan.source_copy is not None:  # vlm_sft: the lines the loader lists units from, in one read
         storage.write_bytes(storage.join(cfg.dst, LINES_COPY), plan.source_copy, cfg.storage_options)
     runner = executor or make_executor(cfg.engine, cfg.workers, ray_address=cfg.ray_address)
-    bar = ShardProgress(len(plan.tasks), cfg.progress)
+    bar = ShardProgress(len(plan.tasks), cfg.progress, cfg.dst)
     results: dict[str, ShardResult] = {}
     syncer = LocalSyncer(cfg.dst)
     try:

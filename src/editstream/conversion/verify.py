@@ -27,6 +27,7 @@ from ..format.tarblock import BLOCK, TarFormatError
 from ..format.tarreader import iter_samples
 from ..io import storage
 from ..io.parquet import iter_row_group_rows, open_parquet, row_group_sizes
+from ..io.progress import Progress
 from ..io.ranged import open_read
 from .executors import make_executor
 
@@ -321,9 +322,11 @@ def verify(
     storage_options: dict[str, Any] | None = None,
     workers: int | None = 1,
     engine: str = "auto",
+    progress: bool = False,
 ) -> VerifyReport:
     """Re-read every shard under ``root`` and check it against the manifest; with ``source``,
-    also check that every source row is in the shards and equal to the original."""
+    also check that every source row is in the shards and equal to the original. ``progress``
+    shows shards checked (a bar on a terminal, a line every few seconds elsewhere)."""
     report = VerifyReport(root=root)
     try:
         m = mf.Manifest.read(root, storage_options)
@@ -345,10 +348,13 @@ def verify(
         report.problems.extend(_check_source_coverage(m, src, storage_options))
     runner = make_executor(engine, workers)
     outcomes: dict[str, _ShardOutcome] = {}
+    bar = Progress("verify", len(checks), "shards", progress)
     try:
         for check, outcome in runner.map_unordered(_check_shard, checks):
             outcomes[check.shard["path"]] = outcome
+            bar.update(1, rows=outcome.samples, nbytes=check.shard["num_bytes"])
     finally:
+        bar.close()
         runner.close()
     seen: dict[str, str] = {}
     for shard in m.shards:

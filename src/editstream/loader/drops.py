@@ -1,13 +1,27 @@
 """Counting what a stream drops: bad rows, unreadable units, corrupt shards.
 
 Nothing is dropped silently: every drop increments a per-reason counter, keeps its location
-(file, row group, row, or shard URL and key) in a short history, and is logged for the first
-few occurrences of each reason and then every 100th, so a bad dataset cannot flood the log.
+(file, row group, row, or shard URL and key) in a short history, and is logged: each location
+once, the first few of each reason and then every 100th, so a bad dataset cannot flood the
+log. A drop line says why in the words of ``report.json`` ("instruction 1 has no phrasings")
+and where with the paths the user gave (the shard, not the converter's source path).
+
+DataLoader workers are other processes: each one writes its counts to a small file in a
+directory private to the dataset, and :meth:`DropLog.as_dict` adds them up, so the main
+process's ``drop_counts`` covers every worker.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
 import logging
+import os
+import re
+import shutil
+import tempfile
+import uuid
+import weakref
 from collections import Counter, deque
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,43 +34,130 @@ FATAL = (KeyboardInterrupt, SystemExit, MemoryError, GeneratorExit)
 LOG_FIRST = 3
 LOG_EVERY = 100
 HISTORY = 256
+LOGGED_LOCATIONS = 100_000
+"""Locations remembered so a row dropped again (a later epoch, a retry) is not logged again."""
+
+_ADDRESS = re.compile(r"<[^<>]* at 0x[0-9a-fA-F]+>")
+
+
+def error_text(error: BaseException | str | None) -> str:
+    """``Type: message`` of an exception, without object addresses (``<_io.BytesIO at 0x7f..>``)."""
+    if error is None:
+        return ""
+    if isinstance(error, str):
+        return error
+    return f"{type(error).__name__}: {_ADDRESS.sub('the bytes', str(error))}".rstrip(": ")
+
+
+def where_text(location: dict[str, Any]) -> str:
+    """``shard=..., row=...``: the location as the user gave the paths; the converter's source
+    path is left out when the shard (under the root the user gave) is known."""
+    items = {k: v for k, v in location.items() if not (k == "file" and "shard" in location)}
+    if "shard" in items:
+        items = {"shard": items.pop("shard"), **items}
+    return ", ".join(f"{k}={v}" for k, v in items.items())
+
+
+def _new_shared_dir() -> str:
+    return os.path.join(tempfile.gettempdir(), f"editstream-drops-{uuid.uuid4().hex}")
+
+
+def _remove_dir(path: str, owner: int) -> None:
+    if os.getpid() == owner:  # a forked worker inherits this finaliser; only the creator cleans up
+        shutil.rmtree(path, ignore_errors=True)
 
 
 @dataclass(frozen=True)
 class Drop:
-    """One dropped row or unit: why, where, and the error text."""
+    """One dropped row or unit: why (the counter, and the report-style detail), where, and the error text."""
 
     reason: str
     location: dict[str, Any]
     error: str
+    detail: str = ""
 
 
 @dataclass
 class DropLog:
-    """Per-reason drop counters plus the most recent drops, for one dataset in one process."""
+    """Per-reason drop counters plus the most recent drops, for one dataset, summed over processes."""
 
     dataset_name: str = ""
     counts: Counter = field(default_factory=Counter)
     recent: deque = field(default_factory=lambda: deque(maxlen=HISTORY))
+    shared_dir: str = field(
+        default_factory=lambda: os.path.join(tempfile.gettempdir(), f"editstream-drops-{uuid.uuid4().hex}")
+    )
+    owner_pid: int = field(default_factory=os.getpid)
+    _logged: set = field(default_factory=set, repr=False)
 
-    def record(self, reason: str, location: dict[str, Any], error: BaseException | str | None = None) -> Drop:
-        """Count a drop and log it if it is among the first few or every 100th of its reason."""
-        text = "" if error is None else (error if isinstance(error, str) else f"{type(error).__name__}: {error}")
-        drop = Drop(reason=reason, location=dict(location), error=text)
+    def __post_init__(self) -> None:
+        self._pid = os.getpid()
+        weakref.finalize(self, _remove_dir, self.shared_dir, self.owner_pid)
+
+    def _this_process(self) -> None:
+        """In a new process (a DataLoader worker), start counting from zero: its file holds its own drops."""
+        if self._pid != os.getpid():
+            self.counts = Counter()
+            self._pid = os.getpid()
+
+    def record(
+        self, reason: str, location: dict[str, Any], error: BaseException | str | None = None, detail: str = ""
+    ) -> Drop:
+        """Count a drop; log it (once per location) if it is among the first few or every 100th of its reason."""
+        self._this_process()
+        text = error_text(error)
+        drop = Drop(reason=reason, location=dict(location), error=text, detail=detail)
         self.counts[reason] += 1
         self.recent.append(drop)
+        self._publish()
         n = self.counts[reason]
+        seen = (reason, tuple(sorted((k, str(v)) for k, v in location.items())))
+        if seen in self._logged:
+            return drop
+        if len(self._logged) < LOGGED_LOCATIONS:
+            self._logged.add(seen)
         if n <= LOG_FIRST or n % LOG_EVERY == 0:
-            where = ", ".join(f"{k}={v}" for k, v in location.items())
-            logger.warning("dataset %s dropped (%s #%d) at %s: %s", self.dataset_name, reason, n, where, text)
+            logger.warning(
+                "dataset %s dropped (%s #%d) at %s: %s",
+                self.dataset_name,
+                reason,
+                n,
+                where_text(location),
+                detail or text,
+            )
         return drop
+
+    def _publish(self) -> None:
+        """Write this process's counts where the other processes of the dataset read them."""
+        with contextlib.suppress(OSError):
+            os.makedirs(self.shared_dir, exist_ok=True)
+            path = os.path.join(self.shared_dir, f"{os.getpid()}.json")
+            tmp = f"{path}.{uuid.uuid4().hex}.tmp"
+            with open(tmp, "w") as f:
+                json.dump(dict(self.counts), f)
+            os.replace(tmp, path)
+
+    def _published(self) -> Counter:
+        total: Counter = Counter()
+        try:
+            names = os.listdir(self.shared_dir)
+        except OSError:
+            return total
+        for name in names:
+            if not name.endswith(".json") or name == f"{os.getpid()}.json":
+                continue
+            with contextlib.suppress(OSError, ValueError), open(os.path.join(self.shared_dir, name)) as f:
+                total.update({str(k): int(v) for k, v in json.load(f).items()})
+        return total
 
     @property
     def total(self) -> int:
-        return sum(self.counts.values())
+        return sum(self.as_dict().values())
 
     def as_dict(self) -> dict[str, int]:
-        return dict(self.counts)
+        """Drops per reason in this process and every other process of this dataset (DataLoader workers)."""
+        self._this_process()
+        return dict(self.counts + self._published())
 
 
 class FailureBudgetExceeded(RuntimeError):

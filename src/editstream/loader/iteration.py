@@ -14,6 +14,7 @@ from typing import Any, Protocol
 from ..format.columns import ColumnTypeError
 from .distributed import DistributedIterableDataset
 from .drops import FATAL, FailureBudget
+from .reasons import drop_reason
 from .units import Unit
 
 logger = logging.getLogger("editstream")
@@ -76,6 +77,8 @@ class SourceIterableDataset(DistributedIterableDataset):
     """
 
     source: RowSource
+    schema_name: str | None = None
+    """The schema whose row checks explain a dropped row in ``report.json``'s words (``format.rowproblems``)."""
     unit_failure_budget: int = 16
     """Units in a row that may fail to read (after the source's retries) before the stream stops."""
     _budget: FailureBudget | None = None
@@ -151,7 +154,8 @@ class SourceIterableDataset(DistributedIterableDataset):
             except FATAL:
                 raise
             except Exception as exc:  # noqa: BLE001 - any parse error drops the row (counted, located)
-                self.drops.record("bad_row", self.source.describe(unit, position), exc)
+                detail = drop_reason(self.schema_name, row, exc)
+                self.drops.record("bad_row", self.source.describe(unit, position), exc, detail)
                 continue
             if not data:
                 self.drops.record("empty_sample", self.source.describe(unit, position))

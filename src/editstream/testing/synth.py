@@ -11,7 +11,6 @@ import json
 import multiprocessing
 import os
 import random
-import sys
 from collections import Counter
 from collections.abc import Generator
 from concurrent.futures import ProcessPoolExecutor
@@ -23,6 +22,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..io import storage
+from ..io.progress import Progress
 from .synth_content import IMAGE_FORMATS, SOURCES, TAGS, caption, garbage, instruction, make_image, pick
 
 SCHEMAS = ("unified_edit", "t2i_pretrain")
@@ -248,11 +248,7 @@ def _write_files(
     arrow_schema = UNIFIED_EDIT_SCHEMA if cfg.schema == "unified_edit" else T2I_SCHEMA
     formats: Counter = Counter()
     total_bytes = 0
-    progress = None
-    if show:
-        from tqdm import tqdm
-
-        progress = tqdm(total=cfg.total_rows, unit="row", desc="synth", file=sys.stderr)
+    progress = Progress("synth", cfg.total_rows, "rows", show)
     try:
         for url in files:
             with storage.atomic_write(url, storage_options) as fh:
@@ -264,8 +260,7 @@ def _write_files(
                             _, _, rows, counts = next(chunks)
                             group.extend(rows)
                             formats.update(counts)
-                            if progress is not None:
-                                progress.update(len(rows))
+                            progress.update(len(rows), rows=len(rows))
                         writer.write_table(
                             pa.Table.from_pylist(group, schema=arrow_schema), row_group_size=cfg.rows_per_group
                         )
@@ -274,8 +269,7 @@ def _write_files(
             total_bytes += storage.size(url, storage_options)
     finally:
         chunks.close()
-        if progress is not None:
-            progress.close()
+        progress.close()
     return formats, total_bytes
 
 
@@ -292,6 +286,7 @@ def write_synthetic_dataset(
     max_side: int = 320,
     storage_options: dict[str, Any] | None = None,
     workers: int | None = None,
+    progress: bool | None = None,
 ) -> dict:
     """Write ``num_files`` parquet files of photo-like images plus ``parquet_info.json`` to ``out``.
 
@@ -299,6 +294,7 @@ def write_synthetic_dataset(
     bytes, image formats, and where the planted bad rows are). ``workers`` processes generate
     rows (default: one per CPU above 1000 rows, else none); the bytes do not depend on it. The
     pool uses the spawn start method, so a calling script needs an ``if __name__ == "__main__"`` guard.
+    ``progress`` shows rows written (default: only for datasets of more than a few thousand rows).
     """
     if workers is not None and workers < 1:
         raise ValueError(f"workers must be >= 1, got {workers}")
@@ -319,7 +315,9 @@ def write_synthetic_dataset(
 
     storage.makedirs(out, storage_options)
     files = [storage.join(out, file_name(i)) for i in range(cfg.num_files)]
-    formats, total_bytes = _write_files(cfg, files, _generate(cfg, corrupt, workers), storage_options, show=big)
+    formats, total_bytes = _write_files(
+        cfg, files, _generate(cfg, corrupt, workers), storage_options, show=big if progress is None else progress
+    )
 
     info = {
         url: {"num_row_groups": cfg.row_groups_per_file, "num_rows": cfg.row_groups_per_file * cfg.rows_per_group}

@@ -8,9 +8,9 @@ draws select the bad image or instruction (the edit parser decodes only what it 
 
 from __future__ import annotations
 
+from ...format.rowproblems import IfDrawn
 
-class IfDrawn(str):
-    """A row problem the parser meets only when its random draws select the bad part."""
+__all__ = ["IfDrawn", "certainty"]
 
 
 def certainty(reason: str) -> str:

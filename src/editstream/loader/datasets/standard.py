@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ...format.columns import ColumnTypeError
 from ...io.storage import StorageOptions
 from ..iteration import SourceIterableDataset
 from ..units import Unit
@@ -20,7 +21,7 @@ BACKENDS = ("parquet", "webdataset")
 
 SOURCE_OPTIONS = {
     "parquet": ("retry",),
-    "webdataset": ("retry", "block_size", "max_member_size", "prefetch"),
+    "webdataset": ("retry", "block_size", "max_member_size", "prefetch", "columns"),
 }
 """Keyword arguments each backend's source takes beyond the common ones."""
 
@@ -34,9 +35,15 @@ def make_source(
     storage_options: StorageOptions | None,
     drops: Any,
     column_types: Mapping[str, str] | None = None,
+    data_dir_list: Sequence[Any] = (),
+    schema: str | None = None,
     **options: Any,
 ) -> Any:
-    """Build the row source for ``backend``; an unknown backend or option is a clear error."""
+    """Build the row source for ``backend``; an unknown backend or option is a clear error.
+
+    On the webdataset backend, entries that name shards (brace patterns, globs, ``.tar`` URLs,
+    lists of them) are foreign shards without a manifest (``sources.foreign``); ``columns`` maps
+    their members to the dataset's columns."""
     if backend not in BACKENDS:
         raise ValueError(f"dataset {dataset_name!r}: unknown backend {backend!r}; choose one of {BACKENDS}")
     unknown = sorted(set(options) - set(SOURCE_OPTIONS[backend]))
@@ -56,16 +63,32 @@ def make_source(
         from ..sources.parquet import ParquetSource
 
         return ParquetSource(parquet_info=parquet_info, **common, **options)
+    from ..sources.foreign import ForeignTarSource, is_foreign_entry
+
+    foreign = [is_foreign_entry(e) for e in data_dir_list]
+    if any(foreign):
+        if not all(foreign):
+            raise ValueError(
+                f"dataset {dataset_name!r}: data_dir_list mixes shard patterns with converted roots; "
+                f"give one kind per dataset"
+            )
+        return ForeignTarSource(schema=schema, **common, **options)
+    if "columns" in options:
+        raise TypeError(f"dataset {dataset_name!r}: columns applies to foreign shards (patterns), not converted roots")
     from ..sources.webdataset import TarSource
 
     return TarSource(**common, **options)
 
 
-def count_source_files(data_dir: str, backend: str, storage_options: StorageOptions | None = None) -> int:
-    """Parquet files a data directory holds (for a converted root: its source files), the
-    ``num_used_data`` entry that uses every file once."""
+def count_source_files(data_dir: Any, backend: str, storage_options: StorageOptions | None = None) -> int:
+    """Parquet files a data directory holds (for a converted root: its source files; for a shard
+    pattern: its shards), the ``num_used_data`` entry that uses every file once."""
     if backend == "webdataset":
         from ...format.manifest import Manifest
+        from ..sources.foreign import expand_shards, is_foreign_entry
+
+        if is_foreign_entry(data_dir):
+            return len(expand_shards(data_dir, storage_options))
 
         return len(Manifest.read(data_dir, storage_options).source_files)
     from ...io.storage import list_files
@@ -79,7 +102,8 @@ class ParquetStandardIterableDataset(SourceIterableDataset):
     Arguments follow the reference. ``parquet_info`` (``{path: {"num_row_groups": n}}``) is
     optional: files it lacks have their row-group count read from the footer. ``data_dir_list``
     entries may be local paths or fsspec URLs (``s3://...``). For ``backend="webdataset"`` they
-    are converted dataset roots holding a ``manifest.json``.
+    are converted dataset roots holding a ``manifest.json``, or foreign shards: brace patterns,
+    globs, ``.tar`` URLs or lists of them (``columns=`` maps their members to the columns).
     """
 
     unit_granularity = "row_group"
@@ -113,6 +137,7 @@ class ParquetStandardIterableDataset(SourceIterableDataset):
         self.backend = backend or self.default_backend
         self.storage_options = storage_options
         self.set_data_status(data_status)
+        self.data_dir_list = [data_dir_list] if isinstance(data_dir_list, str) else list(data_dir_list)
         self.source = make_source(
             self.backend,
             dataset_name=dataset_name,
@@ -121,9 +146,10 @@ class ParquetStandardIterableDataset(SourceIterableDataset):
             storage_options=storage_options,
             drops=self.drops,
             column_types=self.column_types,
+            data_dir_list=self.data_dir_list,
+            schema=self.schema_name,
             **backend_options,
         )
-        self.data_dir_list = [data_dir_list] if isinstance(data_dir_list, str) else list(data_dir_list)
         self.num_used_data = [num_used_data] if isinstance(num_used_data, int) else list(num_used_data)
         self.parquet_info = parquet_info
 
@@ -139,7 +165,29 @@ class ParquetStandardIterableDataset(SourceIterableDataset):
             data_dir_list = [data_dir_list]
         if isinstance(num_used_data, int):
             num_used_data = [num_used_data]
-        return self.source.list_units(list(data_dir_list), list(num_used_data))
+        try:
+            return self.source.list_units(list(data_dir_list), list(num_used_data))
+        except ColumnTypeError:
+            if self.backend == "webdataset":
+                self._refuse_other_schema(data_dir_list)
+            raise
+
+    def _refuse_other_schema(self, roots: Sequence[Any]) -> None:
+        """A converted root of another schema: say which, and which dataset reads it, before any row."""
+        from ...format.manifest import Manifest
+
+        for root in roots:
+            if not isinstance(root, str):
+                continue
+            from .registry import DATASET_REGISTRY
+
+            schema = Manifest.read(root, self.storage_options).schema
+            reader = DATASET_REGISTRY.get(schema)  # generic data: the column message says more
+            if self.schema_name is not None and schema != self.schema_name and reader is not None:
+                raise ColumnTypeError(
+                    f"dataset {self.dataset_name!r}: {root} holds {schema} data (manifest.json), not "
+                    f"{self.schema_name}; read it with {reader.__name__} (group {schema})"
+                ) from None
 
     @property
     def drop_counts(self) -> dict[str, int]:

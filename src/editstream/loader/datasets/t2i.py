@@ -25,6 +25,7 @@ class T2IIterableDataset(ParquetStandardIterableDataset):
     """
 
     column_types = SCHEMA_COLUMNS["t2i_pretrain"]
+    schema_name = "t2i_pretrain"
 
     unit_granularity = "file"
 

@@ -21,6 +21,7 @@ class UnifiedEditIterableDataset(InterleavedBaseIterableDataset, ParquetStandard
     """
 
     column_types = SCHEMA_COLUMNS["unified_edit"]
+    schema_name = "unified_edit"
 
     def parse_row(self, row: Any) -> dict:
         images = row["image_list"]

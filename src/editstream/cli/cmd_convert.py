@@ -1,0 +1,197 @@
+"""``editstream convert``: parquet (or a vlm_sft JSONL) to WebDataset shards, checked before it starts.
+
+Before any shard is written: SRC must be a parquet directory (or a JSONL file), a given
+``--schema`` must fit its columns, the S3 buckets must exist with working credentials, and
+``--shard-size``/``--samples-per-shard`` imply ``--layout size``. ``--dry-run`` prints the plan.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import click
+
+from ..format import detect as d
+from .app import SETTINGS, main
+from .errors import UsageProblem
+from .options import SizeType, canonical_schema, storage_options, with_storage_options
+from .paths import check_bucket, parquet_source
+
+
+def _parquet_columns(found: d.PathKind, so: dict[str, Any] | None) -> list[str]:
+    from ..io import storage
+    from ..io.parquet import open_parquet
+
+    first = next(n for n in found.names if n.endswith(".parquet"))
+    with open_parquet(storage.join(found.url, first), so) as pf:
+        return [f.name for f in pf.schema_arrow]
+
+
+def check_schema_fits(found: d.PathKind, schema: str, so: dict[str, Any] | None) -> None:
+    """A ``--schema`` that lacks columns of the data is a usage error naming the schema that fits."""
+    from ..conversion.schemas import detect_schema, get_schema
+
+    if found.kind != d.PARQUET_DIR or schema == "generic":
+        return
+    module = get_schema(schema)
+    columns = _parquet_columns(found, so)
+    missing = [c for c in module.REQUIRED_COLUMNS if c not in columns]
+    if not missing:
+        return
+    fits = detect_schema(columns)
+    advice = (
+        f"these columns are {fits} data: pass --schema {fits} or leave --schema out"
+        if fits
+        else "pass --schema generic to convert the rows as they are"
+    )
+    raise UsageProblem(
+        f"--schema {schema} needs columns {list(module.REQUIRED_COLUMNS)}; {found.url} has {columns}", advice
+    )
+
+
+def _layout(ctx: click.Context, layout: str, shard_size: int | None, samples_per_shard: int | None) -> str:
+    if shard_size is None and samples_per_shard is None:
+        return layout
+    given = ctx.get_parameter_source("layout") not in (None, click.core.ParameterSource.DEFAULT)
+    if given and layout == "rowgroup":
+        raise UsageProblem(
+            "--shard-size / --samples-per-shard cut shards by size; --layout rowgroup makes one shard per row group",
+            "use --layout size (or leave --layout out)",
+        )
+    return "size"
+
+
+@main.command()
+@click.argument("src")
+@click.argument("dst")
+@click.option(
+    "--schema",
+    type=click.Choice(["unified_edit", "t2i", "t2i_pretrain", "vlm_sft", "generic"]),
+    default=None,
+    help="Source schema; detected from the columns when omitted (vlm_sft from a .jsonl SRC).",
+)
+@click.option(
+    "--media-dir",
+    default=None,
+    help="vlm_sft: the directory the JSONL's image/video names are relative to. Give the same string as "
+    "the source backend's data_dir: it is recorded and decides the epoch order.",
+)
+@click.option("--parquet-info", default=None, help="parquet_info JSON (row groups per file); footers otherwise.")
+@click.option(
+    "--workers",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Worker processes (default: the CPU count); with --engine ray, the most shards in flight "
+    "at once (default: twice the cluster's CPUs).",
+)
+@click.option(
+    "--engine",
+    type=click.Choice(["local", "ray"]),
+    default="local",
+    show_default=True,
+    help="local: a process pool on this machine; ray: Ray tasks (pip install 'editstream[ray]'), same output bytes.",
+)
+@click.option(
+    "--ray-address",
+    default=None,
+    help="With --engine ray: the cluster to use, as for ray.init ('auto': the running cluster; "
+    "default: RAY_ADDRESS, else a `ray start` cluster on this machine, else a new local instance).",
+)
+@click.option(
+    "--layout",
+    type=click.Choice(["rowgroup", "size"]),
+    default="rowgroup",
+    show_default=True,
+    help="rowgroup: one shard per parquet row group (matches the parquet backend); size: shards of a "
+    "target size (implied by --shard-size / --samples-per-shard).",
+)
+@click.option(
+    "--shard-size", type=SizeType(), default=None, help="Target shard size (implies --layout size), e.g. 512MB."
+)
+@click.option(
+    "--samples-per-shard", type=click.IntRange(min=1), default=None, help="Samples per shard (implies --layout size)."
+)
+@click.option(
+    "--overwrite",
+    is_flag=True,
+    help="Replace a finished conversion in DST; removes only editstream's own files (other files stay).",
+)
+@click.option(
+    "--drop-bad-rows",
+    is_flag=True,
+    help="Leave out rows that fail the schema checks (loses equivalence with the parquet backend).",
+)
+@click.option(
+    "--dry-run", is_flag=True, help="Print the plan (files, row groups, shards, estimated bytes); write nothing."
+)
+@click.option("--no-progress", is_flag=True, help="No progress bar or progress lines.")
+@with_storage_options
+@click.pass_context
+def convert(ctx: click.Context, src: str, dst: str, **kw: Any) -> None:
+    """Convert the parquet dataset SRC (or a vlm_sft JSONL file, with --media-dir) into WebDataset
+    tar shards under DST (local or s3://). A JSONL becomes shards of consecutive lines
+    (--samples-per-shard, 1000 by default, or --shard-size). An interrupted run resumes when run again."""
+    so = storage_options(kw.pop("storage_option"), kw.pop("endpoint_url"))
+    layout = _layout(ctx, kw.pop("layout"), kw["shard_size"], kw["samples_per_shard"])
+    schema = canonical_schema(kw.pop("schema"))
+    found = parquet_source(src, so)
+    if found.kind == d.JSONL_FILE and schema not in (None, "vlm_sft"):
+        raise UsageProblem(f"{src} is a JSONL file (vlm_sft data); --schema {schema} needs a parquet directory")
+    if schema is not None:
+        check_schema_fits(found, schema, so)
+    check_bucket(dst, so)
+    from ..conversion.dst import ForeignFilesError
+
+    try:
+        summary = _run(src, dst, schema=schema, layout=layout, storage_options=so, **kw)
+    except ForeignFilesError as exc:
+        names = ", ".join(exc.names[:3]) + (f" and {len(exc.names) - 3} more" if len(exc.names) > 3 else "")
+        raise UsageProblem(
+            f"DST {dst} holds files editstream did not write ({names})",
+            "convert into a new or empty directory (--overwrite goes on: it replaces only editstream's own files)",
+        ) from None
+    click.echo(json.dumps(summary, indent=2))
+    if summary.get("num_bad_rows"):
+        action = "dropped" if kw["drop_bad_rows"] else "kept verbatim"
+        click.echo(f"{summary['num_bad_rows']} bad rows {action}; see {summary['report']}", err=True)
+
+
+def _run(src: str, dst: str, *, engine: str, workers: int | None, ray_address: str | None, **kw: Any) -> dict:
+    from ..conversion import convert as run
+    from ..conversion.executors import make_executor
+
+    if kw.pop("dry_run"):
+        from ..conversion.dst import dry_run
+
+        return dry_run(src, dst, workers=workers, engine=engine, progress=False, **_api(kw))
+    try:
+        runner = make_executor(engine, workers, ray_address=ray_address)
+    except (ImportError, ValueError) as exc:
+        raise UsageProblem(str(exc)) from None
+    try:
+        start = getattr(runner, "start", None)
+        if start is not None:
+            start()  # local workers import pyarrow & co. while this process does the same; Ray connects
+        progress = not (kw.get("no_progress") or SETTINGS.quiet)
+        return run(
+            src,
+            dst,
+            workers=workers,
+            engine=engine,
+            ray_address=ray_address,
+            executor=runner,
+            progress=progress,
+            **_api(kw),
+        )
+    finally:
+        runner.close()
+
+
+def _api(kw: dict[str, Any]) -> dict[str, Any]:
+    """The command's remaining options as ``conversion.convert`` keywords."""
+    names = ("schema", "layout", "storage_options", "media_dir", "parquet_info", "shard_size")
+    out = {k: kw[k] for k in names if k in kw}
+    out.update(samples_per_shard=kw.get("samples_per_shard"), overwrite=kw["overwrite"])
+    out["drop_bad_rows"] = kw["drop_bad_rows"]
+    return out

@@ -1,0 +1,89 @@
+"""``editstream inspect``: what a converted root holds, its keys, one sample's row or members."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import click
+
+from .app import SETTINGS, main
+from .errors import DataProblem, UsageProblem
+from .options import storage_options, with_storage_options
+from .paths import converted_root
+
+
+def _find(dst: str, key: str, opts: dict | None) -> dict[str, bytes]:
+    from ..conversion.inspect import find_members
+
+    try:
+        return find_members(dst, key, storage_options=opts)
+    except KeyError as exc:
+        raise DataProblem(str(exc.args[0]), f"list the keys with: editstream inspect {dst} --list") from None
+
+
+def _extract(dst: str, key: str, out_dir: str, opts: dict | None) -> None:
+    members = _find(dst, key, opts)
+    if os.path.exists(out_dir) and not os.path.isdir(out_dir):
+        raise UsageProblem(f"--extract writes into a directory, and {out_dir} is a file", "give a directory")
+    os.makedirs(out_dir, exist_ok=True)
+    for suffix, data in members.items():
+        path = os.path.join(out_dir, f"{key}.{suffix}")
+        with open(path, "wb") as f:
+            f.write(data)
+        click.echo(path)
+
+
+@main.command()
+@click.argument("dst")
+@click.option("--sample", "key", default=None, help="Print the row of the sample with this key.")
+@click.option("--list", "list_keys", is_flag=True, help="List every sample key (tab: its shard).")
+@click.option(
+    "--extract",
+    nargs=2,
+    metavar="KEY DIR",
+    default=None,
+    help="Write the members of sample KEY (images, JSON ...) as files KEY.<member> into DIR.",
+)
+@click.option(
+    "--max-samples",
+    type=click.IntRange(min=0),
+    default=1000,
+    show_default=True,
+    help="Samples scanned for image statistics (0: all).",
+)
+@click.option("--no-progress", is_flag=True, help="No progress bar or progress lines.")
+@with_storage_options
+def inspect(
+    dst: str,
+    key: str | None,
+    list_keys: bool,
+    extract: tuple[str, str] | None,
+    max_samples: int,
+    no_progress: bool,
+    storage_option: tuple[str, ...],
+    endpoint_url: str | None,
+) -> None:
+    """Show what DST holds: shards, samples, bytes, images per sample, image formats and sizes."""
+    from ..conversion import inspect as ins
+
+    opts = storage_options(storage_option, endpoint_url)
+    if sum(x is not None for x in (key, list_keys or None, extract)) > 1:
+        raise UsageProblem("--sample, --list and --extract do one thing each", "give one of them")
+    converted_root(dst, opts, "inspect")
+    if list_keys:
+        for sample_key, shard in ins.list_keys(dst, storage_options=opts):
+            click.echo(f"{sample_key}\t{shard}")
+        return
+    if extract is not None:
+        _extract(dst, extract[0], extract[1], opts)
+        return
+    if key is not None:
+        from ..format.rowcodec import decode_sample
+
+        row = decode_sample(key, _find(dst, key, opts))
+        click.echo(json.dumps(ins.describe_value(row), indent=2, ensure_ascii=False, default=str))
+        return
+    progress = not (no_progress or SETTINGS.quiet)
+    info = ins.inspect_dataset(dst, storage_options=opts, max_samples=max_samples or None, progress=progress)
+    click.echo(json.dumps(info, indent=2))

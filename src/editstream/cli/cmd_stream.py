@@ -1,0 +1,115 @@
+"""``editstream stream``: samples from DATA through a dataset class, with throughput and drops."""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from typing import Any
+
+import click
+
+from .app import main
+from .options import SCHEMA_CHOICES, canonical_schema, storage_options, with_storage_options
+from .resolve import Resolved, resolve
+
+
+def _dataset(found: list[Resolved], opts: dict | None, workers: int, kw: dict[str, Any]) -> Any:
+    from ..loader.datasets.registry import DATASET_REGISTRY
+    from ..loader.datasets.standard import count_source_files
+    from ..loader.tokenizer import ByteTokenizer
+    from ..loader.transforms import ImageTransform
+
+    backend, schema = found[0].backend, found[0].schema
+    entries = [r.entry for r in found]
+    num_used = kw["num_used"]
+    counts = [num_used if num_used is not None else count_source_files(e, backend, opts) for e in entries]
+    vae = ImageTransform(kw["vae_max"], min(256, kw["vae_max"]), 16)
+    common: dict[str, Any] = dict(
+        local_rank=kw["rank"],
+        world_size=kw["world_size"],
+        num_workers=max(workers, 1),
+        backend=backend,
+        storage_options=opts,
+    )
+    if schema == "t2i_pretrain":
+        return DATASET_REGISTRY[schema](schema, vae, ByteTokenizer(), entries, counts, **common)
+    vit = ImageTransform(kw["vit_max"], min(224, kw["vit_max"]), 14)
+    return DATASET_REGISTRY[schema](schema, vae, ByteTokenizer(), vit, entries, counts, **common)
+
+
+@main.command()
+@click.argument("data", nargs=-1, required=True)
+@click.option(
+    "--backend",
+    type=click.Choice(["auto", "parquet", "webdataset"]),
+    default="auto",
+    show_default=True,
+    help="auto: by what DATA holds; parquet: directories of *.parquet; webdataset: converted roots "
+    "(manifest.json) or tar shards by pattern ('shards-{000..099}.tar', a .tar, a directory of them).",
+)
+@click.option(
+    "--schema",
+    type=click.Choice(SCHEMA_CHOICES[:3]),
+    default=None,
+    help="Data schema (t2i = t2i_pretrain); default: from the manifest or the parquet columns "
+    "(t2i_pretrain for foreign shards). A schema the data does not have is an error.",
+)
+@click.option("--samples", type=click.IntRange(min=1), default=200, show_default=True, help="Samples to stream.")
+@click.option(
+    "--workers", type=click.IntRange(min=0), default=0, show_default=True, help="DataLoader worker processes."
+)
+@click.option("--seed", type=int, default=42, show_default=True, help="Epoch seed (unit shuffle) and global seed.")
+@click.option("--rank", type=click.IntRange(min=0), default=None, help="Rank (default: torchrun's RANK, else 0).")
+@click.option(
+    "--world-size",
+    type=click.IntRange(min=1),
+    default=None,
+    help="World size (default: torchrun's WORLD_SIZE, else 1).",
+)
+@click.option(
+    "--num-used", type=click.IntRange(min=1), default=None, help="Files (or shards) used per DATA (default: all)."
+)
+@click.option(
+    "--vae-max", type=click.IntRange(min=16), default=512, show_default=True, help="VAE transform max image side."
+)
+@click.option(
+    "--vit-max", type=click.IntRange(min=14), default=490, show_default=True, help="ViT transform max image side."
+)
+@with_storage_options
+def stream(
+    data: tuple[str, ...], backend: str, schema: str | None, samples: int, workers: int, seed: int, **kw: Any
+) -> None:
+    """Stream samples from DATA (parquet directories, converted roots, or shard patterns) through
+    the dataset class of its schema and report throughput and drops (all worker processes)."""
+    opts = storage_options(kw.pop("storage_option"), kw.pop("endpoint_url"))
+    found = resolve(data, backend, canonical_schema(schema), opts)  # before torch loads: mistakes fail fast
+    import torch
+
+    ds = _dataset(found, opts, workers, kw)
+    ds.set_epoch(seed)
+    random.seed(seed)
+    loader = torch.utils.data.DataLoader(
+        ds, batch_size=None, num_workers=workers, generator=torch.Generator().manual_seed(seed)
+    )
+    t0 = time.perf_counter()
+    n = tokens = 0
+    for sample in loader:
+        n += 1
+        tokens += sample["num_tokens"]
+        if n >= samples:
+            break
+    seconds = time.perf_counter() - t0
+    del loader  # workers stop (and have written their drop counts)
+    summary = {
+        "backend": found[0].backend,
+        "schema": found[0].schema,
+        "foreign_shards": found[0].foreign,
+        "units": len(ds.data_paths),
+        "samples": n,
+        "tokens": tokens,
+        "seconds": round(seconds, 3),
+        "samples_per_s": round(n / seconds, 1) if seconds else None,
+        "drops": ds.drop_counts,
+    }
+    click.echo(json.dumps(summary, indent=2))

@@ -1,0 +1,105 @@
+"""Failures as a user reads them: what is wrong, and how to fix it, in one or two lines.
+
+``DataProblem`` (exit 1) is about the data or the storage; ``UsageProblem`` (exit 2) is about
+the command line. ``explain`` turns any other exception into one of them, looking through the
+chained causes for what a user can act on (missing credentials, a missing bucket, an
+unreachable endpoint, access denied), so an S3 problem inside a worker still ends in one line.
+"""
+
+from __future__ import annotations
+
+import click
+
+CREDENTIALS_ADVICE = (
+    "set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or AWS_PROFILE), pass -o key=... -o secret=..., "
+    "or -o anon=true for a public bucket"
+)
+
+
+class Problem(click.ClickException):
+    """An ``Error:`` line and an optional line of advice."""
+
+    def __init__(self, message: str, advice: str | None = None) -> None:
+        super().__init__(message)
+        self.advice = advice
+
+    def format_message(self) -> str:
+        return self.message if not self.advice else f"{self.message}\n  {self.advice}"
+
+    def show(self, file: object = None) -> None:
+        click.echo(f"Error: {self.format_message()}", err=True)
+
+
+class DataProblem(Problem):
+    """Exit 1: the data or storage is missing, unreadable or wrong."""
+
+    exit_code = 1
+
+
+class UsageProblem(Problem):
+    """Exit 2: the command line has to change (an option, a path of the wrong kind, a wrong backend)."""
+
+    exit_code = 2
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    """``exc`` and its causes and contexts, outermost first, each once."""
+    seen: list[BaseException] = []
+    todo: list[BaseException | None] = [exc]
+    while todo:
+        e = todo.pop(0)
+        if e is None or any(e is s for s in seen):
+            continue
+        seen.append(e)
+        todo.extend([e.__cause__, e.__context__])
+    return seen
+
+
+def _aws_code(exc: BaseException) -> str:
+    response = getattr(exc, "response", None)
+    if isinstance(response, dict):
+        return str(response.get("Error", {}).get("Code", ""))
+    return ""
+
+
+def _storage_problem(chain: list[BaseException]) -> Problem | None:
+    """An S3/storage cause a user can fix, from anywhere in the chain."""
+    for e in chain:
+        name = type(e).__name__
+        text = str(e)
+        if name in ("NoCredentialsError", "PartialCredentialsError", "CredentialRetrievalError"):
+            return DataProblem("no usable AWS credentials for S3", CREDENTIALS_ADVICE)
+        if name in ("EndpointConnectionError", "ConnectTimeoutError", "ConnectionClosedError"):
+            return DataProblem(
+                f"cannot reach the S3 endpoint ({text})",
+                "check --endpoint-url / AWS_ENDPOINT_URL and that the server is up",
+            )
+        code = _aws_code(e)
+        if code == "NoSuchBucket" or "specified bucket does not exist" in text:
+            bucket = getattr(e, "response", {}).get("Error", {}).get("BucketName") if code else None
+            named = f" {bucket!r}" if bucket else ""
+            return DataProblem(f"the S3 bucket{named} does not exist", "check the bucket name in the URL, or create it")
+        if code in ("InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken"):
+            return DataProblem(f"S3 rejected the credentials ({code})", CREDENTIALS_ADVICE)
+        if code in ("AccessDenied", "403") or isinstance(e, PermissionError):
+            return DataProblem(f"access denied: {text}", "check the credentials' permissions on this bucket and prefix")
+    return None
+
+
+def explain(exc: BaseException) -> Problem:
+    """A :class:`Problem` for any exception: a storage cause first, else the exception's own message."""
+    if isinstance(exc, Problem):
+        return exc
+    chain = _chain(exc)
+    storage = _storage_problem(chain)
+    if storage is not None:
+        return storage
+    from ..format.columns import ColumnTypeError
+    from ..format.manifest import ManifestError
+
+    text = str(exc) or type(exc).__name__
+    if isinstance(exc, (ColumnTypeError, ManifestError, FileNotFoundError, FileExistsError)):
+        return DataProblem(text.strip("'\""))
+    if isinstance(exc, (ValueError, RuntimeError, OSError)):
+        return DataProblem(text, "run with --debug for the traceback")
+    return DataProblem(f"{type(exc).__name__}: {text}", "run with --debug for the traceback")

@@ -1,0 +1,104 @@
+"""Checks of the paths a command is given, before any work: each wrong kind of path gets its fix.
+
+``check_bucket`` asks S3 once whether the bucket is there and the credentials work;
+``converted_root`` and ``parquet_source`` accept the kind of path a command needs and refuse
+anything else with a message naming what the path is and what to type instead.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from typing import Any
+
+from ..format import detect as d
+from ..io import storage
+from .errors import CREDENTIALS_ADVICE, DataProblem, UsageProblem
+
+
+def parent_of(url: str) -> str:
+    """The directory holding ``url`` (``.`` for a bare local name)."""
+    head = url.rstrip("/").rsplit("/", 1)
+    return head[0] if len(head) == 2 and head[0] else "."
+
+
+def check_bucket(url: str, storage_options: dict[str, Any] | None) -> None:
+    """For ``s3://`` URLs: the bucket exists and the credentials work (one request); else a one-line error."""
+    if storage.protocol_of(url) not in ("s3", "s3a"):
+        return
+    bucket = url.split("://", 1)[1].split("/", 1)[0]
+    fs, _ = storage.url_to_fs(url, storage_options)
+    try:
+        fs.info(bucket)
+    except FileNotFoundError:
+        raise DataProblem(
+            f"the S3 bucket {bucket!r} does not exist ({url})", "check the bucket name, or create the bucket"
+        ) from None
+    except PermissionError:
+        return  # some credentials may read a prefix but not the bucket itself: let the real request decide
+    except Exception as exc:
+        if type(exc).__name__ in ("NoCredentialsError", "PartialCredentialsError"):
+            raise DataProblem(f"no usable AWS credentials to read {url}", CREDENTIALS_ADVICE) from None
+        raise
+
+
+def _missing(url: str, what: str) -> DataProblem:
+    where = f" (relative to {os.getcwd()})" if storage.is_local(url) and not os.path.isabs(url) else ""
+    return DataProblem(f"{what} {url} does not exist{where}", "check the path")
+
+
+def _partial(found: d.PathKind) -> DataProblem:
+    partial = found.partial or d.Partial(done=0)
+    src = shlex.quote(partial.src) if partial.src else "SRC"
+    return DataProblem(
+        f"{found.url} is an unfinished conversion ({partial.describe()}, no manifest.json yet)",
+        f"re-run `editstream convert {src} {shlex.quote(found.url)}` to finish it",
+    )
+
+
+def converted_root(url: str, storage_options: dict[str, Any] | None, command: str) -> d.PathKind:
+    """``url`` must be a finished conversion (``manifest.json``); anything else is refused with its fix."""
+    check_bucket(url, storage_options)
+    found = d.detect(url, storage_options)
+    if found.kind == d.CONVERTED:
+        return found
+    if found.kind == d.MISSING:
+        raise _missing(url, "the dataset root")
+    if found.kind == d.PARTIAL:
+        raise _partial(found)
+    if found.kind == d.TAR_FILE:
+        raise UsageProblem(
+            f"{url} is one shard, not a converted dataset root",
+            f"give the directory that holds manifest.json: editstream {command} {parent_of(url)}",
+        )
+    if found.kind in (d.PARQUET_DIR, d.PARQUET_FILE):
+        raise UsageProblem(
+            f"{url} is parquet data, not a converted dataset root (no manifest.json)",
+            f"convert it first: editstream convert {url} DST",
+        )
+    if found.kind in (d.SHARD_DIR, d.SHARD_PATTERN):
+        raise UsageProblem(
+            f"{url} holds tar shards without an editstream manifest.json (not written by editstream convert)",
+            f"stream or preview them by pattern, e.g. editstream stream '{url.rstrip('/')}/*.tar'",
+        )
+    raise UsageProblem(
+        f"{url} is not a converted dataset root (no manifest.json)", "give the DST of editstream convert"
+    )
+
+
+def parquet_source(url: str, storage_options: dict[str, Any] | None) -> d.PathKind:
+    """``url`` must be a directory of parquet files or a vlm_sft JSONL file."""
+    check_bucket(url, storage_options)
+    found = d.detect(url, storage_options)
+    if found.kind in (d.PARQUET_DIR, d.JSONL_FILE):
+        return found
+    if found.kind == d.MISSING:
+        raise _missing(url, "SRC")
+    if found.kind == d.PARQUET_FILE:
+        raise UsageProblem(
+            f"SRC {url} is a file; convert takes the directory that holds the *.parquet files",
+            f"give its directory: editstream convert {parent_of(url)} DST",
+        )
+    if found.kind in (d.CONVERTED, d.PARTIAL, d.SHARD_DIR, d.TAR_FILE):
+        raise UsageProblem(f"SRC {url} holds tar shards, not parquet files", "give the parquet directory as SRC")
+    raise DataProblem(f"no *.parquet files in {url}", "give the directory that holds the parquet files")

@@ -1,0 +1,100 @@
+"""Which backend and schema DATA needs, decided from what it holds before a row is read.
+
+A converted root names its schema in ``manifest.json``; a parquet directory's schema follows
+from its columns; tar shards without a manifest (a brace pattern, a ``.tar``, a directory of
+them) are foreign shards read as T2I data by default. A ``--backend`` or ``--schema`` that
+contradicts the data is a usage error that names the right one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ..format import detect as d
+from .errors import UsageProblem
+from .paths import _missing, _partial, check_bucket
+
+STREAMABLE = ("unified_edit", "t2i_pretrain")
+
+
+@dataclass
+class Resolved:
+    """One DATA argument: the entry to hand the dataset, its backend and schema, whether foreign."""
+
+    entry: str
+    backend: str
+    schema: str
+    foreign: bool = False
+
+
+def _parquet_schema(found: d.PathKind, so: dict[str, Any] | None) -> str | None:
+    from ..conversion.schemas import detect_schema
+    from .cmd_convert import _parquet_columns
+
+    return detect_schema(_parquet_columns(found, so))
+
+
+def _resolve_one(url: str, backend: str, so: dict[str, Any] | None) -> Resolved:
+    if d.is_pattern(url) or url.endswith(".tar"):
+        return Resolved(url, "webdataset", "t2i_pretrain", foreign=True)
+    check_bucket(url, so)
+    found = d.detect(url, so)
+    if found.kind == d.MISSING:
+        raise _missing(url, "DATA")
+    if found.kind == d.PARTIAL:
+        raise _partial(found)
+    if found.kind == d.CONVERTED:
+        if backend == "parquet":
+            raise UsageProblem(
+                f"{url} holds converted WebDataset shards (manifest.json), not parquet files",
+                "use --backend webdataset (or leave --backend out)",
+            )
+        from ..format.manifest import Manifest
+
+        return Resolved(url, "webdataset", Manifest.read(url, so).schema)
+    if found.kind == d.PARQUET_DIR:
+        if backend == "webdataset":
+            raise UsageProblem(
+                f"{url} holds parquet files, not converted shards (no manifest.json)",
+                f"use --backend parquet (or leave --backend out), or convert it first: editstream convert {url} DST",
+            )
+        schema = _parquet_schema(found, so)
+        if schema is None:
+            raise UsageProblem(f"the columns of {url} fit no schema stream reads", "give unified_edit or t2i data")
+        return Resolved(url, "parquet", schema)
+    if found.kind == d.SHARD_DIR:
+        return Resolved(url.rstrip("/") + "/*.tar", "webdataset", "t2i_pretrain", foreign=True)
+    if found.kind == d.PARQUET_FILE:
+        parent = url.rstrip("/").rsplit("/", 1)[0] if "/" in url.rstrip("/") else "."
+        raise UsageProblem(f"{url} is one parquet file; stream reads directories", f"give its directory: {parent}")
+    raise UsageProblem(
+        f"{url} holds neither parquet files, a converted root, nor tar shards",
+        "give a parquet directory, a converted root, or a shard pattern such as 'shards-{000..009}.tar'",
+    )
+
+
+def resolve(data: tuple[str, ...], backend: str, schema: str | None, so: dict[str, Any] | None) -> list[Resolved]:
+    """Resolve every DATA argument; they must agree on backend and schema, and ``schema`` must fit."""
+    found = [_resolve_one(url, backend, so) for url in data]
+    if schema is not None:
+        for r in found:
+            if r.foreign:
+                r.schema = schema
+            elif r.schema != schema:
+                source = "manifest.json" if r.backend == "webdataset" else "its columns"
+                raise UsageProblem(
+                    f"{r.entry} holds {r.schema} data ({source}), not {schema}",
+                    f"pass --schema {r.schema} or leave --schema out",
+                )
+    for r in found:
+        if r.schema not in STREAMABLE:
+            raise UsageProblem(
+                f"{r.entry} holds {r.schema} data; stream reads {' and '.join(STREAMABLE)}",
+                "read vlm_sft data with SftJSONLIterableDataset (see the README)",
+            )
+    kinds = {(r.backend, r.schema, r.foreign) for r in found}
+    if len(kinds) > 1:
+        shown = ", ".join(f"{r.entry}: {r.schema} on {r.backend}" for r in found)
+        raise UsageProblem(f"DATA arguments of different kinds ({shown})", "stream one kind at a time")
+    return found

@@ -1,0 +1,157 @@
+"""Whose files are in DST: a conversion writes only into a directory that holds nothing but its own.
+
+Before a conversion writes, :func:`check_dst` refuses a DST that holds files editstream did
+not write (``overwrite`` goes on, leaving them where they are); once the destination is
+prepared, :func:`remove_orphans` deletes shards, idx files and done records of earlier runs
+that the new plan does not write, so nothing globbing ``*.tar`` reads a stale shard; and
+:func:`write_plan_note` records the shard count, so a partial DST can say "7/32 shards done".
+``dry_run_summary`` describes a plan without writing anything.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from typing import Any
+
+from ..format import manifest as mf
+from ..format.detect import PLAN_NOTE, PROGRESS_DIR_NAME
+from ..format.idx import idx_path_for
+from ..format.sft import LINES_COPY
+from ..io import storage
+from .config import ConvertConfig
+from .plan import Plan, plan_conversion
+
+log = logging.getLogger(__name__)
+
+_OWN_SHARD = re.compile(r"^(?:[a-z0-9_-]+-rg\d{5,}|shard-\d{6,})\.tar(?:\.idx)?$")
+"""Shard and idx names the planner gives: ``{stem}-rg00000.tar`` and ``shard-000000.tar``."""
+_OWN_TEMP = re.compile(r"^\..+\.[0-9a-f]{32}\.tmp$")
+_OWN_NAMES = {mf.MANIFEST_NAME, mf.REPORT_NAME, LINES_COPY, PROGRESS_DIR_NAME}
+
+
+class ForeignFilesError(FileExistsError):
+    """DST holds files editstream did not write (``names``)."""
+
+    def __init__(self, dst: str, names: list[str]) -> None:
+        self.dst = dst
+        self.names = names
+        super().__init__(
+            f"{dst} holds {_count(names)} editstream did not write ({_shown(names)}); convert into a new or "
+            f"empty directory (overwrite=True goes on, replacing only editstream's own files)"
+        )
+
+
+def _count(names: list[str]) -> str:
+    return f"{len(names)} file{'s' if len(names) != 1 else ''}"
+
+
+def _shown(names: list[str]) -> str:
+    return ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+
+
+def is_own_name(name: str) -> bool:
+    """Whether a name directly in DST is one editstream writes (outputs, records, temp files, a lock)."""
+    if name in _OWN_NAMES or _OWN_SHARD.match(name) or _OWN_TEMP.match(name):
+        return True
+    return name.startswith((".editstream", "_editstream")) or name.endswith(".lock")
+
+
+def _names(dst: str, so: dict[str, Any] | None) -> list[str]:
+    fs, path = storage.url_to_fs(dst, so)
+    if not fs.isdir(path):
+        return []
+    prefix = path.rstrip("/")
+    return sorted(str(e).rstrip("/").rsplit("/", 1)[-1] for e in fs.ls(prefix, detail=False) if str(e) != prefix)
+
+
+def check_dst(cfg: ConvertConfig) -> None:
+    """Refuse a DST holding files editstream did not write, unless ``overwrite`` (they are left alone)."""
+    foreign = [n for n in _names(cfg.dst, cfg.storage_options) if not is_own_name(n)]
+    if not foreign:
+        return
+    if cfg.overwrite:
+        log.warning(
+            "%s holds %s editstream did not write (%s); left in place", cfg.dst, _count(foreign), _shown(foreign)
+        )
+        return
+    raise ForeignFilesError(cfg.dst, foreign)
+
+
+def remove_orphans(cfg: ConvertConfig, plan: Plan) -> list[str]:
+    """Delete shards, idx files and done records in DST that the plan does not write; returns their names."""
+    so = cfg.storage_options
+    planned = {t.shard_path for t in plan.tasks} | {idx_path_for(t.shard_path) for t in plan.tasks}
+    orphans = [n for n in _names(cfg.dst, so) if _OWN_SHARD.match(n) and n not in planned]
+    for name in orphans:
+        storage.remove(storage.join(cfg.dst, name), so)
+    records = storage.join(cfg.dst, PROGRESS_DIR_NAME)
+    for name in _names(records, so):
+        if name.endswith(".tar.json") and name[: -len(".json")] not in planned:
+            storage.remove(storage.join(records, name), so)
+    if orphans:
+        log.warning("removed %d shard and idx files of an earlier conversion into %s", len(orphans), cfg.dst)
+    return orphans
+
+
+def write_plan_note(cfg: ConvertConfig, plan: Plan) -> None:
+    """Note the shard count and source in the progress directory (removed with it when the run finishes)."""
+    note = {"num_shards": len(plan.tasks), "src": cfg.src, "schema": plan.schema, "layout": cfg.layout}
+    url = storage.join(cfg.dst, PROGRESS_DIR_NAME, PLAN_NOTE)
+    storage.write_bytes(url, json.dumps(note, indent=1).encode(), cfg.storage_options)
+
+
+def tidy_dst(cfg: ConvertConfig, plan: Plan) -> None:
+    """Before the shards are written: remove orphans of earlier runs and note the plan."""
+    remove_orphans(cfg, plan)
+    write_plan_note(cfg, plan)
+
+
+def estimated_output_bytes(plan: Plan) -> int:
+    """About what the shards will take: the source bytes plus tar headers and JSON per row."""
+    rows = sum(sum(sizes) for sizes in plan.row_groups.values() if sizes is not None)
+    return plan.source_bytes + 2048 * rows
+
+
+def dry_run(src: str, dst: str, **options: Any) -> dict[str, Any]:
+    """What ``convert(src, dst, **options)`` would do, planned but not written: files, row groups,
+    shards and estimated bytes, and what DST holds now (``dst_state``)."""
+    from .run import _absolute, _is_jsonl_source
+    from .sft_plan import plan_jsonl_conversion
+
+    if _is_jsonl_source(src, options.get("schema")):
+        options.update(schema="vlm_sft", layout="size")
+    cfg = ConvertConfig(src=_absolute(src), dst=_absolute(dst), **options)
+    plan = plan_jsonl_conversion(cfg) if cfg.is_jsonl else plan_conversion(cfg)
+    summary = dry_run_summary(cfg, plan)
+    names = _names(cfg.dst, cfg.storage_options)
+    foreign = [n for n in names if not is_own_name(n)]
+    if foreign:
+        summary["dst_state"] = f"holds {_count(foreign)} editstream did not write ({_shown(foreign)}): refused"
+    elif mf.MANIFEST_NAME in names:
+        summary["dst_state"] = "holds a finished conversion (the same one: nothing to do; another: needs overwrite)"
+    elif PROGRESS_DIR_NAME in names:
+        summary["dst_state"] = "holds an unfinished conversion: its shards that match this plan are kept"
+    else:
+        summary["dst_state"] = "new or empty"
+    return summary
+
+
+def dry_run_summary(cfg: ConvertConfig, plan: Plan) -> dict[str, Any]:
+    """What a conversion would do: files, row groups, shards and estimated bytes; nothing is written."""
+    rows_known = all(sizes is not None for sizes in plan.row_groups.values())
+    return {
+        "dry_run": True,
+        "src": cfg.src,
+        "dst": cfg.dst,
+        "schema": plan.schema,
+        "layout": cfg.layout,
+        "source_files": len(plan.files),
+        "row_groups": sum(plan.num_row_groups.values()),
+        "rows": sum(sum(s) for s in plan.row_groups.values() if s is not None) if rows_known else None,
+        "shards": len(plan.tasks),
+        "source_bytes": plan.source_bytes,
+        "estimated_output_bytes": estimated_output_bytes(plan),
+        "first_shards": [t.shard_path for t in plan.tasks[:3]],
+    }

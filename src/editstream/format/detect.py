@@ -1,0 +1,145 @@
+"""What a path holds, told from its name and one listing: the first question every command asks.
+
+``detect(url)`` says whether ``url`` is missing, a single file (parquet, tar shard, JSONL), a
+converted root (``manifest.json``), a partial conversion (done records but no manifest yet),
+a directory of parquet files, a directory of tar shards without a manifest (img2dataset or
+webdataset ShardWriter output), or a brace pattern of shard URLs. Commands use it to pick a
+backend, to refuse the wrong one with the right one named, and to describe a partial root.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+
+from ..io import storage
+from ..io.storage import StorageOptions
+from .manifest import MANIFEST_NAME
+
+PROGRESS_DIR_NAME = "_editstream_progress"
+"""The converter's done-record directory (``conversion.records.PROGRESS_DIR``; a test keeps them equal)."""
+PLAN_NOTE = "_plan"
+"""The note a conversion leaves in its progress directory: how many shards it plans, from which source."""
+
+MISSING = "missing"
+PARQUET_FILE = "parquet_file"
+TAR_FILE = "tar_file"
+JSONL_FILE = "jsonl_file"
+OTHER_FILE = "other_file"
+CONVERTED = "converted"
+PARTIAL = "partial"
+PARQUET_DIR = "parquet_dir"
+SHARD_DIR = "shard_dir"
+SHARD_PATTERN = "shard_pattern"
+JSONL_DIR = "jsonl_dir"
+EMPTY_DIR = "empty_dir"
+OTHER_DIR = "other_dir"
+
+_PATTERN = re.compile(r"\{[^{}]*[,.][^{}]*\}|[*?\[]")
+
+
+def is_pattern(url: str) -> bool:
+    """Whether ``url`` is a brace pattern (``shards-{000..009}.tar``) or a glob rather than one path."""
+    return bool(_PATTERN.search(url.rsplit("/", 1)[-1]))
+
+
+@dataclass
+class Partial:
+    """What an unfinished conversion left: done shards, planned shards (when noted), its source."""
+
+    done: int
+    total: int | None = None
+    src: str | None = None
+
+    def describe(self) -> str:
+        """``7/32 shards done`` (or ``7 shards done`` when the plan was not noted)."""
+        of = f"/{self.total}" if self.total is not None else ""
+        return f"{self.done}{of} shards done"
+
+
+@dataclass
+class PathKind:
+    """The answer of :func:`detect`: the kind, the names seen in a directory, and partial progress."""
+
+    url: str
+    kind: str
+    names: list[str] = field(default_factory=list)
+    partial: Partial | None = None
+
+    def count(self, suffix: str) -> int:
+        """How many listed names end with ``suffix``."""
+        return sum(1 for n in self.names if n.endswith(suffix))
+
+
+def _file_kind(url: str) -> str:
+    name = url.rstrip("/").rsplit("/", 1)[-1].lower()
+    if name.endswith(".parquet"):
+        return PARQUET_FILE
+    if name.endswith(".tar"):
+        return TAR_FILE
+    if name.endswith(".jsonl"):
+        return JSONL_FILE
+    return OTHER_FILE
+
+
+def _listing(url: str, storage_options: StorageOptions | None) -> list[str] | None:
+    """Names directly in ``url`` when it is a directory (or S3 prefix), ``None`` when it is a file."""
+    fs, path = storage.url_to_fs(url, storage_options)
+    if not fs.isdir(path):
+        if fs.exists(path):
+            return None
+        raise FileNotFoundError(url)
+    prefix = path.rstrip("/")
+    names = []
+    for entry in fs.ls(prefix, detail=False):
+        entry = str(entry).rstrip("/")
+        if entry != prefix:
+            names.append(entry.rsplit("/", 1)[-1])
+    return sorted(names)
+
+
+def read_partial(url: str, storage_options: StorageOptions | None = None) -> Partial:
+    """Done records and the plan note of an unfinished conversion at ``url``."""
+    progress = storage.join(url, PROGRESS_DIR_NAME)
+    fs, path = storage.url_to_fs(progress, storage_options)
+    try:
+        names = [str(e).rstrip("/").rsplit("/", 1)[-1] for e in fs.find(path)]
+    except FileNotFoundError:
+        names = []
+    done = sum(1 for n in names if n.endswith(".tar.json"))
+    partial = Partial(done=done)
+    try:
+        note = json.loads(storage.read_bytes(storage.join(progress, PLAN_NOTE), storage_options))
+        partial.total = int(note["num_shards"])
+        partial.src = str(note.get("src") or "") or None
+    except (FileNotFoundError, ValueError, KeyError, TypeError):
+        pass
+    return partial
+
+
+def detect(url: str, storage_options: StorageOptions | None = None) -> PathKind:
+    """What ``url`` holds (see the module docstring); storage errors other than "not found" propagate."""
+    if is_pattern(url):
+        return PathKind(url, SHARD_PATTERN)
+    try:
+        names = _listing(url, storage_options)
+    except FileNotFoundError:
+        return PathKind(url, MISSING)
+    if names is None:
+        return PathKind(url, _file_kind(url))
+    found = PathKind(url, OTHER_DIR, names)
+    if MANIFEST_NAME in names:
+        found.kind = CONVERTED
+    elif PROGRESS_DIR_NAME in names:
+        found.kind = PARTIAL
+        found.partial = read_partial(url, storage_options)
+    elif found.count(".parquet"):
+        found.kind = PARQUET_DIR
+    elif found.count(".tar"):
+        found.kind = SHARD_DIR
+    elif found.count(".jsonl"):
+        found.kind = JSONL_DIR
+    elif not names:
+        found.kind = EMPTY_DIR
+    return found

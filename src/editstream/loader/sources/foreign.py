@@ -1,0 +1,201 @@
+"""Foreign shards: WebDataset tars that editstream did not write (img2dataset, webdataset's ShardWriter).
+
+``data_dir_list`` entries are brace patterns (``shards-{000..099}.tar``), globs, single ``.tar``
+URLs or lists of them, locally or on S3; there is no manifest. Units are shards: each entry's
+sorted shard URLs go through the reference's ``num_used_data`` rule and the seeded unit
+shuffle, like any other unit. A sample's members become a row through a ``columns`` mapping
+(column -> member candidates, first present wins; ``json:caption`` is a field of the ``json``
+member); the T2I default reads img2dataset output: the image from ``jpg``/``jpeg``/``png``/
+``webp``, captions from ``json``'s ``caption`` field or ``txt``. A resume seeks to the next
+sample's offset, from the shard's ``.tar.idx`` when it has one, else from an index built by
+walking the tar headers (payloads are skipped, not read).
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import tarfile
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+from braceexpand import braceexpand
+
+from ...format.columns import SCHEMA_COLUMNS
+from ...format.detect import is_pattern
+from ...format.idx import idx_path_for, read_idx
+from ...format.tarblock import DEFAULT_MAX_MEMBER_SIZE
+from ...format.tarreader import iter_samples, split_name
+from ...io import storage
+from ...io.ranged import RangedReader, open_read
+from ...io.retry import RetryPolicy
+from ...io.storage import StorageOptions
+from ..drops import DropLog
+from ..iteration import BadSample, Position, Row
+from ..units import Unit, check_counts, repeat_to
+
+DEFAULT_COLUMNS: dict[str, dict[str, list[str]]] = {
+    "t2i_pretrain": {"image": ["jpg", "jpeg", "png", "webp"], "captions": ["json:caption", "txt"]},
+}
+"""Members feeding each column by default, per schema: img2dataset's and ShardWriter's names."""
+
+
+def is_foreign_entry(entry: Any) -> bool:
+    """Whether a ``data_dir_list`` entry names shards rather than a directory: a list, a pattern, a ``.tar``."""
+    if isinstance(entry, (list, tuple)):
+        return True
+    return isinstance(entry, str) and (is_pattern(entry) or entry.endswith(".tar"))
+
+
+def expand_shards(entry: Any, storage_options: StorageOptions | None = None) -> list[str]:
+    """The sorted shard URLs of an entry: brace patterns expanded, globs matched, lists flattened."""
+    if isinstance(entry, (list, tuple)):
+        return sorted({url for item in entry for url in expand_shards(item, storage_options)})
+    urls: set[str] = set()
+    for url in braceexpand(entry):
+        if not any(c in url.rsplit("/", 1)[-1] for c in "*?["):
+            urls.add(url)
+        elif storage.is_local(url) and "://" not in url:
+            urls.update(glob.glob(url))
+        else:
+            fs, path = storage.url_to_fs(url, storage_options)
+            protocol = url.split("://", 1)[0]
+            urls.update(f"{protocol}://{p}" for p in fs.glob(path))
+    if not urls:
+        raise FileNotFoundError(f"no shards match {entry}")
+    return sorted(urls)
+
+
+def scan_offsets(url: str, storage_options: StorageOptions | None = None) -> list[int]:
+    """Each sample's first header offset, from the tar headers alone (the payloads are seeked over)."""
+    offsets: list[int] = []
+    last: str | None = None
+    with open_read(url, storage_options) as f, tarfile.open(fileobj=f, mode="r:") as tar:
+        for info in tar:
+            parts = split_name(info.name) if info.isfile() else None
+            if parts is not None and parts[0] != last:
+                last = parts[0]
+                offsets.append(info.offset)
+    return offsets
+
+
+class ForeignTarSource:
+    """Row source over foreign shards; see the module docstring."""
+
+    def __init__(
+        self,
+        *,
+        dataset_name: str,
+        granularity: str = "row_group",
+        storage_options: StorageOptions | None = None,
+        drops: DropLog | None = None,
+        column_types: Mapping[str, str] | None = None,
+        schema: str | None = None,
+        columns: Mapping[str, Sequence[str] | str] | None = None,
+        retry: RetryPolicy | None = None,
+        block_size: int = 4 << 20,
+        max_member_size: int = DEFAULT_MAX_MEMBER_SIZE,
+        prefetch: bool = True,
+    ) -> None:
+        self.dataset_name = dataset_name
+        self.storage_options = storage_options
+        self.drops = drops if drops is not None else DropLog(dataset_name)
+        self.column_types = dict(column_types or {})
+        self.retry = retry or RetryPolicy()
+        self.block_size = block_size
+        self.max_member_size = max_member_size
+        chosen = columns if columns is not None else DEFAULT_COLUMNS.get(schema or "")
+        if chosen is None:
+            raise ValueError(
+                f"dataset {dataset_name!r}: foreign shards need a columns mapping for schema {schema!r} "
+                f"(column -> member names, e.g. {{'image': ['jpg'], 'captions': ['txt']}})"
+            )
+        self.columns = {c: [m] if isinstance(m, str) else list(m) for c, m in chosen.items()}
+        self.types = {"captions": "string", **SCHEMA_COLUMNS.get(schema or "", {}), **self.column_types}
+        missing = sorted(set(self.column_types) - set(self.columns))
+        if missing:
+            raise ValueError(f"dataset {dataset_name!r}: the columns mapping gives no members for {missing}")
+
+    def list_units(self, data_dir_list: Sequence[Any], num_used_data: Sequence[int]) -> list[Unit]:
+        check_counts(self.dataset_name, data_dir_list, num_used_data)
+        units: list[Unit] = []
+        for entry, num_used in zip(data_dir_list, num_used_data):
+            try:
+                shards = expand_shards(entry, self.storage_options)
+            except FileNotFoundError as exc:
+                raise FileNotFoundError(f"dataset {self.dataset_name!r}: {exc}") from None
+            units.extend(repeat_to(shards, int(num_used)))
+        return units
+
+    def _start_offset(self, url: str, first: int) -> int | None:
+        """Byte offset of sample ``first`` (the idx when there is one, else a header walk); ``None`` past the end."""
+        try:
+            offsets, _ = read_idx(idx_path_for(url), self.storage_options)
+        except FileNotFoundError:
+            offsets = scan_offsets(url, self.storage_options)
+        return offsets[first] if first < len(offsets) else None
+
+    def iter_unit_rows(self, unit: Unit, after: Position | None) -> Iterator[tuple[Position, Any]]:
+        index = after[0] + 1 if after else 0
+        start = 0
+        if index:
+            found = self._start_offset(unit, index)
+            if found is None:
+                return
+            start = found
+        reader = RangedReader(
+            unit, storage_options=self.storage_options, start=start, block_size=self.block_size, retry=self.retry
+        )
+        with reader:
+            for key, _, members in iter_samples(
+                reader, start_offset=start, max_member_size=self.max_member_size, source=unit
+            ):
+                yield (index,), self._row(unit, key, members)
+                index += 1
+
+    def _row(self, url: str, key: str, members: dict[str, bytes]) -> Row | BadSample:
+        row: dict[str, Any] = {"__key__": key}
+        for column, candidates in self.columns.items():
+            value = _first_value(members, candidates, self.types.get(column, "binary"))
+            if value is None:
+                wanted = ", ".join(candidates)
+                problem = f"sample has no {wanted} member for column {column!r} (members: {sorted(members)})"
+                return BadSample(ValueError(problem), {"shard": url, "key": key})
+            if column == "captions" and not _is_json_object_member(candidates, members):
+                value = json.dumps({"caption": value}, ensure_ascii=False)
+            row[column] = value
+        return Row(row)
+
+    def describe(self, unit: Unit, position: Position | None = None) -> dict[str, Any]:
+        where: dict[str, Any] = {"shard": unit}
+        if position is not None:
+            where["sample"] = position[0]
+        return where
+
+
+def _first_value(members: Mapping[str, bytes], candidates: Sequence[str], column_type: str) -> Any:
+    """The value of the first candidate the sample has: a member's bytes or text, or a JSON field."""
+    for candidate in candidates:
+        name, _, json_field = candidate.partition(":")
+        data = members.get(name)
+        if data is None:
+            continue
+        if json_field:
+            try:
+                value = json.loads(data).get(json_field)
+            except (ValueError, AttributeError):
+                continue
+            if value is not None:
+                return value
+            continue
+        return bytes(data) if column_type == "binary" else data.decode("utf-8", "replace").strip()
+    return None
+
+
+def _is_json_object_member(candidates: Sequence[str], members: Mapping[str, bytes]) -> bool:
+    """Whether the chosen caption member is a whole JSON member (already a caption object), not text."""
+    for candidate in candidates:
+        name, _, json_field = candidate.partition(":")
+        if name in members:
+            return name.endswith("json") and not json_field
+    return False

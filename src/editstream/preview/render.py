@@ -1,0 +1,158 @@
+"""Records drawn as a self-contained HTML page (images embedded as base64) or a PNG contact sheet.
+
+One record is one row: an edit chain's images left to right with each instruction between
+the two images it joins; a T2I image with its captions; a vlm_sft line's images with its
+conversation. Images are shrunk to thumbnails; one that does not decode is a grey box saying
+so, which is worth seeing too.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import textwrap
+
+from PIL import Image, ImageDraw, ImageFont
+
+from .collect import Record
+
+THUMB = 160
+"""Longest thumbnail side in pixels."""
+_GAP = 12
+_TEXT_W = 150
+_BG = (250, 250, 248)
+_INK = (30, 30, 30)
+_MUTED = (110, 110, 110)
+
+
+def thumbnail(data: bytes | None, side: int = THUMB) -> Image.Image:
+    """An RGB thumbnail of ``data``, or a grey placeholder naming why there is none."""
+    try:
+        if data is None:
+            raise ValueError("missing")
+        with Image.open(io.BytesIO(data)) as image:
+            image.draft("RGB", (side, side))
+            thumb = image.convert("RGB")
+            thumb.thumbnail((side, side))
+            return thumb
+    except Exception as exc:  # noqa: BLE001 - a broken image is shown as broken, not fatal
+        box = Image.new("RGB", (side, side * 3 // 4), (200, 200, 200))
+        label = "missing" if data is None else f"undecodable\n{type(exc).__name__}"
+        ImageDraw.Draw(box).text((8, 8), label, fill=_INK, font=_font(12))
+        return box
+
+
+_FONTS = ("DejaVuSans.ttf", "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf", "Arial.ttf")
+
+
+def _font(size: int = 13) -> ImageFont.ImageFont | ImageFont.FreeTypeFont:
+    """A font with wide coverage when the system has one (DejaVu, Arial), else Pillow's own."""
+    for name in _FONTS:
+        try:
+            return ImageFont.truetype(name, size)
+        except OSError:
+            continue
+    try:
+        return ImageFont.load_default(size=size)
+    except TypeError:  # Pillow < 10.1 has one bitmap size
+        return ImageFont.load_default()
+
+
+def _jpeg_base64(image: Image.Image) -> str:
+    buf = io.BytesIO()
+    image.save(buf, format="JPEG", quality=82)
+    return base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+def _cells(record: Record) -> list[tuple[str, object]]:
+    """The row's cells in order: ("image", Image) and ("text", str); edit instructions sit between images."""
+    thumbs = [thumbnail(data) for data in record.images]
+    if record.kind == "unified_edit":
+        cells: list[tuple[str, object]] = []
+        for i, thumb in enumerate(thumbs):
+            cells.append(("image", thumb))
+            if i < len(thumbs) - 1:
+                cells.append(("text", record.texts[i] if i < len(record.texts) else "(no instruction)"))
+        return cells
+    return [("image", t) for t in thumbs] + [("text", "\n".join(record.texts))]
+
+
+def to_html(records: list[Record], title: str) -> str:
+    """A self-contained page: no file besides itself is needed to see the images."""
+    rows = []
+    for record in records:
+        cells = []
+        for kind, value in _cells(record):
+            if kind == "image":
+                src = f"data:image/jpeg;base64,{_jpeg_base64(value)}"  # type: ignore[arg-type]
+                cells.append(f'<img src="{src}" alt="image">')
+            else:
+                text = html.escape(str(value)).replace("\n", "<br>")
+                cls = "edit" if record.kind == "unified_edit" else "say"
+                cells.append(f'<div class="{cls}">{text}</div>')
+        rows.append(
+            f'<section class="record {record.kind}"><h2>{html.escape(record.title)}</h2>'
+            f'<div class="cells">{"".join(cells)}</div></section>'
+        )
+    style = (
+        "body{font:14px system-ui,sans-serif;background:#fafaf8;color:#1e1e1e;margin:24px}"
+        "section{border-bottom:1px solid #ddd;padding:10px 0}h2{font-size:12px;color:#666;margin:0 0 6px}"
+        ".cells{display:flex;align-items:center;gap:10px;flex-wrap:wrap}img{max-height:160px;border-radius:4px}"
+        ".edit{max-width:160px;color:#444}.edit:before{content:'\\2192  '}.say{max-width:640px;white-space:normal}"
+    )
+    return (
+        f'<!DOCTYPE html><html><head><meta charset="utf-8"><title>{html.escape(title)}</title>'
+        f"<style>{style}</style></head><body><h1>{html.escape(title)}</h1>{''.join(rows)}</body></html>\n"
+    )
+
+
+def _wrap(text: str, width_chars: int, max_lines: int) -> list[str]:
+    lines: list[str] = []
+    for para in text.split("\n"):
+        lines.extend(textwrap.wrap(para, width_chars) or [""])
+    return lines[:max_lines] + (["..."] if len(lines) > max_lines else [])
+
+
+def to_png(records: list[Record], title: str, max_width: int = 1400) -> Image.Image:
+    """A contact sheet: one row per record, thumbnails with the texts beside or between them."""
+    font, small = _font(13), _font(11)
+    laid: list[tuple[Record, list[Image.Image | list[str]]]] = []
+    for record in records:
+        cells: list[Image.Image | list[str]] = []
+        for _, value in _cells(record):
+            if isinstance(value, Image.Image):
+                cells.append(value)
+            else:
+                wide = _TEXT_W if record.kind == "unified_edit" else 420
+                cells.append(_wrap("-> " * (record.kind == "unified_edit") + str(value), wide // 7, 9))
+        laid.append((record, cells))
+    heights = [
+        24 + max([c.height if isinstance(c, Image.Image) else 16 * len(c) for c in cells] or [16]) for _, cells in laid
+    ]
+    sheet = Image.new("RGB", (max_width, 40 + sum(heights) + _GAP * len(laid)), _BG)
+    draw = ImageDraw.Draw(sheet)
+    draw.text((_GAP, 10), title, fill=_INK, font=_font(16))
+    y, right = 40, 0
+    for (record, cells), height in zip(laid, heights):
+        draw.text((_GAP, y), record.title, fill=_MUTED, font=small)
+        x = _GAP
+        for cell in cells:
+            if isinstance(cell, Image.Image):
+                if x + cell.width > max_width:
+                    break
+                sheet.paste(cell, (x, y + 20))
+                x += cell.width + _GAP
+            else:
+                for i, line in enumerate(cell):
+                    draw.text((x, y + 20 + 16 * i), line, fill=_INK, font=font)
+                x += (_TEXT_W if record.kind == "unified_edit" else 420) + _GAP
+        right = max(right, x)
+        y += height + _GAP
+        draw.line([(_GAP, y - _GAP // 2), (max_width - _GAP, y - _GAP // 2)], fill=(220, 220, 220))
+    return sheet.crop((0, 0, max(min(right + _GAP, max_width), 480), sheet.height))
+
+
+def save_png(sheet: Image.Image, path: str) -> None:
+    """Save a contact sheet as a small PNG (256 colours are plenty for thumbnails)."""
+    sheet.quantize(colors=256, method=Image.Quantize.FASTOCTREE).save(path, optimize=True)
