@@ -20,7 +20,7 @@ BACKENDS = ("parquet", "webdataset")
 
 SOURCE_OPTIONS = {
     "parquet": ("retry",),
-    "webdataset": ("retry", "block_size", "max_member_size", "prefetch"),
+    "webdataset": ("retry", "block_size", "max_member_size", "prefetch", "readahead_bytes"),
 }
 """Keyword arguments each backend's source takes beyond the common ones."""
 
