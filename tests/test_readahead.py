@@ -126,7 +126,7 @@ def test_depth_follows_latency_and_stays_within_the_budget(objects):
     blocks = 6 * -(-len(objects[url]) // 1024)
     # requests overlap across block and object boundaries, up to the budget (10 blocks)
     assert fast_consumer.most_active >= 8
-    assert fast_consumer.max_held <= 10 and budget.peak <= budget.limit
+    assert fast_consumer.max_held <= 10 and budget.peak <= budget.limit and fast_consumer.peak_bytes <= budget.limit
     assert seconds < blocks * 0.03 / 3  # one request at a time would take blocks * latency
     assert budget.used == 0  # every block handed back
 

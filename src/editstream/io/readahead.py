@@ -79,6 +79,7 @@ class _Account:
     def __init__(self, budget: ByteBudget | None) -> None:
         self.budget = budget
         self.held = 0
+        self.peak = 0
         self._lock = threading.Lock()
 
     def take(self, n: int, *, force: bool) -> bool:
@@ -86,6 +87,7 @@ class _Account:
             return False
         with self._lock:
             self.held += n
+            self.peak = max(self.peak, self.held)
         return True
 
     def give(self, n: int) -> None:
@@ -164,6 +166,11 @@ class ReadAhead:
         # Bytes still counted when this read-ahead is dropped (a stream abandoned mid-way) go back
         # to the shared budget, so they never starve the process's other readers.
         weakref.finalize(self, self._account.give_all)
+
+    @property
+    def peak_bytes(self) -> int:
+        """The most bytes this read-ahead has held at once (requested and not yet released)."""
+        return self._account.peak
 
     # ---- plan ----------------------------------------------------------------------------
     def plan(self, ranges: Iterable[tuple[str, int, int]]) -> None:
