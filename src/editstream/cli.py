@@ -162,6 +162,13 @@ def _with_storage_options(fn):
     help="Leave out rows that fail the schema checks (loses equivalence with the parquet backend).",
 )
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
+@click.option(
+    "--digest",
+    type=click.Choice(["xxh3_128", "sha256"]),
+    default="xxh3_128",
+    show_default=True,
+    help="Digest of every shard and idx, recorded in the manifest and checked by verify and resume.",
+)
 @_with_storage_options
 def convert(
     src: str,
@@ -178,6 +185,7 @@ def convert(
     overwrite: bool,
     drop_bad_rows: bool,
     no_progress: bool,
+    digest: str,
     storage_option: tuple[str, ...],
     endpoint_url: str | None,
 ) -> None:
@@ -217,6 +225,7 @@ def convert(
             ray_address=ray_address,
             executor=runner,
             media_dir=media_dir,
+            digest=digest,
         )
     except (ValueError, FileNotFoundError) as exc:
         raise click.ClickException(str(exc)) from None
