@@ -9,7 +9,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.editstream-installed
 
-.PHONY: demo test lint bench install clean
+.PHONY: demo test lint bench bench-quick install clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -30,8 +30,13 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff format --check src tests examples benchmarks converters
 	$(VENV)/bin/mypy
 
+# Every benchmark side by side; writes benchmarks/RESULTS.md (ARGS=--quick, or make bench-quick,
+# for a short run on small data). Synthetic data is generated once and cached under bench-out/.
 bench: $(STAMP)
-	$(PY) benchmarks/convert.py
+	$(PY) benchmarks/run_all.py $(ARGS)
+
+bench-quick: $(STAMP)
+	$(PY) benchmarks/run_all.py --quick $(ARGS)
 
 clean:
 	rm -rf $(VENV) demo-out bench-out

@@ -125,6 +125,7 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--repeat", type=int, default=2, help="runs per method; the table shows the fastest")
     ap.add_argument("--results", default=None, help="also write the table (markdown) to this file")
+    ap.add_argument("--json", default=None, help="also write the timings as JSON to this file")
     args = ap.parse_args()
 
     root = Path(args.out).resolve()
@@ -193,6 +194,10 @@ def main() -> None:
     ]
     table = "\n".join(lines)
     print(table)
+    if args.json:
+        Path(args.json).write_text(
+            json.dumps({"source_bytes": size, "seconds": best, "output_bytes": sizes, "table": lines}, indent=1)
+        )
     if args.results:
         Path(args.results).write_text(
             "# Converter benchmark\n\nCommand: `.venv/bin/python benchmarks/convert.py "

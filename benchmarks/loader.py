@@ -539,6 +539,7 @@ def parse_args() -> argparse.Namespace:
         "--workers", type=int, default=2, help="DataLoader workers (and limit processes) for the second half"
     )
     ap.add_argument("--results", default=str(DEFAULT_RESULTS), help="markdown file to write ('' for none)")
+    ap.add_argument("--json", default=None, help="also write the best runs as JSON to this file")
     ap.add_argument("--max-load", type=float, default=1.5, help="wait until the 1-minute load is below this")
     ap.add_argument("--max-wait", type=float, default=600, help="give up waiting for a quiet machine after this (s)")
     ap.add_argument(
@@ -639,6 +640,20 @@ def main() -> int:
     same = {(name, nw): run.fingerprints == best[(LIMIT, nw)].fingerprints for name, nw, run in results}
     md_table = table(results, args.samples, same)
     print(md_table)
+    if args.json:
+        limits = {nw: run.seconds for name, nw, run in results if name == LIMIT}
+        rows_json = [
+            {
+                "row": name,
+                "workers": nw,
+                "seconds": run.seconds,
+                "samples_per_s": args.samples / run.seconds,
+                "share_of_limit": limits[nw] / run.seconds,
+                "same_samples": name == LIMIT or same[(name, nw)],
+            }
+            for name, nw, run in results
+        ]
+        Path(args.json).write_text(json.dumps({"samples": args.samples, "rows": rows_json, "table": md_table}))
     if not args.results:
         return 0
 
