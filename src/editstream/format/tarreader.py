@@ -110,6 +110,21 @@ def _parse_number(field: bytes, what: str, source: str, offset: int) -> int:
         raise MalformedHeaderError(f"{source}: bad {what} field {field!r} in header at offset {offset}") from None
 
 
+_ZERO_LINKNAME = bytes(100)
+_ZERO_TAIL = bytes(tb.BLOCK - 265)
+
+
+def _byte_sum(block: bytes) -> int:
+    """``sum(block)`` of a header, skipping the all-zero link name and tail most headers have."""
+    total = sum(block[:157]) + sum(block[257:265])
+    linkname, tail = block[157:257], block[265:]
+    if linkname != _ZERO_LINKNAME:
+        total += sum(linkname)
+    if tail != _ZERO_TAIL:
+        total += sum(tail)
+    return total
+
+
 def _checksum_ok(block: bytes) -> bool:
     stored = block[tb.CHECKSUM]
     text = stored.split(b"\0", 1)[0].strip(b" ")
@@ -117,7 +132,7 @@ def _checksum_ok(block: bytes) -> bool:
         value = int(text, 8)
     except ValueError:
         return False
-    if value == sum(block) - sum(stored) + 256:  # the checksum field counts as 8 spaces
+    if value == _byte_sum(block) - sum(stored) + 256:  # the checksum field counts as 8 spaces
         return True
     before, after = block[: tb.CHECKSUM.start], block[tb.CHECKSUM.stop :]
     signed = sum((b - 256 if b > 127 else b) for b in before) + 256 + sum((b - 256 if b > 127 else b) for b in after)
@@ -284,7 +299,12 @@ class _MemberWalker:
                 return
             offset = self.pos - tb.BLOCK
             typeflag = block[156:157]
-            size = _parse_number(block[124:136], "size", self.source, offset)
+            try:  # the usual field: 11 octal digits and a NUL
+                size = int(block[124:135], 8) if block[135] == 0 else -1
+            except ValueError:
+                size = -1
+            if size < 0:
+                size = _parse_number(block[124:136], "size", self.source, offset)
             if size < 0:
                 raise MalformedHeaderError(f"{self.source}: negative size in header at offset {offset}")
             if typeflag in tb.EXTENDED_TYPES:

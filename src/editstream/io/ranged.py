@@ -139,6 +139,22 @@ class RangedReader:
         self.close()
 
 
+def open_local_range(path: str, start: int, end: int) -> Any:
+    """A sequential reader of bytes ``[start, end)`` of a local file: the file itself when it
+    ends at ``end`` (no Python layer per read), else a :class:`LocalRangeReader` that stops there."""
+    f = open(path, "rb", buffering=0)  # noqa: SIM115 - handed to the caller, who closes it
+    try:
+        if os.fstat(f.fileno()).st_size != end:
+            f.close()
+            return LocalRangeReader(path, start, end)
+        if start:
+            f.seek(start)
+    except BaseException:
+        f.close()
+        raise
+    return f
+
+
 class LocalRangeReader:
     """Sequential reads of bytes ``[start, end)`` of a local file, straight from the file.
 

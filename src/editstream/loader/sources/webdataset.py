@@ -28,7 +28,7 @@ from ...format.sft import SCHEMA as SFT_SCHEMA
 from ...format.tarblock import DEFAULT_MAX_MEMBER_SIZE
 from ...format.tarreader import iter_samples
 from ...io import storage
-from ...io.ranged import LocalRangeReader, RangedReader
+from ...io.ranged import RangedReader, open_local_range
 from ...io.readahead import ByteBudget, ReadAhead, process_budget
 from ...io.retry import RetryPolicy
 from ...io.storage import StorageOptions
@@ -273,7 +273,7 @@ class TarSource:
         one in ranged blocks through the read-ahead."""
         reader: Any
         if storage.is_local(shard.url):
-            reader = LocalRangeReader(storage.local_path(shard.url), start, shard.num_bytes)
+            reader = open_local_range(storage.local_path(shard.url), start, shard.num_bytes)
         elif self.prefetch_enabled:
             reader = self.readahead().open(shard.url, start, shard.num_bytes)
         else:
