@@ -704,7 +704,7 @@ and text lengths with the decode limit's at the same worker count. drops = rows 
 on the same {os.cpu_count()} cores: every ranged GET costs moto CPU time that the loader's decode
 work competes with, and it answers more slowly than a real S3 or MinIO endpoint would. {moto_cpu}
 A real object store on other machines costs this machine no CPU but adds network latency, which the
-block prefetch (next 4 MiB block, next shard's first block) is there to hide.
+read-ahead (several 4 MiB ranged reads in flight along the unit order, within 64 MiB per process) is there to hide.
 
 The load average counts the benchmark's own processes (up to {w} workers + the main process during
 the run), so the "before" figure is the one that shows other jobs on the machine.
