@@ -48,7 +48,7 @@ def open_parquet(
             options: dict[str, Any] = {"memory_map": True}
         elif streaming and storage.is_local(url):
             # arrow's own file: page reads without a round trip through a Python file object
-            source = stack.enter_context(pa.OSFile(storage.url_to_fs(url)[1]))
+            source = stack.enter_context(pa.OSFile(storage.local_path(url)))
             options = {"pre_buffer": False, "buffer_size": STREAM_BUFFER_BYTES}
         else:
             source = stack.enter_context(open_read(url, storage_options, retry=retry))
