@@ -14,7 +14,8 @@ threads or memory), and keeps the table each prints:
 - ``handoff.py`` and ``fast_decode.py`` when they exist.
 
 It then writes ``benchmarks/RESULTS.md``: the machine and date, a summary of the figures with
-their ratios to the peers and goals, and every benchmark's own table. Synthetic data is built
+their ratios to the peers and goals, and every benchmark's own table (a hand-written
+``## Analysis`` section at the end of the file is kept). Synthetic data is built
 on the first run and cached under ``bench-out/`` (``bench-out/quick/`` for ``--quick``), so a
 first run also spends minutes generating images. A benchmark that fails is reported as failed
 in the file and the others still run; the exit code is then 1.
@@ -39,6 +40,7 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
+ANALYSIS_HEADING = "## Analysis"
 
 
 @dataclass
@@ -276,7 +278,12 @@ def write_results(path: Path, items: list[Bench], quick: bool, started: dt.datet
             continue
         status = "" if bench.ok else " - **FAILED**"
         parts += [f"## {bench.name} (`benchmarks/{bench.script}`, {bench.seconds:.0f} s){status}", "", bench.output, ""]
-    path.write_text("\n".join(parts).rstrip() + "\n")
+    analysis = ""
+    if path.exists():  # a hand-written analysis at the end of an earlier file is kept
+        old = path.read_text()
+        if ANALYSIS_HEADING in old:
+            analysis = "\n" + old[old.index(ANALYSIS_HEADING) :]
+    path.write_text("\n".join(parts).rstrip() + "\n" + analysis)
 
 
 _load_before = ""
