@@ -11,7 +11,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.editstream-installed
 
-.PHONY: demo test lint bench install clean preview cli-doc
+.PHONY: demo test lint bench bench-quick install clean preview cli-doc
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -41,8 +41,13 @@ preview: $(STAMP)
 cli-doc: $(STAMP)
 	$(PY) -m editstream.cli.helpdoc > docs/cli.md
 
+# Every benchmark side by side; writes benchmarks/RESULTS.md (ARGS=--quick, or make bench-quick,
+# for a short run on small data). Synthetic data is generated once and cached under bench-out/.
 bench: $(STAMP)
-	$(PY) benchmarks/convert.py
+	$(PY) benchmarks/run_all.py $(ARGS)
+
+bench-quick: $(STAMP)
+	$(PY) benchmarks/run_all.py --quick $(ARGS)
 
 clean:
 	rm -rf $(VENV) demo-out bench-out

@@ -539,6 +539,7 @@ def parse_args() -> argparse.Namespace:
         "--workers", type=int, default=2, help="DataLoader workers (and limit processes) for the second half"
     )
     ap.add_argument("--results", default=str(DEFAULT_RESULTS), help="markdown file to write ('' for none)")
+    ap.add_argument("--json", default=None, help="also write the best runs as JSON to this file")
     ap.add_argument("--max-load", type=float, default=1.5, help="wait until the 1-minute load is below this")
     ap.add_argument("--max-wait", type=float, default=600, help="give up waiting for a quiet machine after this (s)")
     ap.add_argument(
@@ -639,6 +640,20 @@ def main() -> int:
     same = {(name, nw): run.fingerprints == best[(LIMIT, nw)].fingerprints for name, nw, run in results}
     md_table = table(results, args.samples, same)
     print(md_table)
+    if args.json:
+        limits = {nw: run.seconds for name, nw, run in results if name == LIMIT}
+        rows_json = [
+            {
+                "row": name,
+                "workers": nw,
+                "seconds": run.seconds,
+                "samples_per_s": args.samples / run.seconds,
+                "share_of_limit": limits[nw] / run.seconds,
+                "same_samples": name == LIMIT or same[(name, nw)],
+            }
+            for name, nw, run in results
+        ]
+        Path(args.json).write_text(json.dumps({"samples": args.samples, "rows": rows_json, "table": md_table}))
     if not args.results:
         return 0
 
@@ -689,7 +704,7 @@ and text lengths with the decode limit's at the same worker count. drops = rows 
 on the same {os.cpu_count()} cores: every ranged GET costs moto CPU time that the loader's decode
 work competes with, and it answers more slowly than a real S3 or MinIO endpoint would. {moto_cpu}
 A real object store on other machines costs this machine no CPU but adds network latency, which the
-block prefetch (next 4 MiB block, next shard's first block) is there to hide.
+read-ahead (several 4 MiB ranged reads in flight along the unit order, within 64 MiB per process) is there to hide.
 
 The load average counts the benchmark's own processes (up to {w} workers + the main process during
 the run), so the "before" figure is the one that shows other jobs on the machine.

@@ -357,3 +357,23 @@ def test_a_dataset_on_a_root_of_another_schema_says_which_before_reading(data):
         match=r"holds t2i_pretrain data \(manifest.json\), not unified_edit; read it with T2IIterableDataset",
     ):
         ds.set_epoch(0)
+
+
+def test_a_held_lock_names_break_lock_which_takes_it_over(data, tmp_path):
+    """A lock left by a conversion on another machine stops ``convert`` with a pointer to
+    ``--break-lock``; given, the run takes the lock over and writes the digest asked for."""
+    import time
+
+    from editstream.conversion.lock import LOCK_NAME
+
+    dst = tmp_path / "locked"
+    dst.mkdir()
+    holder = {"host": "other-node", "pid": 1, "token": "x", "started": time.time(), "heartbeat": time.time()}
+    (dst / LOCK_NAME).write_text(json.dumps(holder))
+    result = run_cli("convert", "edit/pq", str(dst), "--no-progress", cwd=data)
+    assert_error(result, 1, "host other-node, pid 1", "--break-lock")
+    result = run_cli("convert", "edit/pq", str(dst), "--no-progress", "--break-lock", "--digest", "sha256", cwd=data)
+    assert result.returncode == 0, result.stderr
+    manifest = json.loads((dst / "manifest.json").read_text())
+    assert manifest["digest"] == "sha256" and all(len(s["sha256"]) == 64 for s in manifest["shards"])
+    assert not (dst / LOCK_NAME).exists()

@@ -57,7 +57,7 @@ def test_writev_to_a_real_file_equals_buffered_output(tmp_path):
             w2.write_sample(key, members)
         w2.close()
     assert path.read_bytes() == mem.getvalue()
-    assert w1.sha256 == w2.sha256 and w1.offsets == w2.offsets
+    assert w1.digest == w2.digest and w1.offsets == w2.offsets
     with open(path, "rb") as f:
         got = {k: m for k, _, m in iter_samples(f)}
     assert got["k0"]["img.bin"] == big

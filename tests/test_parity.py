@@ -49,7 +49,7 @@ def t2i_data(tmp_path_factory):
     )
 
 
-def edit(root, backend, *, rank=0, world=1, workers=0, storage_options=None, status=None, num_used=3):
+def edit(root, backend, *, rank=0, world=1, workers=0, storage_options=None, status=None, num_used=3, **options):
     ds = UnifiedEditIterableDataset(
         "unified_edit",
         ImageTransform(**VAE),
@@ -64,6 +64,7 @@ def edit(root, backend, *, rank=0, world=1, workers=0, storage_options=None, sta
         data_status=status,
         backend=backend,
         storage_options=storage_options,
+        **options,
     )
     return ds
 
@@ -204,6 +205,19 @@ def test_edit_parity_from_s3(edit_data, s3_bucket, workers):
         ds = edit(f"{s3_bucket.url}/{sub}", backend, workers=workers, storage_options=so)
         ds.set_epoch(7)
         assert_same(stream(ds, 24, workers, 7), want)
+
+
+def test_the_read_ahead_budget_changes_nothing_in_the_stream_from_s3(edit_data, s3_bucket):
+    """Small blocks read one at a time (a budget of one byte) or many in flight: the same samples."""
+    so = s3_bucket.storage_options
+    _upload(edit_data / "wds", f"{s3_bucket.url}/wds", so)
+    streams = []
+    for budget in (1, None):
+        ds = edit(f"{s3_bucket.url}/wds", "webdataset", storage_options=so, block_size=8 << 10, readahead_bytes=budget)
+        ds.set_epoch(3)
+        streams.append(stream(ds, 30, 0, 3))
+        assert ds.source.readahead().budget.limit == (budget or 64 << 20)
+    assert_same(*streams)
 
 
 def test_parity_with_several_roots_named_in_another_order(tmp_path):

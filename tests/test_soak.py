@@ -11,9 +11,10 @@ pytestmark = [pytest.mark.s3, pytest.mark.slow]
 
 
 def test_a_stream_through_hundreds_of_faults_equals_the_fault_free_stream():
-    result = run_soak(60, every=2, stall_seconds=1.0, read_timeout=0.3)
+    # 80 samples: with several ranged reads in flight a fault costs less time, and about 130 faults are met
+    result = run_soak(80, every=2, stall_seconds=1.0, read_timeout=0.3)
     assert result.total_faults >= 100, result
     assert set(result.faults) == {"reset_mid_body", "http_503", "http_500", "stall"}, result.faults
-    assert result.samples_yielded == result.samples_expected == 60
-    assert (result.matching, result.duplicates, result.lost, result.changed) == (60, 0, 0, 0)
+    assert result.samples_yielded == result.samples_expected == 80
+    assert (result.matching, result.duplicates, result.lost, result.changed) == (80, 0, 0, 0)
     assert result.unreadable_units == 0

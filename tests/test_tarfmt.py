@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import hashlib
 import io
 import shutil
 import subprocess
 import tarfile
 
 import pytest
+import xxhash
 
 from editstream.format import tarblock, tarreader, tarwriter
 from editstream.format.tarblock import (
@@ -41,15 +43,21 @@ def build(samples=SAMPLES) -> tuple[bytes, TarWriter]:
     return buf.getvalue(), w
 
 
-def test_same_samples_give_identical_bytes_and_sha():
+def test_same_samples_give_identical_bytes_and_digest():
     a, wa = build()
     b, wb = build()
     assert a == b
-    assert wa.sha256 == wb.sha256
-    import hashlib
-
-    assert hashlib.sha256(a).hexdigest() == wa.sha256
+    assert wa.digest_algorithm == "xxh3_128"  # the default
+    assert wa.digest == wb.digest == xxhash.xxh3_128(a).hexdigest()
     assert wa.num_bytes == len(a)
+    buf = io.BytesIO()
+    ws = TarWriter(buf, buffer_size=1000, digest="sha256")
+    for key, members in SAMPLES:
+        ws.write_sample(key, members)
+    ws.close()
+    assert buf.getvalue() == a and ws.sha256 == ws.digest == hashlib.sha256(a).hexdigest()
+    with pytest.raises(ValueError, match="computes xxh3_128, not sha256"):
+        wa.sha256  # noqa: B018 - the property raises
 
 
 def test_stdlib_tarfile_reads_members_with_fixed_metadata():

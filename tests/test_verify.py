@@ -79,7 +79,7 @@ def test_clean_output_verifies_with_and_without_source(converted):
     assert verify(str(out), workers=2).ok
 
 
-def test_flipped_data_byte_is_caught_by_sha256_and_source_compare(copy):
+def test_flipped_data_byte_is_caught_by_the_digest_and_source_compare(copy):
     src, out = copy
     m = mf.Manifest.read(str(out))
     shard = m.shards[1]
@@ -89,7 +89,7 @@ def test_flipped_data_byte_is_caught_by_sha256_and_source_compare(copy):
     data[offsets[2] + 512 + 40] ^= 0xFF  # inside the first member's data of sample 2
     path.write_bytes(bytes(data))
     report = verify(str(out), source=str(src))
-    assert kinds(report) == {"sha256": {shard.path}, "row_mismatch": {shard.path}}
+    assert kinds(report) == {"digest": {shard.path}, "row_mismatch": {shard.path}}
     assert "row 2" in report.format()
     assert not verify(str(out)).ok  # the hash alone catches it without the source
 
@@ -103,7 +103,7 @@ def test_flipped_header_byte_is_a_tar_format_problem(copy):
     data[offsets[1] + 10] ^= 0x01
     path.write_bytes(bytes(data))
     found = kinds(verify(str(out)))
-    assert {"sha256", "tar_format", "sample_count"} <= set(found)
+    assert {"digest", "tar_format", "sample_count"} <= set(found)
     assert found["tar_format"] == {shard.path}
 
 
@@ -122,7 +122,7 @@ def test_truncated_shard_is_reported(copy):
     path = out / shard.path
     path.write_bytes(path.read_bytes()[: shard.num_bytes // 2])
     found = kinds(verify(str(out)))
-    assert {"size", "sha256", "tar_format"} <= set(found)
+    assert {"size", "digest", "tar_format"} <= set(found)
     assert "TruncatedTarError" in verify(str(out)).format()
 
 

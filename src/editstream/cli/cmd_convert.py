@@ -126,6 +126,18 @@ def _layout(ctx: click.Context, layout: str, shard_size: int | None, samples_per
     "--dry-run", is_flag=True, help="Print the plan (files, row groups, shards, estimated bytes); write nothing."
 )
 @click.option("--no-progress", is_flag=True, help="No progress bar or progress lines.")
+@click.option(
+    "--digest",
+    type=click.Choice(["xxh3_128", "sha256"]),
+    default="xxh3_128",
+    show_default=True,
+    help="Digest of every shard and idx, recorded in the manifest and checked by verify and resume.",
+)
+@click.option(
+    "--break-lock",
+    is_flag=True,
+    help="Take over DST's lock now, when you know the conversion that holds it is dead.",
+)
 @with_storage_options
 @click.pass_context
 def convert(ctx: click.Context, src: str, dst: str, **kw: Any) -> None:
@@ -164,6 +176,7 @@ def _run(src: str, dst: str, *, engine: str, workers: int | None, ray_address: s
     if kw.pop("dry_run"):
         from ..conversion.dst import dry_run
 
+        kw.pop("break_lock")
         return dry_run(src, dst, workers=workers, engine=engine, progress=False, **_api(kw))
     try:
         runner = make_executor(engine, workers, ray_address=ray_address)
@@ -182,6 +195,7 @@ def _run(src: str, dst: str, *, engine: str, workers: int | None, ray_address: s
             ray_address=ray_address,
             executor=runner,
             progress=progress,
+            break_lock=kw["break_lock"],
             **_api(kw),
         )
     finally:
@@ -193,5 +207,5 @@ def _api(kw: dict[str, Any]) -> dict[str, Any]:
     names = ("schema", "layout", "storage_options", "media_dir", "parquet_info", "shard_size")
     out = {k: kw[k] for k in names if k in kw}
     out.update(samples_per_shard=kw.get("samples_per_shard"), overwrite=kw["overwrite"])
-    out["drop_bad_rows"] = kw["drop_bad_rows"]
+    out.update(drop_bad_rows=kw["drop_bad_rows"], digest=kw["digest"])
     return out

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..format.digest import DEFAULT_DIGEST, check_algorithm
 from ..format.manifest import LAYOUTS
 from .executors import ENGINES
 from .schemas import canonical_name
@@ -37,6 +38,8 @@ class ConvertConfig:
     progress: bool = True
     media_dir: str | None = None
     """vlm_sft only: the media directory the JSONL's names are relative to, as the user gives it."""
+    digest: str = DEFAULT_DIGEST
+    """Digest of every shard and idx, recorded in the manifest: ``xxh3_128`` (fast) or ``sha256``."""
 
     @property
     def is_jsonl(self) -> bool:
@@ -45,6 +48,7 @@ class ConvertConfig:
 
     def __post_init__(self) -> None:
         self._check_jsonl_options()
+        check_algorithm(self.digest)
         if self.engine not in ENGINES:
             raise ValueError(f"engine must be one of {ENGINES}, got {self.engine!r}")
         if self.ray_address is not None and self.engine != "ray":

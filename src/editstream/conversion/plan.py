@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..format import manifest as mf
+from ..format.digest import DEFAULT_DIGEST
 from ..format.keys import key_stems
 from ..io import storage
 from ..io.parquet import open_parquet
@@ -57,6 +58,8 @@ class ShardTask:
     """Row counts of the slices when known from the plan (checked against the file)."""
     jsonl: JsonlSlice | None = None
     """For a vlm_sft (JSONL) source: the task's lines and media; ``None`` for parquet sources."""
+    digest: str = DEFAULT_DIGEST
+    """Digest algorithm of the shard and its idx (``xxh3_128`` or ``sha256``)."""
 
     def describe(self) -> str:
         """How errors name this task."""
@@ -76,6 +79,7 @@ class ShardTask:
             "schema": self.schema,
             "columns": self.columns,
             "drop": self.drop_bad_rows,
+            "digest": self.digest,
         }
         if self.jsonl is not None:
             d["jsonl"] = asdict(self.jsonl)
@@ -207,6 +211,7 @@ def plan_conversion(cfg: ConvertConfig) -> Plan:
         columns=columns,
         drop_bad_rows=cfg.drop_bad_rows,
         storage_options=cfg.storage_options,
+        digest=cfg.digest,
     )
     if cfg.layout == "rowgroup":
         tasks = _plan_rowgroup_layout(src.names, row_groups, num_rgs, stems, common)

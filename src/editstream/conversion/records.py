@@ -2,13 +2,13 @@
 
 Every finished shard gets a done record in ``DST/_editstream_progress/`` (its fingerprint and
 result); a re-run keeps a shard only when its record matches and the bytes still hash to the
-recorded sha256. Local outputs are fsynced in the background before the manifest is written.
+recorded digest (xxh3-128 or sha256, whichever the record holds). Local outputs are fsynced in
+the background before the manifest is written.
 """
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import logging
 import os
@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass, field
 from typing import IO, Any
 
 from ..format import manifest as mf
+from ..format.digest import DEFAULT_DIGEST, hexdigest, new_hasher, recorded
 from ..format.idx import IdxError, decode_idx
 from ..format.sft import LINES_COPY
 from ..format.tarblock import END_OF_ARCHIVE
@@ -60,9 +61,9 @@ def write_output(url: str, data: bytes, storage_options: dict[str, Any] | None, 
         f.write(data)
 
 
-def idx_digest(data: bytes) -> dict[str, Any]:
-    """What a done record keeps of a shard's idx: its size and sha256."""
-    return {"num_bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+def idx_digest(data: bytes, algorithm: str = DEFAULT_DIGEST) -> dict[str, Any]:
+    """What a done record keeps of a shard's idx: its size and its digest (named by algorithm)."""
+    return {"num_bytes": len(data), algorithm: hexdigest(algorithm, data)}
 
 
 def _idx_is_intact(
@@ -74,8 +75,10 @@ def _idx_is_intact(
         data = storage.read_bytes(storage.join(dst_root, shard["idx_path"]), storage_options)
     except FileNotFoundError:
         return False
-    if digest is not None and idx_digest(data) != dict(digest):
-        return False
+    if digest is not None:
+        found = recorded(dict(digest))
+        if found is None or idx_digest(data, found[0]) != dict(digest):
+            return False
     try:
         offsets, end = decode_idx(data)
     except IdxError:
@@ -125,8 +128,8 @@ def progress_url(dst_root: str, shard_path: str) -> str:
     return storage.join(dst_root, PROGRESS_DIR, shard_path + ".json")
 
 
-def _sha256_of(url: str, storage_options: dict[str, Any] | None) -> str:
-    h = hashlib.sha256()
+def _digest_of(url: str, algorithm: str, storage_options: dict[str, Any] | None) -> str:
+    h = new_hasher(algorithm)
     with open_read(url, storage_options) as f:
         while True:
             chunk = f.read(8 * 1024 * 1024)
@@ -142,15 +145,18 @@ def shard_is_intact(
     storage_options: dict[str, Any] | None,
     idx: Mapping[str, Any] | None = None,
 ) -> bool:
-    """True when the shard has the recorded size and sha256 and its idx is intact (see
+    """True when the shard has the recorded size and digest and its idx is intact (see
     :func:`_idx_is_intact`; ``idx`` is the idx digest a done record holds, when it holds one)."""
     url = storage.join(dst_root, shard["path"])
+    digest = recorded(dict(shard))
+    if digest is None:
+        return False
     try:
         if storage.size(url, storage_options) != shard["num_bytes"]:
             return False
         if not _idx_is_intact(dst_root, shard, storage_options, idx):
             return False
-        return _sha256_of(url, storage_options) == shard["sha256"]
+        return _digest_of(url, digest[0], storage_options) == digest[1]
     except FileNotFoundError:
         return False
 

@@ -2,7 +2,7 @@
 
 ``convert`` plans the shards (``plan``), runs ``convert_shard`` for each on an executor
 (``executors``), and writes ``report.json`` and then ``manifest.json`` last. A re-run skips
-shards whose done record matches and whose bytes still hash to the recorded sha256, so a
+shards whose done record matches and whose bytes still hash to the recorded digest, so a
 crashed conversion resumes and ends byte-identical to an uninterrupted one.
 """
 
@@ -18,6 +18,7 @@ from typing import Any
 
 from .. import __version__
 from ..format import manifest as mf
+from ..format.digest import DEFAULT_DIGEST
 from ..format.idx import idx_path_for
 from ..format.sft import LINES_COPY
 from ..io import storage
@@ -92,13 +93,16 @@ def convert(
     executor: Executor | None = None,
     media_dir: str | None = None,
     break_lock: bool = False,
+    digest: str = DEFAULT_DIGEST,
 ) -> dict[str, Any]:
     """Convert the parquet dataset at ``src`` into WebDataset shards under ``dst``; returns a summary.
 
     A ``src`` ending in ``.jsonl`` (or ``schema="vlm_sft"``) is a vlm_sft JSONL with media under
     ``media_dir`` (the source backend's ``data_dir`` string: it is recorded and orders the epoch);
     its shards hold consecutive lines (``samples_per_shard``, default 1000, or ``shard_size``).
-    Re-running after a crash resumes (finished shards are checked by size and sha256 and kept).
+    Re-running after a crash resumes (finished shards are checked by size and digest and kept).
+    ``digest``: ``"xxh3_128"`` (default) or ``"sha256"``, for every shard and idx; the manifest
+    records it and ``verify`` checks it.
     ``engine``: ``"auto"``/``"local"`` (this machine) or ``"ray"`` (Ray tasks; ``ray_address``
     as for ``ray.init``, ``"auto"`` for a running cluster); every engine writes the same bytes.
     ``executor`` overrides ``engine``/``workers`` with any object that has ``map_unordered``.
@@ -123,6 +127,7 @@ def convert(
         storage_options=storage_options,
         progress=progress,
         media_dir=media_dir,
+        digest=digest,
     )
     if executor is None and cfg.engine == "ray":
         import_ray()  # a missing optional extra fails before any reads or writes
@@ -277,6 +282,7 @@ def _build_manifest(cfg: ConvertConfig, plan: Plan, results: list[ShardResult]) 
         shards=shards,
         drop_bad_rows=cfg.drop_bad_rows,
         num_bad_rows=sum(len(r.bad_rows) for r in results),
+        digest=cfg.digest,
         created_by=f"editstream {__version__}",
         extra=extra,
     )

@@ -111,6 +111,7 @@ def plan_jsonl_conversion(cfg: ConvertConfig) -> Plan:
                 columns=COLUMNS,
                 drop_bad_rows=False,
                 storage_options=so,
+                digest=cfg.digest,
                 expected_rows=(b - a,),
                 jsonl=JsonlSlice(
                     byte_start=offsets[a],

@@ -2,7 +2,8 @@
 
 A vlm_sft root also has its JSONL copy checked (``verify_sft``); its source is the JSONL file.
 
-Each shard is read once: the bytes are hashed while the tar is walked, so size, sha256,
+Each shard is read once: the bytes are hashed while the tar is walked, so size, digest
+(the manifest's algorithm: xxh3-128, or sha256 for older manifests),
 sample count, idx offsets, key order and contiguity, and the decodability of every sample
 are all checked in one pass. With a source, every source row is compared with its sample.
 Problems are collected (never raised) so one run reports everything that is wrong.
@@ -11,7 +12,6 @@ Problems are collected (never raised) so one run reports everything that is wron
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import math
 from collections import Counter
 from collections.abc import Iterator
@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass, field
 from typing import IO, Any
 
 from ..format import manifest as mf
+from ..format.digest import new_hasher
 from ..format.idx import read_idx
 from ..format.keys import make_key
 from ..format.rowcodec import RowCodecError, decode_sample
@@ -83,9 +84,9 @@ class VerifyReport:
 class _HashingReader:
     """A forward-only reader that hashes and counts what passes through it."""
 
-    def __init__(self, f: IO[bytes]) -> None:
+    def __init__(self, f: IO[bytes], algorithm: str) -> None:
         self._f = f
-        self.hash = hashlib.sha256()
+        self.hash = new_hasher(algorithm)
         self.pos = 0
 
     def read(self, n: int = -1) -> bytes:
@@ -239,12 +240,13 @@ class _ShardVerifier:
         except TarFormatError as exc:
             self.problem("tar_format", f"{type(exc).__name__}: {exc}")
 
-    def totals(self, size: int, sha: str, idx: tuple[list[int], int] | None) -> None:
+    def totals(self, size: int, digest: str, idx: tuple[list[int], int] | None) -> None:
         shard = self.check.shard
         if size != shard["num_bytes"]:
             self.problem("size", f"{size} bytes, manifest says {shard['num_bytes']}")
-        if sha != shard["sha256"]:
-            self.problem("sha256", f"sha256 {sha}, manifest says {shard['sha256']}")
+        algorithm, want = self.info.digest
+        if digest != want:
+            self.problem("digest", f"{algorithm} {digest}, manifest says {want}")
         if len(self.keys) != shard["num_samples"]:
             self.problem("sample_count", f"{len(self.keys)} samples, manifest says {shard['num_samples']}")
         if idx is None:
@@ -268,7 +270,7 @@ def _check_shard(check: _ShardCheck) -> _ShardOutcome:
         return _ShardOutcome([Problem("missing_shard", verifier.name, f"{verifier.url} does not exist")], [], 0, 0)
     idx = verifier.read_idx()
     with open_read(verifier.url, so, block_size=8 * 1024 * 1024) as f:
-        reader = _HashingReader(f)
+        reader = _HashingReader(f, verifier.info.digest[0])
         verifier.walk(reader)
         reader.drain()
     verifier.totals(reader.pos, reader.hash.hexdigest(), idx)

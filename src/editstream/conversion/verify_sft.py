@@ -1,6 +1,6 @@
 """``verify`` for vlm_sft roots: the copy of the JSONL the loader lists lines from, and the source.
 
-The shards themselves are checked like any other (size, sha256, idx, keys, every sample
+The shards themselves are checked like any other (size, digest, idx, keys, every sample
 decodes); this adds the vlm_sft record: ``lines.jsonl`` must have the recorded size, hash and
 line count, and, when a source JSONL is given, that file must be the one that was converted.
 """

@@ -2,8 +2,12 @@
 
 The manifest is versioned and written last, so its presence means a conversion finished. It
 records the source files with their row-group row counts (so a loader lists units without
-touching the parquet), and per shard its path, sizes, sha256, sample count, idx path and the
+touching the parquet), and per shard its path, sizes, digest, sample count, idx path and the
 source rows it holds.
+
+Format version 2 names the digest algorithm of the shards (``digest``: ``xxh3_128`` by
+default, or ``sha256``) and each shard carries its digest under that name; version 1
+manifests (every shard with a ``sha256``) are still read, with ``digest`` ``"sha256"``.
 """
 
 from __future__ import annotations
@@ -15,10 +19,13 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..io import storage
+from .digest import ALGORITHMS, HEX_LENGTH
 from .paths import relative_path_problem
 
 FORMAT_NAME = "editstream-webdataset"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+READABLE_VERSIONS = (1, 2)
+"""Versions this editstream reads: 1 (sha256 digests only) and 2 (the digest algorithm recorded)."""
 MANIFEST_NAME = "manifest.json"
 REPORT_NAME = "report.json"
 LAYOUTS = ("rowgroup", "size")
@@ -78,8 +85,10 @@ class ShardInfo:
     idx_path: str
     num_samples: int
     num_bytes: int
-    sha256: str
     rows: list[RowSlice]
+    sha256: str | None = None
+    xxh3_128: str | None = None
+    """The shard's digest, under the name of its algorithm (the manifest's ``digest``)."""
     """The source rows, in shard order (dropped bad rows are inside the slices but not in the shard)."""
     source_file: str | None = None
     """For the rowgroup layout: the one source file (relative) this shard comes from."""
@@ -128,8 +137,23 @@ class ShardInfo:
     def __post_init__(self) -> None:
         if self.num_samples < 0 or self.num_bytes < 0:
             raise ManifestError(f"shard {self.path}: negative counts")
-        if len(self.sha256) != 64:
-            raise ManifestError(f"shard {self.path}: sha256 must be 64 hex digits, got {self.sha256!r}")
+        found = [(a, getattr(self, a)) for a in ALGORITHMS if getattr(self, a) is not None]
+        if not found:
+            raise ManifestError(f"shard {self.path}: no digest ({' or '.join(ALGORITHMS)})")
+        for algorithm, value in found:
+            if not isinstance(value, str) or len(value) != HEX_LENGTH[algorithm]:
+                raise ManifestError(
+                    f"shard {self.path}: {algorithm} must be {HEX_LENGTH[algorithm]} hex digits, got {value!r}"
+                )
+
+    @property
+    def digest(self) -> tuple[str, str]:
+        """``(algorithm, hex digest)`` of the shard (the first of ``ALGORITHMS`` it carries)."""
+        for algorithm in ALGORITHMS:
+            value = getattr(self, algorithm)
+            if value is not None:
+                return algorithm, value
+        raise ManifestError(f"shard {self.path}: no digest")  # pragma: no cover - __post_init__ refuses it
 
 
 @dataclass(kw_only=True)
@@ -145,6 +169,8 @@ class Manifest:
     shards: list[ShardInfo]
     drop_bad_rows: bool = False
     num_bad_rows: int = 0
+    digest: str = "sha256"
+    """Digest algorithm of the shards (``xxh3_128`` or ``sha256``); version 1 manifests are all sha256."""
     format: str = FORMAT_NAME
     format_version: int = FORMAT_VERSION
     created_by: str = ""
@@ -171,11 +197,13 @@ class Manifest:
         """Check internal consistency; raise ``ManifestError`` describing the first problem."""
         if self.format != FORMAT_NAME:
             raise ManifestError(f"not an editstream manifest (format {self.format!r})")
-        if self.format_version != FORMAT_VERSION:
+        if self.format_version not in READABLE_VERSIONS:
             raise ManifestError(
                 f"manifest format version {self.format_version} is not supported "
-                f"(this editstream reads version {FORMAT_VERSION})"
+                f"(this editstream reads versions {', '.join(map(str, READABLE_VERSIONS))})"
             )
+        if self.digest not in ALGORITHMS or (self.format_version == 1 and self.digest != "sha256"):
+            raise ManifestError(f"unknown digest {self.digest!r} for format version {self.format_version}")
         if self.layout not in LAYOUTS:
             raise ManifestError(f"unknown layout {self.layout!r}; expected one of {LAYOUTS}")
         for i, source in enumerate(self.source_files):
@@ -193,6 +221,8 @@ class Manifest:
             if shard.path in paths:
                 raise ManifestError(f"shard {shard.path} listed twice")
             paths.add(shard.path)
+            if getattr(shard, self.digest) is None:
+                raise ManifestError(f"shard {shard.path}: no {self.digest} digest (the manifest's digest)")
             self._validate_shard(shard, files)
         if self.layout == "rowgroup":
             self._validate_rowgroup_cover()
@@ -241,12 +271,17 @@ class Manifest:
     def to_dict(self) -> dict[str, Any]:
         """The manifest as JSON-able data, keys in a fixed order (so the file is deterministic)."""
         d = asdict(self)
+        for shard in d["shards"]:  # only the digests a shard has (a version 2 shard has one)
+            for algorithm in ALGORITHMS:
+                if shard[algorithm] is None:
+                    del shard[algorithm]
         order = [
             "format",
             "format_version",
             "created_by",
             "schema",
             "layout",
+            "digest",
             "columns",
             "source_root",
             "drop_bad_rows",
@@ -255,6 +290,8 @@ class Manifest:
             "shards",
             "extra",
         ]
+        if self.format_version == 1:
+            order.remove("digest")
         return {k: d[k] for k in order}
 
     @classmethod

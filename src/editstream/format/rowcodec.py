@@ -151,10 +151,15 @@ _SIMPLE_TAGS: dict[str, Callable[[Any], Any]] = {
 }
 
 
+_PLAIN = frozenset({str, int, float, bool, type(None)})
+"""JSON values that decode to themselves (checked by exact type: JSON makes no subclasses)."""
+
+
 def _decode_value(v: Any, members: Mapping[str, bytes], key: str, used: set[str]) -> Any:
-    if isinstance(v, list):
-        return [_decode_value(item, members, key, used) for item in v]
-    if not isinstance(v, dict):
+    t = type(v)
+    if t is list:
+        return [item if type(item) in _PLAIN else _decode_value(item, members, key, used) for item in v]
+    if t is not dict:
         return v
     if len(v) == 1:
         tag, payload = next(iter(v.items()))
@@ -193,7 +198,7 @@ def decode_sample(key: str, members: Mapping[str, bytes], *, strict: bool = True
         raise RowCodecError(f"sample {key!r}: JSON member is a {type(doc).__name__}, expected an object")
     used: set[str] = set()
     try:
-        row = {column: _decode_value(v, members, key, used) for column, v in doc.items()}
+        row = {column: v if type(v) in _PLAIN else _decode_value(v, members, key, used) for column, v in doc.items()}
     except RowCodecError:
         raise
     except (TypeError, ValueError, LookupError, AttributeError, ArithmeticError, RecursionError) as exc:

@@ -64,6 +64,14 @@ def _read_exact(f: Readable, n: int) -> bytes:
     return b"".join(parts)
 
 
+def _read_rest(f: Readable, data: bytes | None, n: int) -> bytes:
+    """``data`` (a short first read) completed to ``n`` bytes by further reads; fewer only at end of stream."""
+    data = data or b""
+    if not data:
+        return data
+    return data + _read_exact(f, n - len(data))
+
+
 def _read_payload(f: Readable, size: int, truncated: str) -> bytes:
     """The ``size`` data bytes of an entry, then its padding to the next block, read and dropped.
 
@@ -102,16 +110,31 @@ def _parse_number(field: bytes, what: str, source: str, offset: int) -> int:
         raise MalformedHeaderError(f"{source}: bad {what} field {field!r} in header at offset {offset}") from None
 
 
+_ZERO_LINKNAME = bytes(100)
+_ZERO_TAIL = bytes(tb.BLOCK - 265)
+
+
+def _byte_sum(block: bytes) -> int:
+    """``sum(block)`` of a header, skipping the all-zero link name and tail most headers have."""
+    total = sum(block[:157]) + sum(block[257:265])
+    linkname, tail = block[157:257], block[265:]
+    if linkname != _ZERO_LINKNAME:
+        total += sum(linkname)
+    if tail != _ZERO_TAIL:
+        total += sum(tail)
+    return total
+
+
 def _checksum_ok(block: bytes) -> bool:
     stored = block[tb.CHECKSUM]
-    before, after = block[: tb.CHECKSUM.start], block[tb.CHECKSUM.stop :]
     text = stored.split(b"\0", 1)[0].strip(b" ")
     try:
         value = int(text, 8)
     except ValueError:
         return False
-    if value == sum(before) + 256 + sum(after):
+    if value == _byte_sum(block) - sum(stored) + 256:  # the checksum field counts as 8 spaces
         return True
+    before, after = block[: tb.CHECKSUM.start], block[tb.CHECKSUM.stop :]
     signed = sum((b - 256 if b > 127 else b) for b in before) + 256 + sum((b - 256 if b > 127 else b) for b in after)
     return value == signed
 
@@ -168,6 +191,8 @@ class _MemberWalker:
         self.pending_name: str | None = None
         self.pending_size: int | None = None
         self.pending_offset: int | None = None
+        self.unread_padding = 0
+        """Padding after the last member's data, read together with the next header (one read less)."""
 
     def next_block(self) -> bytes | None:
         """The next header block, or ``None`` at the end of the archive (or of the range)."""
@@ -178,7 +203,16 @@ class _MemberWalker:
                     f"member before end offset {self.end_offset}"
                 )
             return None
-        block = _read_exact(self.f, tb.BLOCK)
+        pad = self.unread_padding
+        self.unread_padding = 0
+        block = _read_exact(self.f, pad + tb.BLOCK)
+        if pad:
+            if len(block) < pad:
+                raise TruncatedTarError(
+                    f"{self.source}: stream ended inside the padding before offset {self.pos} "
+                    f"({len(block)} of {pad} bytes)"
+                )
+            block = block[pad:]
         if not block:
             if self.require_end_marker and self.end_offset is None:
                 raise TruncatedTarError(
@@ -222,7 +256,7 @@ class _MemberWalker:
             except ValueError:
                 raise MalformedHeaderError(f"{self.source}: bad pax size at offset {offset}") from None
 
-    def entry(self, block: bytes, typeflag: bytes, size: int, offset: int) -> TarMember | None:
+    def entry(self, block: bytes, typeflag: bytes, size: int, offset: int) -> tuple[str, int, int, bytes] | None:
         """Read one non-extended entry: a regular file becomes a member, anything else is skipped."""
         member_offset = self.pending_offset if self.pending_offset is not None else offset
         name = self.pending_name if self.pending_name is not None else _header_name(block)
@@ -238,33 +272,68 @@ class _MemberWalker:
                 f"{self.source}: member {name!r} at offset {offset} has {size} bytes, "
                 f"above the cap of {self.max_member_size}"
             )
-        data = _read_payload(
-            self.f,
-            size,
-            f"{self.source}: stream ended inside member {name!r} at offset {offset} (of {size} data bytes)",
-        )
+        data = _read_exact(self.f, size) if size else b""
+        if len(data) < size:
+            raise TruncatedTarError(
+                f"{self.source}: stream ended inside member {name!r} at offset {offset} (of {size} data bytes)"
+            )
         data_offset = self.pos
-        self.pos += size + tb.padding(size)
-        return TarMember(name=name, offset=member_offset, data_offset=data_offset, data=data)
+        self.unread_padding = tb.padding(size)
+        self.pos += size + self.unread_padding
+        return name, member_offset, data_offset, data
 
     def __iter__(self) -> Iterator[TarMember]:
+        for name, offset, data_offset, data in self.entries():
+            yield TarMember(name=name, offset=offset, data_offset=data_offset, data=data)
+
+    def entries(self) -> Iterator[tuple[str, int, int, bytes]]:
+        """``(name, offset, data_offset, data)`` of each regular member (what ``TarMember`` holds).
+
+        The common entry (a regular file with a plain GNU/ustar header, no extended record
+        before it) is read inline; everything else goes through :meth:`extended` / :meth:`entry`.
+        """
+        read = self.f.read
         while True:
             block = self.next_block()
             if block is None:
                 return
             offset = self.pos - tb.BLOCK
-            typeflag = block[tb.TYPEFLAG]
-            size = _parse_number(block[tb.SIZE], "size", self.source, offset)
+            typeflag = block[156:157]
+            try:  # the usual field: 11 octal digits and a NUL
+                size = int(block[124:135], 8) if block[135] == 0 else -1
+            except ValueError:
+                size = -1
+            if size < 0:
+                size = _parse_number(block[124:136], "size", self.source, offset)
             if size < 0:
                 raise MalformedHeaderError(f"{self.source}: negative size in header at offset {offset}")
             if typeflag in tb.EXTENDED_TYPES:
                 self.extended(typeflag, size, offset)
                 continue
-            if self.pending_size is not None:
-                size = self.pending_size
-            member = self.entry(block, typeflag, size, offset)
-            if member is not None:
-                yield member
+            if (
+                self.pending_offset is not None
+                or typeflag not in tb.REGULAR_TYPES
+                or size > self.max_member_size
+                or block[257:263] == b"ustar\0"
+            ):
+                member = self.entry(
+                    block, typeflag, self.pending_size if self.pending_size is not None else size, offset
+                )
+                if member is not None:
+                    yield member
+                continue
+            name = block[:100].split(b"\0", 1)[0].decode("utf-8", "surrogateescape")
+            data = read(size) if size else b""
+            if len(data) != size:
+                data = _read_rest(self.f, data, size)
+                if len(data) < size:
+                    raise TruncatedTarError(
+                        f"{self.source}: stream ended inside member {name!r} at offset {offset} (of {size} data bytes)"
+                    )
+            data_offset = self.pos
+            self.unread_padding = pad = -size % 512
+            self.pos = data_offset + size + pad
+            yield name, offset, data_offset, data
 
 
 def iter_members(
@@ -285,18 +354,27 @@ def iter_members(
     At the marker exactly one zero block is consumed, so the stream then sits at
     ``end + 512`` (``verify`` relies on this to find the end offset).
     """
+    return iter(_walker(fileobj, start_offset, end_offset, max_member_size, source, require_end_marker))
+
+
+def _walker(
+    fileobj: Readable,
+    start_offset: int,
+    end_offset: int | None,
+    max_member_size: int,
+    source: str,
+    require_end_marker: bool,
+) -> _MemberWalker:
     seekable = getattr(fileobj, "seekable", None)
     if start_offset and seekable is not None and seekable():
         fileobj.seek(start_offset)  # type: ignore[attr-defined]  # seekable() said it has one
-    return iter(
-        _MemberWalker(
-            fileobj,
-            start_offset=start_offset,
-            end_offset=end_offset,
-            max_member_size=max_member_size,
-            source=source,
-            require_end_marker=require_end_marker,
-        )
+    return _MemberWalker(
+        fileobj,
+        start_offset=start_offset,
+        end_offset=end_offset,
+        max_member_size=max_member_size,
+        source=source,
+        require_end_marker=require_end_marker,
     )
 
 
@@ -329,15 +407,9 @@ def iter_samples(
     key: str | None = None
     offset = 0
     members: dict[str, bytes] = {}
-    for member in iter_members(
-        fileobj,
-        start_offset=start_offset,
-        end_offset=end_offset,
-        max_member_size=max_member_size,
-        source=source,
-        require_end_marker=require_end_marker,
-    ):
-        parts = split_name(member.name)
+    walker = _walker(fileobj, start_offset, end_offset, max_member_size, source, require_end_marker)
+    for name, member_offset, _, data in walker.entries():
+        parts = split_name(name)
         if parts is None:
             continue
         member_key, suffix = parts
@@ -348,14 +420,14 @@ def iter_samples(
                 if member_key in seen:
                     raise SampleOrderError(
                         f"{source}: members of sample {member_key!r} are not contiguous "
-                        f"(seen again at offset {member.offset})"
+                        f"(seen again at offset {member_offset})"
                     )
                 seen.add(member_key)
-            key, offset, members = member_key, member.offset, {}
+            key, offset, members = member_key, member_offset, {}
         if suffix in members:
             raise SampleOrderError(
-                f"{source}: sample {member_key!r} has member {suffix!r} twice (second at offset {member.offset})"
+                f"{source}: sample {member_key!r} has member {suffix!r} twice (second at offset {member_offset})"
             )
-        members[suffix] = member.data
+        members[suffix] = data
     if key is not None:
         yield key, offset, members

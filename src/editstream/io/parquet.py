@@ -36,7 +36,8 @@ def open_parquet(
     """Open ``url`` (local or any fsspec URL) as a ``ParquetFile``; the file closes on exit.
 
     Plain local paths are memory-mapped by arrow itself (no copy through Python file
-    objects), which the converter's zero-copy reads rely on; everything else is read through
+    objects), which the converter's zero-copy reads rely on; local files opened for streaming
+    are arrow's own ``OSFile`` (no Python file object in between); everything else is read through
     ``ranged.open_read`` (retried ranged reads). With ``streaming``, pyarrow reads column chunks page by page
     through a small buffer (``pre_buffer=False``), so iterating a row group holds a few
     batches of rows in memory instead of about four times the row group. The rows are the same.
@@ -45,6 +46,10 @@ def open_parquet(
         if not streaming and storage.is_local(url) and "://" not in url:
             source: Any = url
             options: dict[str, Any] = {"memory_map": True}
+        elif streaming and storage.is_local(url):
+            # arrow's own file: page reads without a round trip through a Python file object
+            source = stack.enter_context(pa.OSFile(storage.local_path(url)))
+            options = {"pre_buffer": False, "buffer_size": STREAM_BUFFER_BYTES}
         else:
             source = stack.enter_context(open_read(url, storage_options, retry=retry))
             options = {"pre_buffer": False, "buffer_size": STREAM_BUFFER_BYTES} if streaming else {}

@@ -84,6 +84,13 @@ def url_to_fs(url: str, storage_options: StorageOptions | None = None) -> tuple[
     return fs, path
 
 
+def local_path(url: str) -> str:
+    """The filesystem path of a local ``url`` (a plain path, or ``file://``), without building a filesystem."""
+    if "://" not in url:
+        return url
+    return str(url_to_fs(url)[1])
+
+
 def join(base: str, *parts: str) -> str:
     """Join URL or path components with ``/`` (``os.path.join`` would break URLs on Windows)."""
     out = base.rstrip("/")

@@ -66,6 +66,17 @@ class RowSource(Protocol):
 
     def describe(self, unit: Unit, position: Position | None = None) -> dict[str, Any]: ...
 
+    # Optional: ``plan_units(units)`` is handed the units the stream will read, in order (an
+    # endless iterator), before the first is read, so a source can read ahead across units;
+    # a source without it may define ``prefetch(unit)``, called with the next unit each time.
+
+
+def _unit_order(units: Sequence[Unit], start: int) -> Iterator[Unit]:
+    """The units a stream reads, in order: from ``start`` to the end, then every pass from the first."""
+    yield from units[start:]
+    while True:
+        yield from units
+
 
 class SourceIterableDataset(DistributedIterableDataset):
     """A dataset whose rows come from a :class:`RowSource`; subclasses define ``parse_row``.
@@ -106,10 +117,23 @@ class SourceIterableDataset(DistributedIterableDataset):
             start_unit,
             after,
         )
+        plan_units = getattr(self.source, "plan_units", None)
+        if plan_units is None or not units:
+            yield from self._stream(units, worker_id, start_unit, after, getattr(self.source, "prefetch", None))
+            return
+        plan_units(_unit_order(units, start_unit))
+        try:
+            yield from self._stream(units, worker_id, start_unit, after, None)
+        finally:
+            plan_units(iter(()))  # a stream closed mid-way hands back what it read ahead
+
+    def _stream(
+        self, units: Sequence[Unit], worker_id: int, start_unit: int, after: Position | None, prefetch: Any
+    ) -> Iterator[dict]:
+        """The endless loop over this worker's units, from ``start_unit`` (after row ``after``) on."""
         while True:
             full_pass = start_unit == 0 and after is None
             yielded = 0
-            prefetch = getattr(self.source, "prefetch", None)
             for unit_position in range(start_unit, len(units)):
                 unit = units[unit_position]
                 if prefetch is not None and len(units) > 1:

@@ -21,7 +21,7 @@ BACKENDS = ("parquet", "webdataset")
 
 SOURCE_OPTIONS = {
     "parquet": ("retry",),
-    "webdataset": ("retry", "block_size", "max_member_size", "prefetch", "columns"),
+    "webdataset": ("retry", "block_size", "max_member_size", "prefetch", "columns", "readahead_bytes"),
 }
 """Keyword arguments each backend's source takes beyond the common ones."""
 

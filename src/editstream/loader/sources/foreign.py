@@ -80,7 +80,9 @@ def scan_offsets(url: str, storage_options: StorageOptions | None = None) -> lis
 
 
 class ForeignTarSource:
-    """Row source over foreign shards; see the module docstring."""
+    """Row source over foreign shards; see the module docstring. ``prefetch`` and ``readahead_bytes``
+    are taken so one options dict serves both kinds of webdataset entry; foreign shards are read
+    one sequential stream each, without read-ahead."""
 
     def __init__(
         self,
@@ -96,6 +98,7 @@ class ForeignTarSource:
         block_size: int = 4 << 20,
         max_member_size: int = DEFAULT_MAX_MEMBER_SIZE,
         prefetch: bool = True,
+        readahead_bytes: int | None = None,
     ) -> None:
         self.dataset_name = dataset_name
         self.storage_options = storage_options

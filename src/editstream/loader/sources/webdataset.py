@@ -4,9 +4,10 @@ With the converter's ``rowgroup`` layout each shard is one source ``(file, row_g
 units are listed from the manifest exactly as the parquet backend lists them (same
 ``num_used_data`` rule, same sort keys) and the sample stream is the parquet backend's, bit
 for bit. Shards of the ``size`` layout are units of their own. Shards are read in blocks by
-ranged requests (memory stays at a few blocks whatever the shard size), the next block and
-the next shard's first block are fetched in the background, transient faults are retried at
-the current byte offset, and a resume seeks to the sample's offset from the ``.tar.idx``.
+ranged requests: a :class:`~editstream.io.readahead.ReadAhead` keeps several block requests in
+flight along the worker's unit order, across shard boundaries, as many as the observed latency
+and bandwidth need within a memory budget (64 MiB per process by default); transient faults are
+retried at each block's own offset, and a resume seeks to the sample's offset from the ``.tar.idx``.
 """
 
 from __future__ import annotations
@@ -14,8 +15,7 @@ from __future__ import annotations
 import itertools
 import logging
 import os
-from collections.abc import Generator, Iterator, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Generator, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,7 +28,8 @@ from ...format.sft import SCHEMA as SFT_SCHEMA
 from ...format.tarblock import DEFAULT_MAX_MEMBER_SIZE
 from ...format.tarreader import iter_samples
 from ...io import storage
-from ...io.ranged import RangedReader, read_range
+from ...io.ranged import RangedReader, open_local_range
+from ...io.readahead import ByteBudget, ReadAhead, process_budget
 from ...io.retry import RetryPolicy
 from ...io.storage import StorageOptions
 from ..drops import DropLog
@@ -78,6 +79,7 @@ class TarSource:
         max_member_size: int = DEFAULT_MAX_MEMBER_SIZE,
         prefetch: bool = True,
         column_types: Mapping[str, str] | None = None,
+        readahead_bytes: int | None = None,
     ) -> None:
         if granularity not in ("row_group", "file"):
             raise ValueError(f"granularity must be 'row_group' or 'file', got {granularity!r}")
@@ -93,9 +95,12 @@ class TarSource:
         self.layout: str | None = None
         self._shards: dict[Any, ShardRef] = {}  # (file_id, rg) or shard URL -> shard
         self._file_row_groups: dict[str, int] = {}
-        self._executor: ThreadPoolExecutor | None = None
-        self._executor_pid: int | None = None
-        self._prefetched: dict[tuple[str, int], Future] = {}
+        if readahead_bytes is not None and readahead_bytes <= 0:
+            raise ValueError(f"readahead_bytes must be > 0, got {readahead_bytes}")
+        self.readahead_bytes = readahead_bytes
+        """Bytes the read-ahead may hold; ``None``: the process-wide default budget (64 MiB)."""
+        self._readahead: ReadAhead | None = None
+        self._readahead_pid: int | None = None
 
     # ---- listing -------------------------------------------------------------------------
     def list_units(self, data_dir_list: Sequence[str], num_used_data: Sequence[int]) -> list[Unit]:
@@ -167,41 +172,29 @@ class TarSource:
         return repeat_to(urls, num_used)
 
     # ---- reading -------------------------------------------------------------------------
-    def _pool(self) -> ThreadPoolExecutor:
-        """A small thread pool of this process (created after a DataLoader fork, never inherited)."""
-        if self._executor is None or self._executor_pid != os.getpid():
-            self._executor = ThreadPoolExecutor(max_workers=2, thread_name_prefix="editstream-prefetch")
-            self._executor_pid = os.getpid()
-            self._prefetched = {}
-        return self._executor
+    def readahead(self) -> ReadAhead:
+        """This process's read-ahead (created after a DataLoader fork, never inherited)."""
+        if self._readahead is None or self._readahead_pid != os.getpid():
+            budget = process_budget() if self.readahead_bytes is None else ByteBudget(self.readahead_bytes)
+            self._readahead = ReadAhead(
+                storage_options=self.storage_options, retry=self.retry, block_size=self.block_size, budget=budget
+            )
+            self._readahead_pid = os.getpid()
+        return self._readahead
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
-        state.update(_executor=None, _executor_pid=None, _prefetched={})
+        state.update(_readahead=None, _readahead_pid=None)
         return state
 
-    def _first_block(self, shard: ShardRef, start: int) -> Future | None:
-        return self._prefetched.pop((shard.url, start), None)
+    def plan_units(self, units: Iterable[Unit]) -> None:
+        """The units this stream will read, in order (may be endless): their shards are read ahead
+        (from object stores; local shards are read straight from their files, the kernel reads ahead)."""
+        if self.prefetch_enabled and not self._all_local():
+            self.readahead().plan((s.url, 0, s.num_bytes) for unit in units for s in self._unit_shards(unit))
 
-    def prefetch(self, unit: Unit) -> None:
-        """Start fetching the first block of ``unit`` so its first-byte latency is hidden."""
-        if not self.prefetch_enabled:
-            return
-        shards = self._unit_shards(unit)
-        if not shards:
-            return
-        shard = shards[0]
-        key = (shard.url, 0)
-        if key in self._prefetched:
-            return
-        if len(self._prefetched) >= 2:  # earlier prefetches that a resume skipped: forget them
-            for stale in self._prefetched.values():
-                stale.cancel()
-            self._prefetched.clear()
-        end = min(shard.num_bytes, self.block_size)
-        self._prefetched[key] = self._pool().submit(
-            read_range, shard.url, 0, end, storage_options=self.storage_options, retry=self.retry
-        )
+    def _all_local(self) -> bool:
+        return all(storage.is_local(s.url) for s in self._shards.values())
 
     def _unit_shards(self, unit: Unit) -> list[ShardRef]:
         if self.layout == "size":
@@ -275,17 +268,23 @@ class TarSource:
             raise ShardMismatchError(f"{shard.url}: ended after {count} samples, the manifest says {shard.num_samples}")
 
     def _samples(self, shard: ShardRef, start: int) -> Generator[tuple[str, dict[str, bytes]], None, None]:
-        """``(key, members)`` of the shard's samples from byte ``start``, read in ranged blocks."""
-        reader = RangedReader(
-            shard.url,
-            storage_options=self.storage_options,
-            start=start,
-            end=shard.num_bytes,
-            block_size=self.block_size,
-            retry=self.retry,
-            executor=self._pool() if self.prefetch_enabled else None,
-            first_block=self._first_block(shard, start),
-        )
+        """``(key, members)`` of the shard's samples from byte ``start``: a local shard straight from
+        its file (each member's data one read into its own bytes, no copy in between), a remote
+        one in ranged blocks through the read-ahead."""
+        reader: Any
+        if storage.is_local(shard.url):
+            reader = open_local_range(storage.local_path(shard.url), start, shard.num_bytes)
+        elif self.prefetch_enabled:
+            reader = self.readahead().open(shard.url, start, shard.num_bytes)
+        else:
+            reader = RangedReader(
+                shard.url,
+                storage_options=self.storage_options,
+                start=start,
+                end=shard.num_bytes,
+                block_size=self.block_size,
+                retry=self.retry,
+            )
         with reader:
             for key, _, members in iter_samples(
                 reader, start_offset=start, max_member_size=self.max_member_size, source=shard.url

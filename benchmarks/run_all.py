@@ -1,0 +1,319 @@
+"""Every benchmark in one run, side by side: ``make bench`` (``--quick`` for a short run).
+
+Runs, one after another, each as its own process (so none inherits another's imports,
+threads or memory), and keeps the table each prints:
+
+- ``convert.py``: ``editstream convert`` beside ``cp -r``, ``cp -r && sync``, ``tar -cf``,
+  ``sha256sum`` and a hand-written pandas + ``webdataset.ShardWriter`` script;
+- ``raw_rows.py``: raw rows/s of both backends beside stock webdataset and pyarrow ``to_pylist``;
+- ``s3_latency.py``: raw rows from S3 with 0 / 20 / 50 ms added per request;
+- ``loader.py``: decoded samples/s beside the decode limit, 0 and 2 DataLoader workers;
+- ``memory.py``: peak RSS of one worker for a small and a big shard;
+- ``soak.py``: a stream through injected S3 faults equals the fault-free stream;
+- ``vlm_sft.py``: vlm_sft conversion and loading;
+- ``handoff.py`` and ``fast_decode.py`` when they exist.
+
+It then writes ``benchmarks/RESULTS.md``: the machine and date, a summary of the figures with
+their ratios to the peers and goals, and every benchmark's own table (a hand-written
+``## Analysis`` section at the end of the file is kept). Synthetic data is built
+on the first run and cached under ``bench-out/`` (``bench-out/quick/`` for ``--quick``), so a
+first run also spends minutes generating images. A benchmark that fails is reported as failed
+in the file and the others still run; the exit code is then 1.
+
+    .venv/bin/python benchmarks/run_all.py [--quick] [--only convert raw_rows ...] [--results FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime as dt
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+ANALYSIS_HEADING = "## Analysis"
+
+
+@dataclass
+class Bench:
+    name: str
+    script: str
+    full: list[str]
+    quick: list[str]
+    json_flag: str | None = "--json"
+    optional: bool = False
+    seconds: float = 0.0
+    output: str = ""
+    ok: bool = False
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+def benches(out: str) -> list[Bench]:
+    return [
+        Bench("convert", "convert.py", ["--gb", "1.2", "--repeat", "2"], ["--gb", "0.25", "--repeat", "1"]),
+        Bench("raw_rows", "raw_rows.py", ["--gb", "1.2", "--repeat", "3"], ["--gb", "0.25", "--repeat", "2"]),
+        Bench("s3_latency", "s3_latency.py", ["--gb", "1.2", "--files", "8"], ["--gb", "0.25", "--files", "2"]),
+        Bench(
+            "loader",
+            "loader.py",
+            ["--samples", "300", "--repeat", "2", "--max-wait", "60", "--results", ""],
+            ["--samples", "60", "--warmup", "10", "--repeat", "1", "--max-wait", "0", "--results", ""],
+        ),
+        Bench(
+            "memory",
+            "memory.py",
+            ["--big-mb", "512", "--md", f"{out}/MEMORY.md"],
+            ["--small-mb", "32", "--big-mb", "128", "--md", f"{out}/MEMORY.md"],
+            json_flag=None,
+        ),
+        Bench(
+            "soak",
+            "soak.py",
+            ["--samples", "300", "--min-faults", "400"],
+            ["--samples", "60", "--min-faults", "50"],
+            None,
+        ),
+        Bench(
+            "vlm_sft",
+            "vlm_sft.py",
+            ["--lines", "1000", "--samples", "200", "--repeat", "1"],
+            ["--lines", "200", "--samples", "60", "--repeat", "1"],
+            None,
+        ),
+        Bench("handoff", "handoff.py", [], ["--quick"], None, optional=True),
+        Bench("fast_decode", "fast_decode.py", [], ["--quick"], None, optional=True),
+    ]
+
+
+def run(bench: Bench, quick: bool, out: Path) -> None:
+    args = list(bench.quick if quick else bench.full)
+    if bench.name in ("convert", "raw_rows", "s3_latency"):
+        args += ["--out", str(out)]
+    elif bench.name in ("loader", "memory", "vlm_sft"):
+        args += ["--out", str(out / bench.name)]
+    if quick and "--quick" in args and "--quick" not in _help(bench):
+        args.remove("--quick")
+    json_path = out / f"{bench.name}.json"
+    if bench.json_flag:
+        json_path.unlink(missing_ok=True)
+        args += [bench.json_flag, str(json_path)]
+    cmd = [sys.executable, str(HERE / bench.script), *args]
+    print(f"\n=== {bench.name}: {' '.join(cmd[1:])}", file=sys.stderr, flush=True)
+    t0 = time.perf_counter()
+    done = subprocess.run(cmd, cwd=REPO, stdout=subprocess.PIPE, text=True, env=_env())
+    bench.seconds = time.perf_counter() - t0
+    bench.output = done.stdout.strip()
+    bench.ok = done.returncode == 0
+    print(bench.output, flush=True)
+    print(
+        f"=== {bench.name}: {'ok' if bench.ok else f'FAILED (exit {done.returncode})'} in {bench.seconds:.0f} s",
+        file=sys.stderr,
+        flush=True,
+    )
+    if bench.json_flag and json_path.exists():
+        bench.data = json.loads(json_path.read_text())
+    if bench.name == "memory" and (out / "memory" / "results.json").exists():
+        bench.data = {"results": json.loads((out / "memory" / "results.json").read_text())}
+
+
+def _help(bench: Bench) -> str:
+    done = subprocess.run(
+        [sys.executable, str(HERE / bench.script), "--help"], capture_output=True, text=True, env=_env()
+    )
+    return done.stdout
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    src = str(REPO / "src")
+    env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    return env
+
+
+def machine() -> str:
+    model = "unknown CPU"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    try:
+        kb = int(Path("/proc/meminfo").read_text().split("MemTotal:")[1].split()[0])
+        mem = f", {kb / 2**20:.0f} GiB RAM"
+    except (OSError, IndexError, ValueError):
+        mem = ""
+    versions = []
+    for module in ("pyarrow", "PIL", "torch", "webdataset", "xxhash"):
+        with contextlib.suppress(Exception):  # a missing library is only left out of the description
+            versions.append(f"{module} {__import__(module).__version__}")
+    return (
+        f"{model}, {os.cpu_count()} CPUs{mem}, {platform.system()} {platform.release()}; "
+        f"Python {platform.python_version()}, {', '.join(versions)}"
+    )
+
+
+def _fmt(x: float, digits: int = 2) -> str:
+    return f"{x:,.{digits}f}"
+
+
+def summary(by_name: dict[str, Bench]) -> list[str]:
+    """The issue's rows: what editstream does, the peer, the ratio, the goal, whether it holds."""
+    rows: list[tuple[str, str, str, str, str, str]] = []
+
+    def add(work: str, ours: str, peer: str, ratio: float | None, goal: str, holds: bool | None) -> None:
+        verdict = "-" if holds is None else ("yes" if holds else "**no**")
+        rows.append((work, ours, peer, "-" if ratio is None else f"{ratio:.2f}x", goal, verdict))
+
+    raw = by_name.get("raw_rows")
+    if raw and raw.data:
+        r = raw.data["rows_per_s"]
+        ratio = r["webdataset"] / r["stock webdataset"]
+        add(
+            "raw rows, WebDataset backend, no image decode",
+            f"{_fmt(r['webdataset'], 0)} rows/s",
+            f"stock webdataset 1.0.2 `WebDataset(urls)`: {_fmt(r['stock webdataset'], 0)}",
+            ratio,
+            ">= 4x",
+            ratio >= 4,
+        )
+        ratio = r["parquet"] / r["pyarrow"]
+        add(
+            "raw rows, parquet backend",
+            f"{_fmt(r['parquet'], 0)} rows/s",
+            f"pyarrow `iter_batches().to_pylist()`: {_fmt(r['pyarrow'], 0)}",
+            ratio,
+            ">= 2x",
+            ratio >= 2,
+        )
+    s3 = by_name.get("s3_latency")
+    if s3 and s3.data:
+        ratios = s3.data["ratios"]
+        for key, value in ratios.items():
+            mode, latency = key.split("|")
+            if float(latency) == 0:
+                continue
+            goal = ">= 0.9x" if mode.startswith("read-ahead") and abs(float(latency) - 0.02) < 1e-9 else "-"
+            holds = value >= 0.9 if goal != "-" else None
+            add(
+                f"raw rows from S3, {float(latency) * 1000:.0f} ms added per request, {mode}",
+                f"{value:.2f} of the same S3 without added latency",
+                "-",
+                value,
+                goal,
+                holds,
+            )
+    loader = by_name.get("loader")
+    if loader and loader.data:
+        table = {(row["row"], row["workers"]): row for row in loader.data["rows"]}
+        for (name, workers), row in table.items():
+            if name == "decode limit":
+                continue
+            add(
+                f"decoded edit samples, {name}, {workers} DataLoader workers",
+                f"{row['samples_per_s']:.1f} samples/s",
+                f"decode limit ({workers} processes)",
+                row["share_of_limit"],
+                "-",
+                None,
+            )
+    conv = by_name.get("convert")
+    if conv and conv.data:
+        sec = conv.data["seconds"]
+        ours = next(v for k, v in sec.items() if k.startswith("editstream convert"))
+        cp = sec["cp -r"]
+        add(
+            "convert 1.2 GB edit parquet, 2 workers" if "1.2" in " ".join(conv.full) else "convert, 2 workers",
+            f"{ours:.2f} s",
+            f"`cp -r`: {cp:.2f} s",
+            ours / cp,
+            "<= 1.5x cp",
+            ours / cp <= 1.5,
+        )
+        peers = {
+            "cp -r && sync": "`cp -r && sync`",
+            "reference: tar -cf of the source files": "`tar -cf`",
+            "hand-written (pandas iterrows + wds.ShardWriter)": "hand-written pandas + ShardWriter",
+        }
+        peers.update({k: k.removeprefix("floor: ") for k in sec if k.startswith("floor: ")})
+        for peer, label in peers.items():
+            if peer in sec:
+                add("convert (same run)", f"{ours:.2f} s", f"{label}: {sec[peer]:.2f} s", ours / sec[peer], "-", None)
+    lines = ["| work | editstream | peer | ratio | goal | holds |", "|---|---:|---|---:|---|---|"]
+    lines += [f"| {' | '.join(r)} |" for r in rows]
+    return lines
+
+
+def write_results(path: Path, items: list[Bench], quick: bool, started: dt.datetime, seconds: float) -> None:
+    by_name = {b.name: b for b in items}
+    parts = [
+        "# Benchmark results",
+        "",
+        f"Command: `make bench{' ARGS=--quick' if quick else ''}` (`benchmarks/run_all.py{' --quick' if quick else ''}`), "
+        f"{seconds / 60:.1f} minutes in all.",
+        f"Date: {started:%Y-%m-%d %H:%M %Z}. Machine: {machine()}.",
+        f"Load average before the run (1 / 5 / 15 min): {_load_before}; other jobs on this shared VM make "
+        "single figures drift by 10-20 %, the ratios less (peers run beside ours, best of several runs).",
+        "",
+        "## Summary",
+        "",
+        "Ratios are editstream over the peer for rates, editstream's time over the peer's for the "
+        "conversion. Loader rows compare with the decode limit (`parse_row` on rows already in memory).",
+        "",
+        *summary(by_name),
+        "",
+    ]
+    for bench in items:
+        if bench.optional and not (HERE / bench.script).exists():
+            continue
+        status = "" if bench.ok else " - **FAILED**"
+        parts += [f"## {bench.name} (`benchmarks/{bench.script}`, {bench.seconds:.0f} s){status}", "", bench.output, ""]
+    analysis = ""
+    if path.exists():  # a hand-written analysis at the end of an earlier file is kept
+        old = path.read_text()
+        if ANALYSIS_HEADING in old:
+            analysis = "\n" + old[old.index(ANALYSIS_HEADING) :]
+    path.write_text("\n".join(parts).rstrip() + "\n" + analysis)
+
+
+_load_before = ""
+
+
+def main() -> int:
+    global _load_before
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="small data, one repeat: a few minutes once data is cached")
+    ap.add_argument("--only", nargs="+", default=None, help="run only these benchmarks")
+    ap.add_argument("--results", default=str(HERE / "RESULTS.md"))
+    ap.add_argument("--out", default=None, help="work directory (default bench-out, or bench-out/quick)")
+    args = ap.parse_args()
+    out = Path(args.out or ("bench-out/quick" if args.quick else "bench-out")).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    one, five, fifteen = os.getloadavg()
+    _load_before = f"{one:.2f} / {five:.2f} / {fifteen:.2f}"
+    started = dt.datetime.now().astimezone()
+    t0 = time.perf_counter()
+    items = [b for b in benches(str(out)) if args.only is None or b.name in args.only]
+    for bench in items:
+        if bench.optional and not (HERE / bench.script).exists():
+            print(f"=== {bench.name}: benchmarks/{bench.script} not present, skipped", file=sys.stderr)
+            bench.ok = True
+            continue
+        run(bench, args.quick, out)
+    write_results(Path(args.results), items, args.quick, started, time.perf_counter() - t0)
+    print(f"\nwrote {args.results}", file=sys.stderr)
+    return 0 if all(b.ok for b in items) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,393 @@
+"""Read-ahead of planned byte ranges: several ranged requests in flight, across objects, memory bounded.
+
+An object store answers the first byte after 20-100 ms, so a reader that waits for one block
+before asking for the next spends most of its time waiting. :class:`ReadAhead` is told the
+ranges a reader will consume, in order (a shard from a resume offset, then the next units'
+shards), and keeps ranged block requests in flight ahead of the consumer:
+
+- **how many**: enough to cover the observed fetch time (first-byte latency plus transfer at
+  the observed bandwidth) at the consumer's observed pace, ``ceil(fetch / consume) + 2`` blocks,
+  at least 2, so a slow (decode-bound) consumer holds two or three blocks and a fast one as many
+  as the budget allows;
+- **memory**: every block counts against a :class:`ByteBudget` from its request until the
+  consumer has moved past it; the default budget is shared by all read-aheads of a process
+  (:data:`DEFAULT_BUDGET_BYTES`, 64 MiB per DataLoader worker); a read-ahead with nothing
+  held may always take one block, so it never stalls behind another;
+- **faults**: every block is one ranged request retried under the :class:`RetryPolicy` from
+  its own offset, so a dropped connection costs a re-read of that block, nothing is lost or
+  repeated; an error is raised when the consumer reaches that block, not before.
+
+The consumer opens each range with :meth:`ReadAhead.open` and reads it like a file. Opening a
+range abandons the planned ranges before it (a unit that a resume or a failure skipped), and
+a range that was not planned (a resume offset, a re-read from the start) is read first, ahead
+of the plan. A short block is the end of the object (a truncated object) for that range.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import threading
+import time
+import weakref
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from .ranged import read_range
+from .retry import RetryPolicy
+from .storage import StorageOptions
+
+DEFAULT_BUDGET_BYTES = 64 << 20
+"""Bytes of blocks requested or held, per process, by default (one DataLoader worker is one process)."""
+MAX_PLANNED_RANGES = 256
+"""Ranges taken from the plan ahead of the consumer at most (each holds a few numbers)."""
+MAX_SEARCH = 64
+"""Planned ranges looked through for a range the consumer opens (a resume that skips row groups)."""
+_EWMA = 0.3
+
+
+class ByteBudget:
+    """A thread-safe count of bytes held against a limit; ``peak`` is the most ever held."""
+
+    def __init__(self, limit: int) -> None:
+        if limit <= 0:
+            raise ValueError(f"budget limit must be > 0 bytes, got {limit}")
+        self.limit = limit
+        self.used = 0
+        self.peak = 0
+        self._lock = threading.Lock()
+
+    def take(self, n: int, *, force: bool = False) -> bool:
+        """Hold ``n`` more bytes if they fit (or ``force``); returns whether they were taken."""
+        with self._lock:
+            if not force and self.used + n > self.limit:
+                return False
+            self.used += n
+            self.peak = max(self.peak, self.used)
+            return True
+
+    def give(self, n: int) -> None:
+        with self._lock:
+            self.used -= n
+
+
+class _Account:
+    """The bytes one read-ahead holds of a (possibly shared) budget."""
+
+    def __init__(self, budget: ByteBudget | None) -> None:
+        self.budget = budget
+        self.held = 0
+        self.peak = 0
+        self._lock = threading.Lock()
+
+    def take(self, n: int, *, force: bool) -> bool:
+        if self.budget is not None and not self.budget.take(n, force=force):
+            return False
+        with self._lock:
+            self.held += n
+            self.peak = max(self.peak, self.held)
+        return True
+
+    def give(self, n: int) -> None:
+        with self._lock:
+            n = min(n, self.held)
+            self.held -= n
+        if self.budget is not None:
+            self.budget.give(n)
+
+    def give_all(self) -> None:
+        self.give(self.held)
+
+
+_process_budget: tuple[int, ByteBudget] | None = None
+
+
+def process_budget() -> ByteBudget:
+    """The budget all default read-aheads of this process share (a fresh one after a fork)."""
+    global _process_budget
+    pid = os.getpid()
+    if _process_budget is None or _process_budget[0] != pid:
+        _process_budget = (pid, ByteBudget(DEFAULT_BUDGET_BYTES))
+    return _process_budget[1]
+
+
+@dataclass
+class _Block:
+    start: int
+    end: int
+    future: Future
+    released: bool = False
+
+
+@dataclass
+class _Range:
+    url: str
+    start: int
+    end: int
+    next: int
+    """Offset of the next block to request."""
+    blocks: deque[_Block] = field(default_factory=deque)
+
+
+class ReadAhead:
+    """Ranged block reads of planned ranges, several in flight; see the module docstring."""
+
+    def __init__(
+        self,
+        *,
+        storage_options: StorageOptions | None = None,
+        retry: RetryPolicy | None = None,
+        block_size: int = 4 << 20,
+        budget: ByteBudget | None = None,
+        max_in_flight: int = 16,
+    ) -> None:
+        if block_size <= 0:
+            raise ValueError(f"block_size must be > 0, got {block_size}")
+        if max_in_flight < 1:
+            raise ValueError(f"max_in_flight must be >= 1, got {max_in_flight}")
+        self.storage_options = storage_options
+        self.retry = retry or RetryPolicy()
+        self.block_size = block_size
+        self.budget = budget
+        self.max_in_flight = max_in_flight
+        self._plan: Iterator[tuple[str, int, int]] = iter(())
+        self._ranges: deque[_Range] = deque()
+        self._held = 0  # blocks requested and not yet released by the consumer
+        self._pool: ThreadPoolExecutor | None = None
+        self._pool_pid: int | None = None
+        self._fetch_s: float | None = None
+        self._consume_s: float | None = None
+        self._last_handed: float | None = None
+        self.requests = 0
+        self.max_held = 0
+        self._account = _Account(budget)
+        # Bytes still counted when this read-ahead is dropped (a stream abandoned mid-way) go back
+        # to the shared budget, so they never starve the process's other readers.
+        weakref.finalize(self, self._account.give_all)
+
+    @property
+    def peak_bytes(self) -> int:
+        """The most bytes this read-ahead has held at once (requested and not yet released)."""
+        return self._account.peak
+
+    # ---- plan ----------------------------------------------------------------------------
+    def plan(self, ranges: Iterable[tuple[str, int, int]]) -> None:
+        """Forget what was planned (cancelling its requests) and read ahead along ``ranges``:
+        ``(url, start, end)`` in the order the consumer will open them (may be endless)."""
+        self._abandon(len(self._ranges))
+        self._plan = iter(ranges)
+
+    def close(self) -> None:
+        """Cancel every request and stop the threads."""
+        self.plan(())
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = None
+
+    # ---- consumer ------------------------------------------------------------------------
+    def open(self, url: str, start: int, end: int) -> RangeReader:
+        """A reader of bytes ``[start, end)`` of ``url`` (see the module docstring for the order rule)."""
+        found = next((i for i, r in enumerate(self._ranges) if r.url == url), None)
+        if found is None:
+            found = self._materialize(until=url)
+        if found is not None:
+            self._abandon(found)
+            front = self._ranges[0]
+            if (front.start, front.end) != (start, end):
+                self._abandon_blocks(front)
+                front.start = front.next = start
+                front.end = end
+        else:
+            self._ranges.appendleft(_Range(url, start, end, start))
+        return RangeReader(self, self._ranges[0])
+
+    def _next_block(self, r: _Range) -> tuple[_Block, bytes] | None:
+        """The next block of range ``r`` (requesting it now if it is not in flight), with its bytes."""
+        now = time.perf_counter()
+        self._fill()
+        if not r.blocks:
+            if r.next >= r.end:
+                return None
+            self._submit(r, force=True)
+        block = r.blocks.popleft()
+        data, seconds = block.future.result()
+        done = time.perf_counter()
+        self._fetch_s = seconds if self._fetch_s is None else (1 - _EWMA) * self._fetch_s + _EWMA * seconds
+        if self._last_handed is not None:
+            busy = max(0.0, now - self._last_handed)
+            self._consume_s = busy if self._consume_s is None else (1 - _EWMA) * self._consume_s + _EWMA * busy
+        self._last_handed = done
+        if len(data) < block.end - block.start:
+            self._abandon_blocks(r)  # a short block is the end of the object: the rest is not there
+            r.next = r.end
+        self._fill()
+        return block, data
+
+    def release(self, block: _Block) -> None:
+        """The consumer has moved past ``block``: its bytes no longer count."""
+        if not block.released:
+            block.released = True
+            self._held -= 1
+            self._account.give(block.end - block.start)
+
+    def finished(self, r: _Range) -> None:
+        """The consumer closed range ``r``: drop it and whatever of it is still in flight."""
+        if self._ranges and self._ranges[0] is r:
+            self._abandon(1)
+        else:
+            self._abandon_blocks(r)
+
+    # ---- scheduling ----------------------------------------------------------------------
+    def depth(self) -> int:
+        """Blocks to keep requested ahead: the observed fetch time over the consumer's pace."""
+        cap = self.max_in_flight
+        if self.budget is not None:
+            cap = min(cap, max(1, self.budget.limit // self.block_size))
+        if self._fetch_s is None or self._consume_s is None:
+            return min(cap, 2)
+        want = math.ceil(self._fetch_s / max(self._consume_s, 1e-4)) + 2
+        return max(min(cap, 2), min(cap, want))
+
+    def _fill(self) -> None:
+        """Request blocks along the plan, in order, up to :meth:`depth` and the budget."""
+        depth = self.depth()
+        i = 0
+        while self._held < depth:
+            while i < len(self._ranges) and self._ranges[i].next >= self._ranges[i].end:
+                i += 1
+            if i >= len(self._ranges):
+                if self._materialize() is None:
+                    return
+                continue
+            if not self._submit(self._ranges[i], force=False):
+                return
+
+    def _materialize(self, until: str | None = None) -> int | None:
+        """Take ranges from the plan: one (returns its index), or, with ``until``, up to
+        ``MAX_SEARCH`` until one of that URL (its index, or ``None`` when none came)."""
+        for _ in range(MAX_SEARCH if until is not None else 1):
+            if len(self._ranges) >= MAX_PLANNED_RANGES:
+                return None
+            try:
+                url, start, end = next(self._plan)
+            except StopIteration:
+                return None
+            self._ranges.append(_Range(url, start, end, start))
+            if until is None or url == until:
+                return len(self._ranges) - 1
+        return None
+
+    def _submit(self, r: _Range, *, force: bool) -> bool:
+        a = r.next
+        b = min(r.end, a + self.block_size)
+        if not self._account.take(b - a, force=force or self._held == 0):
+            return False
+        r.next = b
+        self._held += 1
+        self.max_held = max(self.max_held, self._held)
+        self.requests += 1
+        r.blocks.append(_Block(a, b, self._executor().submit(self._fetch, r.url, a, b)))
+        return True
+
+    def _fetch(self, url: str, a: int, b: int) -> tuple[bytes, float]:
+        t0 = time.perf_counter()
+        data = read_range(url, a, b, storage_options=self.storage_options, retry=self.retry)
+        return data, time.perf_counter() - t0
+
+    def _executor(self) -> ThreadPoolExecutor:
+        if self._pool is None or self._pool_pid != os.getpid():
+            self._pool = ThreadPoolExecutor(max_workers=self.max_in_flight, thread_name_prefix="editstream-readahead")
+            self._pool_pid = os.getpid()
+        return self._pool
+
+    def _abandon(self, count: int) -> None:
+        """Drop the first ``count`` planned ranges and their requests."""
+        for _ in range(min(count, len(self._ranges))):
+            self._abandon_blocks(self._ranges.popleft())
+
+    def _abandon_blocks(self, r: _Range) -> None:
+        """Drop the requested, unread blocks of ``r``; its next request is again its first unread byte."""
+        while r.blocks:
+            block = r.blocks.pop()
+            r.next = block.start
+            if block.future.cancel() or block.future.done():
+                self.release(block)
+            else:  # running: its bytes count until they arrive, then go
+                block.released = True
+                self._held -= 1
+                block.future.add_done_callback(_give_back(self._account, block.end - block.start))
+
+
+def _give_back(account: _Account, n: int) -> Callable[[Future], None]:
+    """A done-callback handing ``n`` bytes back when an abandoned request finally completes."""
+
+    def give(_future: Future) -> None:
+        account.give(n)
+
+    return give
+
+
+class RangeReader:
+    """Sequential ``read(n)`` over one range of a :class:`ReadAhead` (a file-like for the tar reader)."""
+
+    def __init__(self, owner: ReadAhead, r: _Range) -> None:
+        self._owner = owner
+        self._range = r
+        self._pos = r.start
+        self._buf = memoryview(b"")
+        self._block: _Block | None = None
+        self._eof = False
+
+    def _advance(self) -> bool:
+        if self._block is not None:
+            self._owner.release(self._block)
+            self._block = None
+        got = self._owner._next_block(self._range)
+        if got is None:
+            self._eof = True
+            return False
+        self._block, data = got
+        if len(data) < self._block.end - self._block.start:
+            self._eof = True
+        self._buf = memoryview(data)
+        return bool(data)
+
+    def read(self, n: int = -1) -> bytes:
+        """Up to ``n`` bytes (all remaining when ``n < 0``); fewer only at the end."""
+        if 0 <= n <= len(self._buf):
+            out = self._buf[:n]
+            self._buf = self._buf[n:]
+            self._pos += n
+            return bytes(out)
+        parts = bytearray()
+        while n < 0 or len(parts) < n:
+            if not self._buf:
+                if self._eof or not self._advance():
+                    break
+                continue
+            take = len(self._buf) if n < 0 else min(n - len(parts), len(self._buf))
+            parts += self._buf[:take]
+            self._buf = self._buf[take:]
+            self._pos += take
+        return bytes(parts)
+
+    def tell(self) -> int:
+        return self._pos
+
+    def seekable(self) -> bool:
+        return False
+
+    def close(self) -> None:
+        if self._block is not None:
+            self._owner.release(self._block)
+            self._block = None
+        self._buf = memoryview(b"")
+        self._owner.finished(self._range)
+
+    def __enter__(self) -> RangeReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
