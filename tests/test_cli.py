@@ -377,3 +377,11 @@ def test_a_held_lock_names_break_lock_which_takes_it_over(data, tmp_path):
     manifest = json.loads((dst / "manifest.json").read_text())
     assert manifest["digest"] == "sha256" and all(len(s["sha256"]) == 64 for s in manifest["shards"])
     assert not (dst / LOCK_NAME).exists()
+
+
+def test_an_error_inside_a_dataloader_worker_is_one_line(data):
+    """torch re-raises a worker's error with the worker's traceback in its message; the CLI shows
+    the original message only."""
+    result = run_cli("-q", "stream", "t2i/wds", "--workers", "5", "--samples", "2", cwd=data)
+    assert_error(result, 1, "rank 0 has 2 units for 5 DataLoader workers", "use fewer workers")
+    assert "Original Traceback" not in result.stderr and "ValueError" not in result.stderr

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import sys
 import traceback
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,6 +48,7 @@ def setup_logging(verbosity: int, quiet: bool, debug: bool) -> None:
     level = logging.WARNING
     if quiet:
         level = logging.ERROR
+        warnings.simplefilter("ignore")  # -q promises no warnings, Python's (torch's, pyarrow's) included
     if verbosity == 1:
         level = logging.INFO
     if verbosity >= 2 or debug:

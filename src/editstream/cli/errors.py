@@ -86,6 +86,16 @@ def _storage_problem(chain: list[BaseException]) -> Problem | None:
     return None
 
 
+def _worker_message(text: str) -> str:
+    """The original message of an error a DataLoader worker raised (torch wraps it in the worker's
+    traceback): its last line, without the exception's type name."""
+    if "in DataLoader worker process" not in text or "Original Traceback" not in text:
+        return text
+    last = [line for line in text.splitlines() if line.strip()][-1]
+    name, sep, message = last.partition(": ")
+    return message if sep and name.replace(".", "").isidentifier() else last
+
+
 def explain(exc: BaseException) -> Problem:
     """A :class:`Problem` for any exception: a storage cause first, else the exception's own message."""
     if isinstance(exc, Problem):
@@ -97,7 +107,7 @@ def explain(exc: BaseException) -> Problem:
     from ..format.columns import ColumnTypeError
     from ..format.manifest import ManifestError
 
-    text = str(exc) or type(exc).__name__
+    text = _worker_message(str(exc)) or type(exc).__name__
     if isinstance(exc, (ColumnTypeError, ManifestError, FileNotFoundError, FileExistsError)):
         return DataProblem(text.strip("'\""))
     if isinstance(exc, (ValueError, RuntimeError, OSError)):
