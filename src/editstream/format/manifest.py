@@ -86,10 +86,10 @@ class ShardInfo:
     num_samples: int
     num_bytes: int
     rows: list[RowSlice]
+    """The source rows, in shard order (dropped bad rows are inside the slices but not in the shard)."""
     sha256: str | None = None
     xxh3_128: str | None = None
     """The shard's digest, under the name of its algorithm (the manifest's ``digest``)."""
-    """The source rows, in shard order (dropped bad rows are inside the slices but not in the shard)."""
     source_file: str | None = None
     """For the rowgroup layout: the one source file (relative) this shard comes from."""
     row_group: int | None = None
