@@ -12,6 +12,7 @@ from typing import Any
 
 from ...io.storage import StorageOptions
 from ..iteration import SourceIterableDataset
+from ..pixels import check_fast_decode, check_image_dtype, load_image
 from ..units import Unit
 
 BACKENDS = ("parquet", "webdataset")
@@ -80,10 +81,17 @@ class ParquetStandardIterableDataset(SourceIterableDataset):
     optional: files it lacks have their row-group count read from the footer. ``data_dir_list``
     entries may be local paths or fsspec URLs (``s3://...``). For ``backend="webdataset"`` they
     are converted dataset roots holding a ``manifest.json``.
+
+    Two opt-ins (editstream extensions, see :mod:`editstream.loader.pixels`): ``image_dtype="uint8"``
+    yields resized uint8 pixels (normalized later, to the same bits, by the packer or
+    ``editstream.normalize_batch``) and ``fast_decode=True`` decodes large JPEGs at a reduced
+    DCT scale (same shapes and token counts, close but not identical pixels).
     """
 
     unit_granularity = "row_group"
     default_backend = "parquet"
+    image_dtype = "float32"
+    fast_decode = False
     column_types: Mapping[str, str] = {}
     """The columns ``parse_row`` reads and their types (``{"image": "binary", ...}``), checked when
     a source is opened; a subclass states its own."""
@@ -104,9 +112,13 @@ class ParquetStandardIterableDataset(SourceIterableDataset):
         *,
         backend: str | None = None,
         storage_options: StorageOptions | None = None,
+        image_dtype: str = "float32",
+        fast_decode: bool = False,
         **backend_options: Any,
     ) -> None:
         super().__init__(dataset_name, local_rank, world_size, num_workers)
+        self.image_dtype = check_image_dtype(image_dtype, f"dataset {dataset_name!r}")
+        self.fast_decode = check_fast_decode(fast_decode, f"dataset {dataset_name!r}")
         self.transform = transform
         self.vit_transform = vit_transform
         self.tokenizer = tokenizer
@@ -140,6 +152,11 @@ class ParquetStandardIterableDataset(SourceIterableDataset):
         if isinstance(num_used_data, int):
             num_used_data = [num_used_data]
         return self.source.list_units(list(data_dir_list), list(num_used_data))
+
+    def load_image(self, data: Any) -> Any:
+        """Decode one image of a row: exactly as the reference, or reduced with ``fast_decode``
+        (for the larger of ``transform`` / ``vit_transform``'s targets)."""
+        return load_image(data, (self.transform, self.vit_transform), self.fast_decode)
 
     @property
     def drop_counts(self) -> dict[str, int]:
