@@ -179,6 +179,32 @@ def test_device_arithmetic_and_the_lookup_fallback_reproduce_the_cpu_bits():
     assert not torch.equal(reciprocal, torch.from_numpy(norm_mod._reference_table(stats)))
 
 
+def test_device_kernels_and_the_lookup_give_the_cpu_bits_on_real_batches(root, monkeypatch):
+    """What ``.to(device)`` runs off the CPU (torch kernels, or the lookup table when a device fails
+    its check), run here on CPU tensors, against the CPU path, on batches mixing normalizations."""
+    batches = list(itertools.islice(iter(build(config(root, "uint8"))), 6))
+    mixed = set()
+    for batch in batches:
+        spec, expected = batch[NORMALIZATION_KEY], normalize_batch(batch)
+        for exact in (True, False):
+            monkeypatch.setattr(norm_mod, "_device_is_exact", lambda device, stats, exact=exact: exact)
+            if "padded_images" in spec:
+                entry = spec["padded_images"]
+                stats = [norm_mod.as_stats(pair) for pair in zip(entry["mean"], entry["std"])]
+                mixed.add(("vae", len(set(stats)) > 1))
+                sizes = [tuple(size) for size in entry["sizes"]]
+                got = norm_mod._padded_on_device(batch["padded_images"], stats, sizes)
+                assert torch.equal(got, expected["padded_images"])
+            if "packed_vit_tokens" in spec:
+                entry = spec["packed_vit_tokens"]
+                stats = [norm_mod.as_stats(pair) for pair in zip(entry["mean"], entry["std"])]
+                mixed.add(("vit", len(set(stats)) > 1))
+                bounds = [0, *itertools.accumulate(entry["lengths"])]
+                got = norm_mod._tokens_on_device(batch["packed_vit_tokens"], stats, bounds)
+                assert torch.equal(got, expected["packed_vit_tokens"])
+    assert {("vae", True), ("vit", True)} <= mixed  # batches whose images carry different stats
+
+
 def test_normalize_pixels_is_the_transforms_arithmetic():
     x = np.arange(256, dtype=np.uint8).reshape(1, 1, 256).repeat(3, axis=0)
     mean = np.asarray([0.5, 0.25, 0.125], dtype=np.float32)[:, None, None]

@@ -27,13 +27,20 @@ Normalization = tuple[tuple[float, float, float], tuple[float, float, float]]
 """``(mean, std)`` per RGB channel, as an :class:`ImageTransform` applies them."""
 
 
-def normalize_pixels(pixels: np.ndarray, mean: np.ndarray, std: np.ndarray) -> np.ndarray:
+def normalize_pixels(
+    pixels: np.ndarray, mean: np.ndarray, std: np.ndarray, out: np.ndarray | None = None
+) -> np.ndarray:
     """``(pixels / 255 - mean) / std`` in float32, in the reference's operation order.
 
     ``pixels`` is a uint8 array; ``mean`` and ``std`` are float32 arrays that broadcast against it
-    (``(3, 1, 1)`` for CxHxW, ``(3,)`` for channel-last). Returns a new C-contiguous float32 array.
+    (``(3, 1, 1)`` for CxHxW). Returns a new C-contiguous float32 array, or ``out`` (a float32
+    array of ``pixels``' shape, a strided view say) filled with the same values.
     """
-    x = pixels.astype(np.float32, order="C")
+    if out is None:
+        x = pixels.astype(np.float32, order="C")
+    else:
+        np.copyto(out, pixels)  # the same exact uint8 -> float32 conversion
+        x = out
     np.divide(x, np.float32(255), out=x)
     np.subtract(x, mean, out=x)
     np.divide(x, std, out=x)

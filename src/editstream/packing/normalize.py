@@ -23,7 +23,7 @@ channel come out as on CPU; a device that fails the check gets a lookup table co
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -87,6 +87,28 @@ def _lookup(x: torch.Tensor, stats: Stats, channel_dim: int) -> torch.Tensor:
     return out
 
 
+def _on_device(x: torch.Tensor, stats: Stats, dim: int) -> torch.Tensor:
+    """Torch arithmetic where it was checked exact for ``stats`` on ``x``'s device, else the lookup table."""
+    if _device_is_exact(x.device, stats):
+        return _device_arithmetic(x, stats, dim)
+    return _lookup(x, stats, dim)
+
+
+def _channel_arrays(stats: Stats, shape: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+    mean = np.asarray(stats[0], dtype=np.float32).reshape(shape)
+    std = np.asarray(stats[1], dtype=np.float32).reshape(shape)
+    return mean, std
+
+
+def _interleaved_arrays(stats: Stats, width: int) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and std repeated along a row of ``width`` channel-innermost values (so numpy's inner
+    loop runs over the whole row, not over 3 channels at a time)."""
+    channels = len(stats[0])
+    mean = np.tile(np.asarray(stats[0], dtype=np.float32), width // channels)
+    std = np.tile(np.asarray(stats[1], dtype=np.float32), width // channels)
+    return mean, std
+
+
 def normalize_uint8(x: torch.Tensor, normalization: Any, channel_dim: int) -> torch.Tensor:
     """``(x.float() / 255 - mean) / std`` per channel along ``channel_dim``, as a new float32 tensor.
 
@@ -99,15 +121,16 @@ def normalize_uint8(x: torch.Tensor, normalization: Any, channel_dim: int) -> to
     dim = channel_dim % x.dim()
     if x.shape[dim] != len(stats[0]):
         raise ValueError(f"{x.shape[dim]} channels along dim {channel_dim}, but {len(stats[0])} means")
-    if x.device.type == "cpu":
-        shape = [1] * x.dim()
-        shape[dim] = len(stats[0])
-        mean = np.asarray(stats[0], dtype=np.float32).reshape(shape)
-        std = np.asarray(stats[1], dtype=np.float32).reshape(shape)
-        return torch.from_numpy(normalize_pixels(x.numpy(), mean, std))
-    if _device_is_exact(x.device, stats):
-        return _device_arithmetic(x, stats, dim)
-    return _lookup(x, stats, dim)
+    if x.device.type != "cpu":
+        return _on_device(x, stats, dim)
+    arr = x.numpy()
+    if dim == arr.ndim - 1 and arr.ndim >= 2:
+        rows = np.ascontiguousarray(arr).reshape(*arr.shape[:-2], -1)
+        mean, std = _interleaved_arrays(stats, rows.shape[-1])
+        return torch.from_numpy(normalize_pixels(rows, mean, std).reshape(arr.shape))
+    shape = [1] * arr.ndim
+    shape[dim] = len(stats[0])
+    return torch.from_numpy(normalize_pixels(arr, *_channel_arrays(stats, shape)))
 
 
 def _runs(stats: Sequence[Stats], bounds: Sequence[int]) -> Iterator[tuple[int, int, Stats]]:
@@ -119,48 +142,75 @@ def _runs(stats: Sequence[Stats], bounds: Sequence[int]) -> Iterator[tuple[int, 
         position += count
 
 
-def _by_runs(
-    x: torch.Tensor,
-    stats: Sequence[Stats],
-    bounds: Sequence[int],
-    normalize: Callable[[torch.Tensor, Stats], torch.Tensor],
-) -> torch.Tensor:
-    """``normalize`` applied to each run of items (along dim 0) sharing their stats; one call when all do."""
-    runs = list(_runs(stats, bounds))
-    if len(runs) == 1 and runs[0][:2] == (0, x.shape[0]):
-        return normalize(x, runs[0][2])
-    out = torch.empty(x.shape, dtype=torch.float32, device=x.device)
-    for start, stop, value in runs:
-        out[start:stop] = normalize(x[start:stop], value)
-    return out
+def _entry_stats(entry: Mapping[str, Any], count: int, what: str) -> list[Stats]:
+    stats = [as_stats(pair) for pair in zip(entry["mean"], entry["std"])]
+    if len(entry["mean"]) != count or len(entry["std"]) != count:
+        raise ValueError(f"image_normalization lists {len(stats)} images, {what}")
+    return stats
 
 
 def normalize_padded_images(images: torch.Tensor, entry: Mapping[str, Any]) -> torch.Tensor:
-    """The float32 ``padded_images`` of a uint8 one: each image normalized, its padding 0.0."""
-    stats = [as_stats(pair) for pair in zip(entry["mean"], entry["std"])]
-    if len(stats) != images.shape[0] or len(entry["sizes"]) != images.shape[0]:
-        raise ValueError(f"image_normalization lists {len(stats)} images, padded_images holds {images.shape[0]}")
-    out = _by_runs(images, stats, range(len(stats) + 1), lambda part, value: normalize_uint8(part, value, 1))
-    for i, (height, width) in enumerate(entry["sizes"]):
-        out[i, :, height:] = 0.0
-        out[i, :, :, width:] = 0.0
-    return out
+    """The float32 ``padded_images`` of a uint8 one: each image normalized, its padding 0.0.
+
+    On CPU each image slot is computed with numpy, then its padding zeroed; on a device the
+    whole batch is (torch kernels), then the padding is zeroed.
+    """
+    count = images.shape[0]
+    stats = _entry_stats(entry, count, f"padded_images holds {count}")
+    sizes = [(int(h), int(w)) for h, w in entry["sizes"]]
+    if len(sizes) != count:
+        raise ValueError(f"image_normalization lists {len(sizes)} image sizes, padded_images holds {count}")
+    if images.device.type == "cpu":
+        arr = np.ascontiguousarray(images.numpy())
+        out = np.empty(arr.shape, dtype=np.float32)
+        for i, ((height, width), value) in enumerate(zip(sizes, stats)):
+            # a whole contiguous slot, then its padding zeroed: 3x faster than strided views
+            mean, std = _channel_arrays(value, (len(value[0]), 1, 1))
+            slot = normalize_pixels(arr[i], mean, std, out=out[i])
+            slot[:, height:] = 0.0
+            slot[:, :height, width:] = 0.0
+        return torch.from_numpy(out)
+    return _padded_on_device(images, stats, sizes)
+
+
+def _padded_on_device(images: torch.Tensor, stats: Sequence[Stats], sizes: Sequence[tuple[int, int]]) -> torch.Tensor:
+    """Torch kernels for a device: the whole batch normalized per run of equal stats, then padding zeroed."""
+    result = torch.empty(images.shape, dtype=torch.float32, device=images.device)
+    for start, stop, value in _runs(stats, range(len(stats) + 1)):
+        result[start:stop] = _on_device(images[start:stop], value, 1)
+    for i, (height, width) in enumerate(sizes):
+        result[i, :, height:] = 0.0
+        result[i, :, :, width:] = 0.0
+    return result
 
 
 def normalize_vit_tokens(tokens: torch.Tensor, entry: Mapping[str, Any]) -> torch.Tensor:
-    """The float32 ``packed_vit_tokens`` of uint8 ones (channel innermost in each token)."""
-    stats = [as_stats(pair) for pair in zip(entry["mean"], entry["std"])]
-    bounds = [0, *itertools.accumulate(int(n) for n in entry["lengths"])]
-    if len(stats) != len(entry["lengths"]) or bounds[-1] != tokens.shape[0]:
+    """The float32 ``packed_vit_tokens`` of uint8 ones (tokens x p*p*C, channel innermost)."""
+    lengths = [int(n) for n in entry["lengths"]]
+    stats = _entry_stats(entry, len(lengths), f"but {len(lengths)} token counts")
+    bounds = [0, *itertools.accumulate(lengths)]
+    if bounds[-1] != tokens.shape[0] or tokens.dim() != 2:
         raise ValueError(
-            f"image_normalization lists {bounds[-1]} ViT tokens, packed_vit_tokens holds {tokens.shape[0]}"
+            f"image_normalization lists {bounds[-1]} ViT tokens, packed_vit_tokens holds {tuple(tokens.shape)}"
         )
+    if tokens.device.type == "cpu":
+        arr = tokens.numpy()
+        out = np.empty(arr.shape, dtype=np.float32)
+        for start, stop, value in _runs(stats, bounds):
+            mean, std = _interleaved_arrays(value, arr.shape[1])
+            normalize_pixels(arr[start:stop], mean, std, out=out[start:stop])
+        return torch.from_numpy(out)
+    return _tokens_on_device(tokens, stats, bounds)
 
-    def tokens_of(part: torch.Tensor, value: Stats) -> torch.Tensor:
+
+def _tokens_on_device(tokens: torch.Tensor, stats: Sequence[Stats], bounds: Sequence[int]) -> torch.Tensor:
+    """Torch kernels for a device: each run of tokens sharing stats, channel innermost."""
+    result = torch.empty(tokens.shape, dtype=torch.float32, device=tokens.device)
+    for start, stop, value in _runs(stats, bounds):
+        part = tokens[start:stop]
         by_channel = part.reshape(part.shape[0], -1, len(value[0]))
-        return normalize_uint8(by_channel, value, -1).view(part.shape)
-
-    return _by_runs(tokens, stats, bounds, tokens_of)
+        result[start:stop] = _on_device(by_channel, value, 2).view(part.shape)
+    return result
 
 
 _NORMALIZERS = {"padded_images": normalize_padded_images, "packed_vit_tokens": normalize_vit_tokens}
