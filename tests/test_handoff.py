@@ -260,6 +260,32 @@ def test_dataset_samples_carry_uint8_pixels_and_their_normalization(root):
             assert torch.equal(norm_mod.normalize_uint8(u, norm, 0), f)
 
 
+def test_a_uint8_samples_images_share_one_storage(root):
+    """One shared-memory segment and one fd transfer per sample when a DataLoader hands it over."""
+    from multiprocessing import resource_sharer
+    from multiprocessing.reduction import ForkingPickler
+
+    packer = build(config(root, "uint8", ("unified_edit", "vlm_sft")))
+    edit, sft = packer.grouped_datasets
+    for ds in (edit, sft):
+        ds.set_epoch(1)
+    random.seed(2)
+    samples = [*itertools.islice(iter(edit), 8), *itertools.islice(iter(sft), 8)]
+    multi = [s for s in samples if len(s["image_tensor_list"]) >= 2]
+    assert {s["data_indexes"]["dataset_name"] for s in multi} == {"unified_edit", "vlm_sft"}
+    for sample in multi:
+        assert len({t.untyped_storage().data_ptr() for t in sample["image_tensor_list"]}) == 1
+        cache = resource_sharer._resource_sharer._cache
+        before = list(cache)
+        ForkingPickler.dumps(sample["image_tensor_list"])
+        registered = [key for key in cache if key not in before]
+        assert len(registered) == 1
+        for key in registered:  # nobody will collect it: close the duplicated descriptor
+            cache.pop(key)[1]()
+    float_sample = next(iter(build(config(root, "float32", ("unified_edit",))).grouped_datasets[0]))
+    assert len({t.untyped_storage().data_ptr() for t in float_sample["image_tensor_list"]}) > 1
+
+
 @pytest.mark.parametrize("use_flex", [False, True])
 @pytest.mark.parametrize("kind", [*KINDS, "all"])
 def test_packed_batches_normalize_to_the_float32_batches(root, kind, use_flex):

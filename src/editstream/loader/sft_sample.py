@@ -19,7 +19,7 @@ import json
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from .pixels import NORMALIZATION_KEY, transform_image
+from .pixels import NORMALIZATION_KEY, share_one_storage, transform_image
 
 VIDEO_MARKER = "<video>"
 IMAGE_MARKER = "<image>"
@@ -140,4 +140,5 @@ def build_sample(
     }
     if image_dtype == "uint8":
         sample[NORMALIZATION_KEY] = normalizations
+        share_one_storage(sample)
     return sample

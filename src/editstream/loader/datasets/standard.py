@@ -7,12 +7,12 @@ subclass that defines ``parse_row`` runs on either backend with no second class.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from ...io.storage import StorageOptions
 from ..iteration import SourceIterableDataset
-from ..pixels import check_fast_decode, check_image_dtype, load_image
+from ..pixels import check_fast_decode, check_image_dtype, load_image, share_one_storage
 from ..units import Unit
 
 BACKENDS = ("parquet", "webdataset")
@@ -153,6 +153,12 @@ class ParquetStandardIterableDataset(SourceIterableDataset):
             num_used_data = [num_used_data]
         return self.source.list_units(list(data_dir_list), list(num_used_data))
 
+    def __iter__(self) -> Iterator[dict]:
+        """The samples (see :class:`~editstream.loader.iteration.SourceIterableDataset`); with
+        ``image_dtype="uint8"`` each sample's images share one storage (cheaper to hand over)."""
+        samples = super().__iter__()
+        return samples if self.image_dtype != "uint8" else _sharing_storage(samples)
+
     def load_image(self, data: Any) -> Any:
         """Decode one image of a row: exactly as the reference, or reduced with ``fast_decode``
         (for the larger of ``transform`` / ``vit_transform``'s targets)."""
@@ -162,6 +168,16 @@ class ParquetStandardIterableDataset(SourceIterableDataset):
     def drop_counts(self) -> dict[str, int]:
         """Drops per reason in this process (bad rows, unreadable units ...)."""
         return self.drops.as_dict()
+
+
+def _sharing_storage(samples: Iterator[dict]) -> Iterator[dict]:
+    try:
+        for sample in samples:
+            yield share_one_storage(sample)
+    finally:
+        close = getattr(samples, "close", None)
+        if close is not None:
+            close()
 
 
 class WebDatasetStandardIterableDataset(ParquetStandardIterableDataset):
