@@ -18,7 +18,8 @@ checked equal.
 
 Speed: ``parse_row`` on the set's rows held in memory (the decode limit of ``loader.py``), in
 this process, exact vs ``fast_decode=True``, same draws (``random.seed(0)``), best of
-``--repeat``. The issue's reference (NeMo Automodel + torchvision) decodes 1.3x slower than the
+``--repeat``; before each run the script waits until other processes use under ``--max-others``
+of the CPUs, and prefers runs they left alone (as ``handoff.py`` does). The issue's reference (NeMo Automodel + torchvision) decodes 1.3x slower than the
 exact path here, so fast / exact >= 1.54 is >= 2x the reference.
 
     .venv/bin/python benchmarks/fast_decode.py [--repeat 3] [--samples 200] [--out bench-out/loader]
@@ -29,6 +30,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import os
 import random
 import shutil
 import sys
@@ -42,6 +44,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import loader as lb  # the loader benchmark's data, decode limit and machine report
+import quiet  # waiting for an idle machine, others' CPU during a run
 
 LARGE = {"num_files": 2, "row_groups_per_file": 2, "rows_per_group": 12, "seed": 1, "min_side": 1024, "max_side": 3072}
 PHOTO_RANDOM = 9
@@ -170,8 +173,10 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--out", default="bench-out/loader", help="work directory (datasets are cached here)")
     ap.add_argument("--samples", type=int, default=200, help="parsed samples timed per run")
     ap.add_argument("--repeat", type=int, default=3, help="runs per row; the table shows the fastest")
-    ap.add_argument("--max-load", type=float, default=1.5, help="wait until the 1-minute load is below this")
-    ap.add_argument("--max-wait", type=float, default=600, help="give up waiting for a quiet machine after this (s)")
+    ap.add_argument(
+        "--max-others", type=float, default=0.05, help="before each run, wait until others use under this CPU share"
+    )
+    ap.add_argument("--max-wait", type=float, default=3600, help="total time to wait for an idle machine (s)")
     return ap.parse_args()
 
 
@@ -184,7 +189,7 @@ def main() -> int:
         "synthetic, 1024-3072 px": all_rows(build_large(root)),
         "photographic JPEGs, 1024-4000 px": photo_rows(),
     }
-    lb.wait_for_quiet(args.max_load, args.max_wait)
+    deadline = time.monotonic() + args.max_wait
     load_before, started = lb.load_text(), dt.datetime.now().astimezone()
     q_lines = [
         "| images | decoded | reduced by fast decode | mean PSNR (reduced) | worst PSNR (reduced) |",
@@ -200,13 +205,24 @@ def main() -> int:
         mean = f"{np.mean(scores):.1f} dB" if scores else "-"
         worst = f"{min(scores):.1f} dB" if scores else "-"
         q_lines.append(f"| {name} | {q['images']} | {q['reduced']} | {mean} | {worst} |")
-        best = {False: float("inf"), True: float("inf")}
+        timings: dict[bool, list[tuple[float, float]]] = {False: [], True: []}  # (seconds, others' share)
         prints = {}
         for attempt in range(args.repeat):
             for fast in (False, True):
+                quiet.wait_until_idle(args.max_others, deadline)
+                watch = quiet.CpuWatch()
+                watch.start()
                 seconds, prints[fast] = speed(rows, fast, args.samples)
-                best[fast] = min(best[fast], seconds)
-                print(f"[{attempt + 1}/{args.repeat}] {name}, fast={fast}: {seconds:.2f} s", file=sys.stderr)
+                others = watch.stop() / (seconds * (os.cpu_count() or 1))
+                timings[fast].append((seconds, others))
+                print(
+                    f"[{attempt + 1}/{args.repeat}] {name}, fast={fast}: {seconds:.2f} s, others {100 * others:.0f}%",
+                    file=sys.stderr,
+                )
+        best = {}
+        for fast, runs in timings.items():
+            clean = [t for t in runs if t[1] <= args.max_others] or runs
+            best[fast] = min(t[0] for t in clean)
         n = args.samples
         same = "yes" if prints[False] == prints[True] else "NO"
         s_lines.append(
