@@ -96,9 +96,13 @@ def tokens() -> tuple[ByteTokenizer, dict[str, int]]:
     return tok, tok.special_token_ids()
 
 
+# editstream's own fields, after the reference's so positional construction stays the reference's.
+EDITSTREAM_FIELDS = [("image_dtype", "float32")]
+
+
 def test_config_has_the_reference_fields_defaults_and_order():
     fields = [(f.name, f.default) for f in dataclasses.fields(BagelDatasetConfig)]
-    assert fields == REFERENCE_FIELDS
+    assert fields == REFERENCE_FIELDS + EDITSTREAM_FIELDS
     assert DataConfig is BagelDatasetConfig
 
 

@@ -32,6 +32,7 @@ _EXPORTS = {
     "bagel_packed_collate_fn": "editstream.packing.collate",
     "collate_wrapper": "editstream.packing.collate",
     "SimpleCustomBatch": "editstream.packing.collate",
+    "normalize_batch": "editstream.packing.normalize",
     "make_bagel_multimodal_dataset": "editstream.packing.dataloader",
     "BagelDataloaderConfig": "editstream.packing.dataloader",
     "BagelDataloaderBuild": "editstream.packing.dataloader",
@@ -68,6 +69,7 @@ if TYPE_CHECKING:  # the same names, visible to type checkers and IDEs without i
     from editstream.packing.dataloader import BagelDataloaderConfig as BagelDataloaderConfig
     from editstream.packing.dataloader import make_bagel_multimodal_dataset as make_bagel_multimodal_dataset
     from editstream.packing.dataset import PackedDataset as PackedDataset
+    from editstream.packing.normalize import normalize_batch as normalize_batch
     from editstream.testing.synth import write_synthetic_dataset as write_synthetic_dataset
     from editstream.testing.synth_vlm import write_synthetic_vlm_dataset as write_synthetic_vlm_dataset
 

@@ -8,13 +8,18 @@ tokenize, and return ``None`` when no item carries a loss (``no_loss_labels``).
 
 Media come through a :class:`MediaReader`: the source backend reads files under the row's
 media directory, the WebDataset backend reads the members of the converted sample. Both see
-the same bytes, so the samples are the same.
+the same bytes, so the samples are the same. The opt-ins of :mod:`editstream.loader.pixels`
+apply to images (not video frames): ``decode`` replaces the exact decode of ``read_row``, and
+``image_dtype="uint8"`` makes ``build_sample`` hand out pixels and their normalization.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any, Protocol
+
+from .pixels import NORMALIZATION_KEY, share_one_storage, transform_image
 
 VIDEO_MARKER = "<video>"
 IMAGE_MARKER = "<image>"
@@ -27,14 +32,22 @@ class MediaReader(Protocol):
         """The RGB PIL image ``name`` (``pil_img2rgb`` applied); raises when it cannot be read."""
         ...
 
+    def image_bytes(self, name: Any) -> bytes:
+        """The encoded bytes ``image`` decodes; raises as ``image`` does when they cannot be read."""
+        ...
+
     def frames(self, name: Any, frame_sampler: Any) -> list:
         """The frames ``frame_sampler`` chooses from the video or frame folder ``name``."""
         ...
 
 
-def read_row(line: str, media: MediaReader, frame_sampler: Any) -> tuple[Any, list | None]:
+def read_row(
+    line: str, media: MediaReader, frame_sampler: Any, decode: Callable[[bytes, int], Any] | None = None
+) -> tuple[Any, list | None]:
     """The parsed line (``<video>`` already replaced) and its images or frames (``None``: text only).
 
+    ``decode(data, img_num)``, when given, decodes each image's bytes instead of ``media.image``
+    (``img_num`` is the row's image count, which sizes the transform's target).
     Raises on anything the reference's try-block catches: bad JSON, unreadable media, frame
     sampler errors, a ``"video"`` row whose first turn lacks ``<video>``.
     """
@@ -43,7 +56,10 @@ def read_row(line: str, media: MediaReader, frame_sampler: Any) -> tuple[Any, li
     if "image" in item:
         value = item["image"]
         names = value if type(value) is list else [value]
-        images = [media.image(name) for name in names]
+        if decode is None:
+            images = [media.image(name) for name in names]
+        else:
+            images = [decode(media.image_bytes(name), len(names)) for name in names]
     elif "video" in item:
         images = media.frames(item["video"], frame_sampler)
         markers = IMAGE_MARKER * len(images)
@@ -85,19 +101,24 @@ def _plan_item(kind: str, loss: int) -> dict[str, Any]:
     return {"type": kind, "enable_cfg": 0, "loss": loss, "special_token_loss": 0, "special_token_label": None}
 
 
-def build_sample(data: Any, images: list | None, transform: Any, stride: int, tokenizer: Any) -> dict[str, Any] | None:
+def build_sample(
+    data: Any, images: list | None, transform: Any, stride: int, tokenizer: Any, image_dtype: str = "float32"
+) -> dict[str, Any] | None:
     """The sample dict of a read row, or ``None`` when it has no loss item (``no_loss_labels``).
 
-    Keys in the reference's order; ``data_indexes`` is added by the caller.
+    Keys in the reference's order (then ``image_normalization`` with ``image_dtype="uint8"``);
+    ``data_indexes`` is added by the caller.
     """
     image_tensor_list: list = []
+    normalizations: list = []
     text_ids_list: list[list[int]] = []
     sequence_plan: list[dict[str, Any]] = []
     num_tokens = 0
     if images:
         for image in images:
-            tensor = transform(image, img_num=len(images))
+            tensor, norm = transform_image(transform, image, image_dtype, img_num=len(images))
             image_tensor_list.append(tensor)
+            normalizations.append(norm)
             height, width = tensor.shape[1:]
             num_tokens += width * height // stride**2
     for element in change_format(data, len(image_tensor_list)):
@@ -111,9 +132,13 @@ def build_sample(data: Any, images: list | None, transform: Any, stride: int, to
             sequence_plan.append(_plan_item("vit_image", 0))
     if sum(item["loss"] for item in sequence_plan) == 0:
         return None
-    return {
+    sample = {
         "image_tensor_list": image_tensor_list,
         "text_ids_list": text_ids_list,
         "sequence_plan": sequence_plan,
         "num_tokens": num_tokens,
     }
+    if image_dtype == "uint8":
+        sample[NORMALIZATION_KEY] = normalizations
+        share_one_storage(sample)
+    return sample

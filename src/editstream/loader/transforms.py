@@ -3,6 +3,12 @@
 The output is bit-identical to the reference's torchvision path for PIL inputs: the same
 size rule, ``Image.resize(..., BICUBIC)``, then ``uint8 / 255`` and ``(x - mean) / std`` in
 float32 with the same operation order.
+
+The two halves are also available apart, for the opt-in uint8 hand-off: ``to_uint8`` gives the
+resized pixels and :func:`normalize_pixels` is the one implementation of the float32 step,
+which the consumer side runs on CPU too, so both sides produce the same bits by construction.
+A :class:`~editstream.loader.decode.ReducedImage` (opt-in fast decode) is resized to the size
+its full decode would get.
 """
 
 from __future__ import annotations
@@ -13,7 +19,32 @@ import numpy as np
 import torch
 from PIL import Image
 
+from .decode import ReducedImage
+
 DEFAULT_MAX_PIXELS = 14 * 14 * 9 * 1024
+
+Normalization = tuple[tuple[float, float, float], tuple[float, float, float]]
+"""``(mean, std)`` per RGB channel, as an :class:`ImageTransform` applies them."""
+
+
+def normalize_pixels(
+    pixels: np.ndarray, mean: np.ndarray, std: np.ndarray, out: np.ndarray | None = None
+) -> np.ndarray:
+    """``(pixels / 255 - mean) / std`` in float32, in the reference's operation order.
+
+    ``pixels`` is a uint8 array; ``mean`` and ``std`` are float32 arrays that broadcast against it
+    (``(3, 1, 1)`` for CxHxW). Returns a new C-contiguous float32 array, or ``out`` (a float32
+    array of ``pixels``' shape, a strided view say) filled with the same values.
+    """
+    if out is None:
+        x = pixels.astype(np.float32, order="C")
+    else:
+        np.copyto(out, pixels)  # the same exact uint8 -> float32 conversion
+        x = out
+    np.divide(x, np.float32(255), out=x)
+    np.subtract(x, mean, out=x)
+    np.divide(x, std, out=x)
+    return x
 
 
 def _snap(value: float, stride: int) -> int:
@@ -109,18 +140,40 @@ class ImageTransform:
         w, h = self.target_size(width, height, img_num)
         return w * h // self.stride**2
 
-    def __call__(self, img: Image.Image, img_num: int = 1) -> torch.Tensor:
-        """Resize ``img`` (an RGB PIL image) and return it as a normalized float32 tensor of shape 3xHxW."""
-        if img.mode != "RGB":
-            raise ValueError(f"ImageTransform expects an RGB image (use pil_img2rgb), got mode {img.mode!r}")
+    @property
+    def normalization(self) -> Normalization:
+        """The ``(mean, std)`` this transform normalizes with, per channel."""
+        mean, std = self.image_mean, self.image_std
+        return (mean[0], mean[1], mean[2]), (std[0], std[1], std[2])
+
+    def _resized(self, img: Image.Image | ReducedImage, img_num: int) -> Image.Image:
+        if isinstance(img, ReducedImage):
+            # Sized from the stored size, so shapes and token counts match the full decode.
+            w, h = self.target_size(*img.source_size, img_num=img_num)
+            _check_rgb(img.image)
+            return img.image.resize((w, h), Image.Resampling.BICUBIC, box=img.box)
+        _check_rgb(img)
         w, h = self.target_size(*img.size, img_num=img_num)
         # Always resize, even to the same size (Pillow then copies): keeps the reference path.
-        img = img.resize((w, h), Image.Resampling.BICUBIC)
+        return img.resize((w, h), Image.Resampling.BICUBIC)
+
+    def to_uint8(self, img: Image.Image | ReducedImage, img_num: int = 1) -> torch.Tensor:
+        """The resized pixels as a uint8 3xHxW tensor: ``__call__`` before its float32 step.
+
+        ``normalize_pixels(to_uint8(img).numpy(), mean, std)`` has the bits of ``__call__(img)``.
+        """
+        pixels = np.asarray(self._resized(img, img_num), dtype=np.uint8)
+        return torch.from_numpy(np.ascontiguousarray(pixels.transpose(2, 0, 1)))
+
+    def __call__(self, img: Image.Image | ReducedImage, img_num: int = 1) -> torch.Tensor:
+        """Resize ``img`` (an RGB PIL image) and return it as a normalized float32 tensor of shape 3xHxW."""
         # The reference's torchvision path (to_tensor, then Normalize) done in numpy: the same
         # float32 operations in the same order, so the same bits, without torch's intra-op
         # thread pool, which costs 10x more than the arithmetic on a busy machine.
-        x = np.asarray(img, dtype=np.uint8).transpose(2, 0, 1).astype(np.float32, order="C")
-        np.divide(x, np.float32(255), out=x)
-        np.subtract(x, self._mean, out=x)
-        np.divide(x, self._std, out=x)
-        return torch.from_numpy(x)
+        pixels = np.asarray(self._resized(img, img_num), dtype=np.uint8).transpose(2, 0, 1)
+        return torch.from_numpy(normalize_pixels(pixels, self._mean, self._std))
+
+
+def _check_rgb(img: Image.Image) -> None:
+    if img.mode != "RGB":
+        raise ValueError(f"ImageTransform expects an RGB image (use pil_img2rgb), got mode {img.mode!r}")

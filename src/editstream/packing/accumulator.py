@@ -4,7 +4,8 @@
 :class:`SequenceStatus`, drawing cfg dropout from ``random.random()`` per ``enable_cfg``
 item and a loss-bearing VAE split's timestep from ``np.random.randn()``, in the reference's
 order, so the same seed packs the same bits. ``to_tensor`` turns the accumulator into the
-batch dict the model consumes.
+batch dict the model consumes (its image tensors built by :mod:`editstream.packing.handoff`,
+float32 or, opted in, uint8 with an ``image_normalization`` entry).
 """
 
 from __future__ import annotations
@@ -17,7 +18,10 @@ from typing import Any
 import numpy as np
 import torch
 
+from ..loader.pixels import NORMALIZATION_KEY
 from .config import BagelDatasetConfig
+from .handoff import packed_vit_tokens, padded_vae_images
+from .normalize import BATCH_KEY
 from .sequence import len2weight, patchify, prepare_attention_mask_per_sample
 
 
@@ -46,6 +50,8 @@ class SequenceStatus:
     vit_token_seqlens: list[int] = field(default_factory=list)
     packed_vit_position_ids: list[torch.Tensor] = field(default_factory=list)
     packed_vit_token_indexes: list[int] = field(default_factory=list)
+    vae_image_normalization: list[Any] = field(default_factory=list)
+    vit_token_normalization: list[Any] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -108,6 +114,7 @@ class SamplePacker:
         """Append one sample to ``status`` and return it (the sample itself is not modified)."""
         texts = iter(sample["text_ids_list"])
         images = iter(sample["image_tensor_list"])
+        norms = iter(sample.get(NORMALIZATION_KEY) or ())
         cursor = _SampleCursor(curr=status.curr)
         for item in sample["sequence_plan"]:
             if item.get("split_start", True):
@@ -117,9 +124,9 @@ class SamplePacker:
             if kind == "text":
                 packed = self._text(status, item, list(next(texts)), cursor)
             elif kind == "vit_image":
-                packed = self._vit(status, item, next(images), cursor)
+                packed = self._vit(status, item, next(images), cursor, norm=next(norms, None))
             elif kind == "vae_image":
-                packed = self._vae(status, item, next(images), cursor, sample)
+                packed = self._vae(status, item, next(images), cursor, sample, norm=next(norms, None))
             if not packed:
                 continue  # dropped for cfg: the item does not close a split either
             if item.get("split_end", True):
@@ -157,7 +164,14 @@ class SamplePacker:
         cursor.rope_id += cursor.split_len
         return True
 
-    def _vit(self, status: SequenceStatus, item: Mapping[str, Any], image: torch.Tensor, cursor: _SampleCursor) -> bool:
+    def _vit(
+        self,
+        status: SequenceStatus,
+        item: Mapping[str, Any],
+        image: torch.Tensor,
+        cursor: _SampleCursor,
+        norm: Any = None,
+    ) -> bool:
         cfg = self.config
         if item["enable_cfg"] == 1 and random.random() < cfg.vit_cond_dropout_prob:
             cursor.rope_id += 1
@@ -169,6 +183,7 @@ class SamplePacker:
         cursor.curr += n_tokens
         cursor.split_len += n_tokens
         status.packed_vit_tokens.append(vit_tokens)
+        status.vit_token_normalization.append(norm)
         status.vit_token_seqlens.append(n_tokens)
         status.packed_vit_position_ids.append(
             self.position_ids(
@@ -188,6 +203,7 @@ class SamplePacker:
         image: torch.Tensor,
         cursor: _SampleCursor,
         sample: Mapping[str, Any],
+        norm: Any = None,
     ) -> bool:
         cfg = self.config
         if item["enable_cfg"] == 1 and random.random() < cfg.vae_cond_dropout_prob:
@@ -196,6 +212,7 @@ class SamplePacker:
         split_start = item.get("split_start", True)
         _open_image(status, self.tokens, cursor)
         status.vae_image_tensors.append(image)
+        status.vae_image_normalization.append(norm)
         status.packed_latent_position_ids.append(
             self.position_ids(
                 image.size(1), image.size(2), cfg.vae_image_downsample, max_num_patches_per_side=cfg.max_latent_size
@@ -231,30 +248,38 @@ class SamplePacker:
         return True
 
 
-def _add_images(data: dict[str, Any], status: SequenceStatus) -> None:
+def _add_images(data: dict[str, Any], status: SequenceStatus, image_dtype: str) -> dict[str, Any]:
+    """Add the image groups to ``data``; returns the ``image_normalization`` of its uint8 tensors."""
+    handoff: dict[str, Any] = {}
     images = status.vae_image_tensors
     if images:
-        largest = [max(sizes) for sizes in zip(*(image.shape for image in images))]
-        padded = torch.zeros(size=(len(images), *largest))
-        for i, image in enumerate(images):
-            padded[i, :, : image.shape[1], : image.shape[2]] = image
+        padded, entry = padded_vae_images(images, status.vae_image_normalization, image_dtype)
         data["padded_images"] = padded
+        if entry is not None:
+            handoff["padded_images"] = entry
         data["patchified_vae_latent_shapes"] = list(status.vae_latent_shapes)
         data["packed_latent_position_ids"] = torch.cat(status.packed_latent_position_ids, dim=0)
         data["packed_vae_token_indexes"] = torch.tensor(status.packed_vae_token_indexes)
     if status.packed_vit_tokens:
-        data["packed_vit_tokens"] = torch.cat(status.packed_vit_tokens, dim=0)
+        tokens, entry = packed_vit_tokens(status.packed_vit_tokens, status.vit_token_normalization, image_dtype)
+        data["packed_vit_tokens"] = tokens
+        if entry is not None:
+            handoff["packed_vit_tokens"] = entry
         data["packed_vit_position_ids"] = torch.cat(status.packed_vit_position_ids, dim=0)
         data["packed_vit_token_indexes"] = torch.tensor(status.packed_vit_token_indexes)
         data["vit_token_seqlens"] = torch.tensor(status.vit_token_seqlens)
+    return handoff
 
 
-def to_tensor(status: SequenceStatus, *, use_flex: bool, max_num_tokens: int) -> dict[str, Any]:
+def to_tensor(
+    status: SequenceStatus, *, use_flex: bool, max_num_tokens: int, image_dtype: str = "float32"
+) -> dict[str, Any]:
     """Turn an accumulator into the batch dict the model consumes.
 
     Flex mode appends one padding split (causal) of ``max_num_tokens - sequence_length``
     tokens to ``split_lens``/``attn_modes``/``sample_lens``; otherwise the per-sample masks
-    are returned as ``nested_attention_masks``.
+    are returned as ``nested_attention_masks``. With ``image_dtype="uint8"`` the image tensors
+    may be uint8, described by a last ``image_normalization`` entry.
     """
     length = sum(status.sample_lens)
     data: dict[str, Any] = {
@@ -271,7 +296,7 @@ def to_tensor(status: SequenceStatus, *, use_flex: bool, max_num_tokens: int) ->
         data["sample_lens"].append(pad)
     else:
         data["nested_attention_masks"] = list(status.nested_attention_masks)
-    _add_images(data, status)
+    handoff = _add_images(data, status, image_dtype)
     if status.packed_timesteps:
         data["packed_timesteps"] = torch.tensor(status.packed_timesteps)
         data["mse_loss_indexes"] = torch.tensor(status.mse_loss_indexes)
@@ -279,4 +304,6 @@ def to_tensor(status: SequenceStatus, *, use_flex: bool, max_num_tokens: int) ->
         data["packed_label_ids"] = torch.tensor(status.packed_label_ids)
         data["ce_loss_indexes"] = torch.tensor(status.ce_loss_indexes)
         data["ce_loss_weights"] = torch.tensor(status.ce_loss_weights)
+    if handoff:
+        data[BATCH_KEY] = handoff
     return data

@@ -3,6 +3,10 @@
 ``bagel_packed_collate_fn`` wraps it in a ``SimpleCustomBatch`` (the reference's batch
 object: attributes named after the packed dict's keys, ``pin_memory()``, ``cuda()``, and
 editstream's ``to(device)``); ``collate_fn`` returns the packed dict itself.
+
+A uint8 hand-off batch (``image_dtype="uint8"``) keeps its uint8 images through
+``pin_memory()``; ``cuda()`` / ``to()`` copy them (4x fewer bytes) and then normalize them on
+the target device to the float32 batch's bits (:mod:`editstream.packing.normalize`).
 """
 
 from __future__ import annotations
@@ -11,6 +15,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
+
+from .normalize import BATCH_KEY, normalize_entries
 
 _ALWAYS = (
     "batch_data_indexes",
@@ -41,7 +47,8 @@ class SimpleCustomBatch:
 
     Built from the first (only) element of the DataLoader's batch. ``use_flex`` is true when
     the batch carries ``split_lens`` / ``attn_modes`` instead of ``nested_attention_masks``.
-    Optional groups (VAE images, ViT tokens, timesteps, labels) are attributes only when present.
+    Optional groups (VAE images, ViT tokens, timesteps, labels) are attributes only when present,
+    and so is ``image_normalization`` (a uint8 hand-off not yet normalized).
     """
 
     def __init__(self, batch: Any) -> None:
@@ -58,6 +65,16 @@ class SimpleCustomBatch:
             if group[0] in data:
                 for key in group:
                     setattr(self, key, data[key])
+        if data.get(BATCH_KEY):
+            self.image_normalization = data[BATCH_KEY]
+
+    def normalize(self) -> SimpleCustomBatch:
+        """Turn uint8 hand-off images into the float32 batch's tensors, on their device (no-op otherwise)."""
+        spec = self.__dict__.pop(BATCH_KEY, None)
+        if spec:
+            for key, value in normalize_entries({key: getattr(self, key) for key in spec}, spec).items():
+                setattr(self, key, value)
+        return self
 
     def _move(self, fn: Callable[[torch.Tensor], torch.Tensor]) -> SimpleCustomBatch:
         for group in _MOVED:
@@ -70,16 +87,18 @@ class SimpleCustomBatch:
         return self
 
     def pin_memory(self) -> SimpleCustomBatch:
-        """Pin every tensor (the DataLoader's pin-memory thread calls this)."""
+        """Pin every tensor (the DataLoader's pin-memory thread calls this); uint8 images stay uint8."""
         return self._move(lambda t: t.pin_memory())
 
     def cuda(self, device: Any) -> SimpleCustomBatch:
-        """Move every tensor to ``device`` (as the reference's recipe does before the forward pass)."""
-        return self._move(lambda t: t.to(device))
+        """Move every tensor to ``device`` (as the reference's recipe does before the forward pass),
+        then normalize uint8 hand-off images there."""
+        return self._move(lambda t: t.to(device)).normalize()
 
     def to(self, device: Any) -> SimpleCustomBatch:
-        """Move every tensor to ``device`` (any torch device, ``"cpu"`` included)."""
-        return self._move(lambda t: t.to(device))
+        """Move every tensor to ``device`` (any torch device, ``"cpu"`` included), then normalize
+        uint8 hand-off images there."""
+        return self._move(lambda t: t.to(device)).normalize()
 
     def to_dict(self) -> dict[str, Any]:
         """The batch as a dict, in the reference's key order (groups present only when set)."""
@@ -95,6 +114,8 @@ class SimpleCustomBatch:
         for group in _OPTIONAL_GROUPS:
             if hasattr(self, group[0]):
                 keys += list(group)
+        if hasattr(self, BATCH_KEY):
+            keys.append(BATCH_KEY)
         return {key: getattr(self, key) for key in keys}
 
 

@@ -5,7 +5,8 @@ a recipe's ``dataset:`` node loads unchanged: ``grouped_datasets`` / ``dataset_i
 or from a YAML / JSON file (``*_path``, any fsspec URL), the packing knobs, the sequence
 layout knobs and ``data_seed``. ``build()`` returns a ready ``PackedDataset`` (``set_epoch``
 already called with ``data_seed``) and never mutates the config. Values are validated when
-the config is created, so a typo fails before any data is read.
+the config is created, so a typo fails before any data is read. One field is editstream's,
+after the reference's: ``image_dtype`` (``"float32"``, or the opt-in ``"uint8"`` hand-off).
 """
 
 from __future__ import annotations
@@ -103,6 +104,8 @@ class BagelDatasetConfig:
     max_latent_size: int = 32
     vit_patch_size: int = 14
     max_num_patch_per_side: int = 70
+    image_dtype: str = "float32"
+    """editstream: ``"uint8"`` hands batches over as uint8 pixels (see ``editstream.normalize_batch``)."""
 
     def __post_init__(self) -> None:
         for name, path in (("grouped_datasets", self.grouped_datasets_path), ("dataset_info", self.dataset_info_path)):
@@ -126,6 +129,8 @@ class BagelDatasetConfig:
                 raise ValueError(f"{name} must be a non-negative integer, got {value!r}")
         if not _is_int(self.data_seed):
             raise ValueError(f"data_seed must be an integer, got {self.data_seed!r}")
+        if self.image_dtype not in ("float32", "uint8"):
+            raise ValueError(f"image_dtype must be 'float32' or 'uint8', got {self.image_dtype!r}")
 
     def resolved(self) -> BagelDatasetConfig:
         """A copy with ``grouped_datasets`` and ``dataset_info`` loaded (deep copies; ``self`` untouched)."""
@@ -173,6 +178,7 @@ class BagelDatasetConfig:
             dataset_info=runtime.dataset_info,
             global_seed=global_seed,
             registry=registry,
+            image_dtype=self.image_dtype,
         )
         dataset.set_epoch(self.data_seed)
         return dataset

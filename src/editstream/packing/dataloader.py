@@ -129,6 +129,7 @@ def make_bagel_multimodal_dataset(
     max_num_patch_per_side: int = 70,
     dataset_info: Mapping[str, Any] | None = None,
     registry: Mapping[str, Callable[..., Any]] | None = None,
+    image_dtype: str = "float32",
 ) -> PackedDataset:
     """The ``PackedDataset`` of a BAGEL run in one call (``set_epoch(data_seed)`` already applied).
 
@@ -153,6 +154,7 @@ def make_bagel_multimodal_dataset(
         max_latent_size=max_latent_size,
         vit_patch_size=vit_patch_size,
         max_num_patch_per_side=max_num_patch_per_side,
+        image_dtype=image_dtype,
     )
     return config.build(
         tokenizer=tokenizer,

@@ -4,6 +4,10 @@ Behaviour follows BAGEL's packer as adopted by NeMo Automodel (same RNG consumpt
 the same seed gives the same batches), with resumable state added: ``state_dict()`` taken
 between two yielded batches lets a fresh ``PackedDataset`` continue with exactly the batches
 an uninterrupted run would yield next, in the main process or inside DataLoader workers.
+
+``image_dtype="uint8"`` (opt-in) hands batches over with uint8 pixels and an
+``image_normalization`` entry instead of float32 images; ``editstream.normalize_batch`` (or
+``SimpleCustomBatch.to(device)``) then gives the float32 batch bit for bit.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import numpy as np
 import torch
 
 from ..loader.drops import DropLog
+from ..loader.pixels import check_image_dtype
 from ..loader.units import resolve_rank_and_world
 from . import state as st
 from .accumulator import SamplePacker, SequenceStatus, SpecialTokens, to_tensor
@@ -60,6 +65,15 @@ def _check_args(local_rank: int, world_size: int, special_tokens: Any, dataset_i
         )
 
 
+def draw_group(cumprobs: list[float]) -> int:
+    """The group a ``random.random()`` draw falls in (0 when it falls past the last cumulative probability)."""
+    draw = random.random()
+    for i, cumprob in enumerate(cumprobs):
+        if draw < cumprob:
+            return i
+    return 0
+
+
 class PackedDataset(torch.utils.data.IterableDataset):
     """Packs samples of several grouped datasets into batches of about ``expected_num_tokens``.
 
@@ -89,8 +103,10 @@ class PackedDataset(torch.utils.data.IterableDataset):
         global_seed: int | None = None,
         *,
         registry: Mapping[str, Callable[..., Any]] | None = None,
+        image_dtype: str = "float32",
     ) -> None:
         super().__init__()
+        self.image_dtype = check_image_dtype(image_dtype, "PackedDataset")
         local_rank, world_size = resolve_rank_and_world(local_rank, world_size)
         if data_config.grouped_datasets is None or (dataset_info is None and data_config.dataset_info_path):
             data_config = data_config.resolved()  # the config names files: read them (an editstream convenience)
@@ -165,6 +181,7 @@ class PackedDataset(torch.utils.data.IterableDataset):
             num_workers=self.num_workers,
             dataset_info=self._dataset_info,
             registry=registry,
+            image_dtype=self.image_dtype,
         )
         return build_group_datasets(datasets_metainfo, data_status, ctx)
 
@@ -192,7 +209,9 @@ class PackedDataset(torch.utils.data.IterableDataset):
 
     def to_tensor(self, sequence_status: SequenceStatus) -> dict[str, Any]:
         """Turn an accumulator into the batch dict the model consumes."""
-        return to_tensor(sequence_status, use_flex=self.use_flex, max_num_tokens=self.max_num_tokens)
+        return to_tensor(
+            sequence_status, use_flex=self.use_flex, max_num_tokens=self.max_num_tokens, image_dtype=self.image_dtype
+        )
 
     # ------------------------------------------------------------------ iteration
     def __iter__(self) -> Iterator[dict[str, Any]]:
@@ -248,13 +267,6 @@ class PackedDataset(torch.utils.data.IterableDataset):
                 self._note_drop("oversize", sample, f"{num_tokens} tokens, not < {self.max_num_tokens_per_sample}")
         return status
 
-    def _draw_group(self, cumprobs: list[float]) -> int:
-        draw = random.random()
-        for i, cumprob in enumerate(cumprobs):
-            if draw < cumprob:
-                return i
-        return 0
-
     def _pack_batches(self, buffer: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
         total = sum(self.grouped_weights)
         cumprobs = [sum(self.grouped_weights[: i + 1]) / total for i in range(len(self.grouped_weights))]
@@ -267,7 +279,7 @@ class PackedDataset(torch.utils.data.IterableDataset):
                 sample: dict[str, Any] | None = buffer.pop(0)
                 from_buffer = True
             else:
-                sample = self._next_sample(self._draw_group(cumprobs))
+                sample = self._next_sample(draw_group(cumprobs))
                 from_buffer = False
             if sample is None:
                 continue

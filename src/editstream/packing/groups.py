@@ -3,12 +3,15 @@
 A group's arguments (``dataset_names``, ``weight``, ``is_mandatory``, transform args ...)
 plus its ``dataset_info`` entries (``data_dir``, ``parquet_info_path`` ...) become the
 keyword arguments of the group's registered dataset class. The caller's config is never
-mutated.
+mutated. A packer's ``image_dtype="uint8"`` is passed on to every group that does not set its
+own, when the group's class takes an ``image_dtype`` parameter (a class that does not simply
+yields float32 images, which the packer hands over as they are).
 """
 
 from __future__ import annotations
 
 import copy
+import inspect
 import logging
 import numbers
 from collections.abc import Callable, Mapping, Sequence
@@ -31,6 +34,7 @@ class GroupContext:
     num_workers: int
     dataset_info: Mapping[str, Mapping[str, Mapping[str, Any]]]
     registry: Mapping[str, Callable[..., Any]]
+    image_dtype: str = "float32"
 
 
 def build_group_datasets(
@@ -74,10 +78,20 @@ def _build_transforms(group: str, args: dict[str, Any]) -> None:
             args["vit_transform"] = ImageTransform(**args.pop("vit_image_transform_args"))
 
 
+def _takes_image_dtype(dataset_cls: Any) -> bool:
+    try:
+        parameters = inspect.signature(dataset_cls).parameters
+    except (TypeError, ValueError):
+        return False
+    return "image_dtype" in parameters
+
+
 def _instantiate(group: str, args: dict[str, Any], group_status: Any, ctx: GroupContext) -> Any:
     if group not in ctx.registry:
         raise ValueError(f"no dataset class registered for group {group!r}; known: {sorted(ctx.registry)}")
     dataset_cls = ctx.registry[group]
+    if ctx.image_dtype != "float32" and "image_dtype" not in args and _takes_image_dtype(dataset_cls):
+        args = {**args, "image_dtype": ctx.image_dtype}
     try:
         return dataset_cls(
             dataset_name=group,

@@ -8,6 +8,8 @@ from typing import Any
 
 import torch
 
+from ..loader.pixels import NORMALIZATION_KEY
+
 PLAN_TYPES = ("text", "vit_image", "vae_image")
 SAMPLE_KEYS = ("sequence_plan", "text_ids_list", "image_tensor_list", "num_tokens", "data_indexes")
 
@@ -50,4 +52,32 @@ def sample_problem(sample: Any, vit_patch_size: int) -> str | None:
         return f"plan has {n_text} text items but text_ids_list has {len(sample['text_ids_list'])}"
     if n_image != len(sample["image_tensor_list"]):
         return f"plan has {n_image} image items but image_tensor_list has {len(sample['image_tensor_list'])}"
+    return _normalization_problem(sample)
+
+
+def _is_triple(value: Any) -> bool:
+    return (
+        isinstance(value, (list, tuple))
+        and len(value) == 3
+        and all(isinstance(v, numbers.Real) and not isinstance(v, bool) for v in value)
+    )
+
+
+def _normalization_problem(sample: Mapping[str, Any]) -> str | None:
+    """Why a sample's ``image_normalization`` (opt-in uint8 images) cannot be used, or ``None``."""
+    if NORMALIZATION_KEY not in sample:
+        return None
+    norms = sample[NORMALIZATION_KEY]
+    images = sample["image_tensor_list"]
+    if not isinstance(norms, (list, tuple)) or len(norms) != len(images):
+        return f"{NORMALIZATION_KEY} must list one (mean, std) or None per image ({len(images)}), got {norms!r}"
+    for position, (norm, image) in enumerate(zip(norms, images)):
+        if norm is None:
+            continue
+        if not (isinstance(norm, (list, tuple)) and len(norm) == 2 and _is_triple(norm[0]) and _is_triple(norm[1])):
+            return f"{NORMALIZATION_KEY}[{position}] is not (mean, std) of 3 numbers each: {norm!r}"
+        if any(v == 0 for v in norm[1]):
+            return f"{NORMALIZATION_KEY}[{position}] has a zero std: {norm!r}"
+        if image.dtype == torch.uint8 and image.shape[0] != 3:
+            return f"uint8 image {position} has {image.shape[0]} channels; a normalization needs 3"
     return None

@@ -2,7 +2,8 @@
 
 ``parse_row`` implementations call these to assemble the sample dict the packer consumes
 (SPEC sections 2-3): ``sequence_plan``, ``text_ids_list``, ``image_tensor_list`` and a
-running ``num_tokens``.
+running ``num_tokens``. With ``image_dtype="uint8"`` the images are uint8 pixels and the
+sample also lists their ``image_normalization`` (see :mod:`editstream.loader.pixels`).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..distributed import DistributedIterableDataset
+from ..pixels import NORMALIZATION_KEY, append_image, transform_image
 
 
 def _plan_item(kind: str, enable_cfg: int, loss: int) -> dict[str, Any]:
@@ -28,9 +30,13 @@ class InterleavedBaseIterableDataset(DistributedIterableDataset):
     tokenizer: Any
     transform: Any
     vit_transform: Any
+    image_dtype: str = "float32"
 
     def _init_data(self) -> dict[str, Any]:
-        return {"sequence_plan": [], "text_ids_list": [], "image_tensor_list": [], "num_tokens": 0}
+        data: dict[str, Any] = {"sequence_plan": [], "text_ids_list": [], "image_tensor_list": [], "num_tokens": 0}
+        if self.image_dtype == "uint8":
+            data[NORMALIZATION_KEY] = []
+        return data
 
     def _add_text(self, data: dict, text: str, need_loss: bool, enable_cfg: bool = True) -> dict:
         ids = self.tokenizer.encode(text)
@@ -40,10 +46,11 @@ class InterleavedBaseIterableDataset(DistributedIterableDataset):
         return data
 
     def _vae_tensor(self, image: Any, data: dict) -> Any:
-        tensor = self.transform(image)
+        tensor, norm = transform_image(self.transform, image, self.image_dtype)
         height, width = tensor.shape[1:]
         data["num_tokens"] += height * width // self.transform.stride**2
-        return tensor
+        append_image(data, tensor, norm)
+        return tensor, norm
 
     def _add_image(
         self, data: dict, image: Any, need_loss: bool, need_vae: bool, need_vit: bool, enable_cfg: bool = True
@@ -54,21 +61,20 @@ class InterleavedBaseIterableDataset(DistributedIterableDataset):
         if need_loss:
             data["sequence_plan"].append(_plan_item("vae_image", 0, 1))
             vae = self._vae_tensor(image, data)
-            data["image_tensor_list"].append(vae)
         if need_vae:
             data["sequence_plan"].append(_plan_item("vae_image", int(enable_cfg), 0))
             if vae is None:
                 vae = self._vae_tensor(image, data)
-                data["image_tensor_list"].append(vae)
             else:
-                data["num_tokens"] += vae.shape[1] * vae.shape[2] // self.transform.stride**2
-                data["image_tensor_list"].append(vae.clone())
+                tensor, norm = vae
+                data["num_tokens"] += tensor.shape[1] * tensor.shape[2] // self.transform.stride**2
+                append_image(data, tensor.clone(), norm)
         if need_vit:
             data["sequence_plan"].append(_plan_item("vit_image", int(enable_cfg), 0))
-            vit = self.vit_transform(image)
+            vit, norm = transform_image(self.vit_transform, image, self.image_dtype)
             height, width = vit.shape[1:]
             data["num_tokens"] += height * width // self.vit_transform.stride**2
-            data["image_tensor_list"].append(vit)
+            append_image(data, vit, norm)
         return data
 
     def _add_video(
@@ -93,5 +99,5 @@ class InterleavedBaseIterableDataset(DistributedIterableDataset):
             if i < len(frame_indexes) - 1:
                 item["frame_delta"] = frame_indexes[i + 1] - frame_index
             data["sequence_plan"].append(item)
-            data["image_tensor_list"].append(self._vae_tensor(frame, data))
+            self._vae_tensor(frame, data)
         return data

@@ -7,12 +7,13 @@ subclass that defines ``parse_row`` runs on either backend with no second class.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from ...format.columns import ColumnTypeError
 from ...io.storage import StorageOptions
 from ..iteration import SourceIterableDataset
+from ..pixels import check_fast_decode, check_image_dtype, load_image, share_one_storage
 from ..units import Unit
 
 BACKENDS = ("parquet", "webdataset")
@@ -104,10 +105,17 @@ class ParquetStandardIterableDataset(SourceIterableDataset):
     entries may be local paths or fsspec URLs (``s3://...``). For ``backend="webdataset"`` they
     are converted dataset roots holding a ``manifest.json``, or foreign shards: brace patterns,
     globs, ``.tar`` URLs or lists of them (``columns=`` maps their members to the columns).
+
+    Two opt-ins (editstream extensions, see :mod:`editstream.loader.pixels`): ``image_dtype="uint8"``
+    yields resized uint8 pixels (normalized later, to the same bits, by the packer or
+    ``editstream.normalize_batch``) and ``fast_decode=True`` decodes large JPEGs at a reduced
+    DCT scale (same shapes and token counts, close but not identical pixels).
     """
 
     unit_granularity = "row_group"
     default_backend = "parquet"
+    image_dtype = "float32"
+    fast_decode = False
     column_types: Mapping[str, str] = {}
     """The columns ``parse_row`` reads and their types (``{"image": "binary", ...}``), checked when
     a source is opened; a subclass states its own."""
@@ -128,9 +136,13 @@ class ParquetStandardIterableDataset(SourceIterableDataset):
         *,
         backend: str | None = None,
         storage_options: StorageOptions | None = None,
+        image_dtype: str = "float32",
+        fast_decode: bool = False,
         **backend_options: Any,
     ) -> None:
         super().__init__(dataset_name, local_rank, world_size, num_workers)
+        self.image_dtype = check_image_dtype(image_dtype, f"dataset {dataset_name!r}")
+        self.fast_decode = check_fast_decode(fast_decode, f"dataset {dataset_name!r}")
         self.transform = transform
         self.vit_transform = vit_transform
         self.tokenizer = tokenizer
@@ -189,10 +201,31 @@ class ParquetStandardIterableDataset(SourceIterableDataset):
                     f"{self.schema_name}; read it with {reader.__name__} (group {schema})"
                 ) from None
 
+    def __iter__(self) -> Iterator[dict]:
+        """The samples (see :class:`~editstream.loader.iteration.SourceIterableDataset`); with
+        ``image_dtype="uint8"`` each sample's images share one storage (cheaper to hand over)."""
+        samples = super().__iter__()
+        return samples if self.image_dtype != "uint8" else _sharing_storage(samples)
+
+    def load_image(self, data: Any) -> Any:
+        """Decode one image of a row: exactly as the reference, or reduced with ``fast_decode``
+        (for the larger of ``transform`` / ``vit_transform``'s targets)."""
+        return load_image(data, (self.transform, self.vit_transform), self.fast_decode)
+
     @property
     def drop_counts(self) -> dict[str, int]:
         """Drops per reason in this process (bad rows, unreadable units ...)."""
         return self.drops.as_dict()
+
+
+def _sharing_storage(samples: Iterator[dict]) -> Iterator[dict]:
+    try:
+        for sample in samples:
+            yield share_one_storage(sample)
+    finally:
+        close = getattr(samples, "close", None)
+        if close is not None:
+            close()
 
 
 class WebDatasetStandardIterableDataset(ParquetStandardIterableDataset):

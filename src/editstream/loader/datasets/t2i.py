@@ -10,7 +10,7 @@ from typing import Any
 
 from ...format.columns import SCHEMA_COLUMNS
 from ...io.storage import StorageOptions
-from ..decode import decode_image
+from ..pixels import NORMALIZATION_KEY, transform_image
 from .standard import ParquetStandardIterableDataset
 
 logger = logging.getLogger("editstream")
@@ -45,6 +45,8 @@ class T2IIterableDataset(ParquetStandardIterableDataset):
         vit_transform: Any = None,
         backend: str | None = None,
         storage_options: StorageOptions | None = None,
+        image_dtype: str = "float32",
+        fast_decode: bool = False,
         **backend_options: Any,
     ) -> None:
         super().__init__(
@@ -61,11 +63,13 @@ class T2IIterableDataset(ParquetStandardIterableDataset):
             data_status,
             backend=backend,
             storage_options=storage_options,
+            image_dtype=image_dtype,
+            fast_decode=fast_decode,
             **backend_options,
         )
 
     def parse_row(self, row: Any) -> dict:
-        image = self.transform(decode_image(row["image"]))
+        image, norm = transform_image(self.transform, self.load_image(row["image"]), self.image_dtype)
         height, width = image.shape[1:]
         num_tokens = height * width // self.transform.stride**2
 
@@ -86,9 +90,12 @@ class T2IIterableDataset(ParquetStandardIterableDataset):
             "special_token_loss": 0,
             "special_token_label": None,
         }
-        return {
+        sample = {
             "image_tensor_list": [image],
             "text_ids_list": [caption],
             "num_tokens": num_tokens,
             "sequence_plan": [text_item, image_item],
         }
+        if self.image_dtype == "uint8":
+            sample[NORMALIZATION_KEY] = [norm]
+        return sample

@@ -6,7 +6,6 @@ import random
 from typing import Any
 
 from ...format.columns import SCHEMA_COLUMNS
-from ..decode import decode_image
 from .interleave import InterleavedBaseIterableDataset
 from .standard import ParquetStandardIterableDataset
 
@@ -31,18 +30,18 @@ class UnifiedEditIterableDataset(InterleavedBaseIterableDataset, ParquetStandard
         end = random.choice(range(start + 1, min(start + 3, n)))
 
         data = self._init_data()
-        self._add_image(data, decode_image(images[start]), need_loss=False, need_vae=True, need_vit=True)
+        self._add_image(data, self.load_image(images[start]), need_loss=False, need_vae=True, need_vit=True)
 
         if end - start > 1 and random.random() < 0.5:
             if end == n - 1:
                 end -= 1
             text = "".join(random.choice(instructions[idx - 1]) + ". " for idx in range(start + 1, end + 1))
             self._add_text(data, text.rstrip(), need_loss=False)
-            self._add_image(data, decode_image(images[end]), need_loss=True, need_vae=False, need_vit=False)
+            self._add_image(data, self.load_image(images[end]), need_loss=True, need_vae=False, need_vit=False)
             return data
 
         for idx in range(start + 1, end + 1):
             self._add_text(data, random.choice(instructions[idx - 1]), need_loss=False)
             last = idx == end
-            self._add_image(data, decode_image(images[idx]), need_loss=True, need_vae=not last, need_vit=not last)
+            self._add_image(data, self.load_image(images[idx]), need_loss=True, need_vae=not last, need_vit=not last)
         return data

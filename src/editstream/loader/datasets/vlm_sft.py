@@ -25,6 +25,9 @@ Deliberate differences from the reference, none of which changes the samples of 
 - ``jsonl_path_list``, ``data_dir_list`` and ``num_used_data`` must have equal lengths and
   ``num_used_data`` entries must be >= 0 (the reference silently truncates to the shortest
   list, and slices with negative counts).
+
+Opt-ins (off by default, see :mod:`editstream.loader.pixels`): ``image_dtype="uint8"`` and
+``fast_decode=True`` (images only; video frames are always decoded exactly).
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ from ...io.storage import StorageOptions
 from ..distributed import DistributedIterableDataset
 from ..drops import FATAL, FailureBudget
 from ..iteration import BadSample, empty_pass_error
+from ..pixels import check_fast_decode, check_image_dtype, load_image
 from ..prefetch import DEFAULT_PREFETCH_BYTES, DEFAULT_PREFETCH_ITEMS
 from ..sft_sample import MediaReader, build_sample, read_row
 from ..sources.jsonl import JsonlLineSource, Place
@@ -60,6 +64,8 @@ class SftJSONLIterableDataset(DistributedIterableDataset):
 
     unit_failure_budget = 16
     """Converted samples in a row that may fail to read (after retries) before the stream stops."""
+    image_dtype = "float32"
+    fast_decode = False
 
     def __init__(
         self,
@@ -82,8 +88,12 @@ class SftJSONLIterableDataset(DistributedIterableDataset):
         retry: RetryPolicy | None = None,
         prefetch_bytes: int = DEFAULT_PREFETCH_BYTES,
         prefetch_samples: int = DEFAULT_PREFETCH_ITEMS,
+        image_dtype: str = "float32",
+        fast_decode: bool = False,
     ) -> None:
         super().__init__(dataset_name, local_rank, world_size, num_workers)
+        self.image_dtype = check_image_dtype(image_dtype, f"dataset {dataset_name!r}")
+        self.fast_decode = check_fast_decode(fast_decode, f"dataset {dataset_name!r}")
         if backend is not None and backend not in SFT_BACKENDS:
             raise ValueError(f"dataset {dataset_name!r}: unknown backend {backend!r}; choose one of {SFT_BACKENDS}")
         self.backend = "webdataset" if backend == "webdataset" else "parquet"
@@ -243,14 +253,14 @@ class SftJSONLIterableDataset(DistributedIterableDataset):
     def _parse(self, line: str, media: MediaReader, place: Place, stride: int) -> dict | None:
         """The sample of one line, or ``None`` after recording why it was dropped."""
         try:
-            data, images = read_row(line, media, self.frame_sampler)
+            data, images = read_row(line, media, self.frame_sampler, self._fast_decoder())
         except FATAL:
             raise
         except Exception as exc:  # noqa: BLE001 - the reference's try-block: any error drops the row
             self.drops.record("jsonl_parse", self.source.describe(place), exc)
             return None
         try:
-            sample = build_sample(data, images, self.transform, stride, self.tokenizer)
+            sample = build_sample(data, images, self.transform, stride, self.tokenizer, self.image_dtype)
         except FATAL:
             raise
         except Exception as exc:  # noqa: BLE001 - the reference would crash here; editstream drops the row
@@ -259,6 +269,12 @@ class SftJSONLIterableDataset(DistributedIterableDataset):
         if sample is None:
             self.drops.record("no_loss_labels", self.source.describe(place))
         return sample
+
+    def _fast_decoder(self) -> Any:
+        """The reduced-scale decode ``read_row`` uses with ``fast_decode`` (``None``: the exact one)."""
+        if not self.fast_decode:
+            return None
+        return lambda data, img_num: load_image(data, (self.transform,), True, img_num=img_num)
 
     @property
     def drop_counts(self) -> dict[str, int]:

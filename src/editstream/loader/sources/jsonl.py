@@ -41,7 +41,10 @@ class DirectoryMedia:
         self.storage_options = storage_options
 
     def image(self, name: Any) -> Any:
-        return decode_image(storage.read_bytes(media_path(self.image_dir, name), self.storage_options))
+        return decode_image(self.image_bytes(name))
+
+    def image_bytes(self, name: Any) -> bytes:
+        return storage.read_bytes(media_path(self.image_dir, name), self.storage_options)
 
     def frames(self, name: Any, frame_sampler: Any) -> list:
         path = media_path(self.image_dir, name)

@@ -59,10 +59,13 @@ class SampleMedia:
         return value
 
     def image(self, name: Any) -> Any:
+        return decode_image(self.image_bytes(name))
+
+    def image_bytes(self, name: Any) -> bytes:
         value = self._value(name)
         if not isinstance(value, bytes):
             raise IsADirectoryError(f"media {name!r} is a folder, not an image")
-        return decode_image(value)
+        return value
 
     def frames(self, name: Any, frame_sampler: Any) -> list:
         value = self._value(name)

@@ -1,0 +1,109 @@
+"""What a dataset turns an encoded image into: the opt-in uint8 output and the opt-in fast decode.
+
+Both are off by default, and then a dataset decodes with :func:`~editstream.loader.decode.decode_image`
+and calls its transform exactly as the reference does.
+
+- ``image_dtype="uint8"``: an :class:`~editstream.loader.transforms.ImageTransform` hands out
+  the resized uint8 pixels (``to_uint8``) instead of the normalized float32 tensor, and the
+  sample records the transform's ``(mean, std)`` beside each image (``image_normalization``,
+  parallel to ``image_tensor_list``) so the packer and the consumer can normalize later to the
+  same bits. A transform that is not an ``ImageTransform`` (or overrides its ``__call__``) is
+  called as usual and its image recorded with ``None``: packed as the float32 path packs it.
+- ``fast_decode=True``: JPEGs much larger than every target are decoded at a reduced DCT scale
+  (:func:`~editstream.loader.decode.decode_image_reduced`), when every transform the image
+  goes to is an ``ImageTransform`` (so the output size is still computed from the stored size).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from .decode import decode_image, decode_image_reduced
+from .transforms import ImageTransform, Normalization
+
+IMAGE_DTYPES = ("float32", "uint8")
+"""What datasets and packers hand out as image tensors; ``float32`` (normalized) is the default."""
+
+NORMALIZATION_KEY = "image_normalization"
+"""The sample key listing, per entry of ``image_tensor_list``, its ``(mean, std)`` or ``None``."""
+
+
+def check_image_dtype(value: Any, owner: str) -> str:
+    """``value`` if it is one of :data:`IMAGE_DTYPES`, else a ``ValueError`` naming ``owner``."""
+    if value not in IMAGE_DTYPES:
+        raise ValueError(f"{owner}: image_dtype must be one of {IMAGE_DTYPES}, got {value!r}")
+    return str(value)
+
+
+def check_fast_decode(value: Any, owner: str) -> bool:
+    """``value`` if it is a bool, else a ``TypeError`` naming ``owner``."""
+    if not isinstance(value, bool):
+        raise TypeError(f"{owner}: fast_decode must be True or False, got {value!r}")
+    return value
+
+
+def hands_out_uint8(transform: Any) -> bool:
+    """Whether ``transform``'s float output is ``normalize_pixels(to_uint8(...))`` (an unmodified ImageTransform)."""
+    return isinstance(transform, ImageTransform) and type(transform).__call__ is ImageTransform.__call__
+
+
+def transform_image(
+    transform: Any, image: Any, image_dtype: str, img_num: int | None = None
+) -> tuple[torch.Tensor, Normalization | None]:
+    """``(tensor, normalization)``: uint8 pixels and their ``(mean, std)``, or the transform's own output and None.
+
+    ``img_num`` is passed on only when given (the reference's edit and t2i datasets call
+    ``transform(image)``).
+    """
+    kwargs = {} if img_num is None else {"img_num": img_num}
+    if image_dtype == "uint8" and hands_out_uint8(transform):
+        return transform.to_uint8(image, **kwargs), transform.normalization
+    return transform(image, **kwargs), None
+
+
+def append_image(data: dict[str, Any], tensor: torch.Tensor, normalization: Normalization | None) -> None:
+    """Append ``tensor`` to the sample's ``image_tensor_list`` (and its normalization, when the sample lists them)."""
+    data["image_tensor_list"].append(tensor)
+    if NORMALIZATION_KEY in data:
+        data[NORMALIZATION_KEY].append(normalization)
+
+
+def share_one_storage(sample: dict[str, Any]) -> dict[str, Any]:
+    """``sample`` with its uint8 images moved into views of one storage (values and shapes unchanged).
+
+    Handing a sample to another process (a DataLoader worker's queue) costs one shared-memory
+    segment and one file-descriptor transfer per storage, not per tensor; with 3-4 images a
+    sample that per-tensor cost is a large part of what a uint8 hand-off still pays.
+    """
+    images = sample["image_tensor_list"]
+    picked = [i for i, t in enumerate(images) if isinstance(t, torch.Tensor) and t.dtype == torch.uint8]
+    if len(picked) < 2:
+        return sample
+    flat = torch.empty(sum(images[i].numel() for i in picked), dtype=torch.uint8)
+    offset = 0
+    for i in picked:
+        size = images[i].numel()
+        view = flat[offset : offset + size].view(images[i].shape)
+        view.copy_(images[i])
+        images[i] = view
+        offset += size
+    return sample
+
+
+def load_image(data: Any, transforms: Sequence[Any], fast_decode: bool, img_num: int = 1) -> Any:
+    """Decode one image for ``transforms`` (the ones it may be resized by; ``None`` entries ignored).
+
+    Exact (:func:`decode_image`) unless ``fast_decode`` and every transform is an ImageTransform.
+    """
+    used = [t for t in transforms if t is not None]
+    if not fast_decode or not used or not all(isinstance(t, ImageTransform) for t in used):
+        return decode_image(data)
+
+    def target(width: int, height: int) -> tuple[int, int]:
+        sizes = [t.target_size(width, height, img_num=img_num) for t in used]
+        return max(w for w, _ in sizes), max(h for _, h in sizes)
+
+    return decode_image_reduced(data, target)

@@ -1,0 +1,74 @@
+"""The image tensors of a packed batch: float32 as the reference builds them, or the opt-in uint8 hand-off.
+
+A sample's images come with an ``image_normalization`` entry each (``(mean, std)``, or ``None``
+for a tensor to take as it is, as every float32 tensor is). A packer with
+``image_dtype="uint8"`` keeps ``padded_images`` / ``packed_vit_tokens`` uint8 when every image
+behind it is uint8 with its normalization known, and describes them in the batch's
+``image_normalization`` (:mod:`editstream.packing.normalize`). Otherwise, and always with
+``image_dtype="float32"``, uint8 images are normalized here, in the worker, and the tensor is
+built exactly as the reference builds it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from .normalize import as_stats, normalize_uint8
+
+
+def _handed_off(images: Sequence[torch.Tensor], norms: Sequence[Any], image_dtype: str) -> bool:
+    return (
+        image_dtype == "uint8"
+        and len(norms) == len(images)
+        and all(norm is not None and image.dtype == torch.uint8 for image, norm in zip(images, norms))
+    )
+
+
+def _stats_lists(norms: Sequence[Any]) -> dict[str, list[list[float]]]:
+    stats = [as_stats(norm) for norm in norms]
+    return {"mean": [list(mean) for mean, _ in stats], "std": [list(std) for _, std in stats]}
+
+
+def _floats(images: Sequence[torch.Tensor], norms: Sequence[Any], channel_dim: int) -> list[torch.Tensor]:
+    """Each uint8 image with a normalization turned into its float32 values; others as they are."""
+    out = list(images)
+    for i, (image, norm) in enumerate(zip(images, norms)):
+        if norm is not None and image.dtype == torch.uint8:
+            out[i] = normalize_uint8(image, norm, channel_dim)
+    return out
+
+
+def padded_vae_images(
+    images: Sequence[torch.Tensor], norms: Sequence[Any], image_dtype: str
+) -> tuple[torch.Tensor, dict[str, Any] | None]:
+    """``padded_images`` (zero padding to the largest size) and its ``image_normalization`` entry, if uint8."""
+    largest = [max(sizes) for sizes in zip(*(image.shape for image in images))]
+    if _handed_off(images, norms, image_dtype):
+        padded = torch.zeros(size=(len(images), *largest), dtype=torch.uint8)
+        for i, image in enumerate(images):
+            padded[i, :, : image.shape[1], : image.shape[2]] = image
+        entry = {**_stats_lists(norms), "sizes": [[int(image.shape[1]), int(image.shape[2])] for image in images]}
+        return padded, entry
+    padded = torch.zeros(size=(len(images), *largest))
+    for i, image in enumerate(_floats(images, norms, 0)):
+        padded[i, :, : image.shape[1], : image.shape[2]] = image
+    return padded, None
+
+
+def packed_vit_tokens(
+    tokens: Sequence[torch.Tensor], norms: Sequence[Any], image_dtype: str
+) -> tuple[torch.Tensor, dict[str, Any] | None]:
+    """``packed_vit_tokens`` (patchified images, concatenated) and its ``image_normalization`` entry, if uint8."""
+    if _handed_off(tokens, norms, image_dtype):
+        entry = {**_stats_lists(norms), "lengths": [int(t.shape[0]) for t in tokens]}
+        return torch.cat(list(tokens), dim=0), entry
+    floats = []
+    for part, norm in zip(tokens, norms):
+        if norm is not None and part.dtype == torch.uint8:
+            channels = len(as_stats(norm)[0])
+            part = normalize_uint8(part.reshape(part.shape[0], -1, channels), norm, -1).view(part.shape)
+        floats.append(part)
+    return torch.cat(floats, dim=0), None
