@@ -177,6 +177,7 @@ def parse_args() -> argparse.Namespace:
         "--max-others", type=float, default=0.05, help="before each run, wait until others use under this CPU share"
     )
     ap.add_argument("--max-wait", type=float, default=3600, help="total time to wait for an idle machine (s)")
+    ap.add_argument("--json", default=None, help="also write the figures here (for run_all.py's summary)")
     return ap.parse_args()
 
 
@@ -199,9 +200,14 @@ def main() -> int:
         "| images | samples | exact s | exact samples/s | fast s | fast samples/s | fast / exact | same shapes |",
         "|---|---:|---:|---:|---:|---:|---:|---|",
     ]
+    figures: dict[str, dict[str, float | None]] = {}
     for name, rows in sets.items():
         q = quality(rows)
         scores = q["scores"]
+        figures[name] = {
+            "mean_psnr": float(np.mean(scores)) if scores else None,
+            "worst_psnr": min(scores, default=None),
+        }
         mean = f"{np.mean(scores):.1f} dB" if scores else "-"
         worst = f"{min(scores):.1f} dB" if scores else "-"
         q_lines.append(f"| {name} | {q['images']} | {q['reduced']} | {mean} | {worst} |")
@@ -224,6 +230,7 @@ def main() -> int:
             clean = [t for t in runs if t[1] <= args.max_others] or runs
             best[fast] = min(t[0] for t in clean)
         n = args.samples
+        figures[name]["speedup"] = best[False] / best[True]
         same = "yes" if prints[False] == prints[True] else "NO"
         s_lines.append(
             f"| {name} | {n} | {best[False]:.2f} | {n / best[False]:.1f} | {best[True]:.2f} | "
@@ -235,6 +242,8 @@ def main() -> int:
     print("\n".join(q_lines))
     print(f"\nSpeed (parse_row on rows in memory, 1 process, best of {args.repeat}):\n")
     print("\n".join(s_lines))
+    if args.json:
+        Path(args.json).write_text(json.dumps(figures, indent=1))
     return 0
 
 

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import json
 import multiprocessing as mp
 import os
 import random
@@ -263,6 +264,7 @@ def parse_args() -> argparse.Namespace:
         "--max-others", type=float, default=0.05, help="before each run, wait until others use under this CPU share"
     )
     ap.add_argument("--max-wait", type=float, default=3600, help="total time to wait for an idle machine (s)")
+    ap.add_argument("--json", default=None, help="also write the rows here (for run_all.py's summary)")
     args = ap.parse_args()
     if args.samples < 1 or args.repeat < 1 or args.warmup < CHECKED or args.workers < 1:
         ap.error(f"--samples, --repeat, --workers must be >= 1 and --warmup >= {CHECKED}")
@@ -347,9 +349,11 @@ def main() -> int:
         "| image MB handed over per sample | same samples | exact | others' CPU |",
         "|---|---|---:|---:|---:|---:|---:|---:|---|---|---:|",
     ]
+    table = []
     for i, (name, dtype, _) in enumerate(plan):
         r = best[i]
         rate = r.samples / r.seconds
+        table.append({"row": name, "dtype": dtype, "samples_per_s": rate, "share_of_limit": rate / limit})
         mb = f"{r.image_bytes / r.samples / 1e6:.2f}" if r.image_bytes else "-"
         same = "-" if not r.fingerprints or i == 0 else ("yes" if r.fingerprints == best[0].fingerprints else "NO")
         exact = "-"
@@ -362,6 +366,8 @@ def main() -> int:
             f"| {mb} | {same} | {exact} | {100 * r.others:.0f}% |"
         )
     print("\n".join(lines))
+    if args.json:
+        Path(args.json).write_text(json.dumps({"workers": w, "rows": table}, indent=1))
     return 0
 
 
