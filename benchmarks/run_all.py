@@ -79,7 +79,7 @@ def benches(out: str) -> list[Bench]:
         Bench(
             "soak",
             "soak.py",
-            ["--samples", "300", "--min-faults", "400"],
+            ["--samples", "500", "--min-faults", "1000"],
             ["--samples", "60", "--min-faults", "50"],
             None,
         ),

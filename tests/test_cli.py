@@ -385,3 +385,34 @@ def test_an_error_inside_a_dataloader_worker_is_one_line(data):
     result = run_cli("-q", "stream", "t2i/wds", "--workers", "5", "--samples", "2", cwd=data)
     assert_error(result, 1, "rank 0 has 2 units for 5 DataLoader workers", "use fewer workers")
     assert "Original Traceback" not in result.stderr and "ValueError" not in result.stderr
+
+
+NO_AWS_CREDENTIALS = {
+    "AWS_ACCESS_KEY_ID": None,
+    "AWS_SECRET_ACCESS_KEY": None,
+    "AWS_SESSION_TOKEN": None,
+    "AWS_SECURITY_TOKEN": None,
+    "AWS_PROFILE": None,
+    "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent/credentials",
+    "AWS_CONFIG_FILE": "/nonexistent/config",
+    "AWS_EC2_METADATA_DISABLED": "true",  # no instance-metadata lookup on a machine without one
+}
+
+
+@pytest.mark.parametrize("command", [("stream",), ("verify",), ("inspect",)])
+def test_s3_without_credentials_names_the_ways_to_give_them(s3_bucket, command):
+    env = {**NO_AWS_CREDENTIALS, "AWS_ENDPOINT_URL": s3_bucket.endpoint}
+    result = run_cli(*command, f"{s3_bucket.url}/shards", env=env, timeout=120)
+    assert_error(result, 1, "no usable AWS credentials", "AWS_ACCESS_KEY_ID")
+
+
+def test_a_missing_bucket_is_named(s3_bucket, data, tmp_path):
+    env = {"AWS_ENDPOINT_URL": s3_bucket.endpoint}
+    missing = f"{s3_bucket.name}-missing"
+    result = run_cli("stream", f"s3://{missing}/shards", env=env, timeout=120)
+    assert result.returncode == 1, result.stderr
+    assert_error(result, 1, "does not exist")
+    assert missing in result.stderr
+    result = run_cli("convert", "edit/pq", f"s3://{missing}/out", "--no-progress", env=env, cwd=data, timeout=120)
+    assert_error(result, 1, "does not exist")
+    assert missing in result.stderr
