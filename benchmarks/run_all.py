@@ -206,14 +206,15 @@ def _opt_in_rows(by_name: dict[str, Bench], add: Add) -> None:
             if fig.get("mean_psnr") is None:
                 continue
             vs_reference = fig["speedup"] * REFERENCE_DECODE_RATIO
+            judged = images.startswith("photographic")  # the goal is about large camera JPEGs
             add(
                 f"fast decode, {images}",
                 f"{fig['speedup']:.2f}x the exact path; PSNR mean {fig['mean_psnr']:.1f} dB, "
                 f"worst {fig['worst_psnr']:.1f} dB",
                 "the reference decode (exact path / 1.3)",
                 vs_reference,
-                ">= 2x, mean >= 38 dB",
-                vs_reference >= 2 and fig["mean_psnr"] >= 38,
+                ">= 2x, mean >= 38 dB" if judged else "-",
+                vs_reference >= 2 and fig["mean_psnr"] >= 38 if judged else None,
             )
 
 
