@@ -24,7 +24,55 @@ def read_range(
     return storage.read_bytes(url, storage_options, start, end, retry=retry)
 
 
-class RangedReader:
+class BlockStream:
+    """``read(n)`` over a sequence of blocks; a subclass supplies the blocks through ``_refill``.
+
+    The one copy of the sequential read both ranged readers use (:class:`RangedReader` here and
+    the read-ahead's ``RangeReader``): a read inside the current block is a single copy; a
+    longer one gathers blocks until ``n`` bytes or the end. Not seekable.
+    """
+
+    _pos: int
+    _buf: memoryview
+
+    def _refill(self) -> bool:
+        """Make the next block the current ``_buf``; ``False`` at the end of the stream."""
+        raise NotImplementedError
+
+    def read(self, n: int = -1) -> bytes:
+        """Up to ``n`` bytes (all remaining when ``n < 0``); fewer only at the end."""
+        if 0 <= n <= len(self._buf):  # served from the current block: one copy
+            view = self._buf[:n]
+            self._buf = self._buf[n:]
+            self._pos += n
+            return bytes(view)
+        out = bytearray()
+        while n < 0 or len(out) < n:
+            if not self._buf and not self._refill():
+                break
+            take = len(self._buf) if n < 0 else min(n - len(out), len(self._buf))
+            out += self._buf[:take]
+            self._buf = self._buf[take:]
+            self._pos += take
+        return bytes(out)
+
+    def tell(self) -> int:
+        return self._pos
+
+    def seekable(self) -> bool:
+        return False
+
+    def close(self) -> None:
+        self._buf = memoryview(b"")
+
+    def __enter__(self) -> BlockStream:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class RangedReader(BlockStream):
     """Sequential reads of ``[start, end)`` of one URL, fetched as ranged reads of ``block_size``.
 
     Each block is one ranged request retried under ``retry`` from its own start offset, so a
@@ -97,46 +145,21 @@ class RangedReader:
             self._pending = self._submit_next()
         return block
 
-    def read(self, n: int = -1) -> bytes:
-        """Up to ``n`` bytes (all remaining when ``n < 0``); fewer only at the end."""
-        if 0 <= n <= len(self._buf):  # served from the current block: one copy
-            out_view = self._buf[:n]
-            self._buf = self._buf[n:]
-            self._pos += n
-            return bytes(out_view)
-        out = bytearray()
-        while n < 0 or len(out) < n:
-            if not self._buf:
-                if self._eof:
-                    break
-                block = self._next_block()
-                if not block:
-                    self._eof = True
-                    break
-                self._buf = memoryview(block)
-            take = len(self._buf) if n < 0 else min(n - len(out), len(self._buf))
-            out += self._buf[:take]
-            self._buf = self._buf[take:]
-            self._pos += take
-        return bytes(out)
-
-    def tell(self) -> int:
-        return self._pos
-
-    def seekable(self) -> bool:
-        return False
+    def _refill(self) -> bool:
+        if self._eof:
+            return False
+        block = self._next_block()
+        if not block:
+            self._eof = True
+            return False
+        self._buf = memoryview(block)
+        return True
 
     def close(self) -> None:
         if self._pending is not None:
             self._pending.cancel()
             self._pending = None
-        self._buf = memoryview(b"")
-
-    def __enter__(self) -> RangedReader:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+        super().close()
 
 
 def open_local_range(path: str, start: int, end: int) -> Any:

@@ -35,7 +35,7 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from .ranged import read_range
+from .ranged import BlockStream, read_range
 from .retry import RetryPolicy
 from .storage import StorageOptions
 
@@ -329,7 +329,7 @@ def _give_back(account: _Account, n: int) -> Callable[[Future], None]:
     return give
 
 
-class RangeReader:
+class RangeReader(BlockStream):
     """Sequential ``read(n)`` over one range of a :class:`ReadAhead` (a file-like for the tar reader)."""
 
     def __init__(self, owner: ReadAhead, r: _Range) -> None:
@@ -354,40 +354,12 @@ class RangeReader:
         self._buf = memoryview(data)
         return bool(data)
 
-    def read(self, n: int = -1) -> bytes:
-        """Up to ``n`` bytes (all remaining when ``n < 0``); fewer only at the end."""
-        if 0 <= n <= len(self._buf):
-            out = self._buf[:n]
-            self._buf = self._buf[n:]
-            self._pos += n
-            return bytes(out)
-        parts = bytearray()
-        while n < 0 or len(parts) < n:
-            if not self._buf:
-                if self._eof or not self._advance():
-                    break
-                continue
-            take = len(self._buf) if n < 0 else min(n - len(parts), len(self._buf))
-            parts += self._buf[:take]
-            self._buf = self._buf[take:]
-            self._pos += take
-        return bytes(parts)
-
-    def tell(self) -> int:
-        return self._pos
-
-    def seekable(self) -> bool:
-        return False
+    def _refill(self) -> bool:
+        return not self._eof and self._advance()
 
     def close(self) -> None:
         if self._block is not None:
             self._owner.release(self._block)
             self._block = None
-        self._buf = memoryview(b"")
+        super().close()
         self._owner.finished(self._range)
-
-    def __enter__(self) -> RangeReader:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
