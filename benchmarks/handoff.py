@@ -37,7 +37,6 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
-import multiprocessing as mp
 import os
 import random
 import sys
@@ -220,25 +219,10 @@ def run_packing_limit(make: Callable[[], Any], workers: int, samples: int, warmu
     """The packing limit: PackedDataset batches (parse_row plus packing, no hand-off) in ``workers``
     forked processes, each reading what its DataLoader worker would; wall time from releasing the
     warmed-up processes to the last one done."""
-    ctx = mp.get_context("fork")
-    start, results = ctx.Event(), ctx.Queue()
     quota = (samples // workers, warmup // workers)
-    procs = [
-        ctx.Process(target=_packing_process, args=(make, w, workers, quota, start, results)) for w in range(workers)
-    ]
-    for p in procs:
-        p.start()
-    try:
-        for _ in procs:
-            assert results.get(timeout=600)[0] == "ready"
-        t0 = time.perf_counter()
-        start.set()
-        done = [results.get(timeout=600) for _ in procs]
-    finally:
-        for p in procs:
-            p.join(timeout=60)
-            if p.is_alive():
-                p.kill()
+    t0, done = lb.run_released_together(
+        _packing_process, lambda w, start, results: (make, w, workers, quota, start, results), workers
+    )
     return Result(max(d[2] for d in done) - t0, sum(d[3] for d in done), 0, {}, [])
 
 

@@ -39,7 +39,6 @@ import itertools
 import json
 import multiprocessing as mp
 import os
-import platform
 import pstats
 import random
 import resource
@@ -55,6 +54,9 @@ from typing import Any
 import torch
 
 from editstream.testing.s3server import LocalS3Server
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from machine import describe
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_RESULTS = REPO / "benchmarks" / "LOADER.md"
@@ -238,20 +240,13 @@ def _limit_process(
     results.put(("done", worker, time.perf_counter(), drops, fps[warmup:]))
 
 
-def run_limit_parallel(ds: Any, rows: dict[Any, list[dict]], num_workers: int, samples: int, warmup: int) -> Run:
-    """The decode limit with ``num_workers`` processes, each parsing its DataLoader worker's rows.
-
-    The clock runs from releasing all (already warmed-up) processes to the last one finishing.
-    """
+def run_released_together(target: Callable, args: Callable[[int, Any, Any], tuple], workers: int) -> tuple[float, list]:
+    """Fork ``workers`` processes running ``target(*args(w, start, results))``; once each has put
+    ``("ready", ...)`` on ``results``, release them all through ``start`` and collect one
+    ``("done", worker, finish_time, ...)`` message each. Returns the release time and the messages."""
     ctx = mp.get_context("fork")
     start, results = ctx.Event(), ctx.Queue()
-    procs = [
-        ctx.Process(
-            target=_limit_process,
-            args=(ds, rows, w, num_workers, samples // num_workers, warmup // num_workers, start, results),
-        )
-        for w in range(num_workers)
-    ]
+    procs = [ctx.Process(target=target, args=args(w, start, results)) for w in range(workers)]
     for p in procs:
         p.start()
     try:
@@ -266,6 +261,19 @@ def run_limit_parallel(ds: Any, rows: dict[Any, list[dict]], num_workers: int, s
             p.join(timeout=60)
             if p.is_alive():
                 p.kill()
+    return t0, done
+
+
+def run_limit_parallel(ds: Any, rows: dict[Any, list[dict]], num_workers: int, samples: int, warmup: int) -> Run:
+    """The decode limit with ``num_workers`` processes, each parsing its DataLoader worker's rows.
+
+    The clock runs from releasing all (already warmed-up) processes to the last one finishing.
+    """
+
+    def args(w: int, start: Any, results: Any) -> tuple:
+        return (ds, rows, w, num_workers, samples // num_workers, warmup // num_workers, start, results)
+
+    t0, done = run_released_together(_limit_process, args, num_workers)
     return Run(max(d[2] for d in done) - t0, sum(d[3] for d in done), {d[1]: d[4] for d in done})
 
 
@@ -343,28 +351,7 @@ class MotoServer(LocalS3Server):
 
 def machine() -> str:
     """CPU model, core count, memory and library versions of this machine."""
-    import PIL
-    import pyarrow
-
-    model = "unknown CPU"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    mem = ""
-    try:
-        kb = int(Path("/proc/meminfo").read_text().split("MemTotal:")[1].split()[0])
-        mem = f", {kb / 2**20:.0f} GiB RAM"
-    except (OSError, IndexError, ValueError):
-        pass
-    return (
-        f"{model}, {os.cpu_count()} CPUs{mem}, {platform.system()} {platform.release()}; Python "
-        f"{platform.python_version()}, torch {torch.__version__}, Pillow {PIL.__version__}, "
-        f"pyarrow {pyarrow.__version__}"
-    )
+    return describe(("torch", "PIL", "pyarrow"))
 
 
 def load_text() -> str:

@@ -26,11 +26,9 @@ in the file and the others still run; the exit code is then 1.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import datetime as dt
 import json
 import os
-import platform
 import subprocess
 import sys
 import time
@@ -40,6 +38,9 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from machine import describe  # noqa: E402  (a sibling module of this script)
+
 REPO = HERE.parent
 ANALYSIS_HEADING = "## Analysis"
 REFERENCE_DECODE_RATIO = 1.3  # editstream's exact decode over the reference's, measured in issue 12
@@ -153,27 +154,7 @@ def _env() -> dict[str, str]:
 
 
 def machine() -> str:
-    model = "unknown CPU"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    try:
-        kb = int(Path("/proc/meminfo").read_text().split("MemTotal:")[1].split()[0])
-        mem = f", {kb / 2**20:.0f} GiB RAM"
-    except (OSError, IndexError, ValueError):
-        mem = ""
-    versions = []
-    for module in ("pyarrow", "PIL", "torch", "webdataset", "xxhash"):
-        with contextlib.suppress(Exception):  # a missing library is only left out of the description
-            versions.append(f"{module} {__import__(module).__version__}")
-    return (
-        f"{model}, {os.cpu_count()} CPUs{mem}, {platform.system()} {platform.release()}; "
-        f"Python {platform.python_version()}, {', '.join(versions)}"
-    )
+    return describe(("pyarrow", "PIL", "torch", "webdataset", "xxhash"))
 
 
 def _fmt(x: float, digits: int = 2) -> str:
