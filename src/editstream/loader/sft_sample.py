@@ -9,7 +9,7 @@ tokenize, and return ``None`` when no item carries a loss (``no_loss_labels``).
 Media come through a :class:`MediaReader`: the source backend reads files under the row's
 media directory, the WebDataset backend reads the members of the converted sample. Both see
 the same bytes, so the samples are the same. The opt-ins of :mod:`editstream.loader.pixels`
-apply to images (not video frames): ``decode`` replaces the exact decode of ``read_row``, and
+apply to images (not video frames): ``read_row``'s ``decode`` is exact or reduced, and
 ``image_dtype="uint8"`` makes ``build_sample`` hand out pixels and their normalization.
 """
 
@@ -28,12 +28,8 @@ IMAGE_MARKER = "<image>"
 class MediaReader(Protocol):
     """Where one row's media come from."""
 
-    def image(self, name: Any) -> Any:
-        """The RGB PIL image ``name`` (``pil_img2rgb`` applied); raises when it cannot be read."""
-        ...
-
     def image_bytes(self, name: Any) -> bytes:
-        """The encoded bytes ``image`` decodes; raises as ``image`` does when they cannot be read."""
+        """The encoded bytes of image ``name``; raises when they cannot be read."""
         ...
 
     def frames(self, name: Any, frame_sampler: Any) -> list:
@@ -42,12 +38,12 @@ class MediaReader(Protocol):
 
 
 def read_row(
-    line: str, media: MediaReader, frame_sampler: Any, decode: Callable[[bytes, int], Any] | None = None
+    line: str, media: MediaReader, frame_sampler: Any, decode: Callable[[bytes, int], Any]
 ) -> tuple[Any, list | None]:
     """The parsed line (``<video>`` already replaced) and its images or frames (``None``: text only).
 
-    ``decode(data, img_num)``, when given, decodes each image's bytes instead of ``media.image``
-    (``img_num`` is the row's image count, which sizes the transform's target).
+    ``decode(data, img_num)`` turns each image's bytes into an RGB PIL image (``img_num``, the
+    row's image count, sizes the transform's target for a reduced decode).
     Raises on anything the reference's try-block catches: bad JSON, unreadable media, frame
     sampler errors, a ``"video"`` row whose first turn lacks ``<video>``.
     """
@@ -56,10 +52,7 @@ def read_row(
     if "image" in item:
         value = item["image"]
         names = value if type(value) is list else [value]
-        if decode is None:
-            images = [media.image(name) for name in names]
-        else:
-            images = [decode(media.image_bytes(name), len(names)) for name in names]
+        images = [decode(media.image_bytes(name), len(names)) for name in names]
     elif "video" in item:
         images = media.frames(item["video"], frame_sampler)
         markers = IMAGE_MARKER * len(images)

@@ -253,7 +253,7 @@ class SftJSONLIterableDataset(DistributedIterableDataset):
     def _parse(self, line: str, media: MediaReader, place: Place, stride: int) -> dict | None:
         """The sample of one line, or ``None`` after recording why it was dropped."""
         try:
-            data, images = read_row(line, media, self.frame_sampler, self._fast_decoder())
+            data, images = read_row(line, media, self.frame_sampler, self._decode_image)
         except FATAL:
             raise
         except Exception as exc:  # noqa: BLE001 - the reference's try-block: any error drops the row
@@ -270,11 +270,9 @@ class SftJSONLIterableDataset(DistributedIterableDataset):
             self.drops.record("no_loss_labels", self.source.describe(place))
         return sample
 
-    def _fast_decoder(self) -> Any:
-        """The reduced-scale decode ``read_row`` uses with ``fast_decode`` (``None``: the exact one)."""
-        if not self.fast_decode:
-            return None
-        return lambda data, img_num: load_image(data, (self.transform,), True, img_num=img_num)
+    def _decode_image(self, data: bytes, img_num: int) -> Any:
+        """One image of a row: exactly as the reference, or reduced with ``fast_decode``."""
+        return load_image(data, (self.transform,), self.fast_decode, img_num=img_num)
 
     @property
     def drop_counts(self) -> dict[str, int]:

@@ -16,7 +16,6 @@ from ...format.sft import media_path
 from ...io import storage
 from ...io.lines import read_jsonl_lines
 from ...io.storage import StorageOptions
-from ..decode import decode_image
 from ..video import FrameSampler
 
 Place = tuple[int, int]
@@ -39,9 +38,6 @@ class DirectoryMedia:
     def __init__(self, image_dir: str, storage_options: StorageOptions | None = None) -> None:
         self.image_dir = image_dir
         self.storage_options = storage_options
-
-    def image(self, name: Any) -> Any:
-        return decode_image(self.image_bytes(name))
 
     def image_bytes(self, name: Any) -> bytes:
         return storage.read_bytes(media_path(self.image_dir, name), self.storage_options)

@@ -28,7 +28,6 @@ from ...io.lines import read_jsonl_lines
 from ...io.ranged import read_range
 from ...io.retry import RetryPolicy
 from ...io.storage import StorageOptions
-from ..decode import decode_image
 from ..drops import FATAL
 from ..iteration import BadSample
 from ..prefetch import DEFAULT_PREFETCH_BYTES, DEFAULT_PREFETCH_ITEMS, ProcessLocalPool, prefetch_ordered
@@ -57,9 +56,6 @@ class SampleMedia:
         if value is None:
             raise FileNotFoundError(f"media {name!r} was missing when the dataset was converted")
         return value
-
-    def image(self, name: Any) -> Any:
-        return decode_image(self.image_bytes(name))
 
     def image_bytes(self, name: Any) -> bytes:
         value = self._value(name)
