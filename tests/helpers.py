@@ -84,6 +84,16 @@ def synth_pipeline_data(root: Path) -> Path:
     return root
 
 
+SMALL_PACKING = {
+    "expected_num_tokens": 512,
+    "max_num_tokens": 544,
+    "max_num_tokens_per_sample": 512,
+    "prefer_buffer_before": 256,
+    "max_buffer_size": 4,
+}
+"""Packing knobs small enough for the test data: a few samples per packed sequence."""
+
+
 def make_real_packer(root: Path, backend: str, *, num_workers: int = 0, seed: int = 42) -> PackedDataset:
     """A ``PackedDataset`` over the real edit and t2i datasets of :func:`synth_pipeline_data`.
 
@@ -121,11 +131,7 @@ def make_real_packer(root: Path, backend: str, *, num_workers: int = 0, seed: in
         local_rank=0,
         world_size=1,
         num_workers=num_workers,
-        expected_num_tokens=512,
-        max_num_tokens=544,
-        max_num_tokens_per_sample=512,
-        prefer_buffer_before=256,
-        max_buffer_size=4,
+        **SMALL_PACKING,
         data_seed=seed,
     )
     packer.set_epoch(seed)

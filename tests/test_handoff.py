@@ -34,7 +34,16 @@ from editstream.loader.pixels import NORMALIZATION_KEY, transform_image
 from editstream.loader.transforms import normalize_pixels
 from editstream.packing import normalize as norm_mod
 from editstream.testing.synth_vlm import write_synthetic_vlm_dataset
-from helpers import REGISTRY, VAE, VIT, assert_batches_equal, check_state_contract, synth_pipeline_data, torch_roundtrip
+from helpers import (
+    REGISTRY,
+    SMALL_PACKING,
+    VAE,
+    VIT,
+    assert_batches_equal,
+    check_state_contract,
+    synth_pipeline_data,
+    torch_roundtrip,
+)
 
 # ViT-sized images for vlm_sft (its one transform feeds vit_image items: stride = patch size 14).
 SFT = dict(max_image_size=112, min_image_size=28, image_stride=14)
@@ -87,11 +96,7 @@ def config(root: Path, image_dtype: str, kinds=KINDS, use_flex=False, **group_ex
     return BagelDatasetConfig(
         grouped_datasets=groups,
         dataset_info=info,
-        expected_num_tokens=512,
-        max_num_tokens=544,
-        max_num_tokens_per_sample=512,
-        prefer_buffer_before=256,
-        max_buffer_size=4,
+        **SMALL_PACKING,
         use_flex=use_flex,
         data_seed=7,
         image_dtype=image_dtype,
@@ -374,11 +379,7 @@ def test_foreign_float_samples_mix_with_uint8_ones(root):
         cfg = BagelDatasetConfig(
             grouped_datasets=groups,
             dataset_info=info,
-            expected_num_tokens=512,
-            max_num_tokens=544,
-            max_num_tokens_per_sample=512,
-            prefer_buffer_before=256,
-            max_buffer_size=4,
+            **SMALL_PACKING,
             vit_patch_size=2,
             image_dtype=dtype,
         )
