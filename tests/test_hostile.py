@@ -41,7 +41,7 @@ def edit_manifest(root: Path, change) -> None:
     path.write_text(json.dumps(data))
 
 
-def edit_dataset(root: Path, **kw) -> UnifiedEditIterableDataset:
+def edit_dataset(root: Path, backend: str = "webdataset", **kw) -> UnifiedEditIterableDataset:
     return UnifiedEditIterableDataset(
         "unified_edit",
         ImageTransform(**VAE),
@@ -51,7 +51,7 @@ def edit_dataset(root: Path, **kw) -> UnifiedEditIterableDataset:
         [1],
         None,
         num_workers=0,
-        backend="webdataset",
+        backend=backend,
         **kw,
     )
 
@@ -305,17 +305,7 @@ def test_a_bomb_in_a_shard_is_a_counted_drop_with_the_same_reason(tmp_path):
     assert summary["num_bad_rows"] == 1 and report["bad_rows"][0]["row"] == 1
     assert "15000x15000 = 225000000 pixels" in report["bad_rows"][0]["reason"]
     for backend, root in (("parquet", tmp_path / "pq"), ("webdataset", tmp_path / "wds")):
-        ds = UnifiedEditIterableDataset(
-            "unified_edit",
-            ImageTransform(**VAE),
-            ByteTokenizer(),
-            ImageTransform(**VIT),
-            [str(root)],
-            [1],
-            None,
-            num_workers=0,
-            backend=backend,
-        )
+        ds = edit_dataset(root, backend=backend)
         it = iter(ds)
         got = [next(it)["data_indexes"]["data_indexes"] for _ in range(3)]
         assert got == [[0, 0], [0, 2], [0, 3]]
@@ -351,33 +341,14 @@ def test_a_column_of_the_wrong_type_is_a_clear_error_on_both_backends(tmp_path, 
     arrow_type = pa.string() if kind == "string" else pa.list_(pa.string())
     root = _edit_rows_with_instruction_column(tmp_path, arrow_type, value)
     expected = f"column 'instruction_list' is {got}, expected list<list<string>>"
-    ds = UnifiedEditIterableDataset(
-        "unified_edit",
-        ImageTransform(**VAE),
-        ByteTokenizer(),
-        ImageTransform(**VIT),
-        [str(root)],
-        [1],
-        None,
-        num_workers=0,
-    )
+    ds = edit_dataset(root, backend="parquet")
     with pytest.raises(ColumnTypeError, match=rf"dataset 'unified_edit': .*a\.parquet: {expected}"):
         next(iter(ds))
     with pytest.raises(ColumnTypeError, match=rf"a\.parquet: {expected}"):
         convert(str(root), str(tmp_path / "wds"), workers=1, progress=False, schema="unified_edit")
     generic = convert(str(root), str(tmp_path / "wds"), workers=1, progress=False, schema="generic")
     assert generic["num_samples"] == 3
-    ds = UnifiedEditIterableDataset(
-        "unified_edit",
-        ImageTransform(**VAE),
-        ByteTokenizer(),
-        ImageTransform(**VIT),
-        [str(tmp_path / "wds")],
-        [1],
-        None,
-        num_workers=0,
-        backend="webdataset",
-    )
+    ds = edit_dataset(tmp_path / "wds", backend="webdataset")
     with pytest.raises(ColumnTypeError, match=rf"dataset 'unified_edit': .*wds .*: {expected}"):
         ds.set_epoch(0)
 
@@ -585,18 +556,7 @@ def test_a_resume_seek_checks_the_key_and_never_skips_or_repeats_a_row(tmp_path,
     idx_file.write_bytes(struct.pack(f"<{len(values)}Q", *values))
 
     def stream(status):
-        ds = UnifiedEditIterableDataset(
-            "unified_edit",
-            ImageTransform(**VAE),
-            ByteTokenizer(),
-            ImageTransform(**VIT),
-            [str(tmp_path / "wds")],
-            [1],
-            None,
-            num_workers=0,
-            backend="webdataset",
-            data_status=status,
-        )
+        ds = edit_dataset(tmp_path / "wds", backend="webdataset", data_status=status)
         it = iter(ds)
         return [next(it)["data_indexes"]["data_indexes"] for _ in range(3)]
 
@@ -617,16 +577,6 @@ def test_source_names_longer_than_200_characters_convert_and_stream(tmp_path):
     names = [p.name for p in (tmp_path / "wds").iterdir()]
     assert max(len(n) for n in names) < 255
     assert verify(str(tmp_path / "wds"), source=str(tmp_path / "pq")).ok
-    ds = UnifiedEditIterableDataset(
-        "unified_edit",
-        ImageTransform(**VAE),
-        ByteTokenizer(),
-        ImageTransform(**VIT),
-        [str(tmp_path / "wds")],
-        [1],
-        None,
-        num_workers=0,
-        backend="webdataset",
-    )
+    ds = edit_dataset(tmp_path / "wds", backend="webdataset")
     it = iter(ds)
     assert [next(it)["data_indexes"]["data_indexes"][1] for _ in range(2)] == [0, 1]
