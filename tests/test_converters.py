@@ -7,7 +7,18 @@ import io
 import pytest
 from PIL import Image
 
-from editstream.conversion.schemas import canonical_name, check_columns, detect_schema, get_schema
+from editstream.conversion.kindcheck import check_columns
+from editstream.kinds import detect_kind, get_kind
+
+
+def _first_problem(kind: str):
+    def check(row):
+        problem = get_kind(kind).first_problem(row)
+        return None if problem is None else problem.text
+
+    return check
+
+
 from editstream.format.images import image_header_problem, image_size
 
 
@@ -68,7 +79,7 @@ def test_non_images_are_problems():
 
 
 def test_unified_edit_checks():
-    check = get_schema("unified_edit").check_row
+    check = _first_problem("unified_edit")
     img = encode("PNG")
     assert check({"image_list": [img, img], "instruction_list": [["a"]]}) is None
     assert check({"image_list": [img, img, img], "instruction_list": [["a"], ["b"], ["extra"]]}) is None
@@ -80,7 +91,7 @@ def test_unified_edit_checks():
 
 
 def test_t2i_checks():
-    check = get_schema("t2i").check_row
+    check = _first_problem("t2i")
     img = encode("JPEG")
     assert check({"image": img, "captions": '{"a": "x"}'}) is None
     assert check({"image": img, "captions": "{}"}) is None
@@ -90,11 +101,11 @@ def test_t2i_checks():
 
 
 def test_schema_names_and_detection():
-    assert canonical_name("t2i") == "t2i_pretrain"
-    assert detect_schema(["row_id", "image_list", "instruction_list"]) == "unified_edit"
-    assert detect_schema(["image", "captions", "x"]) == "t2i_pretrain"
-    assert detect_schema(["a", "b"]) is None
+    assert get_kind("t2i").name == "t2i_pretrain"
+    assert detect_kind(["row_id", "image_list", "instruction_list"]).name == "unified_edit"
+    assert detect_kind(["image", "captions", "x"]).name == "t2i_pretrain"
+    assert detect_kind(["a", "b"]) is None
     with pytest.raises(ValueError, match="missing"):
-        check_columns("unified_edit", ["image_list"])
-    with pytest.raises(ValueError, match="unknown schema"):
-        canonical_name("nope")
+        check_columns(get_kind("unified_edit"), ["image_list"])
+    with pytest.raises(ValueError, match="unknown dataset kind"):
+        get_kind("nope")

@@ -254,16 +254,16 @@ def _png(width: int, height: int, extra: bytes = b"") -> bytes:
     ids=["jpeg-15000x15000", "png-19000x19000", "png-900MiB-iCCP", "png-64MiB-zTXt"],
 )
 def test_bombs_are_refused_before_any_pixel_is_decoded_and_reported_alike(data, reason):
-    from editstream.conversion.schemas import get_schema
+    from editstream.kinds import get_kind
     from editstream.loader.decode import ImageRejected, decode_image
 
     started = time.monotonic()
     with pytest.raises(ImageRejected, match=reason):
         decode_image(data)
     assert time.monotonic() - started < 1
-    problem = get_schema("unified_edit").check_row({"image_list": [data, data], "instruction_list": [["x"]]})
-    assert problem is not None and reason.split(",")[0] in problem  # report.json says what the loader does
-    assert get_schema("t2i_pretrain").check_row({"image": data, "captions": '{"a": "b"}'}) is not None
+    problem = get_kind("unified_edit").first_problem({"image_list": [data, data], "instruction_list": [["x"]]})
+    assert problem is not None and reason.split(",")[0] in problem.text  # report.json says what the loader does
+    assert get_kind("t2i_pretrain").first_problem({"image": data, "captions": '{"a": "b"}'}) is not None
 
 
 def test_images_within_the_limit_still_decode_like_the_reference():
@@ -374,19 +374,18 @@ def test_unknown_keyword_arguments_are_errors_on_every_backend(converted):
 
 
 def test_report_lists_non_text_captions_and_says_when_an_edit_row_fails():
-    from editstream.conversion.schemas import get_schema
-    from editstream.conversion.schemas.problems import certainty
+    from editstream.kinds import Certainty, get_kind
 
     good = _png(8, 8)
-    t2i = get_schema("t2i_pretrain").check_row
-    assert t2i({"image": good, "captions": '{"a": 5}'}) == "caption 'a' is a int, not text"
+    t2i = get_kind("t2i_pretrain").first_problem
+    assert t2i({"image": good, "captions": '{"a": 5}'}).text == "caption 'a' is a int, not text"
     assert t2i({"image": good, "captions": '{"a": "fine"}'}) is None
-    edit = get_schema("unified_edit").check_row
+    edit = get_kind("unified_edit").first_problem
     one_image = edit({"image_list": [good], "instruction_list": []})
     short = edit({"image_list": [good, good, good], "instruction_list": [["x"]]})
     bad_image = edit({"image_list": [good, b"junk"], "instruction_list": [["x"]]})
-    assert certainty(one_image) == "always"
-    assert certainty(short) == "if_drawn" and certainty(bad_image) == "if_drawn"
+    assert one_image.certainty is Certainty.ALWAYS
+    assert short.certainty is Certainty.IF_DRAWN and bad_image.certainty is Certainty.IF_DRAWN
 
 
 # --------------------------------------------------------------------------- torn files after a crash

@@ -30,24 +30,23 @@ def _parquet_columns(found: d.PathKind, so: dict[str, Any] | None) -> list[str]:
 
 def check_schema_fits(found: d.PathKind, schema: str, so: dict[str, Any] | None) -> None:
     """A ``--schema`` that lacks columns of the data is a usage error naming the schema that fits."""
-    from ..conversion.schemas import detect_schema, get_schema
+    from ..kinds import detect_kind, get_kind
 
     if found.kind != d.PARQUET_DIR or schema == "generic":
         return
-    module = get_schema(schema)
+    kind = get_kind(schema)
     columns = _parquet_columns(found, so)
-    missing = [c for c in module.REQUIRED_COLUMNS if c not in columns]
+    missing = [c for c in kind.columns if c not in columns]
     if not missing:
         return
-    fits = detect_schema(columns)
+    detected = detect_kind(columns)
+    fits = detected.name if detected else None
     advice = (
         f"these columns are {fits} data: pass --schema {fits} or leave --schema out"
         if fits
         else "pass --schema generic to convert the rows as they are"
     )
-    raise UsageProblem(
-        f"--schema {schema} needs columns {list(module.REQUIRED_COLUMNS)}; {found.url} has {columns}", advice
-    )
+    raise UsageProblem(f"--schema {schema} needs columns {list(kind.columns)}; {found.url} has {columns}", advice)
 
 
 def _layout(ctx: click.Context, layout: str, shard_size: int | None, samples_per_shard: int | None) -> str:

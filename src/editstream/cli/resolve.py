@@ -29,10 +29,11 @@ class Resolved:
 
 
 def _parquet_schema(found: d.PathKind, so: dict[str, Any] | None) -> str | None:
-    from ..conversion.schemas import detect_schema
+    from ..kinds import detect_kind
     from .cmd_convert import _parquet_columns
 
-    return detect_schema(_parquet_columns(found, so))
+    kind = detect_kind(_parquet_columns(found, so))
+    return kind.name if kind else None
 
 
 def _resolve_one(url: str, backend: str, so: dict[str, Any] | None) -> Resolved:

@@ -9,8 +9,8 @@ from typing import Any
 
 from ..format.digest import DEFAULT_DIGEST, check_algorithm
 from ..format.manifest import LAYOUTS
+from ..kinds import SourceShape, get_kind
 from .executors import ENGINES
-from .schemas import canonical_name
 
 DEFAULT_SHARD_SIZE = 256 * 1024 * 1024
 """Target shard size of the ``size`` layout when neither a size nor a sample count is given."""
@@ -44,7 +44,7 @@ class ConvertConfig:
     @property
     def is_jsonl(self) -> bool:
         """Whether the source is a vlm_sft JSONL file (rather than a parquet directory)."""
-        return self.schema is not None and canonical_name(self.schema) == "vlm_sft"
+        return self.schema is not None and get_kind(self.schema).source is SourceShape.JSONL_MEDIA
 
     def __post_init__(self) -> None:
         self._check_jsonl_options()
@@ -64,7 +64,7 @@ class ConvertConfig:
         if self.workers is not None and self.workers < 1:
             raise ValueError(f"workers must be >= 1, got {self.workers}")
         if self.schema is not None:
-            canonical_name(self.schema)
+            get_kind(self.schema)
         if self.src.rstrip("/") == self.dst.rstrip("/"):
             raise ValueError("src and dst must differ")
 

@@ -20,8 +20,9 @@ from ..format.keys import key_stems
 from ..io import storage
 from ..io.parquet import open_parquet
 from ..io.parquet_info import ParquetInfo
+from ..kinds import detect_kind, get_kind
 from .config import DEFAULT_SHARD_SIZE, ConvertConfig
-from .schemas import canonical_name, check_columns, detect_schema
+from .kindcheck import check_columns
 
 _ROW_OVERHEAD_ESTIMATE = 2048  # tar headers and JSON per row, for the size layout's plan
 
@@ -168,14 +169,14 @@ def _schema_of(cfg: ConvertConfig, src: _Source) -> tuple[str, tuple[tuple[str, 
                 f"{list(columns)}; all files of a dataset must share one schema"
             )
     column_names = [c for c, _ in columns]
-    schema = canonical_name(cfg.schema) if cfg.schema else detect_schema(column_names)
-    if schema is None:
+    kind = get_kind(cfg.schema) if cfg.schema else detect_kind(column_names)
+    if kind is None:
         raise ValueError(
             f"cannot detect the schema of {cfg.src} from its columns {column_names}; pass "
             f"schema='unified_edit', 't2i_pretrain' or 'generic'"
         )
-    check_columns(schema, column_names, dict(columns), where=src.urls[0])
-    return schema, columns
+    check_columns(kind, column_names, dict(columns), where=src.urls[0])
+    return kind.name, columns
 
 
 def _row_groups(src: _Source) -> dict[str, list[int] | None]:

@@ -22,6 +22,7 @@ from ..format.digest import DEFAULT_DIGEST
 from ..format.idx import idx_path_for
 from ..format.sft import LINES_COPY
 from ..io import storage
+from ..kinds import SourceShape, get_kind
 from .config import ConvertConfig
 from .dst import check_dst, tidy_dst
 from .executors import Executor, import_ray, make_executor
@@ -38,7 +39,6 @@ from .records import (
     shard_is_intact,
     write_records_for,
 )
-from .schemas import canonical_name
 from .sft_plan import manifest_extra, plan_jsonl_conversion
 from .shard import convert_shard
 
@@ -63,7 +63,7 @@ def _is_jsonl_source(src: str, schema: str | None) -> bool:
     """A vlm_sft conversion: ``schema="vlm_sft"``, or no schema and a ``.jsonl`` source."""
     if schema is None:
         return src.endswith(".jsonl")
-    if canonical_name(schema) == "vlm_sft":
+    if get_kind(schema).source is SourceShape.JSONL_MEDIA:
         return True
     if src.endswith(".jsonl"):
         raise ValueError(f"{src} is a JSONL file (a vlm_sft source); schema {schema!r} needs a parquet directory")

@@ -25,10 +25,9 @@ from ..format.tarwriter import TarWriter
 from ..io import storage
 from ..io.parquet import iter_row_group_rows, open_parquet
 from ..io.retry import RetryPolicy
+from ..kinds import RowCheck, RowProblem, get_kind
 from .plan import ShardTask
 from .records import ShardResult, idx_digest, open_output, reuse, write_output, write_record
-from .schemas import get_schema, vlm_sft
-from .schemas.problems import certainty
 from .sft_rows import iter_jsonl_rows
 
 _BATCH_ROWS = 256
@@ -88,12 +87,16 @@ class _ShardWork:
     position: int = 0
 
 
-def _row_problem(check_row: Any, row: dict[str, Any]) -> str | None:
+def _row_problems(check_row: RowCheck, row: dict[str, Any], first_only: bool = False) -> list[RowProblem]:
+    """The row's problems (the first alone with ``first_only``); a check that trips over the row marks it bad."""
     try:
-        reason: str | None = check_row(row)
+        problems = check_row(row)
+        if first_only:
+            first = next(problems, None)
+            return [first] if first is not None else []
+        return list(problems)
     except Exception as exc:  # noqa: BLE001 - a check that trips over a row marks the row bad
-        reason = f"schema check failed: {type(exc).__name__}: {exc}"
-    return reason
+        return [RowProblem(f"schema check failed: {type(exc).__name__}: {exc}")]
 
 
 def _write_jsonl_rows(task: ShardTask, writer: TarWriter) -> _ShardWork:
@@ -105,9 +108,10 @@ def _write_jsonl_rows(task: ShardTask, writer: TarWriter) -> _ShardWork:
     for line_index, row in iter_jsonl_rows(task):
         key = make_key(stem, 0, line_index)
         work.counts[(s.file, 0, s.start)] = work.counts.get((s.file, 0, s.start), 0) + 1
-        reason = _row_problem(vlm_sft.check_row, row)
-        if reason is not None:
-            missing = vlm_sft.missing_media(row)
+        problems = _row_problems(get_kind(task.schema).row_problems, row)
+        if problems:
+            reason = "; ".join(p.text for p in problems)
+            missing = [name for p in problems for name in p.missing]
             entry = {"file": s.file, "line": line_index + 1, "key": key, "reason": reason, "shard": task.shard_path}
             work.bad_rows.append({**entry, "dropped": False, **({"missing": missing} if missing else {})})
         work.position += 1
@@ -118,7 +122,7 @@ def _write_jsonl_rows(task: ShardTask, writer: TarWriter) -> _ShardWork:
 def _write_rows(task: ShardTask, writer: TarWriter) -> _ShardWork:
     if task.jsonl is not None:
         return _write_jsonl_rows(task, writer)
-    check_row = get_schema(task.schema).check_row
+    check_row = get_kind(task.schema).row_problems
     stems = dict(task.stems)
     column_names = [c for c, _ in task.columns]
     work = _ShardWork()
@@ -126,16 +130,17 @@ def _write_rows(task: ShardTask, writer: TarWriter) -> _ShardWork:
         slice_id = (s.file, s.row_group, s.start)
         work.counts[slice_id] = work.counts.get(slice_id, 0) + 1
         key = make_key(stems[s.file], s.row_group, row_index)
-        reason = _row_problem(check_row, row)
-        if reason is not None:
+        problems = _row_problems(check_row, row, first_only=True)
+        if problems:
+            reason = problems[0]
             work.bad_rows.append(
                 {
                     "file": s.file,
                     "row_group": s.row_group,
                     "row": row_index,
                     "key": key,
-                    "reason": str(reason),
-                    "fails": certainty(reason),
+                    "reason": reason.text,
+                    "fails": reason.certainty.value,
                     "shard": task.shard_path,
                     "dropped": task.drop_bad_rows,
                 }

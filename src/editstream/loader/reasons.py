@@ -1,10 +1,10 @@
-"""Why a row was dropped, in the converter's words: the row check that matches the parser's exception.
+"""Why a row was dropped, in the converter's words: the kind's row problem that matches the parser's exception.
 
 ``parse_row`` fails with whatever its code raised (``IndexError: Cannot choose from an empty
-sequence``, ``UnidentifiedImageError``). The schema's row checks (``format.rowproblems``, the
-ones behind ``report.json``) list the row's problems; the drop line gives the one the exception
-points at (an image error -> the image problem, an index or type error -> the instruction or
-caption problem), and the cleaned exception when no check explains it.
+sequence``, ``UnidentifiedImageError``). The kind's row checks (the ones behind ``report.json``)
+list the row's typed problems; the drop line gives the one the exception points at (an image
+error -> an image problem, any other -> a text or row problem), and the cleaned exception when
+no check explains it.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..format.rowproblems import row_problems
+from ..kinds import Part, UnknownKindError, get_kind
 from .drops import error_text
 
 _IMAGE_ERRORS = ("UnidentifiedImageError", "ImageRejected", "DecompressionBombError", "OSError", "SyntaxError")
@@ -27,13 +27,17 @@ def drop_reason(schema: str | None, row: Any, exc: BaseException) -> str:
     if schema is None or not isinstance(row, Mapping):
         return ""
     try:
-        problems = row_problems(schema, row)
+        kind = get_kind(schema)
+    except UnknownKindError:
+        return ""
+    try:
+        problems = kind.problems(row)
     except Exception:  # noqa: BLE001 - a row too broken to check: the error says enough
         return ""
     if not problems:
         return ""
     if _is_image_error(exc):
-        chosen = [p for p in problems if p.startswith("image")]
+        chosen = [p for p in problems if p.part in (Part.IMAGE, Part.ROW)]
     else:
-        chosen = [p for p in problems if not p.startswith("image ") and not p.startswith("image:")]
+        chosen = [p for p in problems if p.part is not Part.IMAGE]
     return str((chosen or problems)[0]) + f" ({error_text(exc)})" * (not chosen)

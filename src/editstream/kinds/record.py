@@ -1,0 +1,117 @@
+"""What a dataset kind is: one typed record that every layer (convert, verify, inspect, loader,
+preview, synth, CLI, the NeMo group registry) reads instead of branching on a kind's name.
+
+A kind names its code by dotted paths (``"package.module:attribute"``), so this layer imports
+nothing above ``format/`` and a kind's dataset class, preview or synthetic-data writer is
+imported only when it is used.
+"""
+
+from __future__ import annotations
+
+import enum
+import importlib
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class Certainty(enum.Enum):
+    """Whether a row's parser always fails on a problem, or only in epochs whose draws reach it."""
+
+    ALWAYS = "always"
+    IF_DRAWN = "if_drawn"
+
+
+class Part(enum.Enum):
+    """Which part of a row a problem is about, so a parser's exception can be matched to it."""
+
+    IMAGE = "image"
+    MEDIA = "media"
+    TEXT = "text"
+    ROW = "row"
+
+
+@dataclass(frozen=True)
+class RowProblem:
+    """One reason a row fails its kind's training-time parser, in the words report.json uses."""
+
+    text: str
+    part: Part = Part.ROW
+    certainty: Certainty = Certainty.ALWAYS
+    missing: tuple[str, ...] = ()
+    """Media names the problem is about when they could not be read (JSONL + media kinds)."""
+
+    def __str__(self) -> str:
+        return self.text
+
+
+class SourceShape(enum.Enum):
+    """How a kind's source data is laid out before conversion."""
+
+    PARQUET = "parquet"
+    """Parquet files whose row groups are sliced into shards."""
+    JSONL_MEDIA = "jsonl+media"
+    """One JSONL file (a line is a sample) plus a directory of the media the lines name."""
+
+
+RowCheck = Callable[[Mapping[str, Any]], Iterator[RowProblem]]
+
+
+def _no_problems(row: Mapping[str, Any]) -> Iterator[RowProblem]:
+    return iter(())
+
+
+def resolve(path: str) -> Any:
+    """The object a ``"package.module:attribute"`` path names, imported on first use."""
+    module_name, _, attribute = path.partition(":")
+    if not module_name or not attribute:
+        raise ValueError(f"{path!r} is not a 'package.module:attribute' path")
+    value: Any = importlib.import_module(module_name)
+    for part in attribute.split("."):
+        value = getattr(value, part)
+    return value
+
+
+@dataclass(frozen=True)
+class DatasetKind:
+    """A dataset kind: its names, the columns its parser reads, its row checks and where its code lives.
+
+    ``columns`` maps each column the parser reads to its type notation (``format.columns``);
+    they are the columns a parquet source must have and the ones detection looks for.
+    ``dataset`` is the dotted path of the training dataset class (``None``: convert only);
+    ``preview`` and ``synth`` name the functions the ``preview`` and ``synth`` commands call.
+    """
+
+    name: str
+    summary: str
+    columns: Mapping[str, str] = field(default_factory=dict)
+    row_problems: RowCheck = _no_problems
+    aliases: tuple[str, ...] = ()
+    source: SourceShape = SourceShape.PARQUET
+    dataset: str | None = None
+    preview: str | None = None
+    synth: str | None = None
+    detectable: bool = True
+    """Whether a parquet source whose columns include ``columns`` is taken to be of this kind."""
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The canonical name first, then its aliases."""
+        return (self.name, *self.aliases)
+
+    def problems(self, row: Mapping[str, Any]) -> list[RowProblem]:
+        """Every problem of ``row`` under this kind, in the order its checks find them."""
+        return list(self.row_problems(row))
+
+    def first_problem(self, row: Mapping[str, Any]) -> RowProblem | None:
+        """The first problem of ``row`` (what report.json records), or ``None``."""
+        return next(iter(self.row_problems(row)), None)
+
+    def dataset_class(self) -> type:
+        """The training dataset class, imported now; a ``ValueError`` naming the kind when it has none."""
+        if self.dataset is None:
+            raise ValueError(f"dataset kind {self.name!r} has no training dataset (it is for conversion only)")
+        cls = resolve(self.dataset)
+        if not isinstance(cls, type):
+            raise TypeError(f"dataset kind {self.name!r}: {self.dataset!r} is not a class")
+        return cls

@@ -1,0 +1,48 @@
+"""The text-to-image kind: ``image`` bytes + ``captions``, a JSON object string of captions."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from ..format.images import image_header_problem
+from .record import DatasetKind, Part, RowProblem
+
+COLUMNS = {"image": "binary", "captions": "string"}
+
+
+def _caption_problem(captions: Any) -> RowProblem | None:
+    if not isinstance(captions, str):
+        return RowProblem(f"captions is {type(captions).__name__}, not a JSON string", Part.TEXT)
+    try:
+        parsed = json.loads(captions)
+    except json.JSONDecodeError as exc:
+        return RowProblem(f"caption JSON does not parse ({exc})", Part.TEXT)
+    if not isinstance(parsed, dict):
+        return RowProblem(f"caption JSON is a {type(parsed).__name__}, not an object", Part.TEXT)
+    for key, value in parsed.items():
+        if not isinstance(value, str):
+            return RowProblem(f"caption {key!r} is a {type(value).__name__}, not text", Part.TEXT)
+    return None
+
+
+def row_problems(row: Mapping[str, Any]) -> Iterator[RowProblem]:
+    """Captions that are not a JSON object of text, then an image whose header is bad; the parser
+    decodes the image and encodes every caption, so each problem is always fatal."""
+    problem = _caption_problem(row.get("captions"))
+    if problem is not None:
+        yield problem
+    image = image_header_problem(row.get("image"))
+    if image is not None:
+        yield RowProblem(f"image: {image}", Part.IMAGE)
+
+
+KIND = DatasetKind(
+    name="t2i_pretrain",
+    aliases=("t2i",),
+    summary="text-to-image: one image and a JSON object of its captions",
+    columns=COLUMNS,
+    row_problems=row_problems,
+    dataset="editstream.loader.datasets.t2i:T2IIterableDataset",
+)

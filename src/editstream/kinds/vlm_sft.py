@@ -1,0 +1,64 @@
+"""The VLM supervised fine-tuning kind: LLaVA-style JSONL lines plus the media they name.
+
+A converted row is ``{"line": str, "media": {name: bytes | None | {entry: bytes | None}}}``
+(``format.sft``). Problems are reported, never fixed: the row is kept verbatim so the loader
+drops it at the reference's point, after the same random draws.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from ..format.images import image_header_problem
+from ..format.sft import LINE_COLUMN, MEDIA_COLUMN
+from .record import DatasetKind, Part, RowProblem, SourceShape
+
+
+def missing_media(row: Mapping[str, Any]) -> list[str]:
+    """Media names (and frame-folder entries) the row references that could not be read."""
+    missing = []
+    for name, value in (row.get(MEDIA_COLUMN) or {}).items():
+        if value is None:
+            missing.append(name)
+        elif isinstance(value, dict):
+            missing.extend(name + entry for entry, blob in value.items() if blob is None)
+    return missing
+
+
+def row_problems(row: Mapping[str, Any]) -> Iterator[RowProblem]:
+    """What is known at conversion time: a line that is not JSON, media that is missing, images
+    whose header does not parse. Rules of the conversation (a ``<video>`` marker, a gpt turn)
+    are left to the loader."""
+    line = row.get(LINE_COLUMN)
+    if not isinstance(line, str):
+        yield RowProblem(f"line is a {type(line).__name__}, not text", Part.TEXT)
+        return
+    if not line.strip():
+        yield RowProblem("blank line", Part.TEXT)
+        return
+    try:
+        item = json.loads(line)
+    except json.JSONDecodeError as exc:
+        yield RowProblem(f"line is not valid JSON ({exc})", Part.TEXT)
+        return
+    for name in missing_media(row):
+        yield RowProblem(f"missing media {name!r}", Part.MEDIA, missing=(name,))
+    media = row.get(MEDIA_COLUMN) or {}
+    images = item.get("image") if isinstance(item, dict) else None
+    for image in images if type(images) is list else [images]:
+        if isinstance(image, str) and isinstance(media.get(image), bytes):
+            problem = image_header_problem(media[image])
+            if problem is not None:
+                yield RowProblem(f"image {image!r}: {problem}", Part.IMAGE)
+
+
+KIND = DatasetKind(
+    name="vlm_sft",
+    summary="VLM fine-tuning: LLaVA-style JSONL conversations plus a media directory",
+    row_problems=row_problems,
+    source=SourceShape.JSONL_MEDIA,
+    dataset="editstream.loader.datasets.vlm_sft:SftJSONLIterableDataset",
+    detectable=False,
+)
