@@ -8,6 +8,7 @@ import pytest
 from PIL import Image
 
 from editstream.conversion.kindcheck import check_columns
+from editstream.format.images import image_header_problem, image_size
 from editstream.kinds import detect_kind, get_kind
 
 
@@ -17,9 +18,6 @@ def _first_problem(kind: str):
         return None if problem is None else problem.text
 
     return check
-
-
-from editstream.format.images import image_header_problem, image_size
 
 
 def encode(fmt: str, size=(37, 21), mode="RGB", **kw) -> bytes:
