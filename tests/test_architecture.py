@@ -18,13 +18,16 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "editstream"
 ALLOWED = {
     "io": set(),
     "format": {"io"},
-    "conversion": {"io", "format"},
-    "loader": {"io", "format"},
-    "packing": {"io", "format", "loader"},
-    "testing": {"io", "format", "conversion", "loader"},  # test tooling sits above both (the soak uses both)
+    # A dataset kind is a record over format's vocabulary; it names its dataset, preview and
+    # synth code by dotted path, so it imports nothing above format.
+    "kinds": {"io", "format"},
+    "conversion": {"io", "format", "kinds"},
+    "loader": {"io", "format", "kinds"},
+    "packing": {"io", "format", "kinds", "loader"},
+    "testing": {"io", "format", "kinds", "conversion", "loader"},  # test tooling sits above both (the soak uses both)
     # The command line sits above everything (it was the top-level cli.py module).
-    "cli": {"io", "format", "conversion", "loader", "packing", "testing", "preview"},
-    "preview": {"io", "format", "loader"},
+    "cli": {"io", "format", "kinds", "conversion", "loader", "packing", "testing", "preview"},
+    "preview": {"io", "format", "kinds", "loader"},
 }
 MAX_FILE_LINES = 500
 MAX_CLASS_LINES = 300
@@ -119,3 +122,133 @@ def test_every_public_module_says_what_it_is_for():
 
 def test_the_package_is_typed():
     assert (SRC / "py.typed").exists()
+
+
+# --------------------------------------------------------------------------- the import graph
+
+
+def _module_name(path: Path, src: Path = SRC) -> str:
+    parts = list(path.relative_to(src).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(["editstream", *parts])
+
+
+def _is_type_checking_block(node: ast.AST) -> bool:
+    test = getattr(node, "test", None)
+    return isinstance(node, ast.If) and (
+        (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING")
+        or (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+    )
+
+
+def _runtime_imports(tree: ast.AST) -> list[ast.Import | ast.ImportFrom]:
+    """Every import statement that runs, at module level or inside a function (lazy ones count);
+    imports under ``if TYPE_CHECKING:`` are for the type checker only and never run."""
+    found: list[ast.Import | ast.ImportFrom] = []
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        if _is_type_checking_block(node):
+            continue
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            found.append(node)
+        stack.extend(ast.iter_child_nodes(node))
+    return found
+
+
+def _base_module(path: Path, node: ast.ImportFrom, src: Path) -> str:
+    if not node.level:
+        return node.module or ""
+    package = _module_name(path, src).split(".")
+    if path.name != "__init__.py":
+        package.pop()
+    package = package[: len(package) - (node.level - 1)]
+    return ".".join(package + ([node.module] if node.module else []))
+
+
+def import_edges(path: Path, src: Path = SRC) -> list[tuple[str, str, int]]:
+    """``(imported module, imported name or "", line)`` for every editstream import of ``path``.
+
+    ``from pkg import mod`` is an import of the module ``pkg.mod`` when that module exists;
+    ``from mod import name`` of ``mod``.
+    """
+    known = {_module_name(p, src) for p in src.rglob("*.py")}
+    edges = []
+    for node in _runtime_imports(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            edges.extend((alias.name, "", node.lineno) for alias in node.names if alias.name in known)
+            continue
+        base = _base_module(path, node, src)
+        for alias in node.names:
+            target = f"{base}.{alias.name}"
+            if target in known:
+                edges.append((target, "", node.lineno))
+            elif base in known:
+                edges.append((base, alias.name, node.lineno))
+    return edges
+
+
+def import_cycles(src: Path = SRC) -> list[list[str]]:
+    """Every group of modules that import each other, directly or round a loop (Tarjan's SCCs)."""
+    graph = {_module_name(p, src): sorted({t for t, _, _ in import_edges(p, src)}) for p in sorted(src.rglob("*.py"))}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    cycles: list[list[str]] = []
+
+    def visit(name: str) -> None:
+        index[name] = low[name] = len(index)
+        stack.append(name)
+        on_stack.add(name)
+        for target in graph.get(name, []):
+            if target not in index:
+                visit(target)
+                low[name] = min(low[name], low[target])
+            elif target in on_stack:
+                low[name] = min(low[name], index[target])
+        if low[name] == index[name]:
+            group = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                group.append(member)
+                if member == name:
+                    break
+            if len(group) > 1 or name in graph.get(name, []):
+                cycles.append(sorted(group))
+
+    for name in graph:
+        if name not in index:
+            visit(name)
+    return cycles
+
+
+def test_no_import_cycles_lazy_imports_included():
+    assert import_cycles() == []
+
+
+def test_no_private_name_is_imported_from_another_module():
+    bad = [
+        f"{_module_name(path)}:{line} imports {name} from {target}"
+        for path in _modules()
+        for target, name, line in import_edges(path)
+        if name.startswith("_") and not name.startswith("__")
+    ]
+    assert bad == []
+
+
+def test_the_cycle_check_sees_a_lazy_cycle_and_a_private_import(tmp_path):
+    fake = tmp_path / "editstream"
+    (fake / "conversion").mkdir(parents=True)
+    (fake / "__init__.py").write_text("")
+    (fake / "conversion" / "__init__.py").write_text("")
+    (fake / "conversion" / "a.py").write_text("from . import b\n")
+    (fake / "conversion" / "b.py").write_text("def f():\n    from .a import _helper\n")
+    (fake / "conversion" / "c.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .a import thing\nfrom .b import f\n"
+    )
+    assert import_cycles(fake) == [["editstream.conversion.a", "editstream.conversion.b"]]
+    assert ("editstream.conversion.a", "_helper", 2) in import_edges(fake / "conversion" / "b.py", fake)
+    assert [t for t, _, _ in import_edges(fake / "conversion" / "c.py", fake)] == ["editstream.conversion.b"]
