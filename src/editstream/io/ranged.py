@@ -92,7 +92,7 @@ class RangedReader(BlockStream):
         block_size: int = 8 << 20,
         retry: RetryPolicy | None = None,
         executor: Executor | None = None,
-        first_block: Future | None = None,
+        first_block: Future[bytes] | None = None,
     ) -> None:
         if block_size <= 0:
             raise ValueError(f"block_size must be > 0, got {block_size}")
@@ -106,7 +106,7 @@ class RangedReader(BlockStream):
         self._fetch_pos = start  # offset of the next block to request
         self._buf = memoryview(b"")
         self._eof = False
-        self._pending: Future | None = first_block
+        self._pending: Future[bytes] | None = first_block
         if first_block is not None:
             self._fetch_pos = start + block_size if end is None else min(end, start + block_size)
         self.requests = 0
@@ -115,7 +115,7 @@ class RangedReader(BlockStream):
         self.requests += 1
         return read_range(self.url, a, b, storage_options=self.storage_options, retry=self.retry)
 
-    def _submit_next(self) -> Future | None:
+    def _submit_next(self) -> Future[bytes] | None:
         a = self._fetch_pos
         if self.end is not None and a >= self.end:
             return None
@@ -123,7 +123,7 @@ class RangedReader(BlockStream):
         self._fetch_pos = b
         if self.executor is not None:
             return self.executor.submit(self._fetch, a, b)
-        done: Future = Future()
+        done: Future[bytes] = Future()
         try:
             done.set_result(self._fetch(a, b))
         except BaseException as exc:  # noqa: BLE001 - re-raised by result()
