@@ -7,6 +7,7 @@ other; no file, class or function outgrows the limits a reader can hold in mind.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -252,3 +253,20 @@ def test_the_cycle_check_sees_a_lazy_cycle_and_a_private_import(tmp_path):
     assert import_cycles(fake) == [["editstream.conversion.a", "editstream.conversion.b"]]
     assert ("editstream.conversion.a", "_helper", 2) in import_edges(fake / "conversion" / "b.py", fake)
     assert [t for t, _, _ in import_edges(fake / "conversion" / "c.py", fake)] == ["editstream.conversion.b"]
+
+
+# --------------------------------------------------------------------------- one place per kind
+
+KIND_NAMES = re.compile(r"\b(unified_edit|t2i_pretrain|t2i|vlm_sft)\b")
+KIND_FILES = {"kinds/registry.py", "kinds/unified_edit.py", "kinds/t2i_pretrain.py", "kinds/vlm_sft.py"}
+"""The only files of src/ that may spell a built-in kind's name: its kind module and the registry
+that lists the built-ins. Everything else loops over the registry."""
+
+
+def test_kind_names_live_in_their_kind_modules_only():
+    spelled = {
+        str(p.relative_to(SRC)): sorted(set(KIND_NAMES.findall(p.read_text())))
+        for p in _modules()
+        if KIND_NAMES.search(p.read_text())
+    }
+    assert {f: names for f, names in spelled.items() if f not in KIND_FILES} == {}
