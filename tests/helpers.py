@@ -632,6 +632,37 @@ def run_cli(
     )
 
 
+_PAUSED_CONVERT = """
+import runpy, signal, sys
+from editstream.conversion import shard
+
+after = int(sys.argv.pop(1))
+real_write_rows = shard._write_rows
+written = 0
+
+def write_rows(task, writer):
+    global written
+    work = real_write_rows(task, writer)
+    written += 1
+    if written > after:  # this shard's rows are written, the shard is not committed yet
+        print("paused", flush=True)
+        while True:
+            signal.pause()
+    return work
+
+shard._write_rows = write_rows
+sys.argv[0] = "editstream"
+runpy.run_module("editstream.cli", run_name="__main__", alter_sys=True)
+"""
+
+
+def paused_convert_command(after_shards: int, *args: str) -> list[str]:
+    """``editstream convert ARGS`` (use ``--workers 1``: shards are written in this process) that
+    stops inside the shard after ``after_shards`` finished ones, prints ``paused`` on stdout and
+    waits for a signal: a kill or an interrupt lands at a known point instead of a raced one."""
+    return [sys.executable, "-c", _PAUSED_CONVERT, str(after_shards), "convert", *args]
+
+
 def error_lines(result: subprocess.CompletedProcess) -> list[str]:
     """The non-empty lines a failed command printed on stderr."""
     return [line for line in result.stderr.splitlines() if line.strip()]

@@ -296,18 +296,17 @@ def test_ctrl_c_exits_130_and_says_a_rerun_resumes(tmp_path):
     import signal
     import subprocess
     import sys
-    import time
 
     from editstream.testing.synth import write_synthetic_dataset
-    from helpers import SRC_DIR
+    from helpers import SRC_DIR, paused_convert_command
 
     src, dst = tmp_path / "src", tmp_path / "dst"
     write_synthetic_dataset(str(src), num_files=1, row_groups_per_file=4, rows_per_group=100, max_side=48, seed=5)
-    command = [sys.executable, "-m", "editstream.cli", "convert", str(src), str(dst), "--samples-per-shard", "1",
-               "--workers", "1", "--no-progress"]  # fmt: skip
+    options = [str(src), str(dst), "--samples-per-shard", "1", "--workers", "1", "--no-progress"]
+    command = [sys.executable, "-m", "editstream.cli", "convert", *options]
     env = {**os.environ, "PYTHONPATH": str(SRC_DIR)}
     proc = subprocess.Popen(
-        command,
+        paused_convert_command(5, *options),  # Ctrl-C lands inside the 6th shard, 5 finished
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -315,9 +314,8 @@ def test_ctrl_c_exits_130_and_says_a_rerun_resumes(tmp_path):
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # a shell may start us ignoring it
     )
     try:
-        deadline = time.monotonic() + 120
-        while proc.poll() is None and len(list(dst.glob("*.tar"))) < 5 and time.monotonic() < deadline:
-            time.sleep(0.005)
+        paused = proc.stdout.readline() if proc.stdout else ""
+        assert paused == "paused\n", proc.stderr.read() if proc.stderr else ""
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=120)
     finally:
@@ -331,7 +329,7 @@ def test_ctrl_c_exits_130_and_says_a_rerun_resumes(tmp_path):
     again = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)
     assert again.returncode == 0, again.stderr
     summary = json.loads(again.stdout)
-    assert summary["skipped_shards"] >= 4 and summary["num_shards"] == 400
+    assert summary["skipped_shards"] == 5 and summary["num_shards"] == 400
 
 
 def test_the_cli_reference_matches_the_commands():

@@ -7,7 +7,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -16,6 +15,7 @@ from editstream.conversion import PROGRESS_DIR, convert
 from editstream.conversion.verify import verify
 from editstream.format import manifest as mf
 from editstream.testing.synth import write_synthetic_dataset
+from helpers import paused_convert_command
 
 EDITSTREAM = Path(sys.executable).with_name("editstream")
 
@@ -45,17 +45,15 @@ def test_sigkill_part_way_then_rerun_gives_byte_identical_output(tmp_path):
 
     out = tmp_path / "out"
     proc = subprocess.Popen(
-        [str(EDITSTREAM), "convert", str(src), str(out), "--workers", "1", "--no-progress"],
-        stdout=subprocess.DEVNULL,
+        paused_convert_command(3, str(src), str(out), "--workers", "1", "--no-progress"),
+        stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
     progress = out / PROGRESS_DIR
     try:
-        while proc.poll() is None:
-            if progress.is_dir() and len([p for p in progress.iterdir() if p.suffix == ".json"]) >= 3:
-                os.kill(proc.pid, signal.SIGKILL)
-                break
-            time.sleep(0.002)
+        paused = proc.stdout.readline() if proc.stdout else b""  # inside the 4th shard, 3 finished
+        assert paused == b"paused\n", proc.stderr.read().decode()[-2000:] if proc.stderr else ""
+        os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=120)
     finally:
         if proc.poll() is None:
@@ -64,7 +62,8 @@ def test_sigkill_part_way_then_rerun_gives_byte_identical_output(tmp_path):
     assert proc.returncode == -signal.SIGKILL, proc.stderr.read().decode()[-2000:]
     records = [p for p in progress.iterdir() if p.suffix == ".json"]  # one per finished shard
     assert not (out / "manifest.json").exists()
-    assert 3 <= len(records) < total, "the kill should land part-way through the conversion"
+    assert len(records) == 3, "the kill lands part-way: 3 shards finished ..."
+    assert [p.name for p in out.iterdir() if p.name.endswith(".tmp")], "... and the 4th half-written"
 
     rerun = subprocess.run(
         [str(EDITSTREAM), "convert", str(src), str(out), "--workers", "2", "--no-progress"],

@@ -18,7 +18,7 @@ import pytest
 
 from editstream import convert, write_synthetic_dataset
 from editstream.conversion.verify import verify
-from editstream.testing.faultproxy import FaultProxy
+from editstream.testing.faultproxy import FaultPlan, FaultProxy
 
 pytestmark = pytest.mark.slow
 
@@ -42,6 +42,22 @@ def _alive(pid: int) -> bool:
         return False
 
 
+HANG_GUARD = 120.0
+"""Seconds a wait below gives up after: a hang guard for what takes a second or two, not a bound
+the test asserts (a busy machine may be slow, never that slow)."""
+
+
+def wait_for(condition, what: str, *, fail: bool = True) -> None:
+    """Poll ``condition`` until it holds (the processes and the proxy give nothing to block on);
+    after ``HANG_GUARD`` seconds fail naming ``what`` (or return, with ``fail=False``)."""
+    deadline = time.monotonic() + HANG_GUARD
+    while not condition():
+        if time.monotonic() > deadline:
+            assert not fail, f"waited {HANG_GUARD} s for {what}"
+            return
+        time.sleep(0.05)
+
+
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM], ids=["kill-9", "sigterm"])
 def test_no_worker_outlives_its_converter_and_the_dst_resumes(tmp_path, s3_bucket, sig):
     write_synthetic_dataset(str(tmp_path / "pq"), num_files=2, row_groups_per_file=4, rows_per_group=4, max_side=64)
@@ -56,17 +72,16 @@ def test_no_worker_outlives_its_converter_and_the_dst_resumes(tmp_path, s3_bucke
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
         )
-        deadline = time.monotonic() + 60
-        while len(_descendants(proc.pid)) < 4 and time.monotonic() < deadline:  # tracker, fork server, 2 workers
-            time.sleep(0.05)
-        time.sleep(1.0)  # the workers are reading through the slow proxy now
+        wait_for(lambda: len(_descendants(proc.pid)) >= 4, "the workers to start")  # tracker, fork server, 2 workers
+        # From now on every object read hangs (until the proxy stops): the workers are inside a
+        # read when the signal comes, instead of a sleep guessing when they are busy.
+        proxy.set_plan(FaultPlan(every=1, kinds=("stall",), silent=True, stall_seconds=600, min_body=0))
+        wait_for(lambda: proxy.faults_injected.get("stall", 0) >= 2, "two reads to hang")
         family = _descendants(proc.pid)
         assert len(family) >= 4 and proc.poll() is None
         os.kill(proc.pid, sig)
-        proc.wait(timeout=60)
-        gone_by = time.monotonic() + 10
-        while any(_alive(p) for p in family) and time.monotonic() < gone_by:
-            time.sleep(0.1)
+        proc.wait(timeout=HANG_GUARD)
+        wait_for(lambda: not any(_alive(p) for p in family), "the converter's processes to exit", fail=False)
         survivors = [p for p in family if _alive(p)]
         for p in survivors:
             os.kill(p, signal.SIGKILL)

@@ -1,7 +1,8 @@
 """The read-ahead: several ranged requests in flight along a plan, exactly the bytes, within its budget.
 
-Local files stand in for an object store where only the order and the bytes matter; a fetch
-slowed on purpose shows the depth growing with latency; S3 through the fault proxy (resets,
+Local files stand in for an object store where only the order and the bytes matter; fetches
+slowed on a fake clock show the depth following latency (no test here depends on how fast the
+machine is: the read-ahead's speed-up is measured in benchmarks/s3_latency.py); S3 through the fault proxy (resets,
 5xx, stalls, added latency) shows that every block is retried from its own offset and nothing
 is lost or repeated.
 """
@@ -10,16 +11,20 @@ from __future__ import annotations
 
 import random
 import threading
-import time
 
 import fsspec
 import pytest
 
+from editstream.io import readahead
+from editstream.io.ranged import read_range
 from editstream.io.readahead import ByteBudget, ReadAhead
 from editstream.io.retry import RetryPolicy
 from editstream.testing.faultproxy import FaultPlan, FaultProxy
 
 FAST_RETRY = RetryPolicy(max_attempts=8, initial_backoff=0.01, max_backoff=0.05)
+HANG_GUARD = 60.0
+"""Seconds a wait for a thread gives up after: a hang guard only, the waits here are for work of
+microseconds, so no machine is that slow; a bug that deadlocks fails with a message instead."""
 
 
 @pytest.fixture(scope="module")
@@ -81,86 +86,173 @@ def test_a_short_object_ends_its_range(objects):
         assert read_all(r, random.Random(2)) == objects[url]
 
 
-class SlowReadAhead(ReadAhead):
-    """Every fetch waits ``latency`` seconds first (an object store's first byte); counts concurrency."""
+class ThreadClock:
+    """A fake clock per thread: a thread's time moves only when it calls :meth:`advance`.
 
-    def __init__(self, latency: float, **kw):
-        super().__init__(**kw)
+    The read-ahead times a fetch inside the fetching thread and the consumer's pace inside the
+    consumer's thread, so with this clock each measurement is exactly the simulated duration
+    (a fetch's latency, the consumer's work per block), however busy the machine is.
+    """
+
+    def __init__(self) -> None:
+        self._local = threading.local()
+
+    def __call__(self) -> float:
+        return float(getattr(self._local, "now", 0.0))
+
+    def advance(self, seconds: float) -> None:
+        self._local.now = self() + seconds
+
+
+class FakeStore:
+    """Stands in for ``read_range`` under the read-ahead: the file's real bytes, after ``latency``
+    seconds of the fetching thread's fake clock; counts the fetches in flight at once.
+
+    ``hold(url, a)`` may return a barrier the fetch of block ``a`` of ``url`` meets first, or an
+    event it waits for (a request the store has not answered yet); ``entered`` counts the
+    fetches that reached it.
+    """
+
+    def __init__(self, monkeypatch, clock: ThreadClock, latency: float = 0.0, hold=lambda url, a: None) -> None:
+        self.read = read_range
+        self.clock = clock
         self.latency = latency
+        self.hold = hold
         self.active = 0
         self.most_active = 0
-        self._lock = threading.Lock()
+        self.entered = 0
+        self.changed = threading.Condition()
+        monkeypatch.setattr(readahead, "read_range", self)
 
-    def _fetch(self, url, a, b):
-        with self._lock:
+    def __call__(self, url: str, a: int, b: int, **kw) -> bytes:
+        with self.changed:
             self.active += 1
+            self.entered += 1
             self.most_active = max(self.most_active, self.active)
+            self.changed.notify_all()
         try:
-            time.sleep(self.latency)
-            return super()._fetch(url, a, b)
+            wait = self.hold(url, a)
+            if wait is not None:
+                assert wait.wait(timeout=HANG_GUARD) is not False, f"{url} block {a} was never answered"
+            self.clock.advance(self.latency)
+            return self.read(url, a, b, **kw)
         finally:
-            with self._lock:
+            with self.changed:
                 self.active -= 1
+                self.changed.notify_all()
+
+    def wait_entered(self, n: int) -> None:
+        """Until ``n`` fetches have reached the store (they are in flight in their threads)."""
+        with self.changed:
+            assert self.changed.wait_for(lambda: self.entered >= n, timeout=HANG_GUARD)
 
 
-def stream(ra, ranges, per_block_work: float = 0.0) -> bytes:
+class WatchedBudget(ByteBudget):
+    """A :class:`ByteBudget` one can wait on until its ``used`` bytes satisfy a condition (no polling)."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(limit)
+        self.changed = threading.Condition()
+
+    def give(self, n: int) -> None:
+        super().give(n)
+        with self.changed:
+            self.changed.notify_all()
+
+    def wait_until(self, predicate) -> None:
+        with self.changed:
+            assert self.changed.wait_for(lambda: predicate(self.used), timeout=HANG_GUARD), self.used
+
+
+def stream(ra, ranges, per_block_work: float = 0.0, clock: ThreadClock | None = None) -> bytes:
+    """Every range read through ``ra`` in order; after each block the consumer works
+    ``per_block_work`` seconds on ``clock``."""
     ra.plan(iter(ranges))
     out = []
     for url, start, end in ranges:
         with ra.open(url, start, end) as r:
             while chunk := r.read(ra.block_size):
                 out.append(chunk)
-                if per_block_work:
-                    time.sleep(per_block_work)
+                if clock is not None:
+                    clock.advance(per_block_work)
     return b"".join(out)
 
 
-def test_depth_follows_latency_and_stays_within_the_budget(objects):
-    url = list(objects)[4]
-    ranges = [(url, 0, len(objects[url]))] * 6
+def test_depth_follows_latency_and_stays_within_the_budget(objects, tmp_path, monkeypatch):
+    data = objects[list(objects)[4]]  # 69 blocks of 1024
+    urls = []
+    for i in range(6):
+        (tmp_path / f"copy{i}.bin").write_bytes(data)
+        urls.append(str(tmp_path / f"copy{i}.bin"))
+    ranges = [(url, 0, len(data)) for url in urls]
+    blocks = -(-len(data) // 1024)
+    clock = ThreadClock()
+    # The first 8 blocks of the third object are fetched only once all 8 are in flight together:
+    # the consumer gets past them only if the read-ahead keeps at least 8 requests running.
+    together = threading.Barrier(8, timeout=HANG_GUARD)
+
+    def hold(url: str, a: int) -> threading.Barrier | None:
+        return together if url == urls[2] and a < 8 * 1024 else None
+
+    store = FakeStore(monkeypatch, clock, 0.03, hold=hold)
+
     budget = ByteBudget(10 * 1024)
-    fast_consumer = SlowReadAhead(0.03, block_size=1024, budget=budget)
-    t0 = time.perf_counter()
-    assert stream(fast_consumer, ranges) == objects[url] * 6
-    seconds = time.perf_counter() - t0
-    blocks = 6 * -(-len(objects[url]) // 1024)
-    # requests overlap across block and object boundaries, up to the budget (10 blocks)
-    assert fast_consumer.most_active >= 8
-    assert fast_consumer.max_held <= 10 and budget.peak <= budget.limit and fast_consumer.peak_bytes <= budget.limit
-    assert seconds < blocks * 0.03 / 3  # one request at a time would take blocks * latency
+    fast_consumer = ReadAhead(block_size=1024, budget=budget, clock=clock)
+    fast_consumer.plan(iter(ranges))
+    requested_before_open = []
+    out = []
+    for url, start, end in ranges:
+        requested_before_open.append(fast_consumer.requests)
+        with fast_consumer.open(url, start, end) as r:
+            while chunk := r.read(1024):
+                out.append(chunk)
+    assert b"".join(out) == data * 6
+    # fetches (30 ms) much slower than the consumer: as many requests in flight as the budget holds
+    assert fast_consumer.depth() == 10 and fast_consumer.max_held == 10
+    assert store.most_active >= 8
+    assert budget.peak <= budget.limit and fast_consumer.peak_bytes <= budget.limit
+    # requests overlap across object boundaries: blocks of the next object were requested before it was opened
+    assert all(n > i * blocks for i, n in enumerate(requested_before_open) if i > 0), requested_before_open
+    assert fast_consumer.requests == 6 * blocks  # each block once
     assert budget.used == 0  # every block handed back
 
-    slow_consumer = SlowReadAhead(0.002, block_size=1024, budget=ByteBudget(10 * 1024))
-    assert stream(slow_consumer, ranges[:2], per_block_work=0.01) == objects[url] * 2
-    assert slow_consumer.depth() <= 3  # a consumer slower than the fetches needs two or three blocks
+    for latency, work, depth in [(0.002, 0.01, 3), (0.025, 0.01, 5)]:  # ceil(fetch / consume) + 2
+        store = FakeStore(monkeypatch, clock, latency)
+        consumer = ReadAhead(block_size=1024, budget=ByteBudget(10 * 1024), clock=clock)
+        assert stream(consumer, ranges[:2], per_block_work=work, clock=clock) == data * 2
+        assert consumer.depth() == depth and consumer.max_held <= depth, (latency, work, consumer.max_held)
 
 
-def test_a_shared_budget_is_handed_back_when_a_stream_is_dropped(objects):
+def test_a_shared_budget_is_handed_back_when_a_stream_is_dropped(objects, monkeypatch):
+    """Blocks requested and not yet answered count until they arrive, then go back, whether the
+    plan was dropped or the whole read-ahead was (a stream abandoned without closing)."""
     url = list(objects)[4]
-    budget = ByteBudget(16 * 1024)
-    ra = ReadAhead(block_size=1024, budget=budget)
-    ra.plan(iter([(url, 0, len(objects[url]))] * 3))
-    with ra.open(url, 0, len(objects[url])) as r:
-        r.read(5000)
-        deadline = time.monotonic() + 5
-        while budget.used < 8 * 1024 and time.monotonic() < deadline:
-            r.read(1)
-            time.sleep(0.01)
-        assert budget.used > 0
+    size = len(objects[url])
+    clock = ThreadClock()
+    answered = threading.Event()
+    store = FakeStore(monkeypatch, clock, hold=lambda _url, a: None if a < 6 * 1024 else answered)
+    budget = WatchedBudget(16 * 1024)
+    ra = ReadAhead(block_size=1024, budget=budget, clock=clock)  # no time passes: two blocks ahead
+    ra.plan(iter([(url, 0, size)] * 3))
+    with ra.open(url, 0, size) as r:
+        assert r.read(6 * 1024) == objects[url][: 6 * 1024]
+        store.wait_entered(7)  # blocks 0-5 answered, block 6 requested and unanswered
+        assert budget.used == 2 * 1024  # block 5 (the consumer's) and block 6 (in flight)
     ra.plan(iter(()))
-    deadline = time.monotonic() + 5
-    while budget.used and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert budget.used == 0
-    other = ReadAhead(block_size=1024, budget=budget)
-    other.plan(iter([(url, 0, len(objects[url]))]))
-    with other.open(url, 0, len(objects[url])) as r:
-        r.read(10)
-    del other, r
-    deadline = time.monotonic() + 5
-    while budget.used and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert budget.used == 0
+    assert budget.used == 1024  # the unanswered request still counts ...
+    answered.set()
+    budget.wait_until(lambda used: used == 0)  # ... until it arrives
+
+    answered.clear()
+    other = ReadAhead(block_size=1024, budget=budget, clock=clock)
+    other.plan(iter([(url, 0, size)]))
+    r = other.open(url, 0, size)
+    assert r.read(6 * 1024) == objects[url][: 6 * 1024]
+    store.wait_entered(14)
+    assert budget.used == 2 * 1024
+    del other, r  # dropped mid-stream, never closed
+    answered.set()
+    budget.wait_until(lambda used: used == 0)
 
 
 def test_through_faults_and_latency_every_byte_arrives_once(s3_bucket):

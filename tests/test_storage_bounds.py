@@ -1,10 +1,13 @@
 """Bounded time on storage and one retry layer: a silent or refused endpoint fails fast with an
-error naming the URL, retries never nest, and retry jitter never touches the global RNGs."""
+error naming the URL, retries never nest, and retry jitter never touches the global RNGs.
+
+The bounds are asserted as what makes them (attempts, timeouts, a fake clock), not as elapsed
+wall-clock time, which a busy machine stretches."""
 
 from __future__ import annotations
 
 import random
-import time
+import re
 
 import fsspec
 import numpy as np
@@ -56,12 +59,17 @@ def test_a_silent_endpoint_fails_each_unit_within_the_bound_and_names_the_shard(
         ds = edit(f"{s3_bucket.url}/wds", options, retry=QUICK)
         ds.set_epoch(0)  # the manifest is read while the endpoint still answers
         proxy.set_plan(FaultPlan(every=1, kinds=("stall",), silent=True, stall_seconds=60, min_body=0))
-        started = time.monotonic()
         with pytest.raises(RuntimeError, match="a whole pass over 2 units gave no sample"):
             next(iter(ds))
-        elapsed = time.monotonic() - started
-    # two units, each: at most 3 attempts of one 1 s read timeout (s3fs makes a single attempt)
-    assert elapsed < 20, elapsed
+        stalled = proxy.faults_injected.get("stall", 0)
+    # The bound is attempts x read timeout, both asserted instead of the elapsed time: each unit
+    # makes at most QUICK's 3 attempts (s3fs makes a single attempt), and every request the 60 s
+    # stall swallowed was ended by the 1 s read timeout (a read waiting out the stall would not
+    # end in a ReadTimeoutError).
+    attempts = [int(a) for d in ds.drops.recent for a in re.findall(r"gave up after (\d+) attempts", d.error)]
+    assert len(attempts) == 2 and all(1 <= a <= 3 for a in attempts), attempts
+    assert 2 <= stalled <= sum(attempts), (stalled, attempts)
+    assert all("ReadTimeoutError: Read timeout" in d.error for d in ds.drops.recent), ds.drops.recent
     assert ds.drops.counts == {"unreadable_unit": 2}
     failures = [d for d in ds.drops.recent if d.reason == "unreadable_unit"]
     assert all("RetriesExhausted" in d.error and "gave up after" in d.error for d in failures)
@@ -88,17 +96,40 @@ def test_a_refused_endpoint_is_a_clear_error_through_the_python_api():
         ds.set_epoch(0)
 
 
+class FakeTime:
+    """A clock that moves only when told to or when :meth:`sleep` is called on it (no real waiting)."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.sleeps: list[float] = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.now += seconds
+
+
 def test_read_range_counts_attempts_and_stops_at_the_deadline(tmp_path):
+    clock = FakeTime()
     calls = []
 
     def flaky() -> bytes:
-        calls.append(time.monotonic())
+        calls.append(clock())
+        clock.now += 0.01  # an attempt takes 10 ms
         raise ConnectionResetError("connection reset by peer")
 
-    policy = RetryPolicy(max_attempts=100, initial_backoff=0.05, max_backoff=0.05, deadline=0.5)
-    with pytest.raises(RetriesExhausted, match="what: gave up after"):
+    policy = RetryPolicy(
+        max_attempts=100, initial_backoff=0.05, max_backoff=0.05, deadline=0.5, clock=clock, sleep=clock.sleep
+    )
+    with pytest.raises(RetriesExhausted, match="what: gave up after") as raised:
         policy.call(flaky, "what")
-    assert 3 <= len(calls) < 100 and calls[-1] - calls[0] < 0.6
+    assert f"gave up after {len(calls)} attempts in" in str(raised.value)
+    assert 3 <= len(calls) < 100  # the deadline stopped it, not the attempts
+    assert all(t < 0.5 for t in calls)  # no attempt started after the deadline ...
+    assert clock() + 0.05 >= 0.5  # ... and it did not give up before the next wait would cross it
+    assert all(0.025 <= s < 0.05 for s in clock.sleeps)  # the backoff, jittered in [0.5, 1)
     (tmp_path / "f").write_bytes(b"0123456789")
     assert read_range(str(tmp_path / "f"), 2, 5) == b"234"
 

@@ -142,7 +142,10 @@ class ReadAhead:
         block_size: int = 4 << 20,
         budget: ByteBudget | None = None,
         max_in_flight: int = 16,
+        clock: Callable[[], float] = time.perf_counter,
     ) -> None:
+        """``clock`` measures fetch times (in the fetching thread) and the consumer's pace (in
+        its thread), in seconds; tests drive the depth with a fake one."""
         if block_size <= 0:
             raise ValueError(f"block_size must be > 0, got {block_size}")
         if max_in_flight < 1:
@@ -152,6 +155,7 @@ class ReadAhead:
         self.block_size = block_size
         self.budget = budget
         self.max_in_flight = max_in_flight
+        self._clock = clock
         self._plan: Iterator[tuple[str, int, int]] = iter(())
         self._ranges: deque[_Range] = deque()
         self._held = 0  # blocks requested and not yet released by the consumer
@@ -205,7 +209,7 @@ class ReadAhead:
 
     def _next_block(self, r: _Range) -> tuple[_Block, bytes] | None:
         """The next block of range ``r`` (requesting it now if it is not in flight), with its bytes."""
-        now = time.perf_counter()
+        now = self._clock()
         self._fill()
         if not r.blocks:
             if r.next >= r.end:
@@ -213,7 +217,7 @@ class ReadAhead:
             self._submit(r, force=True)
         block = r.blocks.popleft()
         data, seconds = block.future.result()
-        done = time.perf_counter()
+        done = self._clock()
         self._fetch_s = seconds if self._fetch_s is None else (1 - _EWMA) * self._fetch_s + _EWMA * seconds
         if self._last_handed is not None:
             busy = max(0.0, now - self._last_handed)
@@ -292,9 +296,9 @@ class ReadAhead:
         return True
 
     def _fetch(self, url: str, a: int, b: int) -> tuple[bytes, float]:
-        t0 = time.perf_counter()
+        t0 = self._clock()
         data = read_range(url, a, b, storage_options=self.storage_options, retry=self.retry)
-        return data, time.perf_counter() - t0
+        return data, self._clock() - t0
 
     def _executor(self) -> ThreadPoolExecutor:
         if self._pool is None or self._pool_pid != os.getpid():

@@ -91,7 +91,9 @@ class RetryPolicy:
     ``is_transient`` decides which exceptions are retried; anything else propagates at once.
     Jitter comes from a private, OS-seeded generator, so workers on different machines do not
     retry in lockstep and the global ``random`` (which drives the per-sample draws) never moves.
-    ``deadline`` bounds one call's total time: no new attempt starts after it.
+    ``deadline`` bounds one call's total time: no new attempt starts after it. ``clock`` and
+    ``sleep`` are how that time is read and waited (``time.monotonic`` and ``time.sleep``; tests
+    give fake ones).
     """
 
     max_attempts: int = 6
@@ -99,6 +101,8 @@ class RetryPolicy:
     max_backoff: float = 5.0
     deadline: float = 120.0
     is_transient: Callable[[BaseException], bool] = field(default=_default_transient)
+    clock: Callable[[], float] = field(default=time.monotonic, repr=False, compare=False)
+    sleep: Callable[[float], None] = field(default=time.sleep, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.max_attempts < 1:
@@ -119,7 +123,7 @@ class RetryPolicy:
         A non-transient error propagates as it is; when transient errors outlast the attempts or
         the deadline, :class:`RetriesExhausted` names ``what``, the attempts and the time taken.
         """
-        started = time.monotonic()
+        started = self.clock()
         attempt = 0
         while True:
             try:
@@ -129,9 +133,9 @@ class RetryPolicy:
                     raise
                 attempt += 1
                 wait = self.delay(attempt)
-                elapsed = time.monotonic() - started
+                elapsed = self.clock() - started
                 if attempt >= self.max_attempts or elapsed + wait >= self.deadline:
                     raise RetriesExhausted(
                         f"{what}: gave up after {attempt} attempts in {elapsed:.1f} s: {type(exc).__name__}: {exc}"
                     ) from exc
-                time.sleep(wait)
+                self.sleep(wait)
