@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -25,11 +26,14 @@ EXAMPLE = ROOT / "examples" / "plugin_kind"
 
 @pytest.fixture(scope="session")
 def plugin_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    """PYTHONPATH with the example installed by pip (no deps: editstream is this checkout)."""
+    """PYTHONPATH with the example installed by pip (no deps: editstream is this checkout), built from a
+    copy so setuptools' build/ and egg-info land in a temporary directory, not in the checkout."""
     target = tmp_path_factory.mktemp("plugin-site")
+    source = tmp_path_factory.mktemp("plugin-src") / "plugin_kind"
+    shutil.copytree(EXAMPLE, source)
     subprocess.run(
         [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation"]
-        + ["--target", str(target), str(EXAMPLE)],
+        + ["--target", str(target), str(source)],
         check=True,
         capture_output=True,
         text=True,
