@@ -325,7 +325,7 @@ def test_a_bomb_in_a_shard_is_a_counted_drop_with_the_same_reason(tmp_path):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from editstream.testing.synth import UNIFIED_EDIT_SCHEMA
+    from editstream.testing.synth_rows import EDIT_CHAIN_ARROW
 
     good = _png(64, 64)
     rows = [
@@ -342,7 +342,7 @@ def test_a_bomb_in_a_shard_is_a_counted_drop_with_the_same_reason(tmp_path):
     ]
     rows[1]["image_list"] = [_jpeg_declaring(15000, 15000), _jpeg_declaring(15000, 15000)]
     (tmp_path / "pq").mkdir()
-    pq.write_table(pa.Table.from_pylist(rows, schema=UNIFIED_EDIT_SCHEMA), tmp_path / "pq" / "a.parquet")
+    pq.write_table(pa.Table.from_pylist(rows, schema=EDIT_CHAIN_ARROW), tmp_path / "pq" / "a.parquet")
     summary = convert(str(tmp_path / "pq"), str(tmp_path / "wds"), workers=1, progress=False)
     report = json.loads((tmp_path / "wds" / "report.json").read_text())
     assert summary["num_bad_rows"] == 1 and report["bad_rows"][0]["row"] == 1

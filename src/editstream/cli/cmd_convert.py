@@ -1,4 +1,4 @@
-"""``editstream convert``: parquet (or a vlm_sft JSONL) to WebDataset shards, checked before it starts.
+"""``editstream convert``: parquet (or a JSONL + media source) to WebDataset shards, checked before it starts.
 
 Before any shard is written: SRC must be a parquet directory (or a JSONL file), a given
 ``--schema`` must fit its columns, the S3 buckets must exist with working credentials, and
@@ -15,27 +15,25 @@ import click
 from ..format import detect as d
 from .app import SETTINGS, main
 from .errors import UsageProblem
-from .options import SizeType, canonical_schema, storage_options, with_storage_options
-from .paths import check_bucket, parquet_source
+from .options import KindChoice, SizeType, storage_options, with_storage_options
+from .paths import check_bucket, parquet_columns, parquet_source
 
 
-def _parquet_columns(found: d.PathKind, so: dict[str, Any] | None) -> list[str]:
-    from ..io import storage
-    from ..io.parquet import open_parquet
+def _catch_all() -> str:
+    """The kind that converts any parquet columns as they are (the one with no columns to require)."""
+    from ..kinds import SourceShape, all_kinds
 
-    first = next(n for n in found.names if n.endswith(".parquet"))
-    with open_parquet(storage.join(found.url, first), so) as pf:
-        return [f.name for f in pf.schema_arrow]
+    return next(k.name for k in all_kinds() if k.source is SourceShape.PARQUET and not k.columns)
 
 
 def check_schema_fits(found: d.PathKind, schema: str, so: dict[str, Any] | None) -> None:
-    """A ``--schema`` that lacks columns of the data is a usage error naming the schema that fits."""
+    """A ``--schema`` that lacks columns of the data is a usage error naming the kind that fits."""
     from ..kinds import detect_kind, get_kind
 
-    if found.kind != d.PARQUET_DIR or schema == "generic":
-        return
     kind = get_kind(schema)
-    columns = _parquet_columns(found, so)
+    if found.kind != d.PARQUET_DIR or not kind.columns:
+        return
+    columns = parquet_columns(found, so)
     missing = [c for c in kind.columns if c not in columns]
     if not missing:
         return
@@ -44,9 +42,17 @@ def check_schema_fits(found: d.PathKind, schema: str, so: dict[str, Any] | None)
     advice = (
         f"these columns are {fits} data: pass --schema {fits} or leave --schema out"
         if fits
-        else "pass --schema generic to convert the rows as they are"
+        else f"pass --schema {_catch_all()} to convert the rows as they are"
     )
     raise UsageProblem(f"--schema {schema} needs columns {list(kind.columns)}; {found.url} has {columns}", advice)
+
+
+def _check_jsonl(src: str, found: d.PathKind, schema: str | None) -> None:
+    """A JSONL SRC needs a JSONL + media kind (or none given: conversion picks it)."""
+    from ..kinds import SourceShape, get_kind
+
+    if found.kind == d.JSONL_FILE and schema is not None and get_kind(schema).source is not SourceShape.JSONL_MEDIA:
+        raise UsageProblem(f"{src} is a JSONL file (JSONL + media data); --schema {schema} needs a parquet directory")
 
 
 def _layout(ctx: click.Context, layout: str, shard_size: int | None, samples_per_shard: int | None) -> str:
@@ -66,14 +72,14 @@ def _layout(ctx: click.Context, layout: str, shard_size: int | None, samples_per
 @click.argument("dst")
 @click.option(
     "--schema",
-    type=click.Choice(["unified_edit", "t2i", "t2i_pretrain", "vlm_sft", "generic"]),
+    type=KindChoice(),
     default=None,
-    help="Source schema; detected from the columns when omitted (vlm_sft from a .jsonl SRC).",
+    help="Source dataset kind; detected from the columns when omitted (the JSONL + media kind from a .jsonl SRC).",
 )
 @click.option(
     "--media-dir",
     default=None,
-    help="vlm_sft: the directory the JSONL's image/video names are relative to. Give the same string as "
+    help="JSONL SRC: the directory the JSONL's image/video names are relative to. Give the same string as "
     "the source backend's data_dir: it is recorded and decides the epoch order.",
 )
 @click.option("--parquet-info", default=None, help="parquet_info JSON (row groups per file); footers otherwise.")
@@ -140,15 +146,14 @@ def _layout(ctx: click.Context, layout: str, shard_size: int | None, samples_per
 @with_storage_options
 @click.pass_context
 def convert(ctx: click.Context, src: str, dst: str, **kw: Any) -> None:
-    """Convert the parquet dataset SRC (or a vlm_sft JSONL file, with --media-dir) into WebDataset
+    """Convert the parquet dataset SRC (or a JSONL file of VLM conversations, with --media-dir) into WebDataset
     tar shards under DST (local or s3://). A JSONL becomes shards of consecutive lines
     (--samples-per-shard, 1000 by default, or --shard-size). An interrupted run resumes when run again."""
     so = storage_options(kw.pop("storage_option"), kw.pop("endpoint_url"))
     layout = _layout(ctx, kw.pop("layout"), kw["shard_size"], kw["samples_per_shard"])
-    schema = canonical_schema(kw.pop("schema"))
+    schema = kw.pop("schema")
     found = parquet_source(src, so)
-    if found.kind == d.JSONL_FILE and schema not in (None, "vlm_sft"):
-        raise UsageProblem(f"{src} is a JSONL file (vlm_sft data); --schema {schema} needs a parquet directory")
+    _check_jsonl(src, found, schema)
     if schema is not None:
         check_schema_fits(found, schema, so)
     check_bucket(dst, so)
@@ -168,7 +173,7 @@ def convert(ctx: click.Context, src: str, dst: str, **kw: Any) -> None:
         click.echo(f"{summary['num_bad_rows']} bad rows {action}; see {summary['report']}", err=True)
 
 
-def _run(src: str, dst: str, *, engine: str, workers: int | None, ray_address: str | None, **kw: Any) -> dict:
+def _run(src: str, dst: str, *, engine: str, workers: int | None, ray_address: str | None, **kw: Any) -> dict[str, Any]:
     from ..conversion import convert as run
     from ..conversion.executors import make_executor
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from typing import Any
 
 import click
 
@@ -13,7 +14,7 @@ from .options import storage_options, with_storage_options
 from .paths import converted_root
 
 
-def _find(dst: str, key: str, opts: dict | None) -> dict[str, bytes]:
+def _find(dst: str, key: str, opts: dict[str, Any] | None) -> dict[str, bytes]:
     from ..conversion.inspect import find_members
 
     try:
@@ -22,7 +23,7 @@ def _find(dst: str, key: str, opts: dict | None) -> dict[str, bytes]:
         raise DataProblem(str(exc.args[0]), f"list the keys with: editstream inspect {dst} --list") from None
 
 
-def _extract(dst: str, key: str, out_dir: str, opts: dict | None) -> None:
+def _extract(dst: str, key: str, out_dir: str, opts: dict[str, Any] | None) -> None:
     members = _find(dst, key, opts)
     if os.path.exists(out_dir) and not os.path.isdir(out_dir):
         raise UsageProblem(f"--extract writes into a directory, and {out_dir} is a file", "give a directory")

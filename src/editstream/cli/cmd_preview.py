@@ -1,8 +1,9 @@
-"""``editstream preview``: see a dataset's first records (edit chains, T2I pairs, vlm_sft talks) as HTML or PNG."""
+"""``editstream preview``: see a dataset's first records, drawn by their kind's preview function, as HTML or PNG."""
 
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import click
 
@@ -10,7 +11,7 @@ from ..format import detect as d
 from .app import main
 from .errors import DataProblem, UsageProblem
 from .options import storage_options
-from .paths import _missing, _partial, check_bucket
+from .paths import check_bucket, missing_path, unfinished_conversion
 
 _OK = {
     "auto": None,
@@ -19,7 +20,13 @@ _OK = {
 }
 
 
-def _check(data: str, backend: str, opts: dict | None) -> None:
+def _kinds() -> list[str]:
+    from ..kinds import all_kinds
+
+    return [kind.name for kind in all_kinds() if kind.preview is not None]
+
+
+def _check(data: str, backend: str, opts: dict[str, Any] | None) -> None:
     if d.is_pattern(data):
         kind = d.SHARD_PATTERN
     else:
@@ -27,9 +34,9 @@ def _check(data: str, backend: str, opts: dict | None) -> None:
         found = d.detect(data, opts)
         kind = found.kind
         if kind == d.MISSING:
-            raise _missing(data, "DATA")
+            raise missing_path(data, "DATA")
         if kind == d.PARTIAL:
-            raise _partial(found)
+            raise unfinished_conversion(found)
     allowed = _OK[backend]
     if allowed is not None and kind not in allowed:
         other = "webdataset" if backend == "parquet" else "parquet"
@@ -56,7 +63,7 @@ def _check(data: str, backend: str, opts: dict | None) -> None:
     show_default=True,
     help="auto: by what DATA holds; parquet: a parquet directory; webdataset: a converted root or shards.",
 )
-@click.option("--media-dir", default=None, help="vlm_sft JSONL: the directory its image names are relative to.")
+@click.option("--media-dir", default=None, help="JSONL DATA: the directory its image names are relative to.")
 @click.option("--endpoint-url", default=None, help="S3 endpoint URL (e.g. MinIO).")
 @click.option("--storage-option", "storage_option", multiple=True, metavar="KEY=VALUE", help="fsspec storage option.")
 def preview(
@@ -69,9 +76,9 @@ def preview(
     storage_option: tuple[str, ...],
 ) -> None:
     """Draw the first records of DATA (a converted root, a parquet directory, shards by pattern, or a
-    vlm_sft JSONL with --media-dir): edit chains as rows of thumbnails with their instructions,
-    T2I images with captions, vlm_sft images with the conversation."""
-    from ..preview.collect import collect
+    JSONL of VLM conversations with --media-dir), each drawn as its kind says: edit chains as rows of
+    thumbnails with their instructions, images with their captions, prompt or conversation."""
+    from ..preview.collect import NoPreviewError, collect
     from ..preview.render import save_png, to_html, to_png
 
     suffix = os.path.splitext(out)[1].lower()
@@ -79,7 +86,10 @@ def preview(
         raise UsageProblem(f"-o {out}: the preview is written as .html or .png", "name the output OUT.html or OUT.png")
     opts = storage_options(storage_option, endpoint_url)
     _check(data, backend, opts)
-    records = collect(data, n, media_dir=media_dir, storage_options=opts)
+    try:
+        records = collect(data, n, media_dir=media_dir, storage_options=opts)
+    except NoPreviewError as exc:
+        raise DataProblem(str(exc), f"install the package of its kind; preview knows {', '.join(_kinds())}") from None
     if not records:
         raise DataProblem(f"{data} holds no records to preview")
     title = f"editstream preview: {data} (first {len(records)})"

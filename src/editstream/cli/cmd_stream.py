@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 import random
 import time
@@ -10,32 +11,44 @@ from typing import Any
 import click
 
 from .app import main
-from .options import SCHEMA_CHOICES, canonical_schema, storage_options, with_storage_options
+from .options import KindChoice, storage_options, trainable, with_storage_options
 from .resolve import Resolved, resolve
 
 
-def _dataset(found: list[Resolved], opts: dict | None, workers: int, kw: dict[str, Any]) -> Any:
-    from ..loader.datasets.registry import DATASET_REGISTRY
+def _required(cls: type) -> set[str]:
+    """The parameters of ``cls``'s constructor that have no default (what it must be given)."""
+    params = inspect.signature(cls).parameters.values()
+    return {p.name for p in params if p.default is inspect.Parameter.empty and p.kind is not p.VAR_KEYWORD}
+
+
+def _dataset(found: list[Resolved], opts: dict[str, Any] | None, workers: int, kw: dict[str, Any]) -> Any:
+    """The kind's training dataset over the DATA entries, built through the kind registry: the standard
+    parquet-slice arguments by keyword, and a ViT transform only when the class requires one."""
+    from ..kinds import get_kind
     from ..loader.datasets.standard import count_source_files
     from ..loader.tokenizer import ByteTokenizer
     from ..loader.transforms import ImageTransform
 
     backend, schema = found[0].backend, found[0].schema
+    cls = get_kind(schema).dataset_class()
     entries = [r.entry for r in found]
     num_used = kw["num_used"]
     counts = [num_used if num_used is not None else count_source_files(e, backend, opts) for e in entries]
-    vae = ImageTransform(kw["vae_max"], min(256, kw["vae_max"]), 16)
-    common: dict[str, Any] = dict(
+    args: dict[str, Any] = dict(
+        dataset_name=schema,
+        transform=ImageTransform(kw["vae_max"], min(256, kw["vae_max"]), 16),
+        tokenizer=ByteTokenizer(),
+        data_dir_list=entries,
+        num_used_data=counts,
         local_rank=kw["rank"],
         world_size=kw["world_size"],
         num_workers=max(workers, 1),
         backend=backend,
         storage_options=opts,
     )
-    if schema == "t2i_pretrain":
-        return DATASET_REGISTRY[schema](schema, vae, ByteTokenizer(), entries, counts, **common)
-    vit = ImageTransform(kw["vit_max"], min(224, kw["vit_max"]), 14)
-    return DATASET_REGISTRY[schema](schema, vae, ByteTokenizer(), vit, entries, counts, **common)
+    if "vit_transform" in _required(cls):
+        args["vit_transform"] = ImageTransform(kw["vit_max"], min(224, kw["vit_max"]), 14)
+    return cls(**args)
 
 
 @main.command()
@@ -50,10 +63,10 @@ def _dataset(found: list[Resolved], opts: dict | None, workers: int, kw: dict[st
 )
 @click.option(
     "--schema",
-    type=click.Choice(SCHEMA_CHOICES[:3]),
+    type=KindChoice(trainable),
     default=None,
-    help="Data schema (t2i = t2i_pretrain); default: from the manifest or the parquet columns "
-    "(t2i_pretrain for foreign shards). A schema the data does not have is an error.",
+    help="Dataset kind of the data (a kind's aliases name it too); default: from the manifest or the parquet "
+    "columns (foreign shards: the kind their default member map reads). A kind the data does not have is an error.",
 )
 @click.option("--samples", type=click.IntRange(min=1), default=200, show_default=True, help="Samples to stream.")
 @click.option(
@@ -81,9 +94,9 @@ def stream(
     data: tuple[str, ...], backend: str, schema: str | None, samples: int, workers: int, seed: int, **kw: Any
 ) -> None:
     """Stream samples from DATA (parquet directories, converted roots, or shard patterns) through
-    the dataset class of its schema and report throughput and drops (all worker processes)."""
+    the dataset class of its kind and report throughput and drops (all worker processes)."""
     opts = storage_options(kw.pop("storage_option"), kw.pop("endpoint_url"))
-    found = resolve(data, backend, canonical_schema(schema), opts)  # before torch loads: mistakes fail fast
+    found = resolve(data, backend, schema, opts)  # before torch loads: mistakes fail fast
     import torch
 
     ds = _dataset(found, opts, workers, kw)

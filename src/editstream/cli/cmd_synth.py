@@ -1,4 +1,4 @@
-"""``editstream synth``: a synthetic parquet dataset to try everything on."""
+"""``editstream synth``: a synthetic source dataset of any registered kind to try everything on."""
 
 from __future__ import annotations
 
@@ -7,16 +7,24 @@ import json
 import click
 
 from .app import SETTINGS, main
+from .options import KindChoice
+
+
+def _first_synth_kind() -> str:
+    """The default ``--schema``: the first registered kind that can write synthetic data."""
+    from ..testing.synth import synth_kinds
+
+    return synth_kinds()[0].name
 
 
 @main.command()
 @click.argument("out")
 @click.option(
     "--schema",
-    type=click.Choice(["unified_edit", "t2i", "t2i_pretrain"]),
-    default="unified_edit",
-    show_default=True,
-    help="Source schema to generate (t2i and t2i_pretrain are the same schema).",
+    type=KindChoice(lambda kind: kind.synth is not None),
+    default=_first_synth_kind,
+    show_default="the first kind listed",
+    help="Dataset kind to generate (a kind's aliases name it too).",
 )
 @click.option("--files", "num_files", type=click.IntRange(min=1), default=2, show_default=True, help="Parquet files.")
 @click.option(
@@ -36,7 +44,8 @@ from .app import SETTINGS, main
     type=click.FloatRange(0.0, 1.0),
     default=0.0,
     show_default=True,
-    help="Fraction of rows made bad on purpose (bad image bytes, too few images, short instructions).",
+    help="Fraction of rows made bad on purpose (each kind plants its own bad rows: bad image bytes, "
+    "missing parts ...).",
 )
 @click.option("--min-side", type=click.IntRange(min=1), default=None, help="Smallest image side in pixels.")
 @click.option("--max-side", type=click.IntRange(min=1), default=None, help="Largest image side in pixels.")
@@ -53,19 +62,20 @@ def synth(
     max_side: int | None,
     no_progress: bool,
 ) -> None:
-    """Write a synthetic parquet dataset (plus parquet_info.json) to OUT."""
-    from ..testing.synth import SynthConfig, write_synthetic_dataset
+    """Write a synthetic source dataset of a kind to OUT: parquet files plus parquet_info.json, or a
+    JSONL file with its media directory (--files x --row-groups x --rows lines)."""
+    from ..testing.synth import write_synthetic_dataset
 
     summary = write_synthetic_dataset(
         out,
-        schema="t2i_pretrain" if schema == "t2i" else schema,
+        schema=schema,
         num_files=num_files,
         row_groups_per_file=row_groups_per_file,
         rows_per_group=rows_per_group,
         seed=seed,
         corrupt_fraction=corrupt_fraction,
-        min_side=SynthConfig.min_side if min_side is None else min_side,
-        max_side=SynthConfig.max_side if max_side is None else max_side,
+        min_side=min_side,
+        max_side=max_side,
         progress=not (no_progress or SETTINGS.quiet),
     )
     click.echo(json.dumps(summary, indent=2, default=str))

@@ -1,4 +1,4 @@
-"""Options several subcommands share: storage options, sizes, schema names."""
+"""Options several subcommands share: storage options, sizes, dataset kind names (from the registry)."""
 
 from __future__ import annotations
 
@@ -8,18 +8,41 @@ from typing import Any
 
 import click
 
-SCHEMA_CHOICES = ["unified_edit", "t2i", "t2i_pretrain", "vlm_sft"]
-"""Schema names a user may type: ``t2i`` and ``t2i_pretrain`` are one schema."""
+from ..kinds import DatasetKind, SourceShape, all_kinds, get_kind
 
 
-def canonical_schema(name: str | None) -> str | None:
-    """``t2i`` -> ``t2i_pretrain``; other names as given."""
-    return "t2i_pretrain" if name == "t2i" else name
+class KindChoice(click.Choice[str]):
+    """The names and aliases of the registered dataset kinds that ``want`` accepts, read from
+    ``editstream.kinds`` each time the command runs or shows its help (so a plug-in kind
+    installed later is offered too). The value is the kind's canonical name: aliases resolve here."""
+
+    def __init__(self, want: Callable[[DatasetKind], bool] | None = None) -> None:
+        super().__init__((), case_sensitive=True)
+        self.want = want
+
+    @property
+    def choices(self) -> tuple[str, ...]:
+        """Every name and alias of the wanted kinds, in registry order."""
+        return tuple(n for kind in all_kinds() if self.want is None or self.want(kind) for n in kind.names)
+
+    @choices.setter
+    def choices(self, value: Any) -> None:
+        """Ignored: the choices always come from the registry."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        if isinstance(value, DatasetKind):
+            return value.name
+        return get_kind(str(super().convert(value, param, ctx))).name
 
 
-def storage_options(pairs: tuple[str, ...], endpoint_url: str | None) -> dict | None:
+def trainable(kind: DatasetKind) -> bool:
+    """Kinds with a training dataset whose source is parquet slices (what ``stream`` builds)."""
+    return kind.dataset is not None and kind.source is SourceShape.PARQUET
+
+
+def storage_options(pairs: tuple[str, ...], endpoint_url: str | None) -> dict[str, Any] | None:
     """``-o key=value`` pairs (values parsed as JSON when they parse) plus ``--endpoint-url``."""
-    opts: dict = {}
+    opts: dict[str, Any] = {}
     for pair in pairs:
         if "=" not in pair:
             raise click.BadParameter(f"expected KEY=VALUE, got {pair!r}", param_hint="'-o' / '--storage-option'")
@@ -54,7 +77,7 @@ def with_storage_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     return fn
 
 
-class SizeType(click.ParamType):
+class SizeType(click.ParamType[int]):
     """A byte size such as ``512MB``, ``1GiB`` or ``100000``."""
 
     name = "SIZE"

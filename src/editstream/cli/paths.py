@@ -42,12 +42,14 @@ def check_bucket(url: str, storage_options: dict[str, Any] | None) -> None:
         raise
 
 
-def _missing(url: str, what: str) -> DataProblem:
+def missing_path(url: str, what: str) -> DataProblem:
+    """The error for a path that does not exist (a relative local path says what it is relative to)."""
     where = f" (relative to {os.getcwd()})" if storage.is_local(url) and not os.path.isabs(url) else ""
     return DataProblem(f"{what} {url} does not exist{where}", "check the path")
 
 
-def _partial(found: d.PathKind) -> DataProblem:
+def unfinished_conversion(found: d.PathKind) -> DataProblem:
+    """The error for an unfinished conversion, with the command that finishes it."""
     partial = found.partial or d.Partial(done=0)
     src = shlex.quote(partial.src) if partial.src else "SRC"
     return DataProblem(
@@ -63,9 +65,9 @@ def converted_root(url: str, storage_options: dict[str, Any] | None, command: st
     if found.kind == d.CONVERTED:
         return found
     if found.kind == d.MISSING:
-        raise _missing(url, "the dataset root")
+        raise missing_path(url, "the dataset root")
     if found.kind == d.PARTIAL:
-        raise _partial(found)
+        raise unfinished_conversion(found)
     if found.kind == d.TAR_FILE:
         raise UsageProblem(
             f"{url} is one shard, not a converted dataset root",
@@ -87,13 +89,13 @@ def converted_root(url: str, storage_options: dict[str, Any] | None, command: st
 
 
 def parquet_source(url: str, storage_options: dict[str, Any] | None) -> d.PathKind:
-    """``url`` must be a directory of parquet files or a vlm_sft JSONL file."""
+    """``url`` must be a directory of parquet files or a JSONL file (of a JSONL + media kind)."""
     check_bucket(url, storage_options)
     found = d.detect(url, storage_options)
     if found.kind in (d.PARQUET_DIR, d.JSONL_FILE):
         return found
     if found.kind == d.MISSING:
-        raise _missing(url, "SRC")
+        raise missing_path(url, "SRC")
     if found.kind == d.PARQUET_FILE:
         raise UsageProblem(
             f"SRC {url} is a file; convert takes the directory that holds the *.parquet files",
@@ -102,3 +104,12 @@ def parquet_source(url: str, storage_options: dict[str, Any] | None) -> d.PathKi
     if found.kind in (d.CONVERTED, d.PARTIAL, d.SHARD_DIR, d.TAR_FILE):
         raise UsageProblem(f"SRC {url} holds tar shards, not parquet files", "give the parquet directory as SRC")
     raise DataProblem(f"no *.parquet files in {url}", "give the directory that holds the parquet files")
+
+
+def parquet_columns(found: d.PathKind, storage_options: dict[str, Any] | None) -> list[str]:
+    """The column names of the first parquet file of the parquet directory ``found``."""
+    from ..io.parquet import open_parquet
+
+    first = next(n for n in found.names if n.endswith(".parquet"))
+    with open_parquet(storage.join(found.url, first), storage_options) as pf:
+        return [f.name for f in pf.schema_arrow]

@@ -12,10 +12,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..format import detect as d
+from ..kinds import UnknownKindError, detect_kind, get_kind
 from .errors import UsageProblem
-from .paths import _missing, _partial, check_bucket
-
-STREAMABLE = ("unified_edit", "t2i_pretrain")
+from .options import trainable
+from .paths import check_bucket, missing_path, parquet_columns, unfinished_conversion
 
 
 @dataclass
@@ -29,22 +29,46 @@ class Resolved:
 
 
 def _parquet_schema(found: d.PathKind, so: dict[str, Any] | None) -> str | None:
-    from ..kinds import detect_kind
-    from .cmd_convert import _parquet_columns
-
-    kind = detect_kind(_parquet_columns(found, so))
+    kind = detect_kind(parquet_columns(found, so))
     return kind.name if kind else None
+
+
+def _foreign(entry: str) -> Resolved:
+    from ..preview.collect import foreign_kind
+
+    return Resolved(entry, "webdataset", foreign_kind().name, foreign=True)
+
+
+def _check_streamable(r: Resolved) -> None:
+    """The kind of ``r`` must have a parquet-slice training dataset: the datasets ``stream`` builds."""
+    streamable = [k.name for k in all_trainable()]
+    try:
+        kind = get_kind(r.schema)
+    except UnknownKindError:
+        kind = None
+    if kind is not None and trainable(kind):
+        return
+    reader = kind.dataset.rsplit(":", 1)[-1] if kind is not None and kind.dataset else None
+    advice = f"read {r.schema} data with {reader} (see the README)" if reader else "give data of a kind stream reads"
+    raise UsageProblem(f"{r.entry} holds {r.schema} data; stream reads {' and '.join(streamable)}", advice)
+
+
+def all_trainable() -> list[Any]:
+    """The registered kinds ``stream`` can build a dataset for, in registry order."""
+    from ..kinds import all_kinds
+
+    return [k for k in all_kinds() if trainable(k)]
 
 
 def _resolve_one(url: str, backend: str, so: dict[str, Any] | None) -> Resolved:
     if d.is_pattern(url) or url.endswith(".tar"):
-        return Resolved(url, "webdataset", "t2i_pretrain", foreign=True)
+        return _foreign(url)
     check_bucket(url, so)
     found = d.detect(url, so)
     if found.kind == d.MISSING:
-        raise _missing(url, "DATA")
+        raise missing_path(url, "DATA")
     if found.kind == d.PARTIAL:
-        raise _partial(found)
+        raise unfinished_conversion(found)
     if found.kind == d.CONVERTED:
         if backend == "parquet":
             raise UsageProblem(
@@ -62,10 +86,11 @@ def _resolve_one(url: str, backend: str, so: dict[str, Any] | None) -> Resolved:
             )
         schema = _parquet_schema(found, so)
         if schema is None:
-            raise UsageProblem(f"the columns of {url} fit no schema stream reads", "give unified_edit or t2i data")
+            names = " or ".join(k.name for k in all_trainable())
+            raise UsageProblem(f"the columns of {url} fit no schema stream reads", f"give {names} data")
         return Resolved(url, "parquet", schema)
     if found.kind == d.SHARD_DIR:
-        return Resolved(url.rstrip("/") + "/*.tar", "webdataset", "t2i_pretrain", foreign=True)
+        return _foreign(url.rstrip("/") + "/*.tar")
     if found.kind == d.PARQUET_FILE:
         parent = url.rstrip("/").rsplit("/", 1)[0] if "/" in url.rstrip("/") else "."
         raise UsageProblem(f"{url} is one parquet file; stream reads directories", f"give its directory: {parent}")
@@ -89,11 +114,7 @@ def resolve(data: tuple[str, ...], backend: str, schema: str | None, so: dict[st
                     f"pass --schema {r.schema} or leave --schema out",
                 )
     for r in found:
-        if r.schema not in STREAMABLE:
-            raise UsageProblem(
-                f"{r.entry} holds {r.schema} data; stream reads {' and '.join(STREAMABLE)}",
-                "read vlm_sft data with SftJSONLIterableDataset (see the README)",
-            )
+        _check_streamable(r)
     kinds = {(r.backend, r.schema, r.foreign) for r in found}
     if len(kinds) > 1:
         shown = ", ".join(f"{r.entry}: {r.schema} on {r.backend}" for r in found)

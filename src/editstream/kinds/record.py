@@ -79,7 +79,11 @@ class DatasetKind:
     ``columns`` maps each column the parser reads to its type notation (``format.columns``);
     they are the columns a parquet source must have and the ones detection looks for.
     ``dataset`` is the dotted path of the training dataset class (``None``: convert only);
-    ``preview`` and ``synth`` name the functions the ``preview`` and ``synth`` commands call.
+    ``preview`` names the function ``(title: str, row: Mapping[str, Any]) -> preview.record.Record``
+    that picks the images and texts out of one row for ``editstream preview``, and ``synth`` the
+    function ``(out: str, options: testing.synth.SynthOptions) -> dict[str, Any]`` that writes a
+    synthetic source dataset of the kind into the directory ``out`` for ``editstream synth`` and
+    returns a JSON-able summary (``None``: the command refuses the kind, saying so).
     """
 
     name: str
@@ -90,7 +94,9 @@ class DatasetKind:
     source: SourceShape = SourceShape.PARQUET
     dataset: str | None = None
     preview: str | None = None
+    """Dotted path of the preview function (``editstream.preview.record.PreviewFunction``)."""
     synth: str | None = None
+    """Dotted path of the synth function (``editstream.testing.synth.SynthWriter``)."""
     detectable: bool = True
     """Whether a parquet source whose columns include ``columns`` is taken to be of this kind."""
 

@@ -45,4 +45,6 @@ KIND = DatasetKind(
     columns=COLUMNS,
     row_problems=row_problems,
     dataset="editstream.loader.datasets.t2i:T2IIterableDataset",
+    preview="editstream.preview.builtin:captioned_image",
+    synth="editstream.testing.synth_rows:write_captioned_images",
 )

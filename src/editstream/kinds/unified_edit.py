@@ -51,4 +51,6 @@ KIND = DatasetKind(
     columns=COLUMNS,
     row_problems=row_problems,
     dataset="editstream.loader.datasets.unified_edit:UnifiedEditIterableDataset",
+    preview="editstream.preview.builtin:edit_chain",
+    synth="editstream.testing.synth_rows:write_edit_chains",
 )

@@ -60,5 +60,7 @@ KIND = DatasetKind(
     row_problems=row_problems,
     source=SourceShape.JSONL_MEDIA,
     dataset="editstream.loader.datasets.vlm_sft:SftJSONLIterableDataset",
+    preview="editstream.preview.builtin:conversation",
+    synth="editstream.testing.synth_vlm:write_conversations",
     detectable=False,
 )

@@ -1,1 +1,1 @@
-"""Pictures of a dataset: edit chains, T2I pairs and vlm_sft conversations as HTML or a PNG contact sheet."""
+"""Pictures of a dataset: each row drawn by its kind's preview function, as HTML or a PNG contact sheet."""

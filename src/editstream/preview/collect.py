@@ -1,134 +1,124 @@
 """The first N records of a dataset as pictures and words: what a preview shows.
 
-A :class:`Record` is a list of images and a list of texts with a title (where it came from).
-Edit chains are all their images with one phrasing of each edit between them; T2I rows their
-image and captions; vlm_sft lines their images (or a video's first frames' names) and the
-conversation. Records come from a converted root, a parquet directory, foreign shards (a
-pattern) or a vlm_sft JSONL with its media directory, read in storage order (no shuffle).
+Each row is drawn by the preview function of its kind (:mod:`editstream.preview.record` has the
+contract): the kind named in a converted root's manifest, the kind detected from a parquet
+directory's columns, the kind foreign shards are read as, or the JSONL + media kind for a
+``.jsonl`` file. Data whose kind is not registered, or has no preview function, is refused
+with a :class:`NoPreviewError` that says so. Records are read in storage order (no shuffle).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from ..format import detect as d
 from ..format.manifest import Manifest
 from ..format.rowcodec import decode_sample
-from ..format.sft import media_path, referenced_media
+from ..format.sft import LINE_COLUMN, MEDIA_COLUMN, media_path, referenced_media
 from ..format.tarreader import iter_samples
 from ..io import storage
 from ..io.lines import read_jsonl_lines
 from ..io.parquet import iter_row_group_rows, open_parquet
 from ..io.ranged import open_read
 from ..io.storage import StorageOptions
+from ..kinds import DatasetKind, SourceShape, UnknownKindError, all_kinds, detect_kind, get_kind, resolve
+from .record import Layout, PreviewFunction, Record
+
+__all__ = ["Layout", "NoPreviewError", "Record", "collect", "foreign_kind", "preview_function", "to_record"]
 
 
-@dataclass
-class Record:
-    """One thing to show: images (bytes, possibly undecodable), texts between/under them, a title."""
-
-    title: str
-    images: list[bytes | None] = field(default_factory=list)
-    texts: list[str] = field(default_factory=list)
-    kind: str = "unified_edit"
+class NoPreviewError(ValueError):
+    """The data is of no registered kind, or of a kind without a preview function."""
 
 
-def _edit_record(title: str, row: dict[str, Any]) -> Record:
-    images = list(row.get("image_list") or [])
-    texts = []
-    for phrasings in row.get("instruction_list") or []:
-        if isinstance(phrasings, list) and phrasings:
-            more = f"  (+{len(phrasings) - 1} phrasings)" if len(phrasings) > 1 else ""
-            texts.append(f"{phrasings[0]}{more}")
-        else:
-            texts.append("(no phrasings)")
-    return Record(title, images, texts, "unified_edit")
+def preview_function(kind: DatasetKind) -> PreviewFunction:
+    """The preview function ``kind`` names; a :class:`NoPreviewError` when it names none."""
+    if kind.preview is None:
+        raise NoPreviewError(f"dataset kind {kind.name!r} has no preview function")
+    function: PreviewFunction = resolve(kind.preview)
+    return function
 
 
-def _t2i_record(title: str, row: dict[str, Any]) -> Record:
-    captions = row.get("captions")
+def to_record(kind: DatasetKind | str, title: str, row: Mapping[str, Any]) -> Record:
+    """The record of one ``row`` of ``kind`` (a kind or a kind's name), drawn by the kind's preview function."""
+    found = get_kind(kind) if isinstance(kind, str) else kind
+    record = preview_function(found)(title, row)
+    record.kind = found.name
+    return record
+
+
+def foreign_kind() -> DatasetKind:
+    """The kind foreign shards are read as by default: the first kind the foreign source has a member map for."""
+    from ..loader.sources.foreign import DEFAULT_COLUMNS
+
+    return next(k for k in all_kinds() if k.name in DEFAULT_COLUMNS)
+
+
+def _manifest_kind(root: str, schema: str) -> DatasetKind:
     try:
-        parsed = json.loads(captions) if isinstance(captions, str) else captions
-        texts = [str(v) for v in parsed.values()] if isinstance(parsed, dict) else [str(parsed)]
-    except ValueError:
-        texts = [f"(captions do not parse: {str(captions)[:80]})"]
-    return Record(title, [row.get("image")], texts or ["(no captions)"], "t2i_pretrain")
-
-
-def _conversation(item: Any) -> list[str]:
-    turns = item.get("conversations") if isinstance(item, dict) else None
-    if not isinstance(turns, list):
-        return ["(no conversation)"]
-    return [f"{t.get('from', '?')}: {t.get('value', '')}" for t in turns if isinstance(t, dict)]
-
-
-def _sft_record(title: str, line: str, media: dict[str, Any]) -> Record:
-    try:
-        item = json.loads(line)
-    except ValueError:
-        return Record(title, [], [f"(line is not JSON: {line[:80]})"], "vlm_sft")
-    images: list[bytes | None] = []
-    video = item.get("video") if isinstance(item, dict) and "image" not in item else None
-    if isinstance(video, str) and not video.endswith("/"):  # a video file: named, not drawn
-        return Record(title, [], [f"[video {item['video']}]", *_conversation(item)], "vlm_sft")
-    for name, is_folder in referenced_media(item):
-        value = media.get(name + ("/" if is_folder and not name.endswith("/") else ""), media.get(name))
-        if isinstance(value, dict):  # a frame folder: its first frames
-            images.extend(v for _, v in sorted(value.items())[:4])
-        elif isinstance(value, (bytes, type(None))):
-            images.append(value)
-    return Record(title, images, _conversation(item), "vlm_sft")
-
-
-def to_record(schema: str, title: str, row: dict[str, Any]) -> Record:
-    """The record of a row of ``schema`` (a converted vlm_sft row is ``{"line", "media"}``)."""
-    if schema == "t2i_pretrain":
-        return _t2i_record(title, row)
-    if schema == "vlm_sft":
-        return _sft_record(title, row.get("line", ""), row.get("media") or {})
-    return _edit_record(title, row)
+        return get_kind(schema)
+    except UnknownKindError:
+        raise NoPreviewError(
+            f"{root} holds {schema!r} data (manifest.json), a kind no installed package registers"
+        ) from None
 
 
 def _converted(root: str, so: StorageOptions | None) -> Iterator[Record]:
     m = Manifest.read(root, so)
+    kind = _manifest_kind(root, m.schema)
+    preview_function(kind)  # refused before a shard is opened
     for shard in m.shards:
         url = storage.join(root, shard.path)
         with open_read(url, so) as f:
             for key, _, members in iter_samples(f, source=url):
-                yield to_record(m.schema, f"{shard.path} {key}", decode_sample(key, members, strict=False))
+                yield to_record(kind, f"{shard.path} {key}", decode_sample(key, members, strict=False))
+
+
+def _column_kind(url: str, columns: Iterable[str]) -> DatasetKind:
+    names = sorted(columns)
+    kind = detect_kind(names)
+    if kind is None:
+        known = "; ".join(f"{k.name}: {sorted(k.columns)}" for k in all_kinds() if k.detectable and k.columns)
+        raise NoPreviewError(f"the columns of {url} ({names}) fit no registered dataset kind ({known})")
+    return kind
 
 
 def _parquet(root: str, so: StorageOptions | None) -> Iterator[Record]:
-    from ..format.columns import SCHEMA_COLUMNS
-
     for url in storage.list_files(root, ".parquet", so):
         name = url.rsplit("/", 1)[-1]
         with open_parquet(url, so, streaming=True) as pf:
-            columns = {f.name for f in pf.schema_arrow}
-            schema = "t2i_pretrain" if set(SCHEMA_COLUMNS["t2i_pretrain"]) <= columns else "unified_edit"
+            kind = _column_kind(url, (f.name for f in pf.schema_arrow))
             for rg in range(pf.metadata.num_row_groups):
                 for i, row in iter_row_group_rows(pf, url, rg):
-                    yield to_record(schema, f"{name} rg {rg} row {i}", row)
+                    yield to_record(kind, f"{name} rg {rg} row {i}", row)
 
 
 def _foreign(pattern: str, so: StorageOptions | None) -> Iterator[Record]:
     from ..loader.iteration import BadSample
     from ..loader.sources.foreign import ForeignTarSource, expand_shards
 
-    source = ForeignTarSource(dataset_name="preview", storage_options=so, schema="t2i_pretrain")
+    kind = foreign_kind()
+    source = ForeignTarSource(dataset_name="preview", storage_options=so, schema=kind.name)
     for url in expand_shards(pattern, so):
         for (index,), row in source.iter_unit_rows(url, None):
             title = f"{url.rsplit('/', 1)[-1]} sample {index}"
             if isinstance(row, BadSample):
-                yield Record(title, [], [f"(unreadable: {row.error})"], "t2i_pretrain")
+                yield Record(title, [], [f"(unreadable: {row.error})"], kind.name)
             else:
-                yield to_record("t2i_pretrain", f"{title} {row['__key__']}", row)
+                yield to_record(kind, f"{title} {row['__key__']}", row)
+
+
+def _jsonl_kind(url: str) -> DatasetKind:
+    kinds = [k for k in all_kinds() if k.source is SourceShape.JSONL_MEDIA]
+    if not kinds:
+        raise NoPreviewError(f"{url} is a JSONL file, and no registered dataset kind reads JSONL + media")
+    return kinds[0]
 
 
 def _jsonl(url: str, media_dir: str | None, so: StorageOptions | None) -> Iterator[Record]:
+    kind = _jsonl_kind(url)
     for number, line in enumerate(read_jsonl_lines(url, so), start=1):
         media: dict[str, Any] = {}
         try:
@@ -142,7 +132,8 @@ def _jsonl(url: str, media_dir: str | None, so: StorageOptions | None) -> Iterat
                 media[name] = storage.read_bytes(media_path(media_dir, name), so)
             except (FileNotFoundError, OSError):
                 media[name] = None
-        yield _sft_record(f"{url.rsplit('/', 1)[-1]} line {number}", line, media)
+        row = {LINE_COLUMN: line, MEDIA_COLUMN: media}
+        yield to_record(kind, f"{url.rsplit('/', 1)[-1]} line {number}", row)
 
 
 def collect(

@@ -1,9 +1,9 @@
 """Records drawn as a self-contained HTML page (images embedded as base64) or a PNG contact sheet.
 
-One record is one row: an edit chain's images left to right with each instruction between
-the two images it joins; a T2I image with its captions; a vlm_sft line's images with its
-conversation. Images are shrunk to thumbnails; one that does not decode is a grey box saying
-so, which is worth seeing too.
+One record is one row, laid out as its kind's preview function says (``Layout``): a chain's
+images left to right with each text between the two images it joins, or images with their
+texts beside them (captions, a prompt, a conversation). Images are shrunk to thumbnails; one
+that does not decode is a grey box saying so, which is worth seeing too.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import textwrap
 
 from PIL import Image, ImageDraw, ImageFont
 
-from .collect import Record
+from .record import Layout, Record
 
 THUMB = 160
 """Longest thumbnail side in pixels."""
@@ -68,7 +68,7 @@ def _jpeg_base64(image: Image.Image) -> str:
 def _cells(record: Record) -> list[tuple[str, object]]:
     """The row's cells in order: ("image", Image) and ("text", str); edit instructions sit between images."""
     thumbs = [thumbnail(data) for data in record.images]
-    if record.kind == "unified_edit":
+    if record.layout is Layout.CHAIN:
         cells: list[tuple[str, object]] = []
         for i, thumb in enumerate(thumbs):
             cells.append(("image", thumb))
@@ -89,7 +89,7 @@ def to_html(records: list[Record], title: str) -> str:
                 cells.append(f'<img src="{src}" alt="image">')
             else:
                 text = html.escape(str(value)).replace("\n", "<br>")
-                cls = "edit" if record.kind == "unified_edit" else "say"
+                cls = "edit" if record.layout is Layout.CHAIN else "say"
                 cells.append(f'<div class="{cls}">{text}</div>')
         rows.append(
             f'<section class="record {record.kind}"><h2>{html.escape(record.title)}</h2>'
@@ -124,8 +124,8 @@ def to_png(records: list[Record], title: str, max_width: int = 1400) -> Image.Im
             if isinstance(value, Image.Image):
                 cells.append(value)
             else:
-                wide = _TEXT_W if record.kind == "unified_edit" else 420
-                cells.append(_wrap("-> " * (record.kind == "unified_edit") + str(value), wide // 7, 9))
+                wide = _TEXT_W if record.layout is Layout.CHAIN else 420
+                cells.append(_wrap("-> " * (record.layout is Layout.CHAIN) + str(value), wide // 7, 9))
         laid.append((record, cells))
     heights = [
         24 + max([c.height if isinstance(c, Image.Image) else 16 * len(c) for c in cells] or [16]) for _, cells in laid
@@ -146,7 +146,7 @@ def to_png(records: list[Record], title: str, max_width: int = 1400) -> Image.Im
             else:
                 for i, line in enumerate(cell):
                     draw.text((x, y + 20 + 16 * i), line, fill=_INK, font=font)
-                x += (_TEXT_W if record.kind == "unified_edit" else 420) + _GAP
+                x += (_TEXT_W if record.layout is Layout.CHAIN else 420) + _GAP
         right = max(right, x)
         y += height + _GAP
         draw.line([(_GAP, y - _GAP // 2), (max_width - _GAP, y - _GAP // 2)], fill=(220, 220, 220))

@@ -56,7 +56,7 @@ class LocalS3Server:
         self.start_timeout = start_timeout
         self.attempts = attempts
         self.endpoint = ""
-        self._proc: subprocess.Popen | None = None
+        self._proc: subprocess.Popen[bytes] | None = None
         self._log_file: IO[bytes] | None = None
 
     @property

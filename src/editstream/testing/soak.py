@@ -19,12 +19,11 @@ from typing import Any
 
 from ..conversion.run import convert
 from ..io.retry import RetryPolicy
-from ..loader.datasets.unified_edit import UnifiedEditIterableDataset
 from ..loader.tokenizer import ByteTokenizer
 from ..loader.transforms import ImageTransform
 from .faultproxy import FaultPlan, FaultProxy
 from .s3server import LocalS3Server
-from .synth import write_synthetic_dataset
+from .synth import synth_kinds, write_synthetic_dataset
 
 SOAK_KINDS = ("reset_mid_body", "http_503", "reset_mid_body", "http_500", "reset_mid_body", "stall")
 """Fault kinds in round robin: mostly short reads and 5xx, some stalls (each costs a read timeout)."""
@@ -63,8 +62,9 @@ def _fingerprint(sample: dict[str, Any]) -> tuple[Any, ...]:
 def _stream(
     url: str, storage_options: dict[str, Any], n: int, retry: RetryPolicy | None, block_size: int
 ) -> tuple[list[tuple[Any, ...]], float, int]:
-    ds = UnifiedEditIterableDataset(
-        "unified_edit",
+    kind = synth_kinds()[0]  # the kind write_synthetic_dataset writes by default: the edit-chain kind
+    ds = kind.dataset_class()(
+        kind.name,
         ImageTransform(256, 64, 16),
         ByteTokenizer(),
         ImageTransform(224, 56, 14),

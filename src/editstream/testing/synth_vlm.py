@@ -1,4 +1,4 @@
-"""Synthetic vlm_sft datasets: a LLaVA-style JSONL plus its media directory, for tests, demos and benchmarks.
+"""Synthetic VLM fine-tuning datasets: a LLaVA-style JSONL plus its media directory, for tests, demos and benchmarks.
 
 Lines name single images, image lists, frame folders (``clip_k/frame_<n>.jpg``, some with
 zero-padded numbers and some without, so only the numeric sort gives frame order) and, when
@@ -18,6 +18,7 @@ import numpy as np
 
 from ..io import storage
 from ..io.storage import StorageOptions
+from .synth import SynthOptions
 from .synth_content import caption, garbage, make_image, pick
 
 GOOD_KINDS = ("image", "images", "folder", "video", "text", "two_turns")
@@ -182,7 +183,7 @@ def write_synthetic_vlm_dataset(
     with_video = can_write_video() if video is None else video
     writer = _Writer(out, seed, (min_side, max_side), with_video, storage_options, media_name)
     lines: list[str] = []
-    kinds: Counter = Counter()
+    kinds: Counter[str] = Counter()
     bad_lines: dict[int, str] = {}
     for index in range(num_lines):
         if bad_rows and index % BAD_EVERY == 3:
@@ -212,3 +213,20 @@ def write_synthetic_vlm_dataset(
         "bad_lines": bad_lines,
         "video": with_video,
     }
+
+
+def write_conversations(out: str, options: SynthOptions) -> dict[str, Any]:
+    """The JSONL + media kind's synth function: ``files x row groups x rows`` lines in ``out/data.jsonl``
+    with their media in ``out/media``; any ``corrupt_fraction`` above 0 plants the bad lines."""
+    low, high = options.sides((32, 96))
+    summary = write_synthetic_vlm_dataset(
+        out,
+        num_lines=options.total_rows,
+        seed=options.seed,
+        bad_rows=options.corrupt_fraction > 0,
+        min_side=low,
+        max_side=high,
+        storage_options=options.storage_options,
+    )
+    summary["convert"] = f"editstream convert {summary['jsonl']} DST --media-dir {summary['media_dir']}"
+    return summary

@@ -1,0 +1,67 @@
+"""The preview functions of the built-in kinds (see :data:`~editstream.preview.record.PreviewFunction`).
+
+An edit chain shows all its images with one phrasing of each edit between them; a text-to-image
+row its image and captions; a JSONL + media line (``{"line", "media"}``) its images, or a
+video's first frames, and the conversation.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from ..format.sft import LINE_COLUMN, MEDIA_COLUMN, referenced_media
+from .record import Layout, Record
+
+
+def edit_chain(title: str, row: Mapping[str, Any]) -> Record:
+    """The images of ``image_list`` with the first phrasing of each instruction between them."""
+    images = list(row.get("image_list") or [])
+    texts = []
+    for phrasings in row.get("instruction_list") or []:
+        if isinstance(phrasings, list) and phrasings:
+            more = f"  (+{len(phrasings) - 1} phrasings)" if len(phrasings) > 1 else ""
+            texts.append(f"{phrasings[0]}{more}")
+        else:
+            texts.append("(no phrasings)")
+    return Record(title, images, texts, layout=Layout.CHAIN)
+
+
+def captioned_image(title: str, row: Mapping[str, Any]) -> Record:
+    """The ``image`` with every caption of the ``captions`` JSON object (or why they do not parse)."""
+    captions = row.get("captions")
+    try:
+        parsed = json.loads(captions) if isinstance(captions, str) else captions
+        texts = [str(v) for v in parsed.values()] if isinstance(parsed, dict) else [str(parsed)]
+    except ValueError:
+        texts = [f"(captions do not parse: {str(captions)[:80]})"]
+    return Record(title, [row.get("image")], texts or ["(no captions)"])
+
+
+def _turns(item: Any) -> list[str]:
+    turns = item.get("conversations") if isinstance(item, dict) else None
+    if not isinstance(turns, list):
+        return ["(no conversation)"]
+    return [f"{t.get('from', '?')}: {t.get('value', '')}" for t in turns if isinstance(t, dict)]
+
+
+def conversation(title: str, row: Mapping[str, Any]) -> Record:
+    """A JSONL line's images (a frame folder's first four; a video file named, not drawn) and its turns."""
+    line = row.get(LINE_COLUMN) or ""
+    media: Mapping[str, Any] = row.get(MEDIA_COLUMN) or {}
+    try:
+        item = json.loads(line)
+    except ValueError:
+        return Record(title, [], [f"(line is not JSON: {line[:80]})"])
+    images: list[bytes | None] = []
+    video = item.get("video") if isinstance(item, dict) and "image" not in item else None
+    if isinstance(video, str) and not video.endswith("/"):  # a video file: named, not drawn
+        return Record(title, [], [f"[video {item['video']}]", *_turns(item)])
+    for name, is_folder in referenced_media(item):
+        value = media.get(name + ("/" if is_folder and not name.endswith("/") else ""), media.get(name))
+        if isinstance(value, dict):  # a frame folder: its first frames
+            images.extend(v for _, v in sorted(value.items())[:4])
+        elif isinstance(value, (bytes, type(None))):
+            images.append(value)
+    return Record(title, images, _turns(item))

@@ -1,0 +1,191 @@
+"""The example plug-in kind (examples/plugin_kind), installed with real pip, works from the CLI end to end.
+
+The package is installed into a temporary directory (``pip install --target``) that only this
+file's subprocesses see on their PYTHONPATH, so the rest of the suite never meets the kind.
+Nothing in editstream names ``subject_driven``: everything below comes through the
+``editstream.kinds`` entry point.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from typing import Any
+
+import pytest
+
+from helpers import ROOT, SRC_DIR, run_cli
+
+KIND = "subject_driven"
+EXAMPLE = ROOT / "examples" / "plugin_kind"
+
+
+@pytest.fixture(scope="session")
+def plugin_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """PYTHONPATH with the example installed by pip (no deps: editstream is this checkout), built from a
+    copy so setuptools' build/ and egg-info land in a temporary directory, not in the checkout."""
+    target = tmp_path_factory.mktemp("plugin-site")
+    source = tmp_path_factory.mktemp("plugin-src") / "plugin_kind"
+    shutil.copytree(EXAMPLE, source)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation"]
+        + ["--target", str(target), str(source)],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    return {"PYTHONPATH": os.pathsep.join([str(target), str(SRC_DIR)])}
+
+
+def cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    """``editstream ARGS`` with the plug-in installed; fails the test (with stderr) on a non-zero exit."""
+    result = run_cli(*args, env=env)
+    assert result.returncode == 0, result.stderr
+    return result
+
+
+@pytest.fixture(scope="module")
+def data(plugin_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """A synthetic subject-driven parquet source with planted bad rows, converted with the kind detected."""
+    root = tmp_path_factory.mktemp("subject")
+    synth = cli(plugin_env, "synth", str(root / "pq"), "--schema", KIND, "--rows", "3", "--max-side", "64")
+    synth_args = ("--seed", "4", "--corrupt-fraction", "0.25", "--no-progress")
+    summary = json.loads(cli(plugin_env, "-q", "synth", str(root / "bad"), "--schema", KIND, *synth_args).stdout)
+    converted = json.loads(cli(plugin_env, "convert", str(root / "pq"), str(root / "wds"), "--no-progress").stdout)
+    return {"root": root, "synth": json.loads(synth.stdout), "bad": summary, "convert": converted}
+
+
+def test_the_kind_is_offered_only_where_the_package_is_installed(plugin_env):
+    for command in ("synth", "convert", "stream"):
+        assert KIND in cli(plugin_env, command, "--help").stdout
+    assert KIND not in run_cli("synth", "--help").stdout
+
+
+def test_synth_writes_the_kind_and_plants_its_bad_rows(data):
+    summary, bad = data["synth"], data["bad"]
+    assert summary["schema"] == KIND and summary["num_rows"] == 2 * 2 * 3
+    assert [os.path.basename(f) for f in summary["files"]] == ["part-00000.parquet", "part-00001.parquet"]
+    assert bad["num_rows"] == 32 and len(bad["corrupt_rows"]) == 8
+    assert {r["kind"] for r in bad["corrupt_rows"]} == {"garbage_target", "no_references", "empty_prompt"}
+
+
+def test_convert_detects_the_kind_and_verify_checks_every_row(data, plugin_env):
+    root = data["root"]
+    assert data["convert"]["schema"] == KIND
+    manifest = json.loads((root / "wds" / "manifest.json").read_text())
+    assert manifest["schema"] == KIND and sum(s["num_samples"] for s in manifest["shards"]) == 12
+    report = cli(plugin_env, "verify", str(root / "wds"), "--source", str(root / "pq"), "--json", "--no-progress")
+    assert json.loads(report.stdout)["ok"] is True
+
+
+def test_convert_by_alias_reports_the_planted_bad_rows(data, plugin_env):
+    root = data["root"]
+    dst = root / "bad-wds"
+    summary = json.loads(cli(plugin_env, "convert", str(root / "bad"), str(dst), "--schema", "subject").stdout)
+    assert summary["schema"] == KIND
+    report = json.loads((dst / "report.json").read_text())
+    planted = {(os.path.basename(r["file"]), r["row_group"], r["row"]) for r in data["bad"]["corrupt_rows"]}
+    assert {(r["file"], r["row_group"], r["row"]) for r in report["bad_rows"]} == planted
+    assert {r["fails"] for r in report["bad_rows"]} == {"always"}
+    bad_schema = run_cli("convert", str(root / "bad"), str(root / "other"), "--schema", "t2i", env=plugin_env)
+    assert bad_schema.returncode == 2 and f"pass --schema {KIND}" in bad_schema.stderr
+
+
+def test_inspect_shows_the_kind_and_its_images(data, plugin_env):
+    info = json.loads(cli(plugin_env, "inspect", str(data["root"] / "wds"), "--no-progress").stdout)
+    assert info["schema"] == KIND and info["samples"] == 12
+    assert min(int(n) for n in info["images_per_sample"]) >= 2  # at least one reference and the target
+
+
+@pytest.mark.parametrize("source", ["pq", "wds"])
+def test_preview_draws_references_prompt_and_target(data, plugin_env, source):
+    out = data["root"] / f"preview-{source}.html"
+    cli(plugin_env, "preview", str(data["root"] / source), "-o", str(out), "-n", "5")
+    page = out.read_text()
+    assert page.count(f'<section class="record {KIND}">') == 5
+    assert page.count('class="edit">the subject in ') == 5  # the prompt sits before the target image
+
+
+def test_stream_gives_the_same_samples_and_tokens_on_both_backends(data, plugin_env):
+    runs = {}
+    for source in ("pq", "wds"):
+        out = cli(plugin_env, "stream", str(data["root"] / source), "--samples", "12", "--seed", "3").stdout
+        runs[source] = json.loads(out)
+    assert runs["pq"]["backend"] == "parquet" and runs["wds"]["backend"] == "webdataset"
+    for summary in runs.values():
+        assert summary["schema"] == KIND and summary["samples"] == 12
+    assert runs["pq"]["tokens"] == runs["wds"]["tokens"] > 0
+
+
+def run_python(env: dict[str, str], code: str) -> Any:
+    """Run ``code`` with the plug-in installed; it prints one JSON value, returned here."""
+    full = {**os.environ, **env}
+    result = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=full, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def test_the_dataset_class_yields_identical_samples_on_both_backends(data, plugin_env):
+    samples = run_python(
+        plugin_env,
+        f"""
+        import json, random
+        from editstream import ByteTokenizer, ImageTransform
+        from editstream.kinds import get_kind
+
+        cls = get_kind("subject").dataset_class()
+        out = {{}}
+        for backend, sub in (("parquet", "pq"), ("webdataset", "wds")):
+            ds = cls("{KIND}", ImageTransform(64, 32, 16), ByteTokenizer(), ImageTransform(56, 28, 14),
+                     [{str(data["root"])!r} + "/" + sub], [2], num_workers=1, backend=backend)
+            ds.set_epoch(5)
+            random.seed(5)
+            it = iter(ds)
+            out[backend] = [
+                [s["data_indexes"]["data_indexes"], s["text_ids_list"], s["num_tokens"],
+                 [item["type"] + str(item["loss"]) for item in s["sequence_plan"]],
+                 [float(t.sum()) for t in s["image_tensor_list"]]]
+                for s in (next(it) for _ in range(12))
+            ]
+        print(json.dumps(out))
+        """,
+    )
+    assert samples["parquet"] == samples["webdataset"]
+    for _, _, _, plan, _ in samples["parquet"]:
+        assert plan[-2:] == ["text0", "vae_image1"]  # the prompt, then the target with the loss
+        assert plan[:2] == ["vae_image0", "vit_image0"]  # a reference image: conditioning only
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="packing builds groups from the static loader.datasets.registry.DATASET_REGISTRY, not from "
+    "editstream.kinds (packing/ is being rewritten in parallel; drop this mark when it reads the registry)",
+)
+def test_a_recipe_group_named_after_the_kind_packs_its_samples(data, plugin_env):
+    names = run_python(
+        plugin_env,
+        f"""
+        import json
+        from editstream import ByteTokenizer, make_bagel_multimodal_dataset
+
+        tokenizer = ByteTokenizer()
+        group = {{"dataset_names": ["subjects"], "weight": 1.0, "num_used_data": [2], "backend": "webdataset",
+                  "image_transform_args": dict(max_image_size=64, min_image_size=32, image_stride=16),
+                  "vit_image_transform_args": dict(max_image_size=56, min_image_size=28, image_stride=14)}}
+        packer = make_bagel_multimodal_dataset(
+            tokenizer=tokenizer, special_tokens=tokenizer.special_token_ids(),
+            grouped_datasets={{"{KIND}": group}},
+            dataset_info={{"{KIND}": {{"subjects": {{"data_dir": {str(data["root"] / "wds")!r}}}}}}},
+            local_rank=0, world_size=1, num_workers=0, expected_num_tokens=2048, max_num_tokens=2304,
+            max_num_tokens_per_sample=2048, prefer_buffer_before=1024, max_buffer_size=4, data_seed=1,
+        )
+        packer.set_epoch(1)
+        batch = next(iter(packer))
+        print(json.dumps(sorted({{d["dataset_name"] for d in batch["batch_data_indexes"]}})))
+        """,
+    )
+    assert names == [KIND]
