@@ -10,6 +10,7 @@ the bytes; the gather then reads only the rows each output file needs.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -76,10 +77,23 @@ class Plan:
     plan_rows: int = 0
 
 
+def _parquet_urls(src: str, storage_options: storage.StorageOptions | None) -> list[str]:
+    """Sorted ``*.parquet`` files directly in ``src``. Locally, symlinks to files count as files:
+    the HF cache links ``snapshots/<rev>/data/*.parquet`` to ``blobs/``, and fsspec's listing
+    types a symlink as ``other``, so ``storage.list_files`` alone would see an empty directory."""
+    if not (storage.is_local(src) and "://" not in src):
+        return storage.list_files(src, ".parquet", storage_options)
+    if not os.path.isdir(src):
+        raise FileNotFoundError(f"directory not found: {src}")
+    with os.scandir(src) as entries:
+        names = sorted(e.name for e in entries if e.name.endswith(".parquet") and e.is_file())
+    return [storage.join(src, name) for name in names]
+
+
 def list_sources(src: str, split: str | None, storage_options: storage.StorageOptions | None) -> list[SourceFile]:
     """The ``*.parquet`` files directly in ``src`` (sorted; symlinks followed, as in the HF cache),
     only those named ``{split}-*`` when ``split`` is given, with their footers read."""
-    urls = storage.list_files(src, ".parquet", storage_options)
+    urls = _parquet_urls(src, storage_options)
     if split is not None:
         urls = [u for u in urls if u.rsplit("/", 1)[-1].startswith(f"{split}-")]
     if not urls:
