@@ -126,7 +126,7 @@ def _key_rows(
 ) -> Iterator[tuple[int, int, list[dict[str, Any]]]]:
     """``(file index, row group, rows of only ``columns``)`` for every row group: the plan pass's reads."""
     for i, f in enumerate(files):
-        with open_parquet(f.url, storage_options) as pf:
+        with open_parquet(f.url, storage_options, streaming=True) as pf:
             for rg in range(len(f.row_groups)):
                 yield i, rg, pf.read_row_group(rg, columns=columns).to_pylist()
 

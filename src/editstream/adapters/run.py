@@ -94,7 +94,7 @@ def _drop(f: SourceFile, rg: int, row: int, exc: BadValue, rows: int = 1, group:
 def _adapt_file(job: _Job, f: SourceFile, out: ParquetOut) -> tuple[int, list[dict[str, Any]]]:
     """One source file, row group by row group, into ``out``; ``(filtered rows, drops)``."""
     filtered, drops = 0, []
-    with open_parquet(f.url, job.storage_options) as pf:
+    with open_parquet(f.url, job.storage_options, streaming=True) as pf:
         for rg in range(len(f.row_groups)):
             for r, row in enumerate(pf.read_row_group(rg, columns=job.columns).to_pylist()):
                 if job.where is not None and not job.where(row):
@@ -123,7 +123,7 @@ def _gather(
     rows: dict[int, dict[str, Any]] = {}
     for (file, rg), wanted in sorted(needed.items()):
         if file not in opened:
-            opened[file] = stack.enter_context(open_parquet(files[file].url, job.storage_options))
+            opened[file] = stack.enter_context(open_parquet(files[file].url, job.storage_options, streaming=True))
         wanted = sorted(set(wanted))
         table = opened[file].read_row_group(rg, columns=job.columns).take(pa.array(wanted, pa.int64()))
         for row, values in zip(wanted, table.to_pylist()):
