@@ -359,6 +359,11 @@ def assert_same_stream(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> None
             assert s.dtype == t.dtype == torch.float32 and torch.equal(s, t)
 
 
+def assert_rows_accounted(summary: dict[str, Any]) -> None:
+    """Every source row is in a chain, filtered out, or dropped with a record: none vanish silently."""
+    assert summary["rows_in"] == summary["rows_used"] + summary["filtered_rows"] + summary["dropped_rows"]
+
+
 # --------------------------------------------------------------------------- the built-in adapters
 def test_the_six_datasets_have_built_in_adapters():
     assert set(DATASETS) | {"hqedit-inverse"} == set(builtin_names())
@@ -375,6 +380,7 @@ def test_builtin_adapter_yields_exact_chains_and_shards_stream_like_the_parquet(
     summary = result["adapt"]
     assert summary["chains_out"] == len(expected) and summary["dropped"] == 0
     assert summary["rows_in"] == sum(len(texts) for _, texts in expected)
+    assert_rows_accounted(summary)
     assert result["convert"] is not None and (dst / "manifest.json").exists()
     n = len(output_files(staged))
     total = 2 * len(expected) + 3  # past the end, into the next pass
@@ -528,6 +534,7 @@ def test_bad_rows_are_dropped_and_counted_with_their_location(tmp_path):
     }
     assert all(d["file"] == "train-00000-of-00001.parquet" for d in summary["drops"])
     assert summary["dropped"] == 5 and summary["dropped_by_code"]["null_image"] == 1
+    assert_rows_accounted(summary)
     report = json.loads((tmp_path / "out" / "adapt_report.json").read_text())
     assert report["drops"] == summary["drops"] and report["rows_in"] == 7 and report["chains_out"] == 2
 
@@ -564,6 +571,7 @@ def test_a_magicbrush_session_with_a_bad_turn_is_dropped_whole(tmp_path):
     assert drop["file"] == victim.name and (drop["row_group"], drop["row"]) == (bad // 2, bad % 2)
     assert drop["group"] == [f"{100000 + 2 * 17}"] and drop["rows"] == len(session[1]) and drop["code"] == "null_image"
     assert summary["rows_in"] == sum(len(t) for _, t in expected)
+    assert_rows_accounted(summary)
 
 
 # --------------------------------------------------------------------------- the filter
@@ -574,14 +582,17 @@ def test_the_filter_keeps_exactly_the_matching_rows(tmp_path):
     keep = [i for i in range(len(expected)) if i % 10 >= 5 and OMNI_TASKS[i % 4] in ("add", "swap") and i % 10 >= 6]
     assert Counter(chains_of(tmp_path / "out")) == Counter(expected[i] for i in keep)
     assert summary["filtered_rows"] == len(expected) - len(keep) and summary["dropped"] == 0
+    assert_rows_accounted(summary)
     kept = [r for f in output_files(tmp_path / "out") for r in pq.read_table(f).to_pylist()]
     assert all(r["o_score"] >= 5 and r["task"] in ("add", "swap") for r in kept)
 
 
 def test_a_session_is_kept_only_when_all_its_turns_pass_the_filter(tmp_path):
     src, expected = magicbrush(tmp_path / "hub")
-    adapt(str(src), str(tmp_path / "out"), "magicbrush", where="turn_index <= 2", progress=False)
+    summary = adapt(str(src), str(tmp_path / "out"), "magicbrush", where="turn_index <= 2", progress=False)
     assert Counter(chains_of(tmp_path / "out")) == Counter(c for c in expected if len(c[1]) <= 2)
+    assert summary["filtered_rows"] == sum(len(c[1]) for c in expected if len(c[1]) > 2)
+    assert_rows_accounted(summary)
 
 
 def test_filter_parser():
@@ -663,3 +674,24 @@ def test_to_parquet_writes_the_bagel_parquet_into_dst(tmp_path):
     assert Counter(chains_of(tmp_path / "pq")) == Counter(c for i, c in enumerate(expected) if i % 3 != 2)
     with pytest.raises(ValueError, match="to must be one of"):
         run_adapter(str(src), str(tmp_path / "x"), "anyedit", to="tar")
+
+
+def test_an_interrupted_run_leaves_no_partial_file_and_resumes_to_the_same_bytes(tmp_path):
+    src, _ = instructpix2pix(tmp_path / "hub", n=12)
+    clean = tmp_path / "clean"
+    adapt(str(src), str(clean), "instructpix2pix", progress=False)
+    second = sorted(src.glob("*.parquet"))[1]
+    good = second.read_bytes()
+    offset = pq.ParquetFile(second).metadata.row_group(1).column(1).data_page_offset
+    second.unlink()  # the symlink; the corrupted copy stands in its place
+    second.write_bytes(good[:offset] + b"\xff" * 64 + good[offset + 64 :])
+    out = tmp_path / "out"
+    with pytest.raises(OSError, match=f"row group 1 of .*{second.name}"):
+        adapt(str(src), str(out), "instructpix2pix", progress=False)
+    assert [f.name for f in out.iterdir() if f.is_file()] == [sorted(src.glob("*.parquet"))[0].name]
+    second.write_bytes(good)
+    resumed = adapt(str(src), str(out), "instructpix2pix", progress=False)
+    assert resumed["resumed_files"] == 1
+    assert _bytes_of(out) == _bytes_of(clean) | {"info": _bytes_of(out)["info"]}
+    info = json.loads((out / "parquet_info.json").read_text())
+    assert list(info.values()) == list(json.loads((clean / "parquet_info.json").read_text()).values())

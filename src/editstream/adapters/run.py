@@ -91,12 +91,20 @@ def _drop(f: SourceFile, rg: int, row: int, exc: BadValue, rows: int = 1, group:
     return record
 
 
+def _read(pf: pq.ParquetFile, f: SourceFile, rg: int, columns: list[str]) -> pa.Table:
+    """Row group ``rg`` of ``f`` (only ``columns``); an ``OSError`` naming the file and row group if unreadable."""
+    try:
+        return pf.read_row_group(rg, columns=columns)
+    except (OSError, pa.ArrowException) as exc:
+        raise OSError(f"cannot read row group {rg} of {f.url}: {exc}") from exc
+
+
 def _adapt_file(job: _Job, f: SourceFile, out: ParquetOut) -> tuple[int, list[dict[str, Any]]]:
     """One source file, row group by row group, into ``out``; ``(filtered rows, drops)``."""
     filtered, drops = 0, []
     with open_parquet(f.url, job.storage_options, streaming=True) as pf:
         for rg in range(len(f.row_groups)):
-            for r, row in enumerate(pf.read_row_group(rg, columns=job.columns).to_pylist()):
+            for r, row in enumerate(_read(pf, f, rg, job.columns).to_pylist()):
                 if job.where is not None and not job.where(row):
                     filtered += 1
                     continue
@@ -125,7 +133,7 @@ def _gather(
         if file not in opened:
             opened[file] = stack.enter_context(open_parquet(files[file].url, job.storage_options, streaming=True))
         wanted = sorted(set(wanted))
-        table = opened[file].read_row_group(rg, columns=job.columns).take(pa.array(wanted, pa.int64()))
+        table = _read(opened[file], files[file], rg, job.columns).take(pa.array(wanted, pa.int64()))
         for row, values in zip(wanted, table.to_pylist()):
             rows[pack(file, rg, row)] = values
     return rows
@@ -180,7 +188,9 @@ def _run_task(job: _Job, plan: Plan, task: OutputTask, task_fp: str) -> dict[str
     except BaseException:
         out.abort()
         raise
-    record = {"fingerprint": task_fp, **stats, "rows_in": rows_in, "filtered": filtered, "drops": drops}
+    rows_used = rows_in - filtered - sum(d["rows"] for d in drops)
+    record = {"fingerprint": task_fp, **stats, "rows_in": rows_in, "rows_used": rows_used, "filtered": filtered}
+    record["drops"] = drops
     write_record(job.dst, task.name, record, job.storage_options)
     return record
 
@@ -206,6 +216,7 @@ def _summary(mapping: AdapterMapping, plan: Plan, records: dict[str, dict[str, A
         "kind": mapping.kind,
         "rows_in": plan.plan_rows if grouped else sum(f.num_rows for f in plan.files),
         "chains_out": sum(r["num_rows"] for r in records.values()),
+        "rows_used": sum(r["rows_used"] for r in records.values()),
         "files_out": sum(1 for r in records.values() if r["num_rows"]),
         "bytes_out": sum(r["size"] for r in records.values()),
         "filtered_rows": plan.filtered + sum(r["filtered"] for r in records.values()),
