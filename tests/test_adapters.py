@@ -695,3 +695,14 @@ def test_an_interrupted_run_leaves_no_partial_file_and_resumes_to_the_same_bytes
     assert _bytes_of(out) == _bytes_of(clean) | {"info": _bytes_of(out)["info"]}
     info = json.loads((out / "parquet_info.json").read_text())
     assert list(info.values()) == list(json.loads((clean / "parquet_info.json").read_text()).values())
+
+
+def test_an_output_that_a_new_filter_empties_leaves_no_stale_file(tmp_path):
+    src, expected = anyedit(tmp_path / "hub")
+    out = tmp_path / "out"
+    adapt(str(src), str(out), "anyedit", progress=False)
+    assert len(output_files(out)) == 2
+    summary = adapt(str(src), str(out), "anyedit", where="image_id == 'any-1'", progress=False)
+    assert summary["files_out"] == 1 and [f.name for f in output_files(out)] == ["train-00000-of-00002.parquet"]
+    assert chains_of(out) == [expected[1]]
+    assert list(json.loads((out / "parquet_info.json").read_text())) == [str(output_files(out)[0])]

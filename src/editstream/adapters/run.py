@@ -188,6 +188,8 @@ def _run_task(job: _Job, plan: Plan, task: OutputTask, task_fp: str) -> dict[str
     except BaseException:
         out.abort()
         raise
+    if stats["num_rows"] == 0:  # nothing survived: no file, and none left from an earlier plan
+        storage.remove(out.url, job.storage_options)
     rows_used = rows_in - filtered - sum(d["rows"] for d in drops)
     record = {"fingerprint": task_fp, **stats, "rows_in": rows_in, "rows_used": rows_used, "filtered": filtered}
     record["drops"] = drops
