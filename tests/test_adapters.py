@@ -706,3 +706,26 @@ def test_an_output_that_a_new_filter_empties_leaves_no_stale_file(tmp_path):
     assert summary["files_out"] == 1 and [f.name for f in output_files(out)] == ["train-00000-of-00002.parquet"]
     assert chains_of(out) == [expected[1]]
     assert list(json.loads((out / "parquet_info.json").read_text())) == [str(output_files(out)[0])]
+
+
+def test_adapting_from_and_to_s3_gives_the_local_bytes(tmp_path, s3_bucket):
+    import fsspec
+
+    src, _ = magicbrush(tmp_path / "hub")
+    local = tmp_path / "local"
+    adapt(str(src), str(local), "magicbrush", rows_per_group=2, progress=False)
+    fs = fsspec.filesystem("s3", **s3_bucket.storage_options)
+    for f in sorted(src.glob("*.parquet")):
+        fs.pipe(f"{s3_bucket.name}/hub/data/{f.name}", f.read_bytes())
+    dst = f"{s3_bucket.url}/bagel"
+    so = s3_bucket.storage_options
+    summary = adapt(
+        f"{s3_bucket.url}/hub/data", dst, "magicbrush", rows_per_group=2, storage_options=so, progress=False
+    )
+    assert summary["chains_out"] == len(chains_of(local))
+    for f in output_files(local):
+        assert fs.cat_file(f"{s3_bucket.name}/bagel/{f.name}") == f.read_bytes()
+    info = json.loads(fs.cat_file(f"{s3_bucket.name}/bagel/parquet_info.json"))
+    assert sorted(info) == [f"{dst}/{f.name}" for f in output_files(local)]
+    again = adapt(f"{s3_bucket.url}/hub/data", dst, "magicbrush", rows_per_group=2, storage_options=so, progress=False)
+    assert again["resumed_files"] == len(output_files(local))
