@@ -126,7 +126,7 @@ def write_files(out: Path, split: str, schema: pa.Schema, rows: list[dict[str, A
 
 
 def magicbrush_rows(pool: list[bytes], n_rows: int, seed: int = 1) -> list[dict[str, Any]]:
-    """MagicBrush-schema rows: sessions of 1-3 turns, shuffled so sessions scatter over the files."""
+    """MagicBrush-schema rows (at least ``n_rows``): sessions of 1-3 turns, shuffled over the files."""
     rows: list[dict[str, Any]] = []
     session = 0
     while len(rows) < n_rows:
@@ -142,8 +142,8 @@ def magicbrush_rows(pool: list[bytes], n_rows: int, seed: int = 1) -> list[dict[
                 }
             )
         session += 1
-    random.Random(seed).shuffle(rows)
-    return rows[:n_rows]
+    random.Random(seed).shuffle(rows)  # whole sessions, so rows in is n_rows rounded up to a session
+    return rows
 
 
 MAGICBRUSH = pa.schema(
