@@ -1,0 +1,255 @@
+"""The declarative mapping: which source columns become an edit chain, read from YAML or JSON.
+
+A mapping names its target kind, the image columns of one source row in chain order (input
+first), where each edit's phrasings come from, optional ``group_by`` / ``order_by`` for
+multi-turn sessions, the extra columns to keep and a default filter. Every check runs when the
+mapping is built, and its errors name the file, the key and the value, so a user who copied a
+built-in adapter and changed it learns exactly which line is wrong.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ..format.columns import normalize_type
+from ..kinds import UnknownKindError, get_kind
+from .where import FilterError, parse_filter
+
+INSTRUCTION_FORMATS = ("string", "list", "json")
+"""How a column holds an edit's phrasings: one string, a list of strings, or a JSON string of either."""
+IMAGE_LIST_TYPE = "list<binary>"
+INSTRUCTION_LIST_TYPE = "list<list<string>>"
+KEYS = (
+    "name",
+    "kind",
+    "dataset",
+    "description",
+    "images",
+    "instructions",
+    "group_by",
+    "order_by",
+    "keep",
+    "where",
+)
+
+
+class MappingError(ValueError):
+    """A mapping that cannot be used: the message names the file, the key and the offending value."""
+
+
+def _error(origin: str, key: str, what: str, value: Any) -> MappingError:
+    return MappingError(f"{origin}: key {key!r}: {what} (got {value!r})")
+
+
+@dataclass(frozen=True)
+class InstructionSource:
+    """One edit's phrasings: the column they are in and how it holds them (``INSTRUCTION_FORMATS``)."""
+
+    column: str
+    format: str = "string"
+
+
+@dataclass(frozen=True, kw_only=True)
+class AdapterMapping:
+    """A validated mapping from a source schema to edit-chain rows of ``kind``.
+
+    One source row gives the images ``images`` (input, then one output per edit) and one
+    phrasing list per edit from ``instructions``. With ``group_by``, the rows of one key,
+    sorted by ``order_by`` (else by their position in the source), form one chain: the first
+    row's images, then each later row's images without its first (the input that repeats the
+    previous output), and every row's instructions in turn. ``keep`` columns are carried as
+    extra columns (a ``group_by`` column once per chain, any other one as a list, one value
+    per row). ``where`` is the default filter (:mod:`.where`).
+    """
+
+    name: str
+    kind: str
+    images: tuple[str, ...]
+    instructions: tuple[InstructionSource, ...]
+    group_by: tuple[str, ...] = ()
+    order_by: str | None = None
+    keep: tuple[str, ...] = ()
+    where: str | None = None
+    dataset: str | None = None
+    description: str = ""
+    origin: str = field(default="<mapping>", compare=False)
+
+    def __post_init__(self) -> None:
+        o = self.origin
+        if len(self.images) < 2:
+            raise _error(o, "images", "a chain needs at least 2 image columns (the input and an output)", self.images)
+        _no_duplicates(o, "images", self.images)
+        if len(self.instructions) != len(self.images) - 1:
+            raise _error(
+                o,
+                "instructions",
+                f"{len(self.images)} image columns make {len(self.images) - 1} edits, so name that many instructions",
+                [i.column for i in self.instructions],
+            )
+        for source in self.instructions:
+            if source.format not in INSTRUCTION_FORMATS:
+                raise _error(o, "instructions", f"format must be one of {list(INSTRUCTION_FORMATS)}", source.format)
+        if self.order_by is not None and not self.group_by:
+            raise _error(o, "order_by", "orders the rows of a group, so it needs group_by", self.order_by)
+        _no_duplicates(o, "keep", self.keep)
+        clash = sorted(set(self.keep) & set(self.target_columns))
+        if clash:
+            raise _error(o, "keep", f"{clash} are the output columns of kind {self.kind!r}", list(self.keep))
+        if self.where is not None:
+            try:
+                parse_filter(self.where)
+            except FilterError as exc:
+                raise _error(o, "where", str(exc), self.where) from None
+
+    @property
+    def target_columns(self) -> tuple[str, str]:
+        """The kind's image-list and instruction-list column names, found by their types in the registry."""
+        return target_columns(self.kind, self.origin)
+
+    @property
+    def source_columns(self) -> tuple[str, ...]:
+        """Every source column the adaptation reads (filter columns excepted), in first-use order."""
+        names = [*self.images, *(i.column for i in self.instructions), *self.group_by]
+        names += [self.order_by] if self.order_by else []
+        return tuple(dict.fromkeys([*names, *self.keep]))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The mapping as plain data (what a mapping file holds); ``from_dict`` reads it back."""
+        out: dict[str, Any] = {"name": self.name, "kind": self.kind}
+        if self.dataset is not None:
+            out["dataset"] = self.dataset
+        if self.description:
+            out["description"] = self.description
+        out["images"] = list(self.images)
+        out["instructions"] = [{"column": i.column, "format": i.format} for i in self.instructions]
+        if self.group_by:
+            out["group_by"] = list(self.group_by)
+        if self.order_by is not None:
+            out["order_by"] = self.order_by
+        if self.keep:
+            out["keep"] = list(self.keep)
+        if self.where is not None:
+            out["where"] = self.where
+        return out
+
+    def fingerprint_data(self) -> dict[str, Any]:
+        """What changes the output: everything but the name, the description and the dataset id."""
+        data = self.to_dict()
+        for key in ("name", "description", "dataset"):
+            data.pop(key, None)
+        return data
+
+
+def _no_duplicates(origin: str, key: str, names: tuple[str, ...]) -> None:
+    seen = [n for i, n in enumerate(names) if n in names[:i]]
+    if seen:
+        raise _error(origin, key, f"names {sorted(set(seen))} more than once", list(names))
+
+
+def target_columns(kind_name: str, origin: str = "<mapping>") -> tuple[str, str]:
+    """The ``(image list, instruction list)`` columns of ``kind_name``: its columns typed
+    ``list<binary>`` and ``list<list<string>>``, so no module but the kind's own spells them."""
+    try:
+        kind = get_kind(kind_name)
+    except UnknownKindError as exc:
+        raise _error(origin, "kind", str(exc), kind_name) from None
+    by_type: dict[str, list[str]] = {}
+    for column, notation in kind.columns.items():
+        by_type.setdefault(normalize_type(notation), []).append(column)
+    images = by_type.get(IMAGE_LIST_TYPE, [])
+    texts = by_type.get(INSTRUCTION_LIST_TYPE, [])
+    if len(images) != 1 or len(texts) != 1:
+        raise _error(
+            origin,
+            "kind",
+            f"kind {kind.name!r} has no single {IMAGE_LIST_TYPE} + {INSTRUCTION_LIST_TYPE} pair",
+            kind_name,
+        )
+    return images[0], texts[0]
+
+
+def _names(origin: str, key: str, value: Any, *, single_ok: bool = True) -> tuple[str, ...]:
+    if isinstance(value, str) and single_ok:
+        value = [value]
+    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+        raise _error(origin, key, "must be a list of column names", value)
+    return tuple(value)
+
+
+def _instruction(origin: str, value: Any) -> InstructionSource:
+    if isinstance(value, str) and value:
+        return InstructionSource(value)
+    if isinstance(value, dict):
+        unknown = sorted(set(value) - {"column", "format"})
+        if unknown:
+            raise _error(origin, "instructions", f"an entry takes 'column' and 'format', not {unknown}", value)
+        column = value.get("column")
+        if not isinstance(column, str) or not column:
+            raise _error(origin, "instructions", "an entry needs a 'column' name", value)
+        fmt = value.get("format", "string")
+        if fmt not in INSTRUCTION_FORMATS:
+            raise _error(origin, "instructions", f"format must be one of {list(INSTRUCTION_FORMATS)}", fmt)
+        return InstructionSource(column, fmt)
+    raise _error(origin, "instructions", "an entry is a column name or {column: NAME, format: string|list|json}", value)
+
+
+def _text(origin: str, data: Mapping[str, Any], key: str, *, required: bool = False) -> str | None:
+    value = data.get(key)
+    if value is None and not required:
+        return None
+    if not isinstance(value, str) or not value.strip():
+        raise _error(origin, key, "must be a non-empty string", value)
+    return value
+
+
+def mapping_from_dict(data: Any, origin: str = "<mapping>") -> AdapterMapping:
+    """Build and validate a mapping from plain data (a parsed YAML/JSON document)."""
+    if not isinstance(data, dict):
+        raise MappingError(
+            f"{origin}: a mapping is a YAML/JSON object with keys {list(KEYS)}, not {type(data).__name__}"
+        )
+    unknown = sorted(set(data) - set(KEYS))
+    if unknown:
+        raise _error(origin, unknown[0], f"is not a mapping key; the keys are {list(KEYS)}", data[unknown[0]])
+    for key in ("images", "instructions"):
+        if key not in data:
+            raise _error(origin, key, "is required", None)
+    raw_instructions = data["instructions"]
+    if isinstance(raw_instructions, (str, dict)):
+        raw_instructions = [raw_instructions]
+    if not isinstance(raw_instructions, list):
+        raise _error(origin, "instructions", "must be a list (one entry per edit)", raw_instructions)
+    return AdapterMapping(
+        name=_text(origin, data, "name") or Path(origin).stem,
+        kind=_text(origin, data, "kind", required=True) or "",
+        images=_names(origin, "images", data["images"], single_ok=False),
+        instructions=tuple(_instruction(origin, v) for v in raw_instructions),
+        group_by=_names(origin, "group_by", data["group_by"]) if data.get("group_by") is not None else (),
+        order_by=_text(origin, data, "order_by"),
+        keep=_names(origin, "keep", data["keep"]) if data.get("keep") is not None else (),
+        where=_text(origin, data, "where"),
+        dataset=_text(origin, data, "dataset"),
+        description=_text(origin, data, "description") or "",
+        origin=origin,
+    )
+
+
+def load_mapping(path: str | Path) -> AdapterMapping:
+    """Read a mapping file: JSON by a ``.json`` suffix, else YAML."""
+    path = Path(path)
+    origin = str(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise MappingError(f"mapping file not found: {origin}") from None
+    try:
+        data = json.loads(text) if path.suffix.lower() == ".json" else yaml.safe_load(text)
+    except (ValueError, yaml.YAMLError) as exc:
+        raise MappingError(f"{origin}: cannot parse the mapping: {exc}") from None
+    return mapping_from_dict(data, origin)

@@ -1,0 +1,197 @@
+"""The adapter's output directory: atomic parquet files, per-file done records, ``parquet_info.json``.
+
+Each output file is written under a temp name and renamed when complete; then its done record
+(``_editstream_adapt/<file>.json``: the task's fingerprint, size, sha256, rows, row groups and
+the drops found while writing it) is written. A re-run keeps every file whose record matches
+its task and whose bytes still hash to the record, so a crashed adaptation resumes and ends
+byte-identical to an uninterrupted one. ``parquet_info.json`` and the report come last.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+from collections.abc import Iterable, Mapping
+from typing import IO, Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ..io import storage
+from .chains import to_table
+
+DONE_DIR = "_editstream_adapt"
+"""Sub-directory of DST holding one done record per output file."""
+PARQUET_INFO = "parquet_info.json"
+REPORT = "adapt_report.json"
+
+
+def fingerprint(data: Any) -> str:
+    """sha256 of ``data`` as canonical JSON: what a done record must match to be kept."""
+    return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def absolute(url: str) -> str:
+    """A local path made absolute (``parquet_info.json`` keys are the paths a loader joins); URLs as given."""
+    return os.path.abspath(url) if storage.is_local(url) and "://" not in url else url.rstrip("/")
+
+
+def _record_url(dst: str, name: str) -> str:
+    return storage.join(dst, DONE_DIR, f"{name}.json")
+
+
+class _Hashing:
+    """A write-only file that hashes and counts what passes through it to ``inner``."""
+
+    def __init__(self, inner: IO[bytes]) -> None:
+        self.inner = inner
+        self.sha = hashlib.sha256()
+        self.size = 0
+        self.closed = False
+
+    def write(self, data: bytes) -> int:
+        self.sha.update(data)
+        self.size += len(data)
+        self.inner.write(data)
+        return len(data)
+
+    def tell(self) -> int:
+        return self.size
+
+    def writable(self) -> bool:
+        return True
+
+    def flush(self) -> None:
+        self.inner.flush()
+
+    def close(self) -> None:
+        self.closed = True
+
+
+class ParquetOut:
+    """One output parquet file written row group by row group, so memory holds one row group.
+
+    The file appears under its name only when :meth:`finish` completes (temp name + rename
+    locally, a multipart upload completed on close on S3); an output with no rows writes no file.
+    """
+
+    def __init__(self, url: str, schema: pa.Schema, rows_per_group: int, so: storage.StorageOptions | None) -> None:
+        self.url = url
+        self.schema = schema
+        self.rows_per_group = rows_per_group
+        self.so = so
+        self.pending: list[dict[str, Any]] = []
+        self.num_rows = 0
+        self.num_row_groups = 0
+        self._stack = contextlib.ExitStack()
+        self._file: _Hashing | None = None
+        self._writer: pq.ParquetWriter | None = None
+
+    def add(self, row: dict[str, Any]) -> None:
+        """Append one output row; a full row group is written at once."""
+        self.pending.append(row)
+        if len(self.pending) >= self.rows_per_group:
+            self._flush()
+
+    def _flush(self) -> None:
+        if not self.pending:
+            return
+        if self._writer is None:
+            self._file = _Hashing(self._stack.enter_context(storage.atomic_write(self.url, self.so)))
+            self._writer = pq.ParquetWriter(self._file, self.schema, compression="snappy")
+        self._writer.write_table(to_table(self.pending, self.schema), row_group_size=len(self.pending))
+        self.num_rows += len(self.pending)
+        self.num_row_groups += 1
+        self.pending = []
+
+    def finish(self) -> dict[str, Any]:
+        """Write the last row group, commit the file; its size, sha256, rows and row groups."""
+        self._flush()
+        size, digest = 0, None
+        if self._writer is not None and self._file is not None:
+            self._writer.close()
+            size, digest = self._file.size, self._file.sha.hexdigest()
+        self._stack.close()
+        return {"size": size, "sha256": digest, "num_rows": self.num_rows, "num_row_groups": self.num_row_groups}
+
+    def abort(self) -> None:
+        """Discard a file that was not finished (its temp file or upload is removed)."""
+        if self._writer is not None:
+            with contextlib.suppress(Exception):
+                self._writer.close()
+        with contextlib.suppress(RuntimeError):
+            self._stack.__exit__(RuntimeError, RuntimeError("adaptation aborted"), None)
+
+
+def write_record(dst: str, name: str, record: Mapping[str, Any], so: storage.StorageOptions | None) -> None:
+    """Write the done record of output file ``name``."""
+    storage.write_bytes(_record_url(dst, name), json.dumps(record, indent=1, sort_keys=True).encode(), so)
+
+
+def intact_record(
+    dst: str, name: str, task_fingerprint: str, so: storage.StorageOptions | None
+) -> dict[str, Any] | None:
+    """The done record of ``name`` when it matches ``task_fingerprint`` and the file still hashes to it."""
+    try:
+        record = json.loads(storage.read_bytes(_record_url(dst, name), so))
+    except (FileNotFoundError, ValueError):
+        return None
+    if not isinstance(record, dict) or record.get("fingerprint") != task_fingerprint:
+        return None
+    if record.get("num_rows") == 0:
+        return record
+    try:
+        data = storage.read_bytes(storage.join(dst, name), so)
+    except FileNotFoundError:
+        return None
+    if len(data) != record.get("size") or hashlib.sha256(data).hexdigest() != record.get("sha256"):
+        return None
+    return record
+
+
+def tidy_dst(dst: str, planned: Iterable[str], so: storage.StorageOptions | None) -> None:
+    """Remove parquet files and records an earlier, different plan left in DST; refuse files not ours.
+
+    A parquet file in DST that has no done record was not written by an adaptation, so DST is
+    refused (name a new or empty directory) rather than mixing someone's data into the output.
+    """
+    if not storage.exists(dst, so):
+        return
+    keep = set(planned)
+    records_dir = storage.join(dst, DONE_DIR)
+    records = set()
+    if storage.exists(records_dir, so):
+        records = {u.rsplit("/", 1)[-1][: -len(".json")] for u in storage.list_files(records_dir, ".json", so)}
+    for url in storage.list_files(dst, ".parquet", so):
+        name = url.rsplit("/", 1)[-1]
+        if name in keep:
+            continue
+        if name not in records:
+            raise FileExistsError(
+                f"DST {dst} holds {name}, which no adaptation wrote; adapt into a new or empty directory"
+            )
+        storage.remove(url, so)
+    for name in records - keep:
+        storage.remove(_record_url(dst, name), so)
+
+
+def write_parquet_info(dst: str, records: Mapping[str, Mapping[str, Any]], so: storage.StorageOptions | None) -> str:
+    """``parquet_info.json``: ``{DST/name: {num_row_groups, num_rows}}`` for every non-empty output file."""
+    root = absolute(dst)
+    info = {
+        storage.join(root, name): {"num_row_groups": r["num_row_groups"], "num_rows": r["num_rows"]}
+        for name, r in sorted(records.items())
+        if r["num_rows"] > 0
+    }
+    url = storage.join(dst, PARQUET_INFO)
+    storage.write_bytes(url, json.dumps(info, indent=1).encode(), so)
+    return url
+
+
+def write_report(dst: str, report: Mapping[str, Any], so: storage.StorageOptions | None) -> str:
+    """``adapt_report.json``: counts and every dropped row with its file, row group, row and reason."""
+    url = storage.join(dst, REPORT)
+    storage.write_bytes(url, json.dumps(report, indent=1, default=str).encode(), so)
+    return url

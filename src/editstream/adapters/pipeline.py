@@ -1,0 +1,82 @@
+"""``run_adapter``: what ``convert SRC DST --from NAME`` runs: adapt, then (by default) convert to shards.
+
+``--to webdataset`` adapts to BAGEL-format parquet in a staging directory first and converts
+that with the ordinary converter (one shard per row group), so the parquet and the shards hold
+the same rows in the same units and order: NeMo's loader on the parquet and editstream on the
+shards yield the same stream. The staging parquet is kept; it is a valid BAGEL dataset itself.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ..conversion import convert
+from ..io import storage
+from .builtin import resolve_mapping
+from .mapping import AdapterMapping
+from .output import PARQUET_INFO
+from .run import DEFAULT_CHAINS_PER_FILE, DEFAULT_ROWS_PER_GROUP, adapt
+
+TARGETS = ("webdataset", "parquet")
+
+
+def staging_dir(dst: str) -> str:
+    """Where ``--to webdataset`` puts the BAGEL parquet it converts: beside DST, ``DST-parquet``."""
+    return f"{dst.rstrip('/')}-parquet"
+
+
+def run_adapter(
+    src: str,
+    dst: str,
+    adapter: str | Path | AdapterMapping,
+    *,
+    to: str = "webdataset",
+    where: str | None = None,
+    media_dir: str | None = None,
+    split: str | None = None,
+    staging: str | None = None,
+    rows_per_group: int = DEFAULT_ROWS_PER_GROUP,
+    chains_per_file: int = DEFAULT_CHAINS_PER_FILE,
+    storage_options: storage.StorageOptions | None = None,
+    progress: bool = True,
+    **convert_options: Any,
+) -> dict[str, Any]:
+    """Adapt ``src`` with ``adapter`` (a built-in name, a mapping file or a mapping) into ``dst``.
+
+    ``to="parquet"`` writes the BAGEL parquet (+ ``parquet_info.json``) into ``dst`` itself;
+    ``to="webdataset"`` writes it to ``staging`` (default :func:`staging_dir`) and converts it
+    into shards under ``dst`` with ``editstream.convert`` (``convert_options`` pass through:
+    ``workers``, ``digest``, ``overwrite``, ``engine``...). Both steps resume when re-run.
+    Returns ``{"adapt": summary, "convert": summary or None}``.
+    """
+    if to not in TARGETS:
+        raise ValueError(f"to must be one of {TARGETS}, got {to!r}")
+    if to == "parquet" and (staging is not None or convert_options):
+        raise ValueError(f"staging and converter options apply to to='webdataset' only, not {sorted(convert_options)}")
+    mapping = resolve_mapping(adapter)
+    parquet_dst = dst if to == "parquet" else (staging or staging_dir(dst))
+    summary = adapt(
+        src,
+        parquet_dst,
+        mapping,
+        media_dir=media_dir,
+        where=where,
+        split=split,
+        rows_per_group=rows_per_group,
+        chains_per_file=chains_per_file,
+        storage_options=storage_options,
+        progress=progress,
+    )
+    if to == "parquet":
+        return {"adapt": summary, "convert": None}
+    converted = convert(
+        parquet_dst,
+        dst,
+        schema=mapping.kind,
+        parquet_info=storage.join(parquet_dst, PARQUET_INFO),
+        storage_options=storage_options,
+        progress=progress,
+        **convert_options,
+    )
+    return {"adapt": summary, "convert": converted}

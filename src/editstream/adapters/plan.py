@@ -1,0 +1,218 @@
+"""The adaptation plan: the source files, and which source rows form each output file's chains.
+
+Without ``group_by`` every source file becomes one output file of the same name, its rows in
+order (no plan pass needed). With ``group_by`` a plan pass reads only the key, order and filter
+columns of every row group (never an image), groups the rows, sorts each group, orders the
+chains by the position of their first row and cuts them into output files. The plan holds one
+small integer location and one order value per row, so it grows with the row count, not with
+the bytes; the gather then reads only the rows each output file needs.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+
+from ..io import storage
+from ..io.parquet import open_parquet
+from .mapping import AdapterMapping, MappingError
+from .where import Filter
+
+_ROW_BITS = 24
+_GROUP_BITS = 20
+"""A location packs (file, row group, row) into one int: row < 2**24, row group < 2**20."""
+
+
+def pack(file: int, row_group: int, row: int) -> int:
+    """One int for a source row's ``(file index, row group, row within the row group)``."""
+    return (file << (_ROW_BITS + _GROUP_BITS)) | (row_group << _ROW_BITS) | row
+
+
+def unpack(location: int) -> tuple[int, int, int]:
+    """The ``(file index, row group, row)`` of a packed location."""
+    return (
+        location >> (_ROW_BITS + _GROUP_BITS),
+        (location >> _ROW_BITS) & ((1 << _GROUP_BITS) - 1),
+        location & ((1 << _ROW_BITS) - 1),
+    )
+
+
+@dataclass(frozen=True)
+class SourceFile:
+    """One source parquet file: URL, name, size and rows per row group (from its footer)."""
+
+    url: str
+    name: str
+    size: int
+    row_groups: tuple[int, ...]
+    schema: pa.Schema
+
+    @property
+    def num_rows(self) -> int:
+        """Rows in the file."""
+        return sum(self.row_groups)
+
+
+@dataclass(frozen=True)
+class OutputTask:
+    """One output file: from a whole source file (``source``), or from planned ``chains`` of locations."""
+
+    name: str
+    source: int | None = None
+    chains: tuple[tuple[int, ...], ...] = ()
+
+
+@dataclass
+class Plan:
+    """The source files, the output tasks, and what the plan pass already dropped or filtered out."""
+
+    files: list[SourceFile]
+    tasks: list[OutputTask]
+    filtered: int = 0
+    drops: list[dict[str, Any]] | None = None
+    plan_rows: int = 0
+
+
+def _parquet_urls(src: str, storage_options: storage.StorageOptions | None) -> list[str]:
+    """Sorted ``*.parquet`` files directly in ``src``. Locally, symlinks to files count as files:
+    the HF cache links ``snapshots/<rev>/data/*.parquet`` to ``blobs/``, and fsspec's listing
+    types a symlink as ``other``, so ``storage.list_files`` alone would see an empty directory."""
+    if not (storage.is_local(src) and "://" not in src):
+        return storage.list_files(src, ".parquet", storage_options)
+    if not os.path.isdir(src):
+        raise FileNotFoundError(f"directory not found: {src}")
+    with os.scandir(src) as entries:
+        names = sorted(e.name for e in entries if e.name.endswith(".parquet") and e.is_file())
+    return [storage.join(src, name) for name in names]
+
+
+def list_sources(src: str, split: str | None, storage_options: storage.StorageOptions | None) -> list[SourceFile]:
+    """The ``*.parquet`` files directly in ``src`` (sorted; symlinks followed, as in the HF cache),
+    only those named ``{split}-*`` when ``split`` is given, with their footers read."""
+    urls = _parquet_urls(src, storage_options)
+    if split is not None:
+        urls = [u for u in urls if u.rsplit("/", 1)[-1].startswith(f"{split}-")]
+    if not urls:
+        which = f" named {split}-*.parquet" if split is not None else ""
+        raise FileNotFoundError(f"{src} holds no parquet files{which}")
+    files = []
+    for url in urls:
+        with open_parquet(url, storage_options) as pf:
+            meta = pf.metadata
+            sizes = tuple(meta.row_group(i).num_rows for i in range(meta.num_row_groups))
+            schema = pf.schema_arrow
+        files.append(SourceFile(url, url.rsplit("/", 1)[-1], storage.size(url, storage_options), sizes, schema))
+    return files
+
+
+def check_columns(files: Sequence[SourceFile], mapping: AdapterMapping, where: Filter | None) -> None:
+    """A ``MappingError`` naming the file and the column when a source file lacks one the mapping reads."""
+    for f in files:
+        missing = [c for c in mapping.source_columns if c not in f.schema.names]
+        if missing:
+            raise MappingError(
+                f"{mapping.origin}: source file {f.url} has no column(s) {missing} (its columns: {f.schema.names})"
+            )
+        if where is not None:
+            where.check_types(f.schema, f"source file {f.url}")
+
+
+def _key_rows(
+    files: Sequence[SourceFile], columns: list[str], storage_options: storage.StorageOptions | None
+) -> Iterator[tuple[int, int, list[dict[str, Any]]]]:
+    """``(file index, row group, rows of only ``columns``)`` for every row group: the plan pass's reads."""
+    for i, f in enumerate(files):
+        with open_parquet(f.url, storage_options, streaming=True) as pf:
+            for rg in range(len(f.row_groups)):
+                yield i, rg, pf.read_row_group(rg, columns=columns).to_pylist()
+
+
+def _drop(files: Sequence[SourceFile], location: int, code: str, reason: str, key: Any, rows: int) -> dict[str, Any]:
+    file, rg, row = unpack(location)
+    return {
+        "file": files[file].name,
+        "row_group": rg,
+        "row": row,
+        "group": list(key),
+        "code": code,
+        "reason": reason,
+        "rows": rows,
+    }
+
+
+def _sorted_group(
+    files: Sequence[SourceFile], mapping: AdapterMapping, key: Any, members: list[tuple[Any, int]]
+) -> tuple[tuple[int, ...] | None, dict[str, Any] | None]:
+    """The group's locations in chain order, or ``None`` and the drop record of a group that has no order."""
+    if mapping.order_by is None:
+        return tuple(sorted(loc for _, loc in members)), None
+    nulls = [loc for order, loc in members if order is None]
+    if nulls:
+        return None, _drop(
+            files, nulls[0], "bad_order", f"{mapping.order_by} is null in this session", key, len(members)
+        )
+    members.sort()
+    orders = [order for order, _ in members]
+    repeated = [loc for (a, loc), b in zip(members[1:], orders) if a == b]
+    if repeated:
+        return None, _drop(
+            files, repeated[0], "bad_order", f"{mapping.order_by} repeats within this session", key, len(members)
+        )
+    return tuple(loc for _, loc in members), None
+
+
+def plan_groups(
+    files: list[SourceFile],
+    mapping: AdapterMapping,
+    where: Filter | None,
+    chains_per_file: int,
+    stem: str,
+    storage_options: storage.StorageOptions | None = None,
+) -> Plan:
+    """The plan pass: group rows by ``group_by`` (a session is kept only if all its rows pass ``where``),
+    sort each by ``order_by``, order chains by their first row, cut them into output files."""
+    columns = list(dict.fromkeys([*mapping.group_by, *([mapping.order_by] if mapping.order_by else [])]))
+    columns += [c for c in (where.columns if where else ()) if c not in columns]
+    groups: dict[Any, list[tuple[Any, int]]] = {}
+    failed: set[Any] = set()
+    drops: list[dict[str, Any]] = []
+    rows = 0
+    for file, rg, key_rows in _key_rows(files, columns, storage_options):
+        for r, row in enumerate(key_rows):
+            rows += 1
+            key = tuple(row[c] for c in mapping.group_by)
+            location = pack(file, rg, r)
+            if any(v is None for v in key):
+                reason = f"a group_by column {list(mapping.group_by)} is null"
+                drops.append(_drop(files, location, "bad_group_key", reason, key, 1))
+                continue
+            groups.setdefault(key, []).append((row[mapping.order_by] if mapping.order_by else None, location))
+            if where is not None and not where(row):
+                failed.add(key)
+    chains = []
+    filtered = 0
+    for key, members in groups.items():
+        if key in failed:
+            filtered += len(members)
+            continue
+        chain, drop = _sorted_group(files, mapping, key, members)
+        if drop is not None:
+            drops.append(drop)
+        if chain is not None:
+            chains.append(chain)
+    del groups
+    chains.sort(key=lambda c: min(c))
+    tasks = [
+        OutputTask(f"{stem}-{i // chains_per_file:05d}.parquet", chains=tuple(chains[i : i + chains_per_file]))
+        for i in range(0, len(chains), chains_per_file)
+    ]
+    return Plan(files, tasks, filtered=filtered, drops=drops, plan_rows=rows)
+
+
+def plan_rows(files: list[SourceFile]) -> Plan:
+    """The plan without grouping: one output file per source file, of the same name."""
+    return Plan(files, [OutputTask(f.name, source=i) for i, f in enumerate(files)], drops=[])

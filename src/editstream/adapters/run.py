@@ -1,0 +1,285 @@
+"""``adapt``: a source dataset in its own schema -> BAGEL-format parquet with ``parquet_info.json``.
+
+The pass lists the source (``plan``), then writes one output file per task, resumably
+(``output``): bad source rows are dropped and recorded with their file, row group and row;
+filtered rows are counted. The output is deterministic: the same source and mapping give
+byte-identical files, whether the run was interrupted or not.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ..io import storage
+from ..io.parquet import open_parquet
+from ..io.progress import Progress
+from .builtin import resolve_mapping
+from .chains import ChainBuilder, output_schema
+from .mapping import AdapterMapping, MappingError
+from .output import (
+    ParquetOut,
+    fingerprint,
+    intact_record,
+    tidy_dst,
+    write_parquet_info,
+    write_record,
+    write_report,
+)
+from .plan import OutputTask, Plan, SourceFile, check_columns, list_sources, pack, plan_groups, plan_rows, unpack
+from .values import BadValue, MediaDir
+from .where import Filter, parse_filter
+
+log = logging.getLogger(__name__)
+
+DEFAULT_ROWS_PER_GROUP = 100
+"""Chains per output row group (a loader unit); the Hub's own image datasets use 100 rows."""
+DEFAULT_CHAINS_PER_FILE = 1000
+"""Chains per output file of a grouped adaptation (ungrouped ones keep one file per source file)."""
+
+
+@dataclass(frozen=True)
+class _Job:
+    """Everything one output task needs besides the task itself."""
+
+    dst: str
+    mapping: AdapterMapping
+    where: Filter | None
+    schema: pa.Schema
+    builder: ChainBuilder
+    columns: list[str]
+    rows_per_group: int
+    storage_options: storage.StorageOptions | None
+
+
+def _where_of(mapping: AdapterMapping, where: str | None) -> Filter | None:
+    text = mapping.where if where is None else where
+    return parse_filter(text) if text else None
+
+
+def _schema(files: Sequence[SourceFile], mapping: AdapterMapping) -> pa.Schema:
+    schema = output_schema(mapping, files[0].schema)
+    for f in files[1:]:
+        other = output_schema(mapping, f.schema)
+        if not other.equals(schema):
+            raise MappingError(
+                f"{mapping.origin}: source file {f.url} has other column types than {files[0].url} "
+                f"for the columns the mapping keeps ({other} vs {schema})"
+            )
+    return schema
+
+
+def _drop(f: SourceFile, rg: int, row: int, exc: BadValue, rows: int = 1, group: Any = None) -> dict[str, Any]:
+    record: dict[str, Any] = {
+        "file": f.name,
+        "row_group": rg,
+        "row": row,
+        "code": exc.code,
+        "reason": exc.reason,
+        "rows": rows,
+    }
+    if group is not None:
+        record["group"] = group
+    return record
+
+
+def _read(pf: pq.ParquetFile, f: SourceFile, rg: int, columns: list[str]) -> pa.Table:
+    """Row group ``rg`` of ``f`` (only ``columns``); an ``OSError`` naming the file and row group if unreadable."""
+    try:
+        return pf.read_row_group(rg, columns=columns)
+    except (OSError, pa.ArrowException) as exc:
+        raise OSError(f"cannot read row group {rg} of {f.url}: {exc}") from exc
+
+
+def _adapt_file(job: _Job, f: SourceFile, out: ParquetOut) -> tuple[int, list[dict[str, Any]]]:
+    """One source file, row group by row group, into ``out``; ``(filtered rows, drops)``."""
+    filtered, drops = 0, []
+    with open_parquet(f.url, job.storage_options, streaming=True) as pf:
+        for rg in range(len(f.row_groups)):
+            for r, row in enumerate(_read(pf, f, rg, job.columns).to_pylist()):
+                if job.where is not None and not job.where(row):
+                    filtered += 1
+                    continue
+                try:
+                    out.add(job.builder.build([row]))
+                except BadValue as exc:
+                    drops.append(_drop(f, rg, r, exc))
+    return filtered, drops
+
+
+def _gather(
+    job: _Job,
+    files: Sequence[SourceFile],
+    chains: Sequence[tuple[int, ...]],
+    stack: contextlib.ExitStack,
+    opened: dict[int, pq.ParquetFile],
+) -> dict[int, dict[str, Any]]:
+    """The source rows of ``chains`` by location: each source row group read once, only its needed rows kept."""
+    needed: dict[tuple[int, int], list[int]] = {}
+    for chain in chains:
+        for location in chain:
+            file, rg, row = unpack(location)
+            needed.setdefault((file, rg), []).append(row)
+    rows: dict[int, dict[str, Any]] = {}
+    for (file, rg), wanted in sorted(needed.items()):
+        if file not in opened:
+            opened[file] = stack.enter_context(open_parquet(files[file].url, job.storage_options, streaming=True))
+        wanted = sorted(set(wanted))
+        table = _read(opened[file], files[file], rg, job.columns).take(pa.array(wanted, pa.int64()))
+        for row, values in zip(wanted, table.to_pylist()):
+            rows[pack(file, rg, row)] = values
+    return rows
+
+
+def _adapt_chains(job: _Job, files: Sequence[SourceFile], task: OutputTask, out: ParquetOut) -> list[dict[str, Any]]:
+    """A planned output file: its chains gathered one output row group at a time (bounded memory)."""
+    drops = []
+    opened: dict[int, pq.ParquetFile] = {}
+    with contextlib.ExitStack() as stack:
+        for start in range(0, len(task.chains), job.rows_per_group):
+            batch = task.chains[start : start + job.rows_per_group]
+            rows = _gather(job, files, batch, stack, opened)
+            for chain in batch:
+                chain_rows = [rows[location] for location in chain]
+                try:
+                    out.add(job.builder.build(chain_rows))
+                except BadValue as exc:
+                    file, rg, row = unpack(chain[exc.row])
+                    group = [chain_rows[0][c] for c in job.mapping.group_by]
+                    drops.append(_drop(files[file], rg, row, exc, rows=len(chain), group=group))
+    return drops
+
+
+def _task_fingerprint(job: _Job, plan: Plan, task: OutputTask, media_dir: str | None) -> str:
+    """What an output file depends on: the mapping, the filter, the layout, and its source rows."""
+    if task.source is not None:
+        f = plan.files[task.source]
+        sources: Any = [f.name, f.size, list(f.row_groups)]
+    else:
+        sources = [[(f.name, f.size) for f in plan.files], fingerprint([list(c) for c in task.chains])]
+    return fingerprint(
+        {
+            "mapping": job.mapping.fingerprint_data(),
+            "where": job.where.text if job.where else None,
+            "media_dir": media_dir,
+            "rows_per_group": job.rows_per_group,
+            "sources": sources,
+        }
+    )
+
+
+def _run_task(job: _Job, plan: Plan, task: OutputTask, task_fp: str) -> dict[str, Any]:
+    out = ParquetOut(storage.join(job.dst, task.name), job.schema, job.rows_per_group, job.storage_options)
+    try:
+        if task.source is not None:
+            filtered, drops = _adapt_file(job, plan.files[task.source], out)
+            rows_in = plan.files[task.source].num_rows
+        else:
+            filtered, drops, rows_in = 0, _adapt_chains(job, plan.files, task, out), sum(map(len, task.chains))
+        stats = out.finish()
+    except BaseException:
+        out.abort()
+        raise
+    if stats["num_rows"] == 0:  # nothing survived: no file, and none left from an earlier plan
+        storage.remove(out.url, job.storage_options)
+    rows_used = rows_in - filtered - sum(d["rows"] for d in drops)
+    record = {"fingerprint": task_fp, **stats, "rows_in": rows_in, "rows_used": rows_used, "filtered": filtered}
+    record["drops"] = drops
+    write_record(job.dst, task.name, record, job.storage_options)
+    return record
+
+
+def _plan(
+    src: str, mapping: AdapterMapping, where: Filter | None, split: str | None, chains_per_file: int, so: Any
+) -> Plan:
+    files = list_sources(src, split, so)
+    check_columns(files, mapping, where)
+    if not mapping.group_by:
+        return plan_rows(files)
+    return plan_groups(files, mapping, where, chains_per_file, split or "part", so)
+
+
+def _summary(mapping: AdapterMapping, plan: Plan, records: dict[str, dict[str, Any]], resumed: int) -> dict[str, Any]:
+    drops = list(plan.drops or []) + [d for r in records.values() for d in r["drops"]]
+    by_reason: dict[str, int] = {}
+    for d in drops:
+        by_reason[d["code"]] = by_reason.get(d["code"], 0) + 1
+    grouped = bool(mapping.group_by)
+    return {
+        "adapter": mapping.name,
+        "kind": mapping.kind,
+        "rows_in": plan.plan_rows if grouped else sum(f.num_rows for f in plan.files),
+        "chains_out": sum(r["num_rows"] for r in records.values()),
+        "rows_used": sum(r["rows_used"] for r in records.values()),
+        "files_out": sum(1 for r in records.values() if r["num_rows"]),
+        "bytes_out": sum(r["size"] for r in records.values()),
+        "filtered_rows": plan.filtered + sum(r["filtered"] for r in records.values()),
+        "dropped": len(drops),
+        "dropped_rows": sum(d.get("rows", 1) for d in drops),
+        "dropped_by_code": dict(sorted(by_reason.items())),
+        "resumed_files": resumed,
+        "drops": drops,
+    }
+
+
+def adapt(
+    src: str,
+    dst: str,
+    mapping: str | Path | AdapterMapping,
+    *,
+    media_dir: str | None = None,
+    where: str | None = None,
+    split: str | None = None,
+    rows_per_group: int = DEFAULT_ROWS_PER_GROUP,
+    chains_per_file: int = DEFAULT_CHAINS_PER_FILE,
+    storage_options: storage.StorageOptions | None = None,
+    progress: bool = True,
+) -> dict[str, Any]:
+    """Adapt the parquet dataset at ``src`` (a directory; the HF cache's symlinked files are followed)
+    to rows of the mapping's kind under ``dst``, with ``parquet_info.json`` and ``adapt_report.json``.
+
+    ``mapping``: a built-in adapter name (``builtin_names()``), a mapping file, or an
+    :class:`AdapterMapping`. ``media_dir`` resolves image structs that hold a path and no bytes.
+    ``where`` replaces the mapping's filter (``""`` turns it off). ``split`` reads only
+    ``{split}-*.parquet``. Re-running resumes: finished files whose records match are kept.
+    Returns the summary that ``adapt_report.json`` also holds.
+    """
+    if rows_per_group < 1 or chains_per_file < 1:
+        raise ValueError(f"rows_per_group and chains_per_file must be >= 1, got {rows_per_group}, {chains_per_file}")
+    t0 = time.perf_counter()
+    mapping = resolve_mapping(mapping)
+    where_filter = _where_of(mapping, where)
+    plan = _plan(src, mapping, where_filter, split, chains_per_file, storage_options)
+    columns = list(dict.fromkeys([*mapping.source_columns, *(where_filter.columns if where_filter else ())]))
+    media = MediaDir(media_dir, storage_options)
+    schema = _schema(plan.files, mapping)
+    job = _Job(
+        dst, mapping, where_filter, schema, ChainBuilder(mapping, media), columns, rows_per_group, storage_options
+    )
+    tidy_dst(dst, [t.name for t in plan.tasks], storage_options)
+    storage.makedirs(dst, storage_options)
+    records: dict[str, dict[str, Any]] = {}
+    resumed = 0
+    with Progress(f"adapt {mapping.name}", len(plan.tasks), "files", enabled=progress) as bar:
+        for task in plan.tasks:
+            task_fp = _task_fingerprint(job, plan, task, media_dir)
+            record = intact_record(dst, task.name, task_fp, storage_options)
+            resumed += record is not None
+            if record is None:
+                record = _run_task(job, plan, task, task_fp)
+            records[task.name] = record
+            bar.update(1, rows=record["num_rows"], nbytes=record["size"])
+    summary = _summary(mapping, plan, records, resumed)
+    summary["parquet_info"] = write_parquet_info(dst, records, storage_options)
+    summary["seconds"] = round(time.perf_counter() - t0, 3)
+    summary["report"] = write_report(dst, summary, storage_options)
+    log.info("adapt %s: %d rows in -> %d chains out", mapping.name, summary["rows_in"], summary["chains_out"])
+    return summary
