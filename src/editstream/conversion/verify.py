@@ -1,11 +1,12 @@
-"""Check a converted dataset against its manifest (and optionally against the parquet source).
+"""Check a converted dataset against its manifest (and optionally against its source).
 
-A vlm_sft root also has its JSONL copy checked (``verify_sft``); its source is the JSONL file.
+What the root and source are checked for beyond the shards depends on the kind's source shape
+(``shapes``): a parquet source's coverage of every row, or a JSONL copy and its source file.
 
 Each shard is read once: the bytes are hashed while the tar is walked, so size, digest
 (the manifest's algorithm: xxh3-128, or sha256 for older manifests),
 sample count, idx offsets, key order and contiguity, and the decodability of every sample
-are all checked in one pass. With a source, every source row is compared with its sample.
+are all checked in one pass. With a parquet source, every source row is compared with its sample.
 Problems are collected (never raised) so one run reports everything that is wrong.
 """
 
@@ -13,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections import Counter
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from typing import IO, Any
@@ -23,29 +23,17 @@ from ..format.digest import new_hasher
 from ..format.idx import read_idx
 from ..format.keys import make_key
 from ..format.rowcodec import RowCodecError, decode_sample
-from ..format.sft import SCHEMA as SFT_SCHEMA
 from ..format.tarblock import BLOCK, TarFormatError
 from ..format.tarreader import iter_samples
 from ..io import storage
-from ..io.parquet import iter_row_group_rows, open_parquet, row_group_sizes
+from ..io.parquet import iter_row_group_rows, open_parquet
 from ..io.progress import Progress
 from ..io.ranged import open_read
 from .executors import make_executor
+from .problems import Problem
+from .shapes import strategy_of
 
 _MAX_PROBLEMS_PER_SHARD = 20
-
-
-@dataclass(frozen=True)
-class Problem:
-    """One mismatch: what kind, which shard (if any), and a precise description."""
-
-    kind: str
-    shard: str | None
-    detail: str
-
-    def __str__(self) -> str:
-        where = f"{self.shard}: " if self.shard else ""
-        return f"[{self.kind}] {where}{self.detail}"
 
 
 @dataclass
@@ -277,46 +265,6 @@ def _check_shard(check: _ShardCheck) -> _ShardOutcome:
     return _ShardOutcome(verifier.problems, verifier.keys, len(verifier.keys), verifier.compared)
 
 
-def _check_source_coverage(m: mf.Manifest, source: str, so: dict[str, Any] | None) -> list[Problem]:
-    """Every row of every source file is inside exactly one shard slice, and the manifest's row
-    counts match the files."""
-    problems: list[Problem] = []
-    try:
-        urls = storage.list_files(source, ".parquet", so)
-    except FileNotFoundError as exc:
-        return [Problem("source", None, str(exc))]
-    names = [u.rsplit("/", 1)[-1] for u in urls]
-    listed = [f.path for f in m.source_files]
-    if sorted(names) != sorted(listed):
-        problems.append(Problem("source", None, f"source has files {names}, manifest lists {listed}"))
-    covered: Counter = Counter()
-    for shard in m.shards:
-        for s in shard.rows:
-            covered[(s.file, s.row_group)] += s.num_rows
-    for f in m.source_files:
-        if f.path not in names:
-            continue
-        try:
-            sizes = row_group_sizes(storage.join(source, f.path), so)
-        except OSError as exc:
-            problems.append(Problem("source", None, f"cannot read footer of {f.path}: {exc}"))
-            continue
-        if sizes[: len(f.row_groups)] != f.row_groups:
-            problems.append(
-                Problem("source", None, f"{f.path} has row groups of {sizes} rows, manifest says {f.row_groups}")
-            )
-        for rg, n in enumerate(f.row_groups):
-            if covered[(f.path, rg)] != n:
-                problems.append(
-                    Problem(
-                        "source_coverage",
-                        None,
-                        f"{f.path} row group {rg}: {n} rows, shards cover {covered[(f.path, rg)]}",
-                    )
-                )
-    return problems
-
-
 def verify(
     root: str,
     *,
@@ -337,17 +285,15 @@ def verify(
         return report
     stems = {f.path: f.key_stem for f in m.source_files}
     src = source.rstrip("/") if source else None
-    if m.schema == SFT_SCHEMA:  # a JSONL source: checked as a whole file, not row by row
-        from .verify_sft import check_sft_root
-
-        report.problems.extend(check_sft_root(root, m, src, storage_options))
-        src = None
+    shape = strategy_of(m.schema)
+    report.problems.extend(shape.check_root(root, m, src, storage_options))
+    row_source = src if shape.compares_rows else None
     checks = [
-        _ShardCheck(root=root.rstrip("/"), shard=asdict(s), stems=stems, source=src, storage_options=storage_options)
+        _ShardCheck(
+            root=root.rstrip("/"), shard=asdict(s), stems=stems, source=row_source, storage_options=storage_options
+        )
         for s in m.shards
     ]
-    if src is not None:
-        report.problems.extend(_check_source_coverage(m, src, storage_options))
     runner = make_executor(engine, workers)
     outcomes: dict[str, _ShardOutcome] = {}
     bar = Progress("verify", len(checks), "shards", progress)

@@ -102,13 +102,13 @@ def _converted(root: str, so: StorageOptions | None) -> Iterator[Record]:
 
 
 def _parquet(root: str, so: StorageOptions | None) -> Iterator[Record]:
-    from ..format.columns import SCHEMA_COLUMNS
+    from ..kinds.t2i_pretrain import COLUMNS as T2I_COLUMNS
 
     for url in storage.list_files(root, ".parquet", so):
         name = url.rsplit("/", 1)[-1]
         with open_parquet(url, so, streaming=True) as pf:
             columns = {f.name for f in pf.schema_arrow}
-            schema = "t2i_pretrain" if set(SCHEMA_COLUMNS["t2i_pretrain"]) <= columns else "unified_edit"
+            schema = "t2i_pretrain" if set(T2I_COLUMNS) <= columns else "unified_edit"
             for rg in range(pf.metadata.num_row_groups):
                 for i, row in iter_row_group_rows(pf, url, rg):
                     yield to_record(schema, f"{name} rg {rg} row {i}", row)
