@@ -147,6 +147,6 @@ def plan_lines_conversion(cfg: ConvertConfig) -> Plan:
 
 def lines_manifest_extra(plan: Plan, results: list[ShardResult]) -> dict[str, Any]:
     """The plan's record (under the kind's name) completed with the count of lines whose media was missing."""
-    missing = sum(1 for r in results for b in r.bad_rows if b.get("missing"))
+    missing = sum(1 for r in results for b in r.bad_rows if b.missing)
     info = SftInfo(**plan.extra[plan.schema], missing_media=missing)
     return {plan.schema: info.to_dict()}

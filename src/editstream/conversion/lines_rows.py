@@ -25,7 +25,7 @@ from ..io import storage
 from ..io.lines import decode_lines
 from ..io.retry import RetryPolicy
 from ..kinds import DatasetKind
-from .badrows import checked_problems
+from .badrows import BadRow, checked_problems
 from .task import LinePart, ShardTask
 
 _FETCH_THREADS = 8
@@ -114,16 +114,21 @@ def iter_line_rows(task: ShardTask) -> Iterator[tuple[mf.RowSlice, int, dict[str
 
 def line_bad_row(
     task: ShardTask, kind: DatasetKind, s: mf.RowSlice, line_index: int, key: str, row: dict[str, Any]
-) -> dict[str, Any] | None:
+) -> BadRow | None:
     """The report entry of a line its kind finds problems with (all of them, and the missing
     media), or ``None``; the line is kept so the loader drops it where the reference does."""
     problems = checked_problems(kind.row_problems, row)
     if not problems:
         return None
-    missing = [name for p in problems for name in p.missing]
-    reason = "; ".join(p.text for p in problems)
-    entry = {"file": s.file, "line": line_index + 1, "key": key, "reason": reason, "shard": task.shard_path}
-    return {**entry, "dropped": False, **({"missing": missing} if missing else {})}
+    return BadRow(
+        file=s.file,
+        line=line_index + 1,
+        key=key,
+        reason="; ".join(p.text for p in problems),
+        shard=task.shard_path,
+        dropped=False,
+        missing=tuple(name for p in problems for name in p.missing),
+    )
 
 
 LINES_NOTE = (

@@ -17,7 +17,7 @@ from ..format import manifest as mf
 from ..io import storage
 from ..io.parquet import iter_row_group_rows, open_parquet
 from ..kinds import DatasetKind
-from .badrows import DROP_NOTE, checked_problems
+from .badrows import DROP_NOTE, BadRow, checked_problems
 from .task import ParquetPart, ShardTask
 
 _BATCH_ROWS = 256
@@ -71,21 +71,21 @@ def iter_parquet_rows(task: ShardTask) -> Iterator[tuple[mf.RowSlice, int, dict[
 
 def parquet_bad_row(
     task: ShardTask, kind: DatasetKind, s: mf.RowSlice, row_index: int, key: str, row: dict[str, Any]
-) -> dict[str, Any] | None:
+) -> BadRow | None:
     """The report entry of a row its kind finds bad (its first problem), or ``None``."""
     problems = checked_problems(kind.row_problems, row, first_only=True)
     if not problems:
         return None
-    return {
-        "file": s.file,
-        "row_group": s.row_group,
-        "row": row_index,
-        "key": key,
-        "reason": problems[0].text,
-        "fails": problems[0].certainty.value,
-        "shard": task.shard_path,
-        "dropped": task.drop_bad_rows,
-    }
+    return BadRow(
+        file=s.file,
+        row_group=s.row_group,
+        row=row_index,
+        key=key,
+        reason=problems[0].text,
+        fails=problems[0].certainty,
+        shard=task.shard_path,
+        dropped=task.drop_bad_rows,
+    )
 
 
 KEEP_NOTE = (

@@ -12,7 +12,6 @@ import json
 import logging
 import time
 from collections.abc import Mapping
-from dataclasses import asdict
 from typing import Any
 
 from .. import __version__
@@ -154,7 +153,7 @@ def _prepare_dst(cfg: ConvertConfig, plan: Plan) -> mf.Manifest | None:
                 f"{cfg.dst} already holds a finished conversion of other input or options; "
                 f"pass overwrite=True (--overwrite) to replace it"
             )
-        if all(shard_is_intact(cfg.dst, asdict(s), so) for s in existing.shards):
+        if all(shard_is_intact(cfg.dst, s, so) for s in existing.shards):
             return existing
         storage.remove(storage.join(cfg.dst, mf.MANIFEST_NAME), so)
         write_records_for(existing, plan.tasks, cfg.dst, so)
@@ -177,7 +176,7 @@ def _run_tasks(cfg: ConvertConfig, plan: Plan, executor: Executor | None) -> lis
         with sigterm_as_interrupt():
             for task, result in runner.map_unordered(convert_shard, plan.tasks):
                 results[task.shard_path] = result
-                syncer.add([result.shard["path"], result.shard["idx_path"]])
+                syncer.add([result.shard.path, result.shard.idx_path])
                 bar.update(result)
             syncer.finish()
     except BaseException as exc:
@@ -207,25 +206,15 @@ def _write_report(cfg: ConvertConfig, plan: Plan, manifest: mf.Manifest, ordered
         "drop_bad_rows": cfg.drop_bad_rows,
         "num_bad_rows": manifest.num_bad_rows,
         "note": strategy_for(plan.shape).report_note(cfg.drop_bad_rows),
-        "bad_rows": [_in_report_order(b) for r in ordered for b in r.bad_rows],
+        "bad_rows": [b.to_json() for r in ordered for b in r.bad_rows],
     }
     storage.write_bytes(
         storage.join(cfg.dst, mf.REPORT_NAME), (json.dumps(report, indent=1) + "\n").encode(), cfg.storage_options
     )
 
 
-_BAD_ROW_FIELDS = ("file", "row_group", "row", "line", "key", "reason", "fails", "shard", "dropped", "missing")
-
-
-def _in_report_order(bad_row: Mapping[str, Any]) -> dict[str, Any]:
-    """One bad-row entry with its keys in a fixed order: done records store them sorted, so a
-    resumed run would otherwise write a report.json that differs from an uninterrupted run's."""
-    known = {k: bad_row[k] for k in _BAD_ROW_FIELDS if k in bad_row}
-    return {**known, **{k: bad_row[k] for k in sorted(bad_row) if k not in known}}
-
-
 def _build_manifest(cfg: ConvertConfig, plan: Plan, results: list[ShardResult]) -> mf.Manifest:
-    shards = [mf.ShardInfo(**{**r.shard, "rows": [mf.RowSlice(**s) for s in r.shard["rows"]]}) for r in results]
+    shards = [r.shard for r in results]
     row_groups: dict[str, list[int]] = {}
     for name in plan.files:
         known = plan.row_groups[name]

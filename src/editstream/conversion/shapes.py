@@ -16,6 +16,7 @@ from typing import Any
 from ..format import manifest as mf
 from ..io.storage import StorageOptions
 from ..kinds import DatasetKind, SourceShape, UnknownKindError, get_kind
+from .badrows import BadRow
 from .config import ConvertConfig
 from .lines_plan import lines_manifest_extra, plan_lines_conversion
 from .lines_rows import iter_line_rows, line_bad_row, lines_report_note
@@ -29,7 +30,7 @@ from .task import Plan, ShardTask
 
 TaskRows = Iterator[tuple[mf.RowSlice, int, dict[str, Any]]]
 """``(slice, row index in its row group, row)`` for every row of a task, in order."""
-BadRowOf = Callable[[ShardTask, DatasetKind, mf.RowSlice, int, str, dict[str, Any]], dict[str, Any] | None]
+BadRowOf = Callable[[ShardTask, DatasetKind, mf.RowSlice, int, str, dict[str, Any]], BadRow | None]
 """``(task, kind, slice, row index, key, row)`` -> the row's report entry when it is bad."""
 
 

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import dataclass, field
 
 from ..format import manifest as mf
 from ..format.idx import encode_idx, idx_path_for
@@ -21,7 +20,8 @@ from ..format.tarwriter import TarWriter
 from ..io import storage
 from ..io.retry import RetryPolicy
 from ..kinds import get_kind
-from .records import ShardResult, idx_digest, open_output, reuse, write_output, write_record
+from .badrows import BadRow
+from .records import IdxDigest, ShardResult, open_output, reuse, write_output, write_record
 from .shapes import strategy_for
 from .task import ShardTask
 
@@ -30,7 +30,7 @@ from .task import ShardTask
 class _ShardWork:
     """What writing one shard collects besides the tar bytes."""
 
-    bad_rows: list[dict[str, Any]] = field(default_factory=list)
+    bad_rows: list[BadRow] = field(default_factory=list)
     dropped: list[int] = field(default_factory=list)
     counts: dict[tuple[str, int, int], int] = field(default_factory=dict)
     position: int = 0
@@ -106,8 +106,6 @@ def _convert_shard_once(task: ShardTask) -> ShardResult:
         dropped=work.dropped,
         **{task.digest: writer.digest},
     )
-    result = ShardResult(
-        shard=asdict(info), bad_rows=work.bad_rows, num_rows=work.position, seconds=time.perf_counter() - t0
-    )
-    write_record(task, result, idx_digest(idx, task.digest))
+    result = ShardResult(shard=info, bad_rows=work.bad_rows, num_rows=work.position, seconds=time.perf_counter() - t0)
+    write_record(task, result, IdxDigest.of(idx, task.digest))
     return result

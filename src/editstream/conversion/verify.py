@@ -113,13 +113,13 @@ def _first_difference(row: dict[str, Any], original: dict[str, Any]) -> str:
 @dataclass(frozen=True, kw_only=True)
 class _ShardCheck:
     root: str
-    shard: dict[str, Any]
+    shard: mf.ShardInfo
     stems: dict[str, str]
     source: str | None
     storage_options: dict[str, Any] | None
 
     def describe(self) -> str:
-        return f"verify {self.shard['path']}"
+        return f"verify {self.shard.path}"
 
 
 @dataclass
@@ -135,9 +135,9 @@ class _ShardVerifier:
 
     def __init__(self, check: _ShardCheck) -> None:
         self.check = check
-        self.name = check.shard["path"]
+        self.name = check.shard.path
         self.url = storage.join(check.root, self.name)
-        self.info = mf.ShardInfo(**{**check.shard, "rows": [mf.RowSlice(**s) for s in check.shard["rows"]]})
+        self.info = check.shard
         self.problems: list[Problem] = []
         self.keys: list[str] = []
         self.offsets: list[int] = []
@@ -149,7 +149,7 @@ class _ShardVerifier:
             self.problems.append(Problem(kind, self.name, detail))
 
     def read_idx(self) -> tuple[list[int], int] | None:
-        idx_url = storage.join(self.check.root, self.check.shard["idx_path"])
+        idx_url = storage.join(self.check.root, self.check.shard.idx_path)
         try:
             return read_idx(idx_url, self.check.storage_options)
         except FileNotFoundError:
@@ -230,18 +230,18 @@ class _ShardVerifier:
 
     def totals(self, size: int, digest: str, idx: tuple[list[int], int] | None) -> None:
         shard = self.check.shard
-        if size != shard["num_bytes"]:
-            self.problem("size", f"{size} bytes, manifest says {shard['num_bytes']}")
+        if size != shard.num_bytes:
+            self.problem("size", f"{size} bytes, manifest says {shard.num_bytes}")
         algorithm, want = self.info.digest
         if digest != want:
             self.problem("digest", f"{algorithm} {digest}, manifest says {want}")
-        if len(self.keys) != shard["num_samples"]:
-            self.problem("sample_count", f"{len(self.keys)} samples, manifest says {shard['num_samples']}")
+        if len(self.keys) != shard.num_samples:
+            self.problem("sample_count", f"{len(self.keys)} samples, manifest says {shard.num_samples}")
         if idx is None:
             return
         idx_offsets, idx_end = idx
-        if len(idx_offsets) != shard["num_samples"]:
-            self.problem("idx", f"idx has {len(idx_offsets)} offsets, manifest says {shard['num_samples']} samples")
+        if len(idx_offsets) != shard.num_samples:
+            self.problem("idx", f"idx has {len(idx_offsets)} offsets, manifest says {shard.num_samples} samples")
         if idx_offsets[: len(self.offsets)] != self.offsets[: len(idx_offsets)]:
             first = next(i for i, (a, b) in enumerate(zip(idx_offsets, self.offsets)) if a != b)
             self.problem(
@@ -289,9 +289,7 @@ def verify(
     report.problems.extend(shape.check_root(root, m, src, storage_options))
     row_source = src if shape.compares_rows else None
     checks = [
-        _ShardCheck(
-            root=root.rstrip("/"), shard=asdict(s), stems=stems, source=row_source, storage_options=storage_options
-        )
+        _ShardCheck(root=root.rstrip("/"), shard=s, stems=stems, source=row_source, storage_options=storage_options)
         for s in m.shards
     ]
     runner = make_executor(engine, workers)
@@ -299,8 +297,8 @@ def verify(
     bar = Progress("verify", len(checks), "shards", progress)
     try:
         for check, outcome in runner.map_unordered(_check_shard, checks):
-            outcomes[check.shard["path"]] = outcome
-            bar.update(1, rows=outcome.samples, nbytes=check.shard["num_bytes"])
+            outcomes[check.shard.path] = outcome
+            bar.update(1, rows=outcome.samples, nbytes=check.shard.num_bytes)
     finally:
         bar.close()
         runner.close()
