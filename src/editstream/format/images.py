@@ -78,9 +78,6 @@ def _video_extension(head: bytes) -> str | None:
 IMAGE_EXTENSIONS = frozenset({"jpg", "png", "gif", "webp", "tiff", "bmp", "avif", "heic", "jp2", "jxl"})
 """Extensions that ``sniff_extension`` gives to image content."""
 
-VIDEO_EXTENSIONS = frozenset({"mp4", "mov", "webm", "mkv", "avi"})
-"""Extensions that ``sniff_extension`` gives to video containers (the media of JSONL + media kinds)."""
-
 
 def _u16be(b: bytes | memoryview, i: int) -> int:
     return (b[i] << 8) | b[i + 1]

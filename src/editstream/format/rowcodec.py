@@ -134,11 +134,6 @@ def encode_members(row: Mapping[str, Any], key: str, schema_types: Any = None) -
     return enc.members
 
 
-def encode_row(row: Mapping[str, Any], key: str, schema_types: Any = None) -> list[tuple[str, bytes]]:
-    """Members of one sample as ``("{key}.{suffix}", data)`` pairs, sorted and deterministic."""
-    return [(f"{key}.{suffix}", data) for suffix, data in encode_members(row, key, schema_types)]
-
-
 # ---------------------------------------------------------------------------------------
 # Decoding
 
