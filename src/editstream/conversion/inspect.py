@@ -63,8 +63,8 @@ class _ImageStats:
     """Images per sample, formats of the images whose header parses, sizes, and the bad ones."""
 
     def __init__(self) -> None:
-        self.per_sample: Counter = Counter()
-        self.formats: Counter = Counter()
+        self.per_sample: Counter[int] = Counter()
+        self.formats: Counter[str] = Counter()
         self.widths: list[int] = []
         self.heights: list[int] = []
         self.bad = 0

@@ -101,7 +101,7 @@ def iter_line_rows(task: ShardTask) -> Iterator[tuple[mf.RowSlice, int, dict[str
     s = task.slices[0]
     first = s.start
     with ThreadPoolExecutor(max_workers=_FETCH_THREADS, thread_name_prefix="editstream-media") as pool:
-        ahead: deque[Future] = deque()
+        ahead: deque[Future[dict[str, Any]]] = deque()
         upcoming = iter(lines)
         for index, line in enumerate(lines):
             while len(ahead) <= _LINES_AHEAD:
