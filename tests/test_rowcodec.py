@@ -110,7 +110,7 @@ def test_row_read_from_arrow_round_trips():
         }
     )
     for i, row in enumerate(table.to_pylist()):
-        back = decode_sample(f"r{i}", dict(encode_members(row, f"r{i}", table.schema)))
+        back = decode_sample(f"r{i}", dict(encode_members(row, f"r{i}", table.schema.names)))
         assert same(back, row)
 
 
