@@ -181,7 +181,7 @@ def test_ray_task_failure_names_the_shard(ray_local, src, tmp_path):
     finally:
         ex.close()
     err = info.value
-    assert err.task.source_file == "part-00001.parquet"
+    assert err.task.part.source_file == "part-00001.parquet"
     assert err.task.shard_path in str(err) and "FileNotFoundError" in str(err)
     assert ray.is_initialized()  # Ray was already up, so the executor leaves it running
 

@@ -14,9 +14,8 @@ from pathlib import Path
 import pytest
 import xxhash
 
-from editstream.conversion import convert
+from editstream.conversion import convert, plan_conversion
 from editstream.conversion.config import ConvertConfig
-from editstream.conversion.plan import plan_conversion
 from editstream.conversion.records import PROGRESS_DIR, write_records_for
 from editstream.conversion.verify import verify
 from editstream.format import manifest as mf

@@ -167,10 +167,11 @@ def _entry_header(name: str, typeflag: bytes, size: int) -> bytes:
 
 
 def test_a_device_entry_declaring_100_gb_has_no_data_and_is_skipped():
-    from editstream.format.tarreader import iter_members
+    from editstream.format.tarreader import iter_samples
 
     data = _entry_header("x.dev", b"3", 100 * 1024**3) + b"".join(member_bytes("k.json", b"{}"))
-    names = [m.name for m in iter_members(io.BytesIO(data + tarblock.END_OF_ARCHIVE))]
+    samples = iter_samples(io.BytesIO(data + tarblock.END_OF_ARCHIVE))
+    names = [f"{key}.{suffix}" for key, _, members in samples for suffix in members]
     assert names == ["k.json"]
 
 
@@ -190,12 +191,12 @@ def test_an_unusual_entry_declaring_100_gb_is_skipped_in_bounded_reads(tmp_path)
     """Its data is read past in small chunks: a truncated stream ends in a TruncatedTarError, and
     verify / inspect report the shard instead of trying to allocate 100 GB."""
     from editstream.format.tarblock import TruncatedTarError
-    from editstream.format.tarreader import iter_members
+    from editstream.format.tarreader import iter_samples
 
     data = _entry_header("x.vol", b"V", 100 * 1024**3) + b"\0" * (1 << 20)
     stream = ReadSizes(data)
     with pytest.raises(TruncatedTarError, match="stream ended inside entry 'x.vol'"):
-        list(iter_members(stream))
+        list(iter_samples(stream))
     assert max(stream.asked) <= 1 << 20  # small chunks, never the declared 100 GB at once
     assert len(stream.asked) <= 8  # and it stops at the end of the stream
 
@@ -211,11 +212,11 @@ def test_verify_reports_a_shard_with_a_100_gb_entry(converted, tmp_path):
 
 def test_a_huge_regular_entry_past_the_end_is_a_truncation_error_not_an_allocation(tmp_path):
     from editstream.format.tarblock import MemberTooLargeError
-    from editstream.format.tarreader import iter_members
+    from editstream.format.tarreader import iter_samples
 
     header = _entry_header("k.bin", b"0", 100 * 1024**3)
     with pytest.raises(MemberTooLargeError, match="above the cap"):
-        list(iter_members(io.BytesIO(header + b"\0" * 4096)))
+        list(iter_samples(io.BytesIO(header + b"\0" * 4096)))
 
 
 def test_inspect_and_find_sample_read_only_inside_the_root(converted, tmp_path):

@@ -21,7 +21,7 @@ from editstream.format.idx import IdxError, decode_idx, encode_idx
 from editstream.format.manifest import Manifest, ManifestError
 from editstream.format.rowcodec import RowCodecError, decode_sample, encode_members
 from editstream.format.tarblock import TarFormatError
-from editstream.format.tarreader import iter_members, iter_samples
+from editstream.format.tarreader import iter_samples
 from editstream.format.tarwriter import TarWriter
 
 EXAMPLES = int(os.environ.get("EDITSTREAM_HYPOTHESIS_EXAMPLES", "200"))
@@ -117,7 +117,7 @@ def _archive(samples: list[tuple[str, list[tuple[str, bytes]]]]) -> bytes:
 
 
 def _drain(data: bytes) -> list[str]:
-    return [m.name for m in iter_members(io.BytesIO(data))]
+    return [f"{key}.{suffix}" for key, _, members in iter_samples(io.BytesIO(data)) for suffix in members]
 
 
 @FAST

@@ -17,7 +17,7 @@ from editstream.conversion import convert
 from editstream.conversion.inspect import find_sample, inspect_dataset
 from editstream.conversion.verify import verify
 from editstream.format import manifest as mf
-from editstream.format.idx import read_idx, write_idx
+from editstream.format.idx import encode_idx, read_idx
 from editstream.io.parquet import read_row_group_rows
 from editstream.testing.synth import write_synthetic_dataset
 
@@ -130,7 +130,7 @@ def test_wrong_or_missing_idx_is_reported(copy):
     _, out = copy
     shards = mf.Manifest.read(str(out)).shards
     offsets, end = read_idx(str(out / shards[0].idx_path))
-    write_idx(str(out / shards[0].idx_path), [offsets[0], offsets[1] + 512] + offsets[2:], end)
+    (out / shards[0].idx_path).write_bytes(encode_idx([offsets[0], offsets[1] + 512] + offsets[2:], end))
     (out / shards[1].idx_path).unlink()
     found = kinds(verify(str(out)))
     assert found == {"idx": {shards[0].path}, "missing_idx": {shards[1].path}}

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,7 +15,7 @@ from .executors import ENGINES
 DEFAULT_SHARD_SIZE = 256 * 1024 * 1024
 """Target shard size of the ``size`` layout when neither a size nor a sample count is given."""
 DEFAULT_LINES_PER_SHARD = 1000
-"""Lines per shard of a vlm_sft (JSONL) conversion when neither a size nor a sample count is given."""
+"""Lines per shard of a JSONL + media conversion when neither a size nor a sample count is given."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -37,17 +37,19 @@ class ConvertConfig:
     storage_options: dict[str, Any] | None = None
     progress: bool = True
     media_dir: str | None = None
-    """vlm_sft only: the media directory the JSONL's names are relative to, as the user gives it."""
+    """JSONL + media kinds only: the media directory the JSONL's names are relative to, as the user gives it."""
     digest: str = DEFAULT_DIGEST
     """Digest of every shard and idx, recorded in the manifest: ``xxh3_128`` (fast) or ``sha256``."""
 
     @property
-    def is_jsonl(self) -> bool:
-        """Whether the source is a vlm_sft JSONL file (rather than a parquet directory)."""
-        return self.schema is not None and get_kind(self.schema).source is SourceShape.JSONL_MEDIA
+    def source_shape(self) -> SourceShape:
+        """How the source is laid out: the named kind's shape (parquet when the kind is to be detected)."""
+        return SourceShape.PARQUET if self.schema is None else get_kind(self.schema).source
 
     def __post_init__(self) -> None:
-        self._check_jsonl_options()
+        if self.schema is not None:
+            get_kind(self.schema)
+        _SHAPE_OPTIONS[self.source_shape](self)
         check_algorithm(self.digest)
         if self.engine not in ENGINES:
             raise ValueError(f"engine must be one of {ENGINES}, got {self.engine!r}")
@@ -63,27 +65,36 @@ class ConvertConfig:
             raise ValueError(f"samples_per_shard must be > 0, got {self.samples_per_shard}")
         if self.workers is not None and self.workers < 1:
             raise ValueError(f"workers must be >= 1, got {self.workers}")
-        if self.schema is not None:
-            get_kind(self.schema)
         if self.src.rstrip("/") == self.dst.rstrip("/"):
             raise ValueError("src and dst must differ")
 
-    def _check_jsonl_options(self) -> None:
-        if not self.is_jsonl:
-            if self.media_dir is not None:
-                raise ValueError("media_dir applies to vlm_sft (JSONL) sources only")
-            return
-        if not self.media_dir:
-            raise ValueError(
-                "a vlm_sft (JSONL) conversion needs media_dir (--media-dir): the directory its image and "
-                "video names are relative to, given as the source backend's data_dir"
-            )
-        if self.layout != "size":
-            raise ValueError("a vlm_sft (JSONL) conversion writes shards of consecutive lines (layout='size')")
-        if self.drop_bad_rows:
-            raise ValueError("drop_bad_rows does not apply to vlm_sft: every line is kept so the loader drops it")
-        if self.parquet_info is not None:
-            raise ValueError("parquet_info does not apply to a vlm_sft (JSONL) source")
+
+def _check_parquet_options(cfg: ConvertConfig) -> None:
+    if cfg.media_dir is not None:
+        raise ValueError("media_dir applies to sources of a JSONL + media kind only")
+
+
+def _check_lines_options(cfg: ConvertConfig) -> None:
+    what = f"a {cfg.schema} (JSONL + media) conversion"
+    if not cfg.media_dir:
+        raise ValueError(
+            f"{what} needs media_dir (--media-dir): the directory its image and "
+            "video names are relative to, given as the source backend's data_dir"
+        )
+    if cfg.layout != "size":
+        raise ValueError(f"{what} writes shards of consecutive lines (layout='size')")
+    if cfg.drop_bad_rows:
+        raise ValueError(f"drop_bad_rows does not apply to {what}: every line is kept so the loader drops it")
+    if cfg.parquet_info is not None:
+        raise ValueError(f"parquet_info does not apply to {what}")
+
+
+_SHAPE_OPTIONS: dict[SourceShape, Callable[[ConvertConfig], None]] = {
+    SourceShape.PARQUET: _check_parquet_options,
+    SourceShape.JSONL_MEDIA: _check_lines_options,
+}
+"""The options each source shape accepts, checked before any I/O (``shapes`` holds the rest of
+what differs between them; this table stays here so a config is complete without the planners)."""
 
 
 _SIZE_UNITS = {

@@ -21,7 +21,9 @@ from ..format.idx import idx_path_for
 from ..format.sft import LINES_COPY
 from ..io import storage
 from .config import ConvertConfig
-from .plan import Plan, plan_conversion
+from .shapes import plan_conversion
+from .source import absolute, resolve_source
+from .task import Plan
 
 log = logging.getLogger(__name__)
 
@@ -117,13 +119,9 @@ def estimated_output_bytes(plan: Plan) -> int:
 def dry_run(src: str, dst: str, **options: Any) -> dict[str, Any]:
     """What ``convert(src, dst, **options)`` would do, planned but not written: files, row groups,
     shards and estimated bytes, and what DST holds now (``dst_state``)."""
-    from .run import _absolute, _is_jsonl_source
-    from .sft_plan import plan_jsonl_conversion
-
-    if _is_jsonl_source(src, options.get("schema")):
-        options.update(schema="vlm_sft", layout="size")
-    cfg = ConvertConfig(src=_absolute(src), dst=_absolute(dst), **options)
-    plan = plan_jsonl_conversion(cfg) if cfg.is_jsonl else plan_conversion(cfg)
+    schema, layout = resolve_source(src, options.pop("schema", None), options.pop("layout", "rowgroup"))
+    cfg = ConvertConfig(src=absolute(src), dst=absolute(dst), schema=schema, layout=layout, **options)
+    plan = plan_conversion(cfg)
     summary = dry_run_summary(cfg, plan)
     names = _names(cfg.dst, cfg.storage_options)
     foreign = [n for n in names if not is_own_name(n)]

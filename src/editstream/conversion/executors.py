@@ -41,7 +41,7 @@ class Executor(Protocol):
     def close(self) -> None: ...
 
 
-def _cancel_future(future: Future) -> None:
+def _cancel_future(future: Future[Any]) -> None:
     future.cancel()
 
 
@@ -147,11 +147,11 @@ class ProcessPoolExecutor:
         pool = self._pool
         assert pool is not None
 
-        def wait_some(handles: list[Future]) -> list[Future]:
+        def wait_some(handles: list[Future[R]]) -> list[Future[R]]:
             done, _ = wait(handles, return_when=FIRST_COMPLETED)
             return list(done)
 
-        def result(future: Future) -> Any:
+        def result(future: Future[R]) -> R:
             exc = future.exception()
             if exc is not None:
                 raise exc

@@ -22,6 +22,8 @@ from ..format.tarreader import iter_samples
 from ..io import storage
 from ..io.progress import Progress
 from ..io.ranged import open_read
+from ..kinds import UnknownKindError, get_kind
+from .shapes import strategy_of
 
 
 def _image_size(data: bytes) -> tuple[int, int] | None:
@@ -35,21 +37,24 @@ def _spread(values: list[int]) -> dict[str, float] | None:
     return {"min": min(values), "median": statistics.median(values), "max": max(values)}
 
 
-IMAGE_COLUMNS = {"unified_edit": "image_list", "t2i_pretrain": "image", "vlm_sft": "media"}
-"""The column whose members are images, per schema (vlm_sft media may also be videos)."""
+def _image_columns(schema: str) -> tuple[str, ...]:
+    """The columns the kind keeps its images in; none for a kind not registered here."""
+    try:
+        return get_kind(schema).image_column_names()
+    except UnknownKindError:
+        return ()
 
 
-def _image_members(schema: str, members: dict[str, bytes]) -> list[tuple[str, bytes]]:
-    """The members of a sample that are images: every member of the schema's image column (a
-    corrupt image stored as ``.bin`` is still an image), else every member with an image extension."""
-    column = IMAGE_COLUMNS.get(schema)
+def _image_members(columns: tuple[str, ...], mixed_media: bool, members: dict[str, bytes]) -> list[tuple[str, bytes]]:
+    """The members of a sample that are images: every member of the kind's image columns (a
+    corrupt image stored as ``.bin`` is still an image), else every member with an image extension.
+    With ``mixed_media`` the columns also hold videos and missing media, which are not images."""
     found = []
     for suffix, data in members.items():
         ext = suffix.rsplit(".", 1)[-1]
-        in_column = column is not None and suffix.split(".", 1)[0] == column
-        if schema == "vlm_sft" and ext not in IMAGE_EXTENSIONS:
-            continue  # videos and missing media are not images
-        if in_column or (column is None and ext in IMAGE_EXTENSIONS):
+        if mixed_media and ext not in IMAGE_EXTENSIONS:
+            continue
+        if suffix.split(".", 1)[0] in columns or (not columns and ext in IMAGE_EXTENSIONS):
             found.append((ext, data))
     return found
 
@@ -58,8 +63,8 @@ class _ImageStats:
     """Images per sample, formats of the images whose header parses, sizes, and the bad ones."""
 
     def __init__(self) -> None:
-        self.per_sample: Counter = Counter()
-        self.formats: Counter = Counter()
+        self.per_sample: Counter[int] = Counter()
+        self.formats: Counter[str] = Counter()
         self.widths: list[int] = []
         self.heights: list[int] = []
         self.bad = 0
@@ -85,11 +90,12 @@ def inspect_dataset(
 ) -> dict[str, Any]:
     """A JSON-able overview: shards, samples, bytes, images per sample, image formats and sizes.
 
-    An image is a member of the schema's image column whatever its bytes: one whose header does
+    An image is a member of the kind's image columns whatever its bytes: one whose header does
     not parse (planted garbage, a truncated file) counts in ``images_with_bad_headers`` and not
     under a format, so ``images_per_sample`` adds up to the formats plus the bad ones.
     """
     m = mf.Manifest.read(root, storage_options)
+    columns, mixed_media = _image_columns(m.schema), strategy_of(m.schema).mixed_media
     stats = _ImageStats()
     scanned = 0
     limit = m.num_samples if max_samples is None else min(max_samples, m.num_samples)
@@ -103,7 +109,7 @@ def inspect_dataset(
                     if scanned >= limit:
                         break
                     scanned += 1
-                    stats.add(_image_members(m.schema, members))
+                    stats.add(_image_members(columns, mixed_media, members))
                     bar.update(1)
     return {
         "root": root,
@@ -129,20 +135,13 @@ def inspect_dataset(
 
 
 def list_keys(root: str, *, storage_options: dict[str, Any] | None = None) -> Iterator[tuple[str, str]]:
-    """``(key, shard path)`` of every sample in shard order: from the manifest alone when keys name
-    their rows (the rowgroup and size layouts of parquet sources), else by reading the shards."""
+    """``(key, shard path)`` of every sample in shard order, from the manifest alone: every key
+    names its source row (a JSONL line is row ``i`` of the file's one row group), so no shard is read."""
     m = mf.Manifest.read(root, storage_options)
     stems = {f.path: f.key_stem for f in m.source_files}
-    if m.schema != "vlm_sft":
-        for shard in m.shards:
-            for s, row in shard.kept_rows():
-                yield make_key(stems[s.file], s.row_group, row), shard.path
-        return
     for shard in m.shards:
-        url = storage.join(root, shard.path)
-        with open_read(url, storage_options) as f:
-            for key, _, _ in iter_samples(f, source=url):
-                yield key, shard.path
+        for s, row in shard.kept_rows():
+            yield make_key(stems[s.file], s.row_group, row), shard.path
 
 
 def _locate(m: mf.Manifest, key: str) -> tuple[mf.ShardInfo, int] | None:

@@ -67,7 +67,7 @@ class ShardProgress:
 
     def update(self, result: ShardResult) -> None:
         """Count one finished (or reused) shard."""
-        self.progress.update(1, rows=result.num_rows, nbytes=result.shard["num_bytes"])
+        self.progress.update(1, rows=result.num_rows, nbytes=result.shard.num_bytes)
 
     def close(self) -> None:
         """Stop the ticker and close the bar (or print the last line)."""

@@ -15,7 +15,7 @@ import os
 import re
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import IO, Any
 
 from ..format import manifest as mf
@@ -25,7 +25,8 @@ from ..format.sft import LINES_COPY
 from ..format.tarblock import END_OF_ARCHIVE
 from ..io import storage
 from ..io.ranged import open_read
-from .plan import ShardTask
+from .badrows import BadRow
+from .task import ShardTask
 
 log = logging.getLogger(__name__)
 
@@ -33,16 +34,93 @@ PROGRESS_DIR = "_editstream_progress"
 _TMP_NAME = re.compile(r"^\.(?P<name>.+)\.[0-9a-f]{32}\.tmp$")
 
 
-@dataclass(kw_only=True)
+@dataclass(frozen=True, kw_only=True)
 class ShardResult:
-    """What one shard task produced (also its done record)."""
+    """What one shard task produced: the manifest's entry for the shard and its bad rows."""
 
-    shard: dict[str, Any]
-    """A ``ShardInfo`` as a dict."""
-    bad_rows: list[dict[str, Any]] = field(default_factory=list)
+    shard: mf.ShardInfo
+    bad_rows: list[BadRow] = field(default_factory=list)
     num_rows: int = 0
     skipped: bool = False
+    """Whether an earlier run's shard was kept instead of writing it again."""
     seconds: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        """The result as a done record holds it."""
+        return {
+            "shard": self.shard.to_json(),
+            "bad_rows": [b.to_json() for b in self.bad_rows],
+            "num_rows": self.num_rows,
+            "skipped": self.skipped,
+            "seconds": self.seconds,
+        }
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> ShardResult:
+        """The result ``to_json`` wrote (a ``TypeError``, ``KeyError`` or ``ValueError`` when it is not one)."""
+        return cls(
+            shard=mf.ShardInfo.from_json(d["shard"]),
+            bad_rows=[BadRow.from_json(b) for b in d.get("bad_rows", [])],
+            num_rows=d.get("num_rows", 0),
+            skipped=d.get("skipped", False),
+            seconds=d.get("seconds", 0.0),
+        )
+
+
+@dataclass(frozen=True)
+class IdxDigest:
+    """What a done record keeps of a shard's idx: its size and its digest (named by algorithm)."""
+
+    num_bytes: int
+    algorithm: str
+    value: str
+    """The hex digest."""
+
+    @classmethod
+    def of(cls, data: bytes, algorithm: str = DEFAULT_DIGEST) -> IdxDigest:
+        """The digest of idx bytes ``data``."""
+        return cls(len(data), algorithm, hexdigest(algorithm, data))
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"num_bytes": n, <algorithm>: <hex digest>}``."""
+        return {"num_bytes": self.num_bytes, self.algorithm: self.value}
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> IdxDigest:
+        """The digest ``to_json`` wrote; a ``ValueError`` when ``d`` names no known algorithm."""
+        found = recorded(dict(d))
+        if found is None:
+            raise ValueError(f"idx digest {d!r} names no known algorithm")
+        return cls(int(d["num_bytes"]), found[0], found[1])
+
+
+@dataclass(frozen=True)
+class DoneRecord:
+    """A finished shard's record in the progress directory: the task's fingerprint, its result and
+    its idx digest; its presence vouches for the files written before it."""
+
+    fingerprint: str
+    result: ShardResult
+    idx: IdxDigest | None = None
+
+    def to_json(self) -> bytes:
+        """The record file's bytes (keys sorted, so equal records are equal files)."""
+        record: dict[str, Any] = {"fingerprint": self.fingerprint, "result": self.result.to_json()}
+        if self.idx is not None:
+            record["idx"] = self.idx.to_json()
+        return json.dumps(record, sort_keys=True).encode()
+
+    @classmethod
+    def from_json(cls, data: bytes) -> DoneRecord | None:
+        """The record in ``data``, or ``None`` when it is not one (torn, foreign or of another version)."""
+        try:
+            d = json.loads(data)
+            idx = d.get("idx")
+            return cls(
+                d["fingerprint"], ShardResult.from_json(d["result"]), None if idx is None else IdxDigest.from_json(idx)
+            )
+        except (ValueError, TypeError, KeyError, AttributeError):
+            return None
 
 
 def open_output(url: str, storage_options: dict[str, Any] | None) -> contextlib.AbstractContextManager[IO[bytes]]:
@@ -61,29 +139,22 @@ def write_output(url: str, data: bytes, storage_options: dict[str, Any] | None, 
         f.write(data)
 
 
-def idx_digest(data: bytes, algorithm: str = DEFAULT_DIGEST) -> dict[str, Any]:
-    """What a done record keeps of a shard's idx: its size and its digest (named by algorithm)."""
-    return {"num_bytes": len(data), algorithm: hexdigest(algorithm, data)}
-
-
 def _idx_is_intact(
-    dst_root: str, shard: Mapping[str, Any], storage_options: dict[str, Any] | None, digest: Mapping[str, Any] | None
+    dst_root: str, shard: mf.ShardInfo, storage_options: dict[str, Any] | None, digest: IdxDigest | None
 ) -> bool:
     """The idx exists, matches ``digest`` when one was recorded, and fits its shard: one offset
     per sample and the samples' end just before the end-of-archive marker."""
     try:
-        data = storage.read_bytes(storage.join(dst_root, shard["idx_path"]), storage_options)
+        data = storage.read_bytes(storage.join(dst_root, shard.idx_path), storage_options)
     except FileNotFoundError:
         return False
-    if digest is not None:
-        found = recorded(dict(digest))
-        if found is None or idx_digest(data, found[0]) != dict(digest):
-            return False
+    if digest is not None and IdxDigest.of(data, digest.algorithm) != digest:
+        return False
     try:
         offsets, end = decode_idx(data)
     except IdxError:
         return False
-    return len(offsets) == shard["num_samples"] and end == shard["num_bytes"] - len(END_OF_ARCHIVE)
+    return len(offsets) == shard.num_samples and end == shard.num_bytes - len(END_OF_ARCHIVE)
 
 
 def _fsync_path(path: str) -> None:
@@ -141,18 +212,16 @@ def _digest_of(url: str, algorithm: str, storage_options: dict[str, Any] | None)
 
 def shard_is_intact(
     dst_root: str,
-    shard: Mapping[str, Any],
+    shard: mf.ShardInfo,
     storage_options: dict[str, Any] | None,
-    idx: Mapping[str, Any] | None = None,
+    idx: IdxDigest | None = None,
 ) -> bool:
     """True when the shard has the recorded size and digest and its idx is intact (see
     :func:`_idx_is_intact`; ``idx`` is the idx digest a done record holds, when it holds one)."""
-    url = storage.join(dst_root, shard["path"])
-    digest = recorded(dict(shard))
-    if digest is None:
-        return False
+    url = storage.join(dst_root, shard.path)
+    digest = shard.digest
     try:
-        if storage.size(url, storage_options) != shard["num_bytes"]:
+        if storage.size(url, storage_options) != shard.num_bytes:
             return False
         if not _idx_is_intact(dst_root, shard, storage_options, idx):
             return False
@@ -161,31 +230,25 @@ def shard_is_intact(
         return False
 
 
-def write_record(task: ShardTask, result: ShardResult, idx: Mapping[str, Any] | None = None) -> None:
+def write_record(task: ShardTask, result: ShardResult, idx: IdxDigest | None = None) -> None:
     """Record ``result`` (and the digest of the shard's idx) as the done record of ``task``:
     written atomically, last for the shard, so its presence vouches for the files before it."""
-    record: dict[str, Any] = {"fingerprint": task.fingerprint(), "result": asdict(result)}
-    if idx is not None:
-        record["idx"] = dict(idx)
-    write_output(
-        progress_url(task.dst_root, task.shard_path), json.dumps(record, sort_keys=True).encode(), task.storage_options
-    )
+    record = DoneRecord(task.fingerprint(), result, idx)
+    write_output(progress_url(task.dst_root, task.shard_path), record.to_json(), task.storage_options)
 
 
 def reuse(task: ShardTask) -> ShardResult | None:
     """The recorded result of ``task`` when its done record matches and the shard is intact."""
     url = progress_url(task.dst_root, task.shard_path)
     try:
-        record = json.loads(storage.read_bytes(url, task.storage_options))
-    except (FileNotFoundError, ValueError):
+        record = DoneRecord.from_json(storage.read_bytes(url, task.storage_options))
+    except FileNotFoundError:
         return None
-    if not isinstance(record, dict) or record.get("fingerprint") != task.fingerprint():
+    if record is None or record.fingerprint != task.fingerprint():
         return None
-    result = ShardResult(**record["result"])
-    if not shard_is_intact(task.dst_root, result.shard, task.storage_options, record.get("idx")):
+    if not shard_is_intact(task.dst_root, record.result.shard, task.storage_options, record.idx):
         return None
-    result.skipped = True
-    return result
+    return replace(record.result, skipped=True)
 
 
 def clean_stale_temp_files(dst: str, names: set[str]) -> None:
@@ -234,12 +297,12 @@ def remove_previous(dst: str, so: dict[str, Any] | None) -> None:
 
 def write_records_for(existing: mf.Manifest, tasks: list[ShardTask], dst: str, so: dict[str, Any] | None) -> None:
     """Turn a finished manifest back into done records, so repairing one shard redoes only that shard."""
-    report_bad: dict[str, list[dict[str, Any]]] = {}
+    report_bad: dict[str, list[BadRow]] = {}
     try:
         report = json.loads(storage.read_bytes(storage.join(dst, mf.REPORT_NAME), so))
         for b in report.get("bad_rows", []):
-            report_bad.setdefault(b["shard"], []).append(b)
-    except (FileNotFoundError, ValueError):
+            report_bad.setdefault(b["shard"], []).append(BadRow.from_json(b))
+    except (FileNotFoundError, ValueError, TypeError, KeyError, AttributeError):
         return
     by_path = {s.path: s for s in existing.shards}
     for task in tasks:
@@ -248,7 +311,7 @@ def write_records_for(existing: mf.Manifest, tasks: list[ShardTask], dst: str, s
             write_record(
                 task,
                 ShardResult(
-                    shard=asdict(shard),
+                    shard=shard,
                     bad_rows=report_bad.get(task.shard_path, []),
                     num_rows=sum(s.num_rows for s in shard.rows),
                 ),

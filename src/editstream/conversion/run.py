@@ -1,6 +1,6 @@
-"""Convert a parquet dataset (or a vlm_sft JSONL) into WebDataset tar shards: planned, parallel, resumable, verifiable.
+"""Convert a parquet dataset (or a JSONL + media source) into WebDataset tar shards, resumable and verifiable.
 
-``convert`` plans the shards (``plan``), runs ``convert_shard`` for each on an executor
+``convert`` plans the shards (the source shape's planner, ``shapes``), runs ``convert_shard`` for each on an executor
 (``executors``), and writes ``report.json`` and then ``manifest.json`` last. A re-run skips
 shards whose done record matches and whose bytes still hash to the recorded digest, so a
 crashed conversion resumes and ends byte-identical to an uninterrupted one.
@@ -10,10 +10,8 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import time
 from collections.abc import Mapping
-from dataclasses import asdict
 from typing import Any
 
 from .. import __version__
@@ -22,13 +20,12 @@ from ..format.digest import DEFAULT_DIGEST
 from ..format.idx import idx_path_for
 from ..format.sft import LINES_COPY
 from ..io import storage
-from ..kinds import SourceShape, get_kind
+from .badrows import DROP_NOTE
 from .config import ConvertConfig
 from .dst import check_dst, tidy_dst
 from .executors import Executor, import_ray, make_executor
 from .lifetime import sigterm_as_interrupt
 from .lock import ConversionLock
-from .plan import Plan, plan_conversion
 from .progress import ShardProgress
 from .records import (
     LocalSyncer,
@@ -39,39 +36,12 @@ from .records import (
     shard_is_intact,
     write_records_for,
 )
-from .sft_plan import manifest_extra, plan_jsonl_conversion
+from .shapes import plan_conversion, strategy_for
 from .shard import convert_shard
+from .source import absolute, resolve_source
+from .task import Plan
 
 log = logging.getLogger(__name__)
-
-DROP_NOTE = (
-    "bad rows were dropped (--drop-bad-rows): row positions no longer match the parquet "
-    "source, so the WebDataset backend does not reproduce the parquet backend's samples"
-)
-KEEP_NOTE = (
-    "bad rows are kept verbatim so row positions match the parquet backend; the training-time parser drops "
-    "rows marked fails=always in every epoch, and rows marked fails=if_drawn in the epochs whose random draws "
-    "reach the bad image or instruction"
-)
-SFT_NOTE = (
-    "every JSONL line is kept verbatim (media missing at conversion time is recorded as null), so the "
-    "webdataset backend drops the same lines as the source backend, at the same point"
-)
-
-
-def _is_jsonl_source(src: str, schema: str | None) -> bool:
-    """A vlm_sft conversion: ``schema="vlm_sft"``, or no schema and a ``.jsonl`` source."""
-    if schema is None:
-        return src.endswith(".jsonl")
-    if get_kind(schema).source is SourceShape.JSONL_MEDIA:
-        return True
-    if src.endswith(".jsonl"):
-        raise ValueError(f"{src} is a JSONL file (a vlm_sft source); schema {schema!r} needs a parquet directory")
-    return False
-
-
-def _absolute(url: str) -> str:
-    return os.path.abspath(url) if storage.is_local(url) and "://" not in url else url
 
 
 def convert(
@@ -97,7 +67,7 @@ def convert(
 ) -> dict[str, Any]:
     """Convert the parquet dataset at ``src`` into WebDataset shards under ``dst``; returns a summary.
 
-    A ``src`` ending in ``.jsonl`` (or ``schema="vlm_sft"``) is a vlm_sft JSONL with media under
+    A ``src`` ending in ``.jsonl`` (or a ``schema`` of a JSONL + media kind) is a JSONL with media under
     ``media_dir`` (the source backend's ``data_dir`` string: it is recorded and orders the epoch);
     its shards hold consecutive lines (``samples_per_shard``, default 1000, or ``shard_size``).
     Re-running after a crash resumes (finished shards are checked by size and digest and kept).
@@ -109,11 +79,10 @@ def convert(
     One conversion at a time holds DST (:class:`~editstream.conversion.lock.ConversionLock`);
     ``break_lock`` takes over a lock left by a conversion that is known to be gone.
     """
-    if _is_jsonl_source(src, schema):
-        schema, layout = "vlm_sft", "size"
+    schema, layout = resolve_source(src, schema, layout)
     cfg = ConvertConfig(
-        src=_absolute(src),
-        dst=_absolute(dst),
+        src=absolute(src),
+        dst=absolute(dst),
         schema=schema,
         parquet_info=parquet_info,
         workers=workers,
@@ -132,7 +101,7 @@ def convert(
     if executor is None and cfg.engine == "ray":
         import_ray()  # a missing optional extra fails before any reads or writes
     t0 = time.perf_counter()
-    plan = plan_jsonl_conversion(cfg) if cfg.is_jsonl else plan_conversion(cfg)
+    plan = plan_conversion(cfg)
     if cfg.drop_bad_rows:
         log.warning("%s", DROP_NOTE)
     with ConversionLock(cfg.dst, cfg.storage_options, break_lock=break_lock):
@@ -184,21 +153,21 @@ def _prepare_dst(cfg: ConvertConfig, plan: Plan) -> mf.Manifest | None:
                 f"{cfg.dst} already holds a finished conversion of other input or options; "
                 f"pass overwrite=True (--overwrite) to replace it"
             )
-        if all(shard_is_intact(cfg.dst, asdict(s), so) for s in existing.shards):
+        if all(shard_is_intact(cfg.dst, s, so) for s in existing.shards):
             return existing
         storage.remove(storage.join(cfg.dst, mf.MANIFEST_NAME), so)
         write_records_for(existing, plan.tasks, cfg.dst, so)
     storage.makedirs(cfg.dst, so)
     outputs = {t.shard_path for t in plan.tasks} | {idx_path_for(t.shard_path) for t in plan.tasks}
-    clean_stale_temp_files(cfg.dst, outputs | {mf.MANIFEST_NAME, mf.REPORT_NAME, LINES_COPY})
+    clean_stale_temp_files(cfg.dst, outputs | {mf.MANIFEST_NAME, mf.REPORT_NAME, LINES_COPY, *plan.side_files})
     tidy_dst(cfg, plan)  # orphans of earlier runs removed, the shard count noted for a partial DST
     return None
 
 
 def _run_tasks(cfg: ConvertConfig, plan: Plan, executor: Executor | None) -> list[ShardResult]:
     """Convert every shard of the plan on the executor; results in plan order, outputs synced."""
-    if plan.source_copy is not None:  # vlm_sft: the lines the loader lists units from, in one read
-        storage.write_bytes(storage.join(cfg.dst, LINES_COPY), plan.source_copy, cfg.storage_options)
+    for name, data in plan.side_files.items():  # e.g. the JSONL copy the loader lists lines from
+        storage.write_bytes(storage.join(cfg.dst, name), data, cfg.storage_options)
     runner = executor or make_executor(cfg.engine, cfg.workers, ray_address=cfg.ray_address)
     bar = ShardProgress(len(plan.tasks), cfg.progress, cfg.dst)
     results: dict[str, ShardResult] = {}
@@ -207,7 +176,7 @@ def _run_tasks(cfg: ConvertConfig, plan: Plan, executor: Executor | None) -> lis
         with sigterm_as_interrupt():
             for task, result in runner.map_unordered(convert_shard, plan.tasks):
                 results[task.shard_path] = result
-                syncer.add([result.shard["path"], result.shard["idx_path"]])
+                syncer.add([result.shard.path, result.shard.idx_path])
                 bar.update(result)
             syncer.finish()
     except BaseException as exc:
@@ -236,26 +205,16 @@ def _write_report(cfg: ConvertConfig, plan: Plan, manifest: mf.Manifest, ordered
         "schema": plan.schema,
         "drop_bad_rows": cfg.drop_bad_rows,
         "num_bad_rows": manifest.num_bad_rows,
-        "note": SFT_NOTE if cfg.is_jsonl else (DROP_NOTE if cfg.drop_bad_rows else KEEP_NOTE),
-        "bad_rows": [_in_report_order(b) for r in ordered for b in r.bad_rows],
+        "note": strategy_for(plan.shape).report_note(cfg.drop_bad_rows),
+        "bad_rows": [b.to_json() for r in ordered for b in r.bad_rows],
     }
     storage.write_bytes(
         storage.join(cfg.dst, mf.REPORT_NAME), (json.dumps(report, indent=1) + "\n").encode(), cfg.storage_options
     )
 
 
-_BAD_ROW_FIELDS = ("file", "row_group", "row", "line", "key", "reason", "fails", "shard", "dropped", "missing")
-
-
-def _in_report_order(bad_row: Mapping[str, Any]) -> dict[str, Any]:
-    """One bad-row entry with its keys in a fixed order: done records store them sorted, so a
-    resumed run would otherwise write a report.json that differs from an uninterrupted run's."""
-    known = {k: bad_row[k] for k in _BAD_ROW_FIELDS if k in bad_row}
-    return {**known, **{k: bad_row[k] for k in sorted(bad_row) if k not in known}}
-
-
 def _build_manifest(cfg: ConvertConfig, plan: Plan, results: list[ShardResult]) -> mf.Manifest:
-    shards = [mf.ShardInfo(**{**r.shard, "rows": [mf.RowSlice(**s) for s in r.shard["rows"]]}) for r in results]
+    shards = [r.shard for r in results]
     row_groups: dict[str, list[int]] = {}
     for name in plan.files:
         known = plan.row_groups[name]
@@ -269,8 +228,7 @@ def _build_manifest(cfg: ConvertConfig, plan: Plan, results: list[ShardResult]) 
                     sizes[s.row_group] = max(sizes[s.row_group], s.stop)
         row_groups[name] = sizes
     extra: dict[str, Any] = {"plan_fingerprint": plan.fingerprint()}
-    if cfg.is_jsonl:
-        extra.update(manifest_extra(plan, results))
+    extra.update(strategy_for(plan.shape).manifest_extra(plan, results))
     return mf.Manifest(
         schema=plan.schema,
         columns=[{"name": n, "type": t} for n, t in plan.columns],

@@ -1,11 +1,12 @@
-"""Check a converted dataset against its manifest (and optionally against the parquet source).
+"""Check a converted dataset against its manifest (and optionally against its source).
 
-A vlm_sft root also has its JSONL copy checked (``verify_sft``); its source is the JSONL file.
+What the root and source are checked for beyond the shards depends on the kind's source shape
+(``shapes``): a parquet source's coverage of every row, or a JSONL copy and its source file.
 
 Each shard is read once: the bytes are hashed while the tar is walked, so size, digest
 (the manifest's algorithm: xxh3-128, or sha256 for older manifests),
 sample count, idx offsets, key order and contiguity, and the decodability of every sample
-are all checked in one pass. With a source, every source row is compared with its sample.
+are all checked in one pass. With a parquet source, every source row is compared with its sample.
 Problems are collected (never raised) so one run reports everything that is wrong.
 """
 
@@ -13,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections import Counter
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from typing import IO, Any
@@ -23,29 +23,17 @@ from ..format.digest import new_hasher
 from ..format.idx import read_idx
 from ..format.keys import make_key
 from ..format.rowcodec import RowCodecError, decode_sample
-from ..format.sft import SCHEMA as SFT_SCHEMA
 from ..format.tarblock import BLOCK, TarFormatError
 from ..format.tarreader import iter_samples
 from ..io import storage
-from ..io.parquet import iter_row_group_rows, open_parquet, row_group_sizes
+from ..io.parquet import iter_row_group_rows, open_parquet
 from ..io.progress import Progress
 from ..io.ranged import open_read
 from .executors import make_executor
+from .problems import Problem
+from .shapes import strategy_of
 
 _MAX_PROBLEMS_PER_SHARD = 20
-
-
-@dataclass(frozen=True)
-class Problem:
-    """One mismatch: what kind, which shard (if any), and a precise description."""
-
-    kind: str
-    shard: str | None
-    detail: str
-
-    def __str__(self) -> str:
-        where = f"{self.shard}: " if self.shard else ""
-        return f"[{self.kind}] {where}{self.detail}"
 
 
 @dataclass
@@ -125,13 +113,13 @@ def _first_difference(row: dict[str, Any], original: dict[str, Any]) -> str:
 @dataclass(frozen=True, kw_only=True)
 class _ShardCheck:
     root: str
-    shard: dict[str, Any]
+    shard: mf.ShardInfo
     stems: dict[str, str]
     source: str | None
     storage_options: dict[str, Any] | None
 
     def describe(self) -> str:
-        return f"verify {self.shard['path']}"
+        return f"verify {self.shard.path}"
 
 
 @dataclass
@@ -147,9 +135,9 @@ class _ShardVerifier:
 
     def __init__(self, check: _ShardCheck) -> None:
         self.check = check
-        self.name = check.shard["path"]
+        self.name = check.shard.path
         self.url = storage.join(check.root, self.name)
-        self.info = mf.ShardInfo(**{**check.shard, "rows": [mf.RowSlice(**s) for s in check.shard["rows"]]})
+        self.info = check.shard
         self.problems: list[Problem] = []
         self.keys: list[str] = []
         self.offsets: list[int] = []
@@ -161,7 +149,7 @@ class _ShardVerifier:
             self.problems.append(Problem(kind, self.name, detail))
 
     def read_idx(self) -> tuple[list[int], int] | None:
-        idx_url = storage.join(self.check.root, self.check.shard["idx_path"])
+        idx_url = storage.join(self.check.root, self.check.shard.idx_path)
         try:
             return read_idx(idx_url, self.check.storage_options)
         except FileNotFoundError:
@@ -242,18 +230,18 @@ class _ShardVerifier:
 
     def totals(self, size: int, digest: str, idx: tuple[list[int], int] | None) -> None:
         shard = self.check.shard
-        if size != shard["num_bytes"]:
-            self.problem("size", f"{size} bytes, manifest says {shard['num_bytes']}")
+        if size != shard.num_bytes:
+            self.problem("size", f"{size} bytes, manifest says {shard.num_bytes}")
         algorithm, want = self.info.digest
         if digest != want:
             self.problem("digest", f"{algorithm} {digest}, manifest says {want}")
-        if len(self.keys) != shard["num_samples"]:
-            self.problem("sample_count", f"{len(self.keys)} samples, manifest says {shard['num_samples']}")
+        if len(self.keys) != shard.num_samples:
+            self.problem("sample_count", f"{len(self.keys)} samples, manifest says {shard.num_samples}")
         if idx is None:
             return
         idx_offsets, idx_end = idx
-        if len(idx_offsets) != shard["num_samples"]:
-            self.problem("idx", f"idx has {len(idx_offsets)} offsets, manifest says {shard['num_samples']} samples")
+        if len(idx_offsets) != shard.num_samples:
+            self.problem("idx", f"idx has {len(idx_offsets)} offsets, manifest says {shard.num_samples} samples")
         if idx_offsets[: len(self.offsets)] != self.offsets[: len(idx_offsets)]:
             first = next(i for i, (a, b) in enumerate(zip(idx_offsets, self.offsets)) if a != b)
             self.problem(
@@ -277,46 +265,6 @@ def _check_shard(check: _ShardCheck) -> _ShardOutcome:
     return _ShardOutcome(verifier.problems, verifier.keys, len(verifier.keys), verifier.compared)
 
 
-def _check_source_coverage(m: mf.Manifest, source: str, so: dict[str, Any] | None) -> list[Problem]:
-    """Every row of every source file is inside exactly one shard slice, and the manifest's row
-    counts match the files."""
-    problems: list[Problem] = []
-    try:
-        urls = storage.list_files(source, ".parquet", so)
-    except FileNotFoundError as exc:
-        return [Problem("source", None, str(exc))]
-    names = [u.rsplit("/", 1)[-1] for u in urls]
-    listed = [f.path for f in m.source_files]
-    if sorted(names) != sorted(listed):
-        problems.append(Problem("source", None, f"source has files {names}, manifest lists {listed}"))
-    covered: Counter = Counter()
-    for shard in m.shards:
-        for s in shard.rows:
-            covered[(s.file, s.row_group)] += s.num_rows
-    for f in m.source_files:
-        if f.path not in names:
-            continue
-        try:
-            sizes = row_group_sizes(storage.join(source, f.path), so)
-        except OSError as exc:
-            problems.append(Problem("source", None, f"cannot read footer of {f.path}: {exc}"))
-            continue
-        if sizes[: len(f.row_groups)] != f.row_groups:
-            problems.append(
-                Problem("source", None, f"{f.path} has row groups of {sizes} rows, manifest says {f.row_groups}")
-            )
-        for rg, n in enumerate(f.row_groups):
-            if covered[(f.path, rg)] != n:
-                problems.append(
-                    Problem(
-                        "source_coverage",
-                        None,
-                        f"{f.path} row group {rg}: {n} rows, shards cover {covered[(f.path, rg)]}",
-                    )
-                )
-    return problems
-
-
 def verify(
     root: str,
     *,
@@ -337,24 +285,20 @@ def verify(
         return report
     stems = {f.path: f.key_stem for f in m.source_files}
     src = source.rstrip("/") if source else None
-    if m.schema == SFT_SCHEMA:  # a JSONL source: checked as a whole file, not row by row
-        from .verify_sft import check_sft_root
-
-        report.problems.extend(check_sft_root(root, m, src, storage_options))
-        src = None
+    shape = strategy_of(m.schema)
+    report.problems.extend(shape.check_root(root, m, src, storage_options))
+    row_source = src if shape.compares_rows else None
     checks = [
-        _ShardCheck(root=root.rstrip("/"), shard=asdict(s), stems=stems, source=src, storage_options=storage_options)
+        _ShardCheck(root=root.rstrip("/"), shard=s, stems=stems, source=row_source, storage_options=storage_options)
         for s in m.shards
     ]
-    if src is not None:
-        report.problems.extend(_check_source_coverage(m, src, storage_options))
     runner = make_executor(engine, workers)
     outcomes: dict[str, _ShardOutcome] = {}
     bar = Progress("verify", len(checks), "shards", progress)
     try:
         for check, outcome in runner.map_unordered(_check_shard, checks):
-            outcomes[check.shard["path"]] = outcome
-            bar.update(1, rows=outcome.samples, nbytes=check.shard["num_bytes"])
+            outcomes[check.shard.path] = outcome
+            bar.update(1, rows=outcome.samples, nbytes=check.shard.num_bytes)
     finally:
         bar.close()
         runner.close()

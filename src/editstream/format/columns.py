@@ -1,6 +1,6 @@
 """Column types as a reader expects them: a small type notation compared with arrow's types.
 
-A dataset states the columns it parses (``{"image_list": "list<binary>", ...}``); the parquet
+A dataset kind states the columns it parses (``{"image_list": "list<binary>", ...}``); the parquet
 footer or the converted manifest states what the data holds. Both are written in one
 normalised notation (field names dropped, large/view variants folded), so a column of the
 wrong type is caught when a source is opened, not as one-character instructions at training.
@@ -27,13 +27,6 @@ _ALIASES = {
     "fixed_size_list": "list",
 }
 _WORD = re.compile(r"[a-z_]+")
-
-SCHEMA_COLUMNS: dict[str, dict[str, str]] = {
-    "unified_edit": {"image_list": "list<binary>", "instruction_list": "list<list<string>>"},
-    "t2i_pretrain": {"image": "binary", "captions": "string"},
-}
-"""The columns each known source schema's parser reads, with their types (one owner for the
-converter's checks and the loader's datasets)."""
 
 
 class ColumnTypeError(ValueError):

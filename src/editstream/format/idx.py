@@ -40,13 +40,6 @@ def decode_idx(data: bytes, where: str = "<idx>") -> tuple[list[int], int]:
     return values[:-1], values[-1]
 
 
-def write_idx(
-    url: str, offsets: list[int], end_offset: int, storage_options: storage.StorageOptions | None = None
-) -> None:
-    """Write an idx file atomically."""
-    storage.write_bytes(url, encode_idx(offsets, end_offset), storage_options)
-
-
 def read_idx(url: str, storage_options: storage.StorageOptions | None = None) -> tuple[list[int], int]:
     """Read an idx file: ``(sample offsets, end offset)``."""
     return decode_idx(storage.read_bytes(url, storage_options), url)

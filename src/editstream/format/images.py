@@ -1,6 +1,6 @@
 """Media formats from their bytes: the extension a blob gets, and an image's size from its header alone.
 
-``sniff_extension`` names members in shards (images, and the video containers vlm_sft rows
+``sniff_extension`` names members in shards (images, and the video containers JSONL + media rows
 carry: MP4/MOV, WebM/Matroska, AVI); ``image_size`` / ``image_header_problem`` check
 rows cheaply: JPEG, PNG, GIF and WebP headers are parsed here directly (a few microseconds,
 where Pillow's WebP plugin decodes far more than the header); anything else goes to
@@ -77,9 +77,6 @@ def _video_extension(head: bytes) -> str | None:
 
 IMAGE_EXTENSIONS = frozenset({"jpg", "png", "gif", "webp", "tiff", "bmp", "avif", "heic", "jp2", "jxl"})
 """Extensions that ``sniff_extension`` gives to image content."""
-
-VIDEO_EXTENSIONS = frozenset({"mp4", "mov", "webm", "mkv", "avi"})
-"""Extensions that ``sniff_extension`` gives to video containers (vlm_sft media)."""
 
 
 def _u16be(b: bytes | memoryview, i: int) -> int:

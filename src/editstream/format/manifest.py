@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import bisect
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -146,6 +146,15 @@ class ShardInfo:
                     f"shard {self.path}: {algorithm} must be {HEX_LENGTH[algorithm]} hex digits, got {value!r}"
                 )
 
+    def to_json(self) -> dict[str, Any]:
+        """Every field as JSON-able data (digests it lacks as ``None``; the manifest leaves those out)."""
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> ShardInfo:
+        """The shard ``to_json`` (or a manifest) wrote; ``TypeError``/``ManifestError`` when it is not one."""
+        return cls(**{**d, "rows": [RowSlice(**r) for r in d["rows"]]})
+
     @property
     def digest(self) -> tuple[str, str]:
         """``(algorithm, hex digest)`` of the shard (the first of ``ALGORITHMS`` it carries)."""
@@ -271,10 +280,10 @@ class Manifest:
     def to_dict(self) -> dict[str, Any]:
         """The manifest as JSON-able data, keys in a fixed order (so the file is deterministic)."""
         d = asdict(self)
-        for shard in d["shards"]:  # only the digests a shard has (a version 2 shard has one)
-            for algorithm in ALGORITHMS:
-                if shard[algorithm] is None:
-                    del shard[algorithm]
+        # only the digests a shard has (a version 2 shard has one)
+        d["shards"] = [
+            {k: v for k, v in s.to_json().items() if k not in ALGORITHMS or v is not None} for s in self.shards
+        ]
         order = [
             "format",
             "format_version",
@@ -300,7 +309,7 @@ class Manifest:
         try:
             data = dict(d)
             data["source_files"] = [SourceFile(**f) for f in d["source_files"]]
-            data["shards"] = [ShardInfo(**{**s, "rows": [RowSlice(**r) for r in s["rows"]]}) for s in d["shards"]]
+            data["shards"] = [ShardInfo.from_json(s) for s in d["shards"]]
             return cls(**data)
         except ManifestError:
             raise

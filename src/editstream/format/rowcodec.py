@@ -15,7 +15,7 @@ import datetime as _dt
 import decimal
 import json
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from .images import sniff_extension
@@ -100,43 +100,23 @@ def _tag_scalar(v: Any) -> dict[str, Any] | None:
     return None
 
 
-def _column_names(schema_types: Any) -> list[str] | None:
-    if schema_types is None:
-        return None
-    names = getattr(schema_types, "names", None)
-    if names is not None:
-        return list(names)
-    if isinstance(schema_types, Mapping):
-        return list(schema_types)
-    return [item if isinstance(item, str) else item[0] for item in schema_types]
-
-
-def encode_members(row: Mapping[str, Any], key: str, schema_types: Any = None) -> list[tuple[str, bytes]]:
+def encode_members(row: Mapping[str, Any], key: str, columns: Sequence[str] | None = None) -> list[tuple[str, bytes]]:
     """Members of one sample as ``(suffix, data)`` pairs, sorted by suffix (no key prefix).
 
     ``data`` is the row's own bytes object (a ``memoryview`` in the row stays a ``memoryview``,
-    so zero-copy rows are written without a copy).
-
-    ``schema_types`` (a pyarrow schema, a column -> type mapping, a sequence of column names or
-    ``(name, type)`` pairs, or ``None``) is checked
-    against the row's columns so a row from another dataset cannot slip in.
+    so zero-copy rows are written without a copy). ``columns``, the dataset's column names in
+    order, are checked against the row's so a row from another dataset cannot slip in.
     """
     if not key or "." in key:
         raise RowCodecError(f"invalid sample key {key!r}: must be non-empty and contain no dot")
-    names = _column_names(schema_types)
-    if names is not None and list(row) != names:
-        raise RowCodecError(f"sample {key!r}: columns {list(row)} do not match the dataset's columns {names}")
+    if columns is not None and list(row) != list(columns):
+        raise RowCodecError(f"sample {key!r}: columns {list(row)} do not match the dataset's columns {list(columns)}")
     enc = _Encoder(key)
     doc = {column: enc.value(v, [safe_component(column)], column) for column, v in row.items()}
     text = json.dumps(doc, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
     enc.members.append((JSON_SUFFIX, text.encode("utf-8")))
     enc.members.sort(key=lambda item: item[0])
     return enc.members
-
-
-def encode_row(row: Mapping[str, Any], key: str, schema_types: Any = None) -> list[tuple[str, bytes]]:
-    """Members of one sample as ``("{key}.{suffix}", data)`` pairs, sorted and deterministic."""
-    return [(f"{key}.{suffix}", data) for suffix, data in encode_members(row, key, schema_types)]
 
 
 # ---------------------------------------------------------------------------------------

@@ -1,6 +1,6 @@
-"""What the vlm_sft converter and loader both need to know about JSONL rows and their media.
+"""What the converter and loader both need to know about the rows of a JSONL + media kind.
 
-A vlm_sft source is a JSONL file (LLaVA-style lines) plus a media directory. A line names its
+The source of such a kind is a JSONL file (LLaVA-style lines) plus a media directory. A line names its
 media with ``"image"`` (one name, or a list of names) or, failing that, ``"video"`` (a video
 file, or a frame folder when the name ends with ``/``); names are joined to the media
 directory with ``os.path.join``, as the reference does.
@@ -10,7 +10,7 @@ readlines gives it>, "media": {<name>: bytes | None, <folder>/: {<entry>: bytes 
 through the shared row codec: each blob becomes a member with a sniffed extension, ``None``
 marks media that was missing at conversion time, and a folder's entries keep the order the
 converter listed them in. The dataset root also holds ``lines.jsonl``, a byte copy of the
-source JSONL, and the manifest's ``extra["vlm_sft"]`` (:class:`SftInfo`) records what the
+source JSONL, and the manifest's ``extra[<kind name>]`` (:class:`SftInfo`) records what the
 loader needs to reproduce the source backend's order: the media directory string as the
 user gave it, and the copy's name, size and hash.
 """
@@ -25,14 +25,12 @@ from typing import Any
 
 from .manifest import Manifest, ManifestError
 
-SCHEMA = "vlm_sft"
 LINE_COLUMN = "line"
 MEDIA_COLUMN = "media"
 COLUMNS = ((LINE_COLUMN, "string"), (MEDIA_COLUMN, "struct<name: binary | struct<entry: binary>>"))
-"""The columns a converted vlm_sft row has, as the manifest lists them."""
+"""The columns a converted line has, as the manifest lists them."""
 LINES_COPY = "lines.jsonl"
 """Name of the byte copy of the source JSONL inside a converted root."""
-MANIFEST_KEY = "vlm_sft"
 
 # The reference's pattern, kept as it is: the dot is a wildcard and "jpg" is case-sensitive.
 _FRAME_NUMBER = re.compile(r"_(\d+).jpg$")
@@ -87,7 +85,7 @@ def referenced_media(item: Any) -> list[tuple[str, bool]]:
 
 @dataclass(frozen=True, kw_only=True)
 class SftInfo:
-    """The vlm_sft part of a converted root's manifest (``extra["vlm_sft"]``)."""
+    """The JSONL record of a converted root's manifest (``extra[<kind name>]``, the manifest's ``schema``)."""
 
     media_dir: str
     """The media directory exactly as given to the converter: the source backend's ``data_dir``."""
@@ -102,20 +100,21 @@ class SftInfo:
     """Lines that referenced media missing at conversion time (kept verbatim, listed in report.json)."""
 
     def to_dict(self) -> dict[str, Any]:
+        """The record as the manifest's ``extra`` holds it, fields in declaration order."""
         return asdict(self)
 
     @classmethod
     def from_manifest(cls, manifest: Manifest, root: str) -> SftInfo:
-        """Read and check the vlm_sft record of ``manifest``; ``ManifestError`` naming ``root`` if absent."""
-        if manifest.schema != SCHEMA:
-            raise ManifestError(f"{root} holds a {manifest.schema!r} conversion, not {SCHEMA!r}")
-        raw = manifest.extra.get(MANIFEST_KEY)
+        """Read and check the JSONL record of ``manifest`` (under its kind's name); ``ManifestError``
+        naming ``root`` when it has none, as a conversion of a parquet kind has not."""
+        key = manifest.schema
+        raw = manifest.extra.get(key)
         if not isinstance(raw, dict):
-            raise ManifestError(f"{root}: manifest has no extra[{MANIFEST_KEY!r}] record")
+            raise ManifestError(f"{root}: its {key!r} manifest has no extra[{key!r}] record of JSONL lines")
         try:
             info = cls(**raw)
         except TypeError as exc:
-            raise ManifestError(f"{root}: malformed extra[{MANIFEST_KEY!r}]: {exc}") from None
+            raise ManifestError(f"{root}: malformed extra[{key!r}]: {exc}") from None
         path = posixpath.normpath(info.lines_path)
         if path.startswith(("/", "..")) or "://" in path:
             raise ManifestError(f"{root}: lines copy {info.lines_path!r} is not inside the root")

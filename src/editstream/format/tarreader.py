@@ -9,7 +9,6 @@ per failure. Members are grouped into samples by key (the name up to the first d
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Protocol
 
 from . import tarblock as tb
@@ -28,22 +27,6 @@ class Readable(Protocol):
     """What the reader needs from a stream: ``read(n)`` (a file, a ranged reader, a hashing wrapper)."""
 
     def read(self, n: int = -1, /) -> bytes: ...
-
-
-@dataclass(frozen=True)
-class TarMember:
-    """One regular file of an archive: its name, its data and where it sits in the stream."""
-
-    name: str
-    offset: int
-    """Offset of the member's first header block (its long-name / pax record, if any)."""
-    data_offset: int
-    data: bytes
-
-    @property
-    def size(self) -> int:
-        """Bytes of data."""
-        return len(self.data)
 
 
 def _read_exact(f: Readable, n: int) -> bytes:
@@ -282,12 +265,9 @@ class _MemberWalker:
         self.pos += size + self.unread_padding
         return name, member_offset, data_offset, data
 
-    def __iter__(self) -> Iterator[TarMember]:
-        for name, offset, data_offset, data in self.entries():
-            yield TarMember(name=name, offset=offset, data_offset=data_offset, data=data)
-
     def entries(self) -> Iterator[tuple[str, int, int, bytes]]:
-        """``(name, offset, data_offset, data)`` of each regular member (what ``TarMember`` holds).
+        """``(name, offset, data_offset, data)`` of each regular member: ``offset`` is its first
+        header block (its long-name / pax record, if any), ``data_offset`` where its data starts.
 
         The common entry (a regular file with a plain GNU/ustar header, no extended record
         before it) is read inline; everything else goes through :meth:`extended` / :meth:`entry`.
@@ -336,27 +316,6 @@ class _MemberWalker:
             yield name, offset, data_offset, data
 
 
-def iter_members(
-    fileobj: Readable,
-    *,
-    start_offset: int = 0,
-    end_offset: int | None = None,
-    max_member_size: int = tb.DEFAULT_MAX_MEMBER_SIZE,
-    source: str = "<tar stream>",
-    require_end_marker: bool = True,
-) -> Iterator[TarMember]:
-    """Yield the regular-file members of a tar stream, in order, with absolute offsets.
-
-    Reading starts at ``start_offset`` (seeked to when the file is seekable, otherwise the
-    stream must already be there) and stops at the end-of-archive marker or, when given, at
-    ``end_offset``. Directories and other non-file entries are skipped. With
-    ``require_end_marker`` a stream that ends before the marker is a ``TruncatedTarError``.
-    At the marker exactly one zero block is consumed, so the stream then sits at
-    ``end + 512`` (``verify`` relies on this to find the end offset).
-    """
-    return iter(_walker(fileobj, start_offset, end_offset, max_member_size, source, require_end_marker))
-
-
 def _walker(
     fileobj: Readable,
     start_offset: int,
@@ -398,6 +357,13 @@ def iter_samples(
     check_unique_keys: bool = True,
 ) -> Iterator[tuple[str, int, dict[str, bytes]]]:
     """Group members into samples: yield ``(key, offset, {suffix: data})`` in stream order.
+
+    Reading starts at ``start_offset`` (seeked to when the file is seekable, otherwise the
+    stream must already be there) and stops at the end-of-archive marker or, when given, at
+    ``end_offset``. Directories and other non-file entries are skipped. With
+    ``require_end_marker`` a stream that ends before the marker is a ``TruncatedTarError``.
+    At the marker exactly one zero block is consumed, so the stream then sits at
+    ``end + 512`` (``verify`` relies on this to find the end offset).
 
     ``offset`` is the sample's first header. Member names without an extension are skipped,
     as webdataset does. A key that comes back after another key, or a suffix that repeats

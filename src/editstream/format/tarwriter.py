@@ -154,7 +154,7 @@ class TarWriter:
         self.offsets: list[int] = []
         # With ``background``, batches are written by a helper thread (two batches in flight) so
         # reading and hashing the next rows overlap with the write; errors surface on the next call.
-        self._queue: queue.Queue | None = None
+        self._queue: queue.Queue[list[Any] | None] | None = None
         self._thread: threading.Thread | None = None
         self._error: BaseException | None = None
         if background:

@@ -99,11 +99,19 @@ class DatasetKind:
     """Dotted path of the synth function (``editstream.testing.synth.SynthWriter``)."""
     detectable: bool = True
     """Whether a parquet source whose columns include ``columns`` is taken to be of this kind."""
+    image_columns: tuple[str, ...] | None = None
+    """Columns whose members are images, for ``inspect``'s counts; ``None``: the binary columns of ``columns``."""
 
     @property
     def names(self) -> tuple[str, ...]:
         """The canonical name first, then its aliases."""
         return (self.name, *self.aliases)
+
+    def image_column_names(self) -> tuple[str, ...]:
+        """The columns ``inspect`` counts images in: ``image_columns``, else every binary-typed column."""
+        if self.image_columns is not None:
+            return self.image_columns
+        return tuple(name for name, notation in self.columns.items() if "binary" in notation)
 
     def problems(self, row: Mapping[str, Any]) -> list[RowProblem]:
         """Every problem of ``row`` under this kind, in the order its checks find them."""

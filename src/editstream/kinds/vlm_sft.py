@@ -59,6 +59,7 @@ KIND = DatasetKind(
     summary="VLM fine-tuning: LLaVA-style JSONL conversations plus a media directory",
     row_problems=row_problems,
     source=SourceShape.JSONL_MEDIA,
+    image_columns=(MEDIA_COLUMN,),
     dataset="editstream.loader.datasets.vlm_sft:SftJSONLIterableDataset",
     preview="editstream.preview.builtin:conversation",
     synth="editstream.testing.synth_vlm:write_conversations",

@@ -8,8 +8,8 @@ import random
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ...format.columns import SCHEMA_COLUMNS
 from ...io.storage import StorageOptions
+from ...kinds.t2i_pretrain import COLUMNS
 from ..pixels import NORMALIZATION_KEY, transform_image
 from .standard import ParquetStandardIterableDataset
 
@@ -24,7 +24,7 @@ class T2IIterableDataset(ParquetStandardIterableDataset):
     over the encoded captions, after the image decoded, as in the reference.
     """
 
-    column_types = SCHEMA_COLUMNS["t2i_pretrain"]
+    column_types = COLUMNS
     schema_name = "t2i_pretrain"
 
     unit_granularity = "file"

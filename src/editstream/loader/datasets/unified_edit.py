@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from ...format.columns import SCHEMA_COLUMNS
+from ...kinds.unified_edit import COLUMNS
 from .interleave import InterleavedBaseIterableDataset
 from .standard import ParquetStandardIterableDataset
 
@@ -19,7 +19,7 @@ class UnifiedEditIterableDataset(InterleavedBaseIterableDataset, ParquetStandard
     of the random sequence as in the reference and later samples still match.
     """
 
-    column_types = SCHEMA_COLUMNS["unified_edit"]
+    column_types = COLUMNS
     schema_name = "unified_edit"
 
     def parse_row(self, row: Any) -> dict:

@@ -21,7 +21,6 @@ from typing import Any
 
 from braceexpand import braceexpand
 
-from ...format.columns import SCHEMA_COLUMNS
 from ...format.detect import is_pattern
 from ...format.idx import idx_path_for, read_idx
 from ...format.tarblock import DEFAULT_MAX_MEMBER_SIZE
@@ -30,6 +29,7 @@ from ...io import storage
 from ...io.ranged import RangedReader, open_read
 from ...io.retry import RetryPolicy
 from ...io.storage import StorageOptions
+from ...kinds import all_kinds
 from ..drops import DropLog
 from ..iteration import BadSample, Position, Row
 from ..units import Unit, check_counts, repeat_to
@@ -114,7 +114,11 @@ class ForeignTarSource:
                 f"(column -> member names, e.g. {{'image': ['jpg'], 'captions': ['txt']}})"
             )
         self.columns = {c: [m] if isinstance(m, str) else list(m) for c, m in chosen.items()}
-        self.types = {"captions": "string", **SCHEMA_COLUMNS.get(schema or "", {}), **self.column_types}
+        self.types = {
+            "captions": "string",
+            **next((dict(k.columns) for k in all_kinds() if k.name == schema), {}),
+            **self.column_types,
+        }
         missing = sorted(set(self.column_types) - set(self.columns))
         if missing:
             raise ValueError(f"dataset {dataset_name!r}: the columns mapping gives no members for {missing}")

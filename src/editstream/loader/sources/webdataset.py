@@ -24,7 +24,6 @@ from ...format.idx import read_idx
 from ...format.keys import make_key, parse_key
 from ...format.manifest import Manifest, ManifestError, ShardInfo
 from ...format.rowcodec import decode_sample
-from ...format.sft import SCHEMA as SFT_SCHEMA
 from ...format.tarblock import DEFAULT_MAX_MEMBER_SIZE
 from ...format.tarreader import iter_samples
 from ...io import storage
@@ -32,6 +31,7 @@ from ...io.ranged import RangedReader, open_local_range
 from ...io.readahead import ByteBudget, ReadAhead, process_budget
 from ...io.retry import RetryPolicy
 from ...io.storage import StorageOptions
+from ...kinds import SourceShape, all_kinds
 from ..drops import DropLog
 from ..iteration import BadSample, Position, Row
 from ..units import Unit, check_counts, repeat_to
@@ -126,7 +126,7 @@ class TarSource:
             manifest = Manifest.read(root, self.storage_options)
         except ManifestError as exc:
             raise ManifestError(f"dataset {self.dataset_name!r}: {exc}") from None
-        if manifest.schema == SFT_SCHEMA:
+        if any(k.name == manifest.schema and k.source is SourceShape.JSONL_MEDIA for k in all_kinds()):
             raise ManifestError(
                 f"dataset {self.dataset_name!r}: {root} is a vlm_sft conversion (JSONL lines); "
                 f"read it with SftJSONLIterableDataset (group vlm_sft)"

@@ -1,4 +1,4 @@
-"""Planning a vlm_sft conversion: one JSONL file cut into shards of consecutive lines.
+"""Planning the conversion of a JSONL + media kind: one JSONL file cut into shards of consecutive lines.
 
 The JSONL is read once: its lines (split exactly as ``readlines`` splits them) give the byte
 range of every shard's lines, so each task reads only its own part, and its bytes become the
@@ -19,12 +19,13 @@ from typing import Any
 
 from ..format import manifest as mf
 from ..format.keys import key_stems
-from ..format.sft import COLUMNS, LINES_COPY, MANIFEST_KEY, SCHEMA, media_path, referenced_media
+from ..format.sft import COLUMNS, LINES_COPY, SftInfo, media_path, referenced_media
 from ..io import storage
 from ..io.lines import decode_lines, line_start_offsets
+from ..kinds import SourceShape
 from .config import DEFAULT_LINES_PER_SHARD, ConvertConfig
-from .plan import JsonlSlice, Plan, ShardTask
 from .records import ShardResult
+from .task import LinePart, Plan, ShardTask
 
 _SAMPLE_OVERHEAD = 1536  # tar headers and the JSON member of one line, for the shard_size estimate
 _MEMBER_OVERHEAD = 1024  # a tar header plus padding per media member
@@ -84,9 +85,9 @@ def _line_ranges(cfg: ConvertConfig, data: bytes, num_lines: int, media_dir: str
     return ranges
 
 
-def plan_jsonl_conversion(cfg: ConvertConfig) -> Plan:
+def plan_lines_conversion(cfg: ConvertConfig) -> Plan:
     """Read the JSONL once and cut its lines into shard tasks (see the module docstring)."""
-    assert cfg.media_dir is not None  # ConvertConfig checks it for vlm_sft
+    assert cfg.media_dir is not None and cfg.schema is not None  # ConvertConfig checks them for this shape
     so = cfg.storage_options
     try:
         data = storage.read_bytes(cfg.src, so)
@@ -107,13 +108,12 @@ def plan_jsonl_conversion(cfg: ConvertConfig) -> Plan:
                 shard_path=f"shard-{i:06d}.tar",
                 slices=(mf.RowSlice(file=name, row_group=0, start=a, stop=b),),
                 stems=((name, stem),),
-                schema=SCHEMA,
+                schema=cfg.schema,
                 columns=COLUMNS,
                 drop_bad_rows=False,
                 storage_options=so,
                 digest=cfg.digest,
-                expected_rows=(b - a,),
-                jsonl=JsonlSlice(
+                part=LinePart(
                     byte_start=offsets[a],
                     byte_stop=offsets[b],
                     sha256=hashlib.sha256(part).hexdigest(),
@@ -131,7 +131,8 @@ def plan_jsonl_conversion(cfg: ConvertConfig) -> Plan:
     }
     return Plan(
         tasks=tasks,
-        schema=SCHEMA,
+        schema=cfg.schema,
+        shape=SourceShape.JSONL_MEDIA,
         columns=COLUMNS,
         files=[name],
         row_groups={name: [num_lines]},
@@ -139,13 +140,13 @@ def plan_jsonl_conversion(cfg: ConvertConfig) -> Plan:
         stems={name: stem},
         source_bytes=len(data),
         source_root=root,
-        extra={MANIFEST_KEY: info},
-        source_copy=data,
+        extra={cfg.schema: info},
+        side_files={LINES_COPY: data},
     )
 
 
-def manifest_extra(plan: Plan, results: list[ShardResult]) -> dict[str, Any]:
-    """The plan's vlm_sft record completed with the count of lines whose media was missing."""
-    info = dict(plan.extra[MANIFEST_KEY])
-    info["missing_media"] = sum(1 for r in results for b in r.bad_rows if b.get("missing"))
-    return {MANIFEST_KEY: info}
+def lines_manifest_extra(plan: Plan, results: list[ShardResult]) -> dict[str, Any]:
+    """The plan's record (under the kind's name) completed with the count of lines whose media was missing."""
+    missing = sum(1 for r in results for b in r.bad_rows if b.missing)
+    info = SftInfo(**plan.extra[plan.schema], missing_media=missing)
+    return {plan.schema: info.to_dict()}

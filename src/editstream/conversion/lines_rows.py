@@ -1,4 +1,4 @@
-"""Rows of a vlm_sft shard task: its JSONL lines, each with the media it references, read.
+"""Rows of a JSONL + media shard task: its lines, each with the media it references, read.
 
 A task reads only its byte range of the JSONL (checked against the plan's hash) and decodes
 it into exactly the lines ``readlines`` gives. For each line the media the reference would
@@ -7,7 +7,7 @@ listing order (``os.listdir`` order for local folders, as the reference sees the
 is absent is recorded as ``None``, never an error: the row is kept verbatim and the loader
 drops it where the reference does. Transient storage errors are retried; persistent ones fail
 the task (a conversion must not record readable media as missing). Media of the next lines
-are read ahead on a few threads.
+are read ahead on a few threads. A line's report entry lists every problem found, never drops it.
 """
 
 from __future__ import annotations
@@ -19,11 +19,14 @@ from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
+from ..format import manifest as mf
 from ..format.sft import LINE_COLUMN, MEDIA_COLUMN, media_path, referenced_media
 from ..io import storage
 from ..io.lines import decode_lines
 from ..io.retry import RetryPolicy
-from .plan import ShardTask
+from ..kinds import DatasetKind
+from .badrows import BadRow, checked_problems
+from .task import LinePart, ShardTask
 
 _FETCH_THREADS = 8
 _LINES_AHEAD = 16
@@ -66,10 +69,15 @@ class _MediaReader:
         return media
 
 
+def _line_part(task: ShardTask) -> LinePart:
+    part = task.part
+    assert isinstance(part, LinePart) and len(task.slices) == 1
+    return part
+
+
 def task_lines(task: ShardTask) -> list[str]:
     """The task's lines, from its byte range of the JSONL; an error if the JSONL changed since planning."""
-    assert task.jsonl is not None and len(task.slices) == 1
-    part = task.jsonl
+    part = _line_part(task)
     url = storage.join(task.src_root, task.slices[0].file)
     data = RetryPolicy().call(
         lambda: storage.read_bytes(url, task.storage_options, start=part.byte_start, end=part.byte_stop)
@@ -83,14 +91,17 @@ def task_lines(task: ShardTask) -> list[str]:
     return lines
 
 
-def iter_jsonl_rows(task: ShardTask) -> Iterator[tuple[int, dict[str, Any]]]:
-    """``(line index, {"line": text, "media": {...}})`` for every line of the task, in order."""
-    assert task.jsonl is not None
+def iter_line_rows(task: ShardTask) -> Iterator[tuple[mf.RowSlice, int, dict[str, Any]]]:
+    """``(slice, line index, {"line": text, "media": {...}})`` for every line of the task, in order.
+
+    The JSONL is one source file with one "row group" of all its lines, so a line index is a
+    row index and the slice is the task's one line range."""
     lines = task_lines(task)
-    read_media = _MediaReader(task.jsonl.media_dir, task.storage_options)
-    first = task.slices[0].start
+    read_media = _MediaReader(_line_part(task).media_dir, task.storage_options)
+    s = task.slices[0]
+    first = s.start
     with ThreadPoolExecutor(max_workers=_FETCH_THREADS, thread_name_prefix="editstream-media") as pool:
-        ahead: deque[Future] = deque()
+        ahead: deque[Future[dict[str, Any]]] = deque()
         upcoming = iter(lines)
         for index, line in enumerate(lines):
             while len(ahead) <= _LINES_AHEAD:
@@ -98,4 +109,34 @@ def iter_jsonl_rows(task: ShardTask) -> Iterator[tuple[int, dict[str, Any]]]:
                 if nxt is None:
                     break
                 ahead.append(pool.submit(read_media, nxt))
-            yield first + index, {LINE_COLUMN: line, MEDIA_COLUMN: ahead.popleft().result()}
+            yield s, first + index, {LINE_COLUMN: line, MEDIA_COLUMN: ahead.popleft().result()}
+
+
+def line_bad_row(
+    task: ShardTask, kind: DatasetKind, s: mf.RowSlice, line_index: int, key: str, row: dict[str, Any]
+) -> BadRow | None:
+    """The report entry of a line its kind finds problems with (all of them, and the missing
+    media), or ``None``; the line is kept so the loader drops it where the reference does."""
+    problems = checked_problems(kind.row_problems, row)
+    if not problems:
+        return None
+    return BadRow(
+        file=s.file,
+        line=line_index + 1,
+        key=key,
+        reason="; ".join(p.text for p in problems),
+        shard=task.shard_path,
+        dropped=False,
+        missing=tuple(name for p in problems for name in p.missing),
+    )
+
+
+LINES_NOTE = (
+    "every JSONL line is kept verbatim (media missing at conversion time is recorded as null), so the "
+    "webdataset backend drops the same lines as the source backend, at the same point"
+)
+
+
+def lines_report_note(drop_bad_rows: bool) -> str:
+    """What report.json says about the lines with problems: all kept (``drop_bad_rows`` never applies)."""
+    return LINES_NOTE

@@ -1,7 +1,7 @@
-"""``verify`` for vlm_sft roots: the copy of the JSONL the loader lists lines from, and the source.
+"""``verify`` for roots of a JSONL + media kind: the copy of the JSONL the loader lists lines from, and the source.
 
 The shards themselves are checked like any other (size, digest, idx, keys, every sample
-decodes); this adds the vlm_sft record: ``lines.jsonl`` must have the recorded size, hash and
+decodes); this adds the kind's JSONL record: ``lines.jsonl`` must have the recorded size, hash and
 line count, and, when a source JSONL is given, that file must be the one that was converted.
 """
 
@@ -14,19 +14,19 @@ from ..format import manifest as mf
 from ..format.sft import SftInfo
 from ..io import storage
 from ..io.lines import LineDecodeError, decode_lines
-from .verify import Problem
+from .problems import Problem
 
 
-def check_sft_root(
+def check_lines_root(
     root: str, manifest: mf.Manifest, source: str | None, storage_options: dict[str, Any] | None
 ) -> list[Problem]:
-    """Problems with a vlm_sft root's line copy (and its source JSONL, when given)."""
+    """Problems with the root's line copy (and with its source JSONL, when given)."""
     try:
         info = SftInfo.from_manifest(manifest, root)
     except mf.ManifestError as exc:
         return [Problem("manifest", None, str(exc))]
     url = storage.join(root, info.lines_path)
-    problems = []
+    problems: list[Problem] = []
     try:
         data = storage.read_bytes(url, storage_options)
     except FileNotFoundError:

@@ -1,90 +1,23 @@
-"""The conversion plan: the source listed, its footers read, and its rows cut into shard tasks.
-
-A ``ShardTask`` is a pure, picklable description of one shard (source rows, output name,
-schema), so the same task runs in this process, in a worker process or as a Ray task, and
-its fingerprint decides whether an earlier run's shard can be kept.
-"""
+"""Planning a parquet conversion: the source listed, its footers read, and its rows cut into shard tasks."""
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import json
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from ..format import manifest as mf
-from ..format.digest import DEFAULT_DIGEST
 from ..format.keys import key_stems
 from ..io import storage
 from ..io.parquet import open_parquet
 from ..io.parquet_info import ParquetInfo
-from ..kinds import detect_kind, get_kind
+from ..kinds import SourceShape, all_kinds, detect_kind, get_kind
 from .config import DEFAULT_SHARD_SIZE, ConvertConfig
 from .kindcheck import check_columns
+from .task import ParquetPart, Plan, ShardTask
 
 _ROW_OVERHEAD_ESTIMATE = 2048  # tar headers and JSON per row, for the size layout's plan
-
-
-@dataclass(frozen=True, kw_only=True)
-class JsonlSlice:
-    """Where a vlm_sft task's lines are in its JSONL, and where their media are read from."""
-
-    byte_start: int
-    byte_stop: int
-    sha256: str
-    """Hash of bytes ``[byte_start, byte_stop)``: a task refuses a JSONL that changed since planning."""
-    media_dir: str
-    """The media directory, resolved (absolute for local paths) so any worker process reads the same files."""
-
-
-@dataclass(frozen=True, kw_only=True)
-class ShardTask:
-    """Everything needed to build one shard, as plain picklable values."""
-
-    src_root: str
-    dst_root: str
-    shard_path: str
-    slices: tuple[mf.RowSlice, ...]
-    stems: tuple[tuple[str, str], ...]
-    """``(source file, key stem)`` for the files in ``slices``."""
-    schema: str
-    columns: tuple[tuple[str, str], ...]
-    drop_bad_rows: bool
-    storage_options: dict[str, Any] | None = None
-    source_file: str | None = None
-    row_group: int | None = None
-    expected_rows: tuple[int, ...] | None = None
-    """Row counts of the slices when known from the plan (checked against the file)."""
-    jsonl: JsonlSlice | None = None
-    """For a vlm_sft (JSONL) source: the task's lines and media; ``None`` for parquet sources."""
-    digest: str = DEFAULT_DIGEST
-    """Digest algorithm of the shard and its idx (``xxh3_128`` or ``sha256``)."""
-
-    def describe(self) -> str:
-        """How errors name this task."""
-        return f"shard {self.shard_path} (from {self.src_root})"
-
-    def fingerprint(self) -> str:
-        """A hash of what determines the shard's bytes; a done record must match it to be reused."""
-        d = {
-            "format_version": mf.FORMAT_VERSION,
-            "source": self.src_root,
-            "shard": self.shard_path,
-            # A rowgroup shard always holds its whole row group, whether or not the plan knew its size.
-            "slices": [
-                (s.file, s.row_group, s.start, None if self.row_group is not None else s.stop) for s in self.slices
-            ],
-            "stems": self.stems,
-            "schema": self.schema,
-            "columns": self.columns,
-            "drop": self.drop_bad_rows,
-            "digest": self.digest,
-        }
-        if self.jsonl is not None:
-            d["jsonl"] = asdict(self.jsonl)
-        return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -100,35 +33,6 @@ def _read_footer(url: str, storage_options: dict[str, Any] | None) -> _Footer:
         groups = [meta.row_group(i) for i in range(meta.num_row_groups)]
         columns = tuple((f.name, str(f.type)) for f in pf.schema_arrow)
         return _Footer([g.num_rows for g in groups], [g.total_byte_size for g in groups], columns)
-
-
-@dataclass
-class Plan:
-    """The shard tasks of one conversion plus what the manifest needs about the source."""
-
-    tasks: list[ShardTask]
-    schema: str
-    columns: tuple[tuple[str, str], ...]
-    files: list[str]
-    """Source file names relative to the source root, sorted."""
-    row_groups: dict[str, list[int] | None]
-    """Rows per row group of each file, ``None`` where only the count of row groups is known."""
-    num_row_groups: dict[str, int]
-    stems: dict[str, str]
-    source_bytes: int
-    source_root: str | None = None
-    """The directory the manifest's source files are relative to, when it is not the source itself (JSONL)."""
-    extra: dict[str, Any] = field(default_factory=dict)
-    """Schema-specific manifest records (``extra`` of the manifest), part of the fingerprint."""
-    source_copy: bytes | None = None
-    """Bytes the converted root keeps a copy of (a vlm_sft JSONL), written before the manifest."""
-
-    def fingerprint(self) -> str:
-        """A hash of every task's fingerprint (and the extra records): equal plans write equal outputs."""
-        parts = [t.fingerprint() for t in self.tasks]
-        if self.extra:
-            parts.append(json.dumps(self.extra, sort_keys=True))
-        return hashlib.sha256("\n".join(parts).encode()).hexdigest()
 
 
 @dataclass
@@ -171,9 +75,10 @@ def _schema_of(cfg: ConvertConfig, src: _Source) -> tuple[str, tuple[tuple[str, 
     column_names = [c for c, _ in columns]
     kind = get_kind(cfg.schema) if cfg.schema else detect_kind(column_names)
     if kind is None:
+        names = [repr(k.name) for k in all_kinds() if k.source is SourceShape.PARQUET]
+        choices = " or ".join([", ".join(names[:-1]), names[-1]] if len(names) > 1 else names)
         raise ValueError(
-            f"cannot detect the schema of {cfg.src} from its columns {column_names}; pass "
-            f"schema='unified_edit', 't2i_pretrain' or 'generic'"
+            f"cannot detect the schema of {cfg.src} from its columns {column_names}; pass schema={choices}"
         )
     check_columns(kind, column_names, dict(columns), where=src.urls[0])
     return kind.name, columns
@@ -196,8 +101,8 @@ def _row_groups(src: _Source) -> dict[str, list[int] | None]:
     return out
 
 
-def plan_conversion(cfg: ConvertConfig) -> Plan:
-    """List the source, read what metadata is needed, and cut it into shard tasks."""
+def plan_parquet_conversion(cfg: ConvertConfig) -> Plan:
+    """List the parquet source, read what metadata is needed, and cut its rows into shard tasks."""
     src = _read_source(cfg)
     schema, columns = _schema_of(cfg, src)
     row_groups = _row_groups(src)
@@ -225,6 +130,7 @@ def plan_conversion(cfg: ConvertConfig) -> Plan:
     return Plan(
         tasks=tasks,
         schema=schema,
+        shape=SourceShape.PARQUET,
         columns=columns,
         files=src.names,
         row_groups=row_groups,
@@ -252,9 +158,9 @@ def _plan_rowgroup_layout(
                     shard_path=f"{stems[name]}-rg{rg:05d}.tar",
                     slices=(mf.RowSlice(file=name, row_group=rg, start=0, stop=max(stop, 0)),),
                     stems=((name, stems[name]),),
-                    source_file=name,
-                    row_group=rg,
-                    expected_rows=(stop,) if sizes is not None else None,
+                    part=ParquetPart(
+                        source_file=name, row_group=rg, expected_rows=(stop,) if sizes is not None else None
+                    ),
                     **common,
                 )
             )
@@ -291,7 +197,7 @@ class _SizeCutter:
                 shard_path=f"shard-{len(self.tasks):06d}.tar",
                 slices=tuple(self.current),
                 stems=tuple((f, self.stems[f]) for f in files_in),
-                expected_rows=tuple(s.num_rows for s in self.current),
+                part=ParquetPart(expected_rows=tuple(s.num_rows for s in self.current)),
                 **self.common,
             )
         )

@@ -1,0 +1,100 @@
+"""Rows of a parquet shard task, streamed as zero-copy views, and the report entry of a bad one.
+
+Each task opens only its own files, checks their columns and row counts against the plan,
+and yields its rows in slice order; a bad row's entry names its file, row group and row, with
+the first problem its kind's checks find and whether the parser always fails on it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+import pyarrow.parquet as pq
+
+from ..format import manifest as mf
+from ..io import storage
+from ..io.parquet import iter_row_group_rows, open_parquet
+from ..kinds import DatasetKind
+from .badrows import DROP_NOTE, BadRow, checked_problems
+from .task import ParquetPart, ShardTask
+
+_BATCH_ROWS = 256
+
+
+def _open_checked(task: ShardTask, file: str, stack: contextlib.ExitStack) -> pq.ParquetFile:
+    """Open one source file of the task; its columns must be the plan's."""
+    url = storage.join(task.src_root, file)
+    pf = stack.enter_context(open_parquet(url, task.storage_options))
+    got = tuple((f.name, str(f.type)) for f in pf.schema_arrow)
+    if got != task.columns:
+        raise ValueError(f"{url} has columns {list(got)}, expected {list(task.columns)}")
+    return pf
+
+
+def _slice_stop(task: ShardTask, pf: pq.ParquetFile, s: mf.RowSlice) -> int:
+    """Where slice ``s`` ends; the file must still hold the rows the plan expected."""
+    url = storage.join(task.src_root, s.file)
+    meta = pf.metadata
+    if s.row_group >= meta.num_row_groups:
+        raise IndexError(f"{url} has {meta.num_row_groups} row groups; row group {s.row_group} does not exist")
+    total = meta.row_group(s.row_group).num_rows
+    part = task.part
+    assert isinstance(part, ParquetPart)
+    known = part.expected_rows is not None
+    stop = s.stop if known else total
+    if stop > total or (known and part.row_group is not None and stop != total):
+        raise ValueError(
+            f"{url} row group {s.row_group} has {total} rows, the plan expected rows "
+            f"{s.start}:{s.stop}; the source changed since planning"
+        )
+    return stop
+
+
+def iter_parquet_rows(task: ShardTask) -> Iterator[tuple[mf.RowSlice, int, dict[str, Any]]]:
+    """``(slice, row index in its row group, row)`` for every row of the task, in order."""
+    with contextlib.ExitStack() as files:
+        open_file: tuple[str, pq.ParquetFile] | None = None
+        for s in task.slices:
+            if open_file is None or open_file[0] != s.file:
+                files.close()
+                open_file = (s.file, _open_checked(task, s.file, files))
+            pf = open_file[1]
+            stop = _slice_stop(task, pf, s)
+            url = storage.join(task.src_root, s.file)
+            for row_index, row in iter_row_group_rows(
+                pf, url, s.row_group, s.start, stop, batch_size=_BATCH_ROWS, binary_views=True
+            ):
+                yield s, row_index, row
+
+
+def parquet_bad_row(
+    task: ShardTask, kind: DatasetKind, s: mf.RowSlice, row_index: int, key: str, row: dict[str, Any]
+) -> BadRow | None:
+    """The report entry of a row its kind finds bad (its first problem), or ``None``."""
+    problems = checked_problems(kind.row_problems, row, first_only=True)
+    if not problems:
+        return None
+    return BadRow(
+        file=s.file,
+        row_group=s.row_group,
+        row=row_index,
+        key=key,
+        reason=problems[0].text,
+        fails=problems[0].certainty,
+        shard=task.shard_path,
+        dropped=task.drop_bad_rows,
+    )
+
+
+KEEP_NOTE = (
+    "bad rows are kept verbatim so row positions match the parquet backend; the training-time parser drops "
+    "rows marked fails=always in every epoch, and rows marked fails=if_drawn in the epochs whose random draws "
+    "reach the bad image or instruction"
+)
+
+
+def parquet_report_note(drop_bad_rows: bool) -> str:
+    """What report.json says about the bad rows of a parquet conversion: dropped, or kept and why."""
+    return DROP_NOTE if drop_bad_rows else KEEP_NOTE

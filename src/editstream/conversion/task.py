@@ -1,0 +1,127 @@
+"""What a conversion plans: ``ShardTask`` (one shard) and ``Plan`` (all of them plus the source's shape).
+
+A ``ShardTask`` is a pure, picklable description of one shard: the parts every source shape
+shares (output name, row slices, key stems, kind, columns, digest) and a ``part`` saying where
+this shape's rows come from (:class:`ParquetPart` or :class:`LinePart`). The same task runs in
+this process, in a worker process or as a Ray task, and its fingerprint decides whether an
+earlier run's shard can be kept.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any, ClassVar
+
+from ..format import manifest as mf
+from ..format.digest import DEFAULT_DIGEST
+from ..kinds import SourceShape
+
+
+@dataclass(frozen=True, kw_only=True)
+class ParquetPart:
+    """Where a parquet task's rows are checked against: the one row group of a rowgroup-layout
+    shard, and the row counts the plan expects of the slices."""
+
+    shape: ClassVar[SourceShape] = SourceShape.PARQUET
+    source_file: str | None = None
+    """For the rowgroup layout: the one source file (relative) the shard holds."""
+    row_group: int | None = None
+    """For the rowgroup layout: the one row group the shard holds (whole, whatever the plan knew)."""
+    expected_rows: tuple[int, ...] | None = None
+    """Row counts of the slices when known from the plan (checked against the file)."""
+
+    def fingerprint_fields(self) -> dict[str, Any]:
+        """What this part adds to the task's fingerprint: nothing beyond the shared fields."""
+        return {}
+
+
+@dataclass(frozen=True, kw_only=True)
+class LinePart:
+    """Where a JSONL task's lines are in its file, and where their media are read from."""
+
+    shape: ClassVar[SourceShape] = SourceShape.JSONL_MEDIA
+    byte_start: int
+    byte_stop: int
+    sha256: str
+    """Hash of bytes ``[byte_start, byte_stop)``: a task refuses a JSONL that changed since planning."""
+    media_dir: str
+    """The media directory, resolved (absolute for local paths) so any worker process reads the same files."""
+    source_file: ClassVar[None] = None
+    row_group: ClassVar[None] = None
+
+    def fingerprint_fields(self) -> dict[str, Any]:
+        """The byte range, its hash and the media directory decide the shard's bytes too."""
+        return {"jsonl": asdict(self)}
+
+
+@dataclass(frozen=True, kw_only=True)
+class ShardTask:
+    """Everything needed to build one shard, as plain picklable values."""
+
+    src_root: str
+    dst_root: str
+    shard_path: str
+    slices: tuple[mf.RowSlice, ...]
+    stems: tuple[tuple[str, str], ...]
+    """``(source file, key stem)`` for the files in ``slices``."""
+    schema: str
+    columns: tuple[tuple[str, str], ...]
+    drop_bad_rows: bool
+    part: ParquetPart | LinePart
+    storage_options: dict[str, Any] | None = None
+    digest: str = DEFAULT_DIGEST
+    """Digest algorithm of the shard and its idx (``xxh3_128`` or ``sha256``)."""
+
+    def describe(self) -> str:
+        """How errors name this task."""
+        return f"shard {self.shard_path} (from {self.src_root})"
+
+    def fingerprint(self) -> str:
+        """A hash of what determines the shard's bytes; a done record must match it to be reused."""
+        whole = self.part.row_group is not None
+        d = {
+            "format_version": mf.FORMAT_VERSION,
+            "source": self.src_root,
+            "shard": self.shard_path,
+            # A rowgroup shard always holds its whole row group, whether or not the plan knew its size.
+            "slices": [(s.file, s.row_group, s.start, None if whole else s.stop) for s in self.slices],
+            "stems": self.stems,
+            "schema": self.schema,
+            "columns": self.columns,
+            "drop": self.drop_bad_rows,
+            "digest": self.digest,
+            **self.part.fingerprint_fields(),
+        }
+        return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()
+
+
+@dataclass
+class Plan:
+    """The shard tasks of one conversion plus what the manifest needs about the source."""
+
+    tasks: list[ShardTask]
+    schema: str
+    shape: SourceShape
+    columns: tuple[tuple[str, str], ...]
+    files: list[str]
+    """Source file names relative to the source root, sorted."""
+    row_groups: dict[str, list[int] | None]
+    """Rows per row group of each file, ``None`` where only the count of row groups is known."""
+    num_row_groups: dict[str, int]
+    stems: dict[str, str]
+    source_bytes: int
+    source_root: str | None = None
+    """The directory the manifest's source files are relative to, when it is not the source itself (JSONL)."""
+    extra: dict[str, Any] = field(default_factory=dict)
+    """Kind-specific manifest records (``extra`` of the manifest), part of the fingerprint."""
+    side_files: dict[str, bytes] = field(default_factory=dict)
+    """Small files the converted root holds besides its shards (name -> bytes), written before them."""
+
+    def fingerprint(self) -> str:
+        """A hash of every task's fingerprint (and the extra records): equal plans write equal outputs."""
+        parts = [t.fingerprint() for t in self.tasks]
+        if self.extra:
+            parts.append(json.dumps(self.extra, sort_keys=True))
+        return hashlib.sha256("\n".join(parts).encode()).hexdigest()
