@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from .pixels import NORMALIZATION_KEY, share_one_storage, transform_image
@@ -32,9 +33,17 @@ class MediaReader(Protocol):
         """The encoded bytes of image ``name``; raises when they cannot be read."""
         ...
 
-    def frames(self, name: Any, frame_sampler: Any) -> list:
+    def frames(self, name: Any, frame_sampler: Any) -> list[Any]:
         """The frames ``frame_sampler`` chooses from the video or frame folder ``name``."""
         ...
+
+
+@dataclass(frozen=True)
+class LineRow:
+    """The row of one JSONL-line unit: the line exactly as read, and where its media come from."""
+
+    line: str
+    media: MediaReader
 
 
 def read_row(

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..io.parquet_info import ParquetInfo
-from ..loader.datasets.standard import BACKENDS
+from ..loader.backends import BACKENDS
 
 logger = logging.getLogger(__name__)
 
@@ -155,7 +155,7 @@ def attach_dataset_info(group: str, args: dict[str, Any], ctx: GroupContext) -> 
     metas = _group_metas(group, names, ctx.dataset_info)
     backend = _agreed_setting(group, names, metas, "backend", args.pop("backend", None))
     if backend is not None and backend not in BACKENDS:
-        raise ValueError(f"group {group!r}: backend must be one of {BACKENDS}, got {backend!r}")
+        raise ValueError(f"group {group!r}: backend must be one of {list(BACKENDS)}, got {backend!r}")
     if backend == "webdataset" and any("jsonl_path" in meta for meta in metas):
         args["jsonl_path_list"] = None  # the shards hold the lines: no JSONL is read on the webdataset backend
     metas = [_location(group, name, meta, backend) for name, meta in zip(names, metas)]

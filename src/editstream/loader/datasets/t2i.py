@@ -8,7 +8,6 @@ import random
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ...format.columns import SCHEMA_COLUMNS
 from ...io.storage import StorageOptions
 from ..pixels import NORMALIZATION_KEY, transform_image
 from .standard import ParquetStandardIterableDataset
@@ -23,9 +22,6 @@ class T2IIterableDataset(ParquetStandardIterableDataset):
     empty caption dict encodes ``" "``; otherwise a caption is drawn with ``random.choice``
     over the encoded captions, after the image decoded, as in the reference.
     """
-
-    column_types = SCHEMA_COLUMNS["t2i_pretrain"]
-    schema_name = "t2i_pretrain"
 
     unit_granularity = "file"
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from ...format.columns import SCHEMA_COLUMNS
 from .interleave import InterleavedBaseIterableDataset
 from .standard import ParquetStandardIterableDataset
 
@@ -18,9 +17,6 @@ class UnifiedEditIterableDataset(InterleavedBaseIterableDataset, ParquetStandard
     images are decoded only when the draws select them, so a bad row fails at the same point
     of the random sequence as in the reference and later samples still match.
     """
-
-    column_types = SCHEMA_COLUMNS["unified_edit"]
-    schema_name = "unified_edit"
 
     def parse_row(self, row: Any) -> dict:
         images = row["image_list"]

@@ -8,7 +8,7 @@ Listing follows the reference: per ``(data_dir, num_used)`` pair, the directory'
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -21,7 +21,7 @@ from ...io.parquet_info import ParquetInfo
 from ...io.retry import RetryPolicy
 from ...io.storage import StorageOptions
 from ..drops import DropLog
-from ..iteration import Position, Row
+from ..rows import Position, Row
 from ..units import Unit, check_counts, repeat_to
 
 GRANULARITIES = ("row_group", "file")
@@ -145,6 +145,9 @@ class ParquetSource:
         start = (rg, after[0]) if after is not None else None
         for (_, row_index), row in self._iter_file_rows(path, [rg], start):
             yield (row_index,), row
+
+    def plan_units(self, units: Iterable[Unit]) -> None:
+        """Nothing to plan: a unit's file is opened when it is read (parquet reads its footer first)."""
 
     def describe(self, unit: Unit, position: Position | None = None) -> dict[str, Any]:
         """Where a unit (and a row in it) is, for drop logs and errors."""

@@ -33,7 +33,7 @@ from ...io.readahead import ByteBudget, ReadAhead, process_budget
 from ...io.retry import RetryPolicy
 from ...io.storage import StorageOptions
 from ..drops import DropLog
-from ..iteration import BadSample, Position, Row
+from ..rows import BadSample, Position, Row
 from ..units import Unit, check_counts, repeat_to
 
 logger = logging.getLogger("editstream")
