@@ -44,5 +44,5 @@ KIND = DatasetKind(
     summary="text-to-image: one image and a JSON object of its captions",
     columns=COLUMNS,
     row_problems=row_problems,
-    dataset="editstream.loader.datasets.t2i:T2IIterableDataset",
+    dataset="editstream.loader.datasets.text_to_image:T2IIterableDataset",
 )

@@ -50,5 +50,5 @@ KIND = DatasetKind(
     summary="image editing: an edit chain of images and the instructions between them",
     columns=COLUMNS,
     row_problems=row_problems,
-    dataset="editstream.loader.datasets.unified_edit:UnifiedEditIterableDataset",
+    dataset="editstream.loader.datasets.edit:UnifiedEditIterableDataset",
 )

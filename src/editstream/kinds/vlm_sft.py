@@ -59,6 +59,6 @@ KIND = DatasetKind(
     summary="VLM fine-tuning: LLaVA-style JSONL conversations plus a media directory",
     row_problems=row_problems,
     source=SourceShape.JSONL_MEDIA,
-    dataset="editstream.loader.datasets.vlm_sft:SftJSONLIterableDataset",
+    dataset="editstream.loader.datasets.sft:SftJSONLIterableDataset",
     detectable=False,
 )

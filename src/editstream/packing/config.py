@@ -17,12 +17,12 @@ import json
 import numbers
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import yaml
 
-if TYPE_CHECKING:
-    from .dataset import PackedDataset
+from ..io.storage import read_bytes
+from .dataset import PackedDataset
 
 _PROBABILITIES = ("text_cond_dropout_prob", "vit_cond_dropout_prob", "vae_cond_dropout_prob")
 _POSITIVE_INTS = (
@@ -54,8 +54,6 @@ def load_mapping(
     path or any fsspec URL. Errors name the field and the file.
     """
     if path is not None:
-        from ..io.storage import read_bytes
-
         try:
             raw = read_bytes(path, dict(storage_options) if storage_options else None)
         except FileNotFoundError:
@@ -157,8 +155,6 @@ class BagelDatasetConfig:
         resumes the datasets; ``registry`` (an editstream extension) maps group names to your
         own dataset classes. Building twice gives two independent datasets.
         """
-        from .dataset import PackedDataset
-
         runtime = self.resolved()
         dataset = PackedDataset(
             runtime,

@@ -21,13 +21,14 @@ from typing import Any
 import numpy as np
 import torch
 
+from ..loader.datasets.registry import DATASET_REGISTRY
 from ..loader.drops import DropLog
 from ..loader.pixels import check_image_dtype
 from ..loader.units import resolve_rank_and_world
 from . import state as st
 from .accumulator import SamplePacker, SequenceStatus, SpecialTokens, to_tensor
-from .config import BagelDatasetConfig
 from .groups import GroupContext, build_group_datasets
+from .knobs import GroupedDatasetConfig, PackingKnobs
 from .sequence import get_flattened_position_ids_extrapolate, get_flattened_position_ids_interpolate
 from .validation import sample_problem
 
@@ -85,7 +86,7 @@ class PackedDataset(torch.utils.data.IterableDataset):
 
     def __init__(
         self,
-        data_config: BagelDatasetConfig,
+        data_config: GroupedDatasetConfig,
         tokenizer: Any,
         special_tokens: Mapping[str, int],
         local_rank: int | None = None,
@@ -165,14 +166,13 @@ class PackedDataset(torch.utils.data.IterableDataset):
             get_flattened_position_ids_interpolate if interpolate_pos else get_flattened_position_ids_extrapolate
         )
         tokens = SpecialTokens(**{k: special_tokens[k] for k in SPECIAL_TOKEN_KEYS})
-        self.packer = SamplePacker(self.data_config, tokens, self.get_flattened_position_ids, self.use_flex)
+        knobs = PackingKnobs.of(self.data_config)
+        self.packer = SamplePacker(knobs, tokens, self.get_flattened_position_ids, self.use_flex)
 
     def build_datasets(
         self, datasets_metainfo: Mapping[str, Mapping[str, Any]], data_status: Mapping[str, Any] | None
     ) -> tuple[list[Any], list[bool], list[float]]:
         """Instantiate one registry dataset per group; return (datasets, is_mandatory, weights)."""
-        from ..loader.datasets.registry import DATASET_REGISTRY
-
         registry = self._registry if self._registry is not None else DATASET_REGISTRY
         ctx = GroupContext(
             tokenizer=self.tokenizer,

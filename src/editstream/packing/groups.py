@@ -20,6 +20,8 @@ from typing import Any
 
 from ..io.parquet_info import ParquetInfo
 from ..loader.backends import BACKENDS
+from ..loader.transforms import ImageTransform
+from ..loader.video import FrameSampler
 
 logger = logging.getLogger(__name__)
 
@@ -66,12 +68,8 @@ def build_group_datasets(
 
 def _build_transforms(group: str, args: dict[str, Any]) -> None:
     if "frame_sampler_args" in args:
-        from ..loader.video import FrameSampler
-
         args["frame_sampler"] = FrameSampler(**args.pop("frame_sampler_args"))
     if "image_transform_args" in args or "vit_image_transform_args" in args:
-        from ..loader.transforms import ImageTransform
-
         if "image_transform_args" in args:
             args["transform"] = ImageTransform(**args.pop("image_transform_args"))
         if "vit_image_transform_args" in args:

@@ -19,7 +19,7 @@ from typing import Any
 
 from ..conversion.run import convert
 from ..io.retry import RetryPolicy
-from ..loader.datasets.unified_edit import UnifiedEditIterableDataset
+from ..loader.datasets.edit import UnifiedEditIterableDataset
 from ..loader.tokenizer import ByteTokenizer
 from ..loader.transforms import ImageTransform
 from .faultproxy import FaultPlan, FaultProxy
