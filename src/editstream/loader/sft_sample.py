@@ -1,4 +1,4 @@
-"""One vlm_sft JSONL line -> one sample, in the reference's two steps, on either backend.
+"""One VLM fine-tuning JSONL line -> one sample, in the reference's two steps, on either backend.
 
 :func:`read_row` is the reference's try-block: parse the JSON, open the images (or sample the
 video's frames and put ``<image>`` markers where ``<video>`` was); any error there drops the

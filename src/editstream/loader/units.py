@@ -1,7 +1,7 @@
 """Units and who reads them: the reference's listing rule, the rank split and the worker split.
 
 A *unit* is what one rank/worker owns: a ``(file, row_group)`` pair (edit datasets), a whole
-file (T2I), a shard, or a ``(line, media_dir)`` pair (vlm_sft). These pure functions decide
+file (text-to-image), a shard, or a ``(line, media_dir)`` pair (JSONL lines). These pure functions decide
 which units each rank and DataLoader worker reads, in which order; both backends share them,
 so their orders cannot differ.
 """

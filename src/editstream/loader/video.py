@@ -1,4 +1,4 @@
-"""Video frames for vlm_sft rows: the reference's ``FrameSampler``, with reading kept apart from choosing.
+"""Video frames for JSONL-line rows: the reference's ``FrameSampler``, reading kept apart from choosing.
 
 ``FrameSampler(path)`` reads a frame folder (a path ending in ``/``) or a video file (through
 decord) and returns the chosen frames as PIL images, drawing from the global NumPy and Python
@@ -189,7 +189,7 @@ def read_frames_decord(
 
 
 class FrameSampler:
-    """Frames of a vlm_sft ``"video"``: a folder of frames (path ends with ``/``) or a video file.
+    """Frames of a JSONL line's ``"video"``: a folder of frames (path ends with ``/``) or a video file.
 
     Arguments and defaults are the reference's; see the module docstring for the draws and the
     reference behaviour kept (the defaults fail on every call: a warning says so at construction).

@@ -76,8 +76,8 @@ def load_mapping(
 class BagelDatasetConfig:
     """The dataset section of a BAGEL recipe: grouped datasets, where their data is, packing knobs.
 
-    ``grouped_datasets`` maps a group name (``t2i_pretrain``, ``unified_edit``, ``vlm_sft`` or a
-    key of your own registry) to its arguments (``dataset_names``, ``weight``, ``is_mandatory``,
+    ``grouped_datasets`` maps a group name (a dataset kind's name, ``editstream.kinds``, or a key
+    you added to ``DATASET_REGISTRY``) to its arguments (``dataset_names``, ``weight``, ``is_mandatory``,
     transform args, ``backend`` ...); ``dataset_info`` maps group -> dataset name -> location
     (``data_dir``, ``parquet_info_path``, ``jsonl_path``, ``storage_options``, a ``webdataset:``
     sub-entry). Each may instead come from a file (``grouped_datasets_path``, ``dataset_info_path``).

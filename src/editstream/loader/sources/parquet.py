@@ -48,7 +48,7 @@ def list_parquet_files(
 
 
 class ParquetSource:
-    """Row source over parquet; ``granularity`` is ``"row_group"`` (edit) or ``"file"`` (T2I)."""
+    """Row source over parquet; ``granularity`` is ``"row_group"`` or ``"file"`` (whole-file units)."""
 
     def __init__(
         self,
@@ -98,7 +98,7 @@ class ParquetSource:
                     yield (rg, i), Row(values)
 
     def list_units(self, data_dir_list: Sequence[str], num_used_data: Sequence[int]) -> list[Unit]:
-        """Files (T2I) or ``(file, row_group)`` pairs, in listing order; unreadable files are dropped."""
+        """Files (whole-file units) or ``(file, row_group)`` pairs, in listing order; unreadable files are dropped."""
         files = list_parquet_files(self.dataset_name, data_dir_list, num_used_data, self.storage_options)
         if self.granularity == "file":
             return list(files)

@@ -24,7 +24,6 @@ from ...format.idx import read_idx
 from ...format.keys import make_key, parse_key
 from ...format.manifest import Manifest, ManifestError, ShardInfo
 from ...format.rowcodec import decode_sample
-from ...format.sft import SCHEMA as SFT_SCHEMA
 from ...format.tarblock import DEFAULT_MAX_MEMBER_SIZE
 from ...format.tarreader import iter_samples
 from ...io import storage
@@ -32,6 +31,7 @@ from ...io.ranged import RangedReader, open_local_range
 from ...io.readahead import ByteBudget, ReadAhead, process_budget
 from ...io.retry import RetryPolicy
 from ...io.storage import StorageOptions
+from ...kinds import DatasetKind, SourceShape, UnknownKindError, get_kind
 from ..drops import DropLog
 from ..rows import BadSample, Position, Row
 from ..units import Unit, check_counts, repeat_to
@@ -39,6 +39,13 @@ from ..units import Unit, check_counts, repeat_to
 logger = logging.getLogger("editstream")
 
 DEFAULT_BLOCK_SIZE = 4 << 20
+
+
+def _kind_named(name: str) -> DatasetKind | None:
+    try:
+        return get_kind(name)
+    except UnknownKindError:
+        return None
 
 
 class ShardMismatchError(Exception):
@@ -126,10 +133,12 @@ class TarSource:
             manifest = Manifest.read(root, self.storage_options)
         except ManifestError as exc:
             raise ManifestError(f"dataset {self.dataset_name!r}: {exc}") from None
-        if manifest.schema == SFT_SCHEMA:
+        kind = _kind_named(manifest.schema)
+        if kind is not None and kind.source is SourceShape.JSONL_MEDIA:
+            reader = "its own dataset" if kind.dataset is None else kind.dataset.rpartition(":")[2]
             raise ManifestError(
-                f"dataset {self.dataset_name!r}: {root} is a vlm_sft conversion (JSONL lines); "
-                f"read it with SftJSONLIterableDataset (group vlm_sft)"
+                f"dataset {self.dataset_name!r}: {root} is a {kind.name} conversion (JSONL lines); "
+                f"read it with {reader} (group {kind.name})"
             )
         problems = column_type_problems({c["name"]: c["type"] for c in manifest.columns}, self.column_types)
         if problems:
