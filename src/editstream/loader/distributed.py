@@ -20,7 +20,7 @@ DataStatus = list[WorkerStatus | None]
 """Per worker id, its :data:`WorkerStatus` (``None``: the worker has not yielded yet)."""
 
 
-class DistributedIterableDataset(torch.utils.data.IterableDataset):
+class DistributedIterableDataset(torch.utils.data.IterableDataset[dict[str, Any]]):
     """Rank/worker-aware iterable dataset with resumable per-worker status.
 
     ``set_epoch(seed)`` shuffles the sorted units with a private ``random.Random`` and gives

@@ -78,13 +78,13 @@ class DropLog:
     """Per-reason drop counters plus the most recent drops, for one dataset, summed over processes."""
 
     dataset_name: str = ""
-    counts: Counter = field(default_factory=Counter)
-    recent: deque = field(default_factory=lambda: deque(maxlen=HISTORY))
+    counts: Counter[str] = field(default_factory=Counter)
+    recent: deque[Drop] = field(default_factory=lambda: deque(maxlen=HISTORY))
     shared_dir: str = field(
         default_factory=lambda: os.path.join(tempfile.gettempdir(), f"editstream-drops-{uuid.uuid4().hex}")
     )
     owner_pid: int = field(default_factory=os.getpid)
-    _logged: set = field(default_factory=set, repr=False)
+    _logged: set[tuple[str, tuple[tuple[str, str], ...]]] = field(default_factory=set, repr=False)
 
     def __post_init__(self) -> None:
         self._pid = os.getpid()
@@ -133,8 +133,8 @@ class DropLog:
                 json.dump(dict(self.counts), f)
             os.replace(tmp, path)
 
-    def _published(self) -> Counter:
-        total: Counter = Counter()
+    def _published(self) -> Counter[str]:
+        total: Counter[str] = Counter()
         try:
             names = os.listdir(self.shared_dir)
         except OSError:

@@ -48,7 +48,7 @@ class LineRow:
 
 def read_row(
     line: str, media: MediaReader, frame_sampler: Any, decode: Callable[[bytes, int], Any]
-) -> tuple[Any, list | None]:
+) -> tuple[Any, list[Any] | None]:
     """The parsed line (``<video>`` already replaced) and its images or frames (``None``: text only).
 
     ``decode(data, img_num)`` turns each image's bytes into an RGB PIL image (``img_num``, the
@@ -57,7 +57,7 @@ def read_row(
     sampler errors, a ``"video"`` row whose first turn lacks ``<video>``.
     """
     item = json.loads(line)
-    images: list | None = None
+    images: list[Any] | None = None
     if "image" in item:
         value = item["image"]
         names = value if type(value) is list else [value]
@@ -104,15 +104,15 @@ def _plan_item(kind: str, loss: int) -> dict[str, Any]:
 
 
 def build_sample(
-    data: Any, images: list | None, transform: Any, stride: int, tokenizer: Any, image_dtype: str = "float32"
+    data: Any, images: list[Any] | None, transform: Any, stride: int, tokenizer: Any, image_dtype: str = "float32"
 ) -> dict[str, Any] | None:
     """The sample dict of a read row, or ``None`` when it has no loss item (``no_loss_labels``).
 
     Keys in the reference's order (then ``image_normalization`` with ``image_dtype="uint8"``);
     ``data_indexes`` is added by the caller.
     """
-    image_tensor_list: list = []
-    normalizations: list = []
+    image_tensor_list: list[Any] = []
+    normalizations: list[Any] = []
     text_ids_list: list[list[int]] = []
     sequence_plan: list[dict[str, Any]] = []
     num_tokens = 0

@@ -15,7 +15,7 @@ import copy
 import dataclasses
 import json
 import numbers
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,6 +23,7 @@ import yaml
 
 from ..io.storage import read_bytes
 from .dataset import PackedDataset
+from .groups import GroupRegistryMapping
 
 _PROBABILITIES = ("text_cond_dropout_prob", "vit_cond_dropout_prob", "vae_cond_dropout_prob")
 _POSITIVE_INTS = (
@@ -147,7 +148,7 @@ class BagelDatasetConfig:
         num_workers: int,
         global_seed: int,
         data_status: Any = None,
-        registry: Mapping[str, Callable[..., Any]] | None = None,
+        registry: GroupRegistryMapping | None = None,
     ) -> PackedDataset:
         """The ``PackedDataset`` of this config for one rank, with ``set_epoch(data_seed)`` applied.
 

@@ -18,7 +18,7 @@ class UnifiedEditIterableDataset(InterleavedBaseIterableDataset, ParquetStandard
     of the random sequence as in the reference and later samples still match.
     """
 
-    def parse_row(self, row: Any) -> dict:
+    def parse_row(self, row: Any) -> dict[str, Any]:
         images = row["image_list"]
         instructions = row["instruction_list"]
         n = len(images)

@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ...io.storage import StorageOptions
+from ..distributed import DataStatus
 from ..pixels import NORMALIZATION_KEY, transform_image
 from .standard import ParquetStandardIterableDataset
 
@@ -35,7 +36,7 @@ class T2IIterableDataset(ParquetStandardIterableDataset):
         local_rank: int | None = None,
         world_size: int | None = None,
         num_workers: int = 8,
-        data_status: list | None = None,
+        data_status: DataStatus | None = None,
         *,
         parquet_info: Mapping[str, Any] | None = None,
         vit_transform: Any = None,
@@ -64,7 +65,7 @@ class T2IIterableDataset(ParquetStandardIterableDataset):
             **backend_options,
         )
 
-    def parse_row(self, row: Any) -> dict:
+    def parse_row(self, row: Any) -> dict[str, Any]:
         image, norm = transform_image(self.transform, self.load_image(row["image"]), self.image_dtype)
         height, width = image.shape[1:]
         num_tokens = height * width // self.transform.stride**2

@@ -33,7 +33,7 @@ from ...io.storage import StorageOptions
 from ...kinds import get_kind
 from ..drops import DropLog
 from ..rows import BadSample, Position, Row
-from ..units import Unit, check_counts, repeat_to
+from ..units import Unit, check_counts, path_of, repeat_to
 
 DEFAULT_MEMBERS: dict[str, list[str]] = {
     "image": ["jpg", "jpeg", "png", "webp"],
@@ -149,21 +149,23 @@ class ForeignTarSource:
         return offsets[first] if first < len(offsets) else None
 
     def iter_unit_rows(self, unit: Unit, after: Position | None) -> Iterator[tuple[Position, Any]]:
+        """The samples of a shard after sample ``after[0]`` (from its start when ``None``)."""
+        url = path_of(unit)
         index = after[0] + 1 if after else 0
         start = 0
         if index:
-            found = self._start_offset(unit, index)
+            found = self._start_offset(url, index)
             if found is None:
                 return
             start = found
         reader = RangedReader(
-            unit, storage_options=self.storage_options, start=start, block_size=self.block_size, retry=self.retry
+            url, storage_options=self.storage_options, start=start, block_size=self.block_size, retry=self.retry
         )
         with reader:
             for key, _, members in iter_samples(
-                reader, start_offset=start, max_member_size=self.max_member_size, source=unit
+                reader, start_offset=start, max_member_size=self.max_member_size, source=url
             ):
-                yield (index,), self._row(unit, key, members)
+                yield (index,), self._row(url, key, members)
                 index += 1
 
     def _row(self, url: str, key: str, members: dict[str, bytes]) -> Row | BadSample:

@@ -22,7 +22,7 @@ from ...io.lines import read_jsonl_lines
 from ...io.storage import StorageOptions
 from ..rows import Position
 from ..sft_sample import LineRow
-from ..units import Unit
+from ..units import Unit, line_of
 from ..video import FrameSampler
 
 Place = tuple[int, int]
@@ -137,8 +137,7 @@ class JsonlLineSource(LineListing):
         """The one row of a line unit (nothing once ``after`` says it was read)."""
         if after is not None:
             return
-        line, image_dir = unit
-        assert isinstance(line, str) and isinstance(image_dir, str)
+        line, image_dir = line_of(unit)
         yield (), LineRow(line, DirectoryMedia(image_dir, self.storage_options))
 
     def plan_units(self, units: Iterable[Unit]) -> None:

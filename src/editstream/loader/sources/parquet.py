@@ -22,7 +22,7 @@ from ...io.retry import RetryPolicy
 from ...io.storage import StorageOptions
 from ..drops import DropLog
 from ..rows import Position, Row
-from ..units import Unit, check_counts, repeat_to
+from ..units import Unit, check_counts, path_of, repeat_to, row_group_of
 
 GRANULARITIES = ("row_group", "file")
 
@@ -139,9 +139,9 @@ class ParquetSource:
     def iter_unit_rows(self, unit: Unit, after: Position | None) -> Iterator[tuple[Position, Row]]:
         """Rows of one unit after the resume position ``after`` (``None``: from the start)."""
         if self.granularity == "file":
-            yield from self._iter_file_rows(unit, None, after)
+            yield from self._iter_file_rows(path_of(unit), None, after)
             return
-        path, rg = unit
+        path, rg = row_group_of(unit)
         start = (rg, after[0]) if after is not None else None
         for (_, row_index), row in self._iter_file_rows(path, [rg], start):
             yield (row_index,), row

@@ -35,7 +35,7 @@ from ..drops import FATAL
 from ..prefetch import DEFAULT_PREFETCH_BYTES, DEFAULT_PREFETCH_ITEMS, ProcessLocalPool, prefetch_ordered
 from ..rows import BadSample, Position
 from ..sft_sample import LineRow
-from ..units import Unit
+from ..units import Unit, line_of
 from ..video import decode_frame
 from .jsonl import LineEntry, LineListing, Place
 
@@ -241,7 +241,7 @@ class ShardLineSource(LineListing):
         a new plan (an empty one ends it) cancels the fetches of the previous one not started yet."""
         if self._planned is not None:
             self._planned.close()
-        items = ((self.place(unit), str(unit[0])) for unit in units)
+        items = ((self.place(unit), line_of(unit)[0]) for unit in units)
         self._planned = prefetch_ordered(
             items,
             self.fetch,
@@ -266,7 +266,7 @@ class ShardLineSource(LineListing):
         """The one row of a line unit (a :class:`BadSample` when its sample cannot be read)."""
         if after is not None:
             return
-        line = str(unit[0])
+        line = line_of(unit)[0]
         try:
             media = self._media((self.place(unit), line))
         except FATAL:

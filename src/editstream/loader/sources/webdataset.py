@@ -34,7 +34,7 @@ from ...io.storage import StorageOptions
 from ...kinds import DatasetKind, SourceShape, UnknownKindError, get_kind
 from ..drops import DropLog
 from ..rows import BadSample, Position, Row
-from ..units import Unit, check_counts, repeat_to
+from ..units import Unit, check_counts, path_of, repeat_to
 
 logger = logging.getLogger("editstream")
 
@@ -166,7 +166,8 @@ class TarSource:
         self._file_row_groups.update(counts)
         chosen = repeat_to(sorted(counts), num_used)
         if self.granularity == "file":
-            return chosen
+            files: list[Unit] = list(chosen)
+            return files
         return [(path, rg) for path in chosen for rg in range(counts[path])]
 
     def _size_units(self, root: str, manifest: Manifest, num_used: int) -> list[Unit]:
@@ -178,7 +179,8 @@ class TarSource:
             urls.append(url)
         if not urls:
             raise FileNotFoundError(f"dataset {self.dataset_name!r}: {root} holds no shards")
-        return repeat_to(urls, num_used)
+        shards: list[Unit] = list(repeat_to(urls, num_used))
+        return shards
 
     # ---- reading -------------------------------------------------------------------------
     def readahead(self) -> ReadAhead:
@@ -209,7 +211,7 @@ class TarSource:
         if self.layout == "size":
             return [self._shards[unit]]
         if self.granularity == "file":
-            return [self._shards[(unit, rg)] for rg in range(self._file_row_groups[unit])]
+            return [self._shards[(unit, rg)] for rg in range(self._file_row_groups[path_of(unit)])]
         return [self._shards[unit]]
 
     def iter_unit_rows(self, unit: Unit, after: Position | None) -> Iterator[tuple[Position, Any]]:
@@ -218,7 +220,7 @@ class TarSource:
             return
         if self.granularity == "file":
             first_rg = after[0] if after else 0
-            for rg in range(first_rg, self._file_row_groups[unit]):
+            for rg in range(first_rg, self._file_row_groups[path_of(unit)]):
                 first_row = after[1] + 1 if after and rg == first_rg else 0
                 for (row,), row_value in self._read_shard(self._shards[(unit, rg)], first_row):
                     yield (rg, row), row_value
