@@ -9,6 +9,9 @@ and where with the paths the user gave (the shard, not the converter's source pa
 DataLoader workers are other processes: each one writes its counts to a small file in a
 directory private to the dataset, and :meth:`DropLog.as_dict` adds them up, so the main
 process's ``drop_counts`` covers every worker.
+
+A :class:`FailureBudget` stops a stream when failures come in a row (units that cannot be read,
+rows whose parser fails on something other than bad data), with an error naming the last one.
 """
 
 from __future__ import annotations

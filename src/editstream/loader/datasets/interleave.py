@@ -23,7 +23,7 @@ class InterleavedBaseIterableDataset(DistributedIterableDataset):
     """Mixin with ``_init_data`` / ``_add_text`` / ``_add_image`` / ``_add_video``.
 
     Expects ``self.tokenizer`` (``encode(str) -> list[int]``), ``self.transform`` and, for
-    ViT items, ``self.vit_transform`` (both :class:`~editstream.transforms.ImageTransform`-like,
+    ViT items, ``self.vit_transform`` (both :class:`~editstream.loader.transforms.ImageTransform`-like,
     with a ``stride``).
     """
 
