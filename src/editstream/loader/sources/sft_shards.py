@@ -236,6 +236,12 @@ class ShardLineSource(LineListing):
             raise SampleMismatchError(f"{shard.url}: sample {key!r} has no media mapping")
         return SampleMedia(media)
 
+    def __getstate__(self) -> dict[str, Any]:
+        """A copy for another process (a DataLoader worker) leaves the fetches in flight behind."""
+        state = dict(self.__dict__)
+        state["_planned"] = None
+        return state
+
     def plan_units(self, units: Iterable[Unit]) -> None:
         """Fetch the samples of ``units`` ahead, in this order, within the byte and sample budgets;
         a new plan (an empty one ends it) cancels the fetches of the previous one not started yet."""
