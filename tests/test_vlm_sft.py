@@ -322,7 +322,7 @@ def test_constructor_is_cheap_and_checks_its_arguments(tmp_path):
     assert sft(["x.jsonl"], ["d"], [1], backend="source").backend == "parquet"
     with pytest.raises(ValueError, match="row index"):
         bad = sft(["x.jsonl"], ["d"], [1], data_status=[[0, 3]])
-        bad._first_row(0)
+        bad.resume_point(0)
 
 
 def test_a_pass_with_only_bad_rows_is_an_error_naming_the_dataset(tmp_path):

@@ -7,6 +7,7 @@ planted bad rows on both sides; a damaged shard sample dropped with its location
 
 from __future__ import annotations
 
+import pickle
 import random
 import threading
 import time
@@ -223,3 +224,12 @@ def test_prefetch_keeps_within_its_byte_budget_and_count_cap():
                 live["items"] -= 1
     assert out == list(range(len(sizes)))
     assert live["max_bytes"] <= 100 and live["max_items"] <= 3
+
+
+def test_a_dataset_read_in_this_process_still_pickles_for_spawned_workers(data):
+    ds = make(data, "webdataset")
+    samples = iter(ds)
+    next(samples)  # fetches planned ahead are in flight now
+    clone = pickle.loads(pickle.dumps(ds))
+    samples.close()
+    assert_batches_equal(stream(make(data, "webdataset"), 5), stream(clone, 5))

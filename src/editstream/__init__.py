@@ -17,9 +17,9 @@ _EXPORTS = {
     "InterleavedBaseIterableDataset": "editstream.loader.datasets.interleave",
     "ParquetStandardIterableDataset": "editstream.loader.datasets.standard",
     "WebDatasetStandardIterableDataset": "editstream.loader.datasets.standard",
-    "UnifiedEditIterableDataset": "editstream.loader.datasets.unified_edit",
-    "T2IIterableDataset": "editstream.loader.datasets.t2i",
-    "SftJSONLIterableDataset": "editstream.loader.datasets.vlm_sft",
+    "UnifiedEditIterableDataset": "editstream.loader.datasets.edit",
+    "T2IIterableDataset": "editstream.loader.datasets.text_to_image",
+    "SftJSONLIterableDataset": "editstream.loader.datasets.sft",
     "FrameSampler": "editstream.loader.video",
     "DATASET_REGISTRY": "editstream.loader.datasets.registry",
     "ImageTransform": "editstream.loader.transforms",
@@ -45,15 +45,15 @@ _EXPORTS = {
 if TYPE_CHECKING:  # the same names, visible to type checkers and IDEs without importing at run time
     from editstream.conversion.run import convert as convert
     from editstream.io.retry import RetryPolicy as RetryPolicy
+    from editstream.loader.datasets.edit import UnifiedEditIterableDataset as UnifiedEditIterableDataset
     from editstream.loader.datasets.interleave import InterleavedBaseIterableDataset as InterleavedBaseIterableDataset
     from editstream.loader.datasets.registry import DATASET_REGISTRY as DATASET_REGISTRY
+    from editstream.loader.datasets.sft import SftJSONLIterableDataset as SftJSONLIterableDataset
     from editstream.loader.datasets.standard import ParquetStandardIterableDataset as ParquetStandardIterableDataset
     from editstream.loader.datasets.standard import (
         WebDatasetStandardIterableDataset as WebDatasetStandardIterableDataset,
     )
-    from editstream.loader.datasets.t2i import T2IIterableDataset as T2IIterableDataset
-    from editstream.loader.datasets.unified_edit import UnifiedEditIterableDataset as UnifiedEditIterableDataset
-    from editstream.loader.datasets.vlm_sft import SftJSONLIterableDataset as SftJSONLIterableDataset
+    from editstream.loader.datasets.text_to_image import T2IIterableDataset as T2IIterableDataset
     from editstream.loader.decode import pil_img2rgb as pil_img2rgb
     from editstream.loader.distributed import DistributedIterableDataset as DistributedIterableDataset
     from editstream.loader.tokenizer import ByteTokenizer as ByteTokenizer

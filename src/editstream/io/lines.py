@@ -1,6 +1,6 @@
 """JSONL text as lines, exactly as Python's text mode reads it.
 
-The vlm_sft reference reads a JSONL with ``open(path, "r").readlines()``: UTF-8 here, universal
+The reference's JSONL dataset reads its file with ``open(path, "r").readlines()``: UTF-8 here, universal
 newlines (``\\r\\n`` and a lone ``\\r`` become ``\\n``), the newline kept on every line, the last
 line possibly without one. The line texts are sort keys of the reference's epoch order, so
 every reader in editstream (the source backend, the converter, the converted dataset's copy)

@@ -44,7 +44,7 @@ KIND = DatasetKind(
     summary="text-to-image: one image and a JSON object of its captions",
     columns=COLUMNS,
     row_problems=row_problems,
-    dataset="editstream.loader.datasets.t2i:T2IIterableDataset",
+    dataset="editstream.loader.datasets.text_to_image:T2IIterableDataset",
     preview="editstream.preview.builtin:captioned_image",
     synth="editstream.testing.synth_rows:write_captioned_images",
 )

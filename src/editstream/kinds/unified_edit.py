@@ -50,7 +50,7 @@ KIND = DatasetKind(
     summary="image editing: an edit chain of images and the instructions between them",
     columns=COLUMNS,
     row_problems=row_problems,
-    dataset="editstream.loader.datasets.unified_edit:UnifiedEditIterableDataset",
+    dataset="editstream.loader.datasets.edit:UnifiedEditIterableDataset",
     preview="editstream.preview.builtin:edit_chain",
     synth="editstream.testing.synth_rows:write_edit_chains",
 )

@@ -14,8 +14,13 @@ from .units import Unit, rank_units, resolve_rank_and_world, worker_units
 
 DEFAULT_EPOCH_SEED = 42
 
+WorkerStatus = list[int] | int
+"""Where one worker resumes: ``[unit, *row position]``, or a row index for one-row units (JSONL lines)."""
+DataStatus = list[WorkerStatus | None]
+"""Per worker id, its :data:`WorkerStatus` (``None``: the worker has not yielded yet)."""
 
-class DistributedIterableDataset(torch.utils.data.IterableDataset):
+
+class DistributedIterableDataset(torch.utils.data.IterableDataset[dict[str, Any]]):
     """Rank/worker-aware iterable dataset with resumable per-worker status.
 
     ``set_epoch(seed)`` shuffles the sorted units with a private ``random.Random`` and gives
@@ -39,29 +44,29 @@ class DistributedIterableDataset(torch.utils.data.IterableDataset):
         self.world_size = world_size
         self.num_workers = num_workers
         self.rng = random.Random()
-        self.data_status: list | None = None
-        self._resume_data_status: list | None = None
+        self.data_status: DataStatus | None = None
+        self._resume_data_status: DataStatus | None = None
         self._data_paths: list[Unit] | None = None
         self._rank_slice: list[Unit] | None = None
         self.drops = DropLog(dataset_name=dataset_name)
 
     # ---- resume status -------------------------------------------------------------------
-    def set_data_status(self, data_status: list | None) -> None:
-        """Where each worker resumes (``[unit, *row position]`` per worker id), or ``None``."""
+    def set_data_status(self, data_status: DataStatus | None) -> None:
+        """Where each worker resumes (a :data:`WorkerStatus` per worker id), or ``None``."""
         self.data_status = copy.deepcopy(data_status)
         self._resume_data_status = copy.deepcopy(data_status)
 
-    def _get_worker_data_status(self, worker_id: int) -> list | None:
+    def _get_worker_data_status(self, worker_id: int) -> WorkerStatus | None:
         if self.data_status is None or worker_id >= len(self.data_status):
             return None
         return self.data_status[worker_id]
 
-    def _set_worker_resume_data_status(self, worker_id: int, status: list) -> None:
+    def _set_worker_resume_data_status(self, worker_id: int, status: WorkerStatus) -> None:
         if self._resume_data_status is None:
             self._resume_data_status = [None] * max(int(self.num_workers), worker_id + 1)
         while len(self._resume_data_status) <= worker_id:
             self._resume_data_status.append(None)
-        self._resume_data_status[worker_id] = list(status)
+        self._resume_data_status[worker_id] = int(status) if isinstance(status, int) else list(status)
 
     def state_dict(self) -> dict[str, Any]:
         """``{"data_status": [...]}``: the position of the last yielded sample of each worker."""
@@ -107,11 +112,6 @@ class DistributedIterableDataset(torch.utils.data.IterableDataset):
                 raise ValueError(f"dataset {self.dataset_name!r} has no units")
         return self._rank_slice
 
-    @property
-    def num_files_per_rank(self) -> int:
-        """Number of units this rank reads per epoch."""
-        return len(self.data_paths_per_rank)
-
     def get_data_paths_per_worker(self) -> tuple[list[Unit], int]:
         """This worker's units (reversed slice with DataLoader workers) and its worker id."""
         info = torch.utils.data.get_worker_info()
@@ -134,5 +134,5 @@ class DistributedIterableDataset(torch.utils.data.IterableDataset):
             world_size=self.world_size,
         )
 
-    def __iter__(self) -> Iterator[dict]:
+    def __iter__(self) -> Iterator[dict[str, Any]]:
         raise NotImplementedError

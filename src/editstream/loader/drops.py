@@ -9,6 +9,9 @@ and where with the paths the user gave (the shard, not the converter's source pa
 DataLoader workers are other processes: each one writes its counts to a small file in a
 directory private to the dataset, and :meth:`DropLog.as_dict` adds them up, so the main
 process's ``drop_counts`` covers every worker.
+
+A :class:`FailureBudget` stops a stream when failures come in a row (units that cannot be read,
+rows whose parser fails on something other than bad data), with an error naming the last one.
 """
 
 from __future__ import annotations
@@ -58,10 +61,6 @@ def where_text(location: dict[str, Any]) -> str:
     return ", ".join(f"{k}={v}" for k, v in items.items())
 
 
-def _new_shared_dir() -> str:
-    return os.path.join(tempfile.gettempdir(), f"editstream-drops-{uuid.uuid4().hex}")
-
-
 def _remove_dir(path: str, owner: int) -> None:
     if os.getpid() == owner:  # a forked worker inherits this finaliser; only the creator cleans up
         shutil.rmtree(path, ignore_errors=True)
@@ -82,13 +81,13 @@ class DropLog:
     """Per-reason drop counters plus the most recent drops, for one dataset, summed over processes."""
 
     dataset_name: str = ""
-    counts: Counter = field(default_factory=Counter)
-    recent: deque = field(default_factory=lambda: deque(maxlen=HISTORY))
+    counts: Counter[str] = field(default_factory=Counter)
+    recent: deque[Drop] = field(default_factory=lambda: deque(maxlen=HISTORY))
     shared_dir: str = field(
         default_factory=lambda: os.path.join(tempfile.gettempdir(), f"editstream-drops-{uuid.uuid4().hex}")
     )
     owner_pid: int = field(default_factory=os.getpid)
-    _logged: set = field(default_factory=set, repr=False)
+    _logged: set[tuple[str, tuple[tuple[str, str], ...]]] = field(default_factory=set, repr=False)
 
     def __post_init__(self) -> None:
         self._pid = os.getpid()
@@ -137,8 +136,8 @@ class DropLog:
                 json.dump(dict(self.counts), f)
             os.replace(tmp, path)
 
-    def _published(self) -> Counter:
-        total: Counter = Counter()
+    def _published(self) -> Counter[str]:
+        total: Counter[str] = Counter()
         try:
             names = os.listdir(self.shared_dir)
         except OSError:
@@ -161,26 +160,44 @@ class DropLog:
 
 
 class FailureBudgetExceeded(RuntimeError):
-    """Too many units in a row could not be read: the data (or the storage) is broken."""
+    """Too many failures in a row (units that could not be read, rows a parser failed on): the data,
+    the storage or the parser is broken."""
 
 
 class FailureBudget:
-    """Counts units that failed to read in a row; more than ``budget`` stops the stream."""
+    """Counts failures in a row; more than ``budget`` stops the stream with an error naming them.
 
-    def __init__(self, dataset_name: str, budget: int) -> None:
+    ``what`` says what failed in the error (``"units in a row could not be read"``); ``drops``,
+    when given, adds the dataset's drop counts to it.
+    """
+
+    def __init__(
+        self,
+        dataset_name: str,
+        budget: int,
+        what: str = "units in a row could not be read",
+        drops: DropLog | None = None,
+    ) -> None:
         self.dataset_name = dataset_name
         self.budget = budget
+        self.what = what
+        self.drops = drops
         self.in_a_row = 0
+        self.last_error: BaseException | None = None
+        self.last_where: dict[str, Any] = {}
 
     def failed(self, where: dict[str, Any], error: BaseException) -> None:
-        """Count one failed unit; raise :class:`FailureBudgetExceeded` (chained) past the budget."""
+        """Count one failure; raise :class:`FailureBudgetExceeded` (chained to ``error``) past the budget."""
         self.in_a_row += 1
+        self.last_error, self.last_where = error, dict(where)
         if self.in_a_row > self.budget:
+            counts = f"; drops so far: {self.drops.as_dict()}" if self.drops is not None else ""
             raise FailureBudgetExceeded(
-                f"dataset {self.dataset_name!r}: {self.in_a_row} units in a row could not be read "
-                f"(budget {self.budget}); last: {where}: {error}"
+                f"dataset {self.dataset_name!r}: {self.in_a_row} {self.what} "
+                f"(budget {self.budget}); last: {where_text(where)}: {error_text(error)}{counts}"
             ) from error
 
     def succeeded(self) -> None:
-        """A unit gave a row: the run of failures is over."""
+        """A success: the run of failures is over."""
         self.in_a_row = 0
+        self.last_error = None

@@ -1,74 +1,28 @@
-"""The one iteration loop both backends share: units -> rows -> ``parse_row`` -> samples.
+"""The one iteration loop every dataset kind and backend shares: units -> rows -> ``parse_row`` -> samples.
 
-A *source* turns a unit into rows; a backend is nothing more than a source. Everything after
-"rows" (parsing, ``data_indexes``, resume status, drop counting, the failure budget) lives
-here, so the parquet and WebDataset backends cannot drift apart.
+A *source* (:class:`~editstream.loader.rows.RowSource`) turns a unit into rows; a backend is
+nothing more than a source: parquet row groups or files, converted or foreign tar shards, JSONL
+lines. Everything after "rows" (parsing, ``data_indexes``, resume status, drop counting, the
+failure budgets, the error for a pass that yields nothing) lives here, once.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Iterator, Sequence
-from typing import Any, Protocol
+from typing import Any
 
 from ..format.columns import ColumnTypeError
-from .distributed import DistributedIterableDataset
-from .drops import FATAL, FailureBudget
-from .reasons import drop_reason
+from ..kinds import DatasetKind, kind_of_dataset
+from .distributed import DistributedIterableDataset, WorkerStatus
+from .drops import FATAL, FailureBudget, error_text
+from .reasons import judge
+from .rows import BadSample, DropRow, Position, RowSource
 from .units import Unit
 
 logger = logging.getLogger("editstream")
 
-Position = tuple
-"""Where a row sits inside its unit: ``(row,)`` or ``(row_group, row)``."""
-
-
-def empty_pass_error(dataset: DistributedIterableDataset, worker_id: int, count: int, what: str) -> RuntimeError:
-    """The error a stream raises when a whole pass over its ``count`` units (or rows) yielded nothing.
-
-    The reference would loop forever without yielding; every drop has been counted and logged
-    with its location by then, so the error names the dataset, the worker and the drop counts.
-    """
-    return RuntimeError(
-        f"dataset {dataset.dataset_name!r} rank {dataset.local_rank} worker {worker_id}: a whole pass over "
-        f"{count} {what} gave no sample (drops so far: {dataset.drops.as_dict()}); check the data directories"
-    )
-
-
-class Row(dict):
-    """A source row: a plain dict that also allows ``row.column`` like a pandas row does."""
-
-    def __getattr__(self, name: str) -> Any:
-        try:
-            return self[name]
-        except KeyError as exc:
-            raise AttributeError(name) from exc
-
-
-class BadSample:
-    """A row a source read but could not decode (a shard sample missing a member, say).
-
-    Sources yield it in place of the row; the shared loop drops and counts it like a row
-    whose ``parse_row`` raised, with the source's extra location (shard URL, key).
-    """
-
-    def __init__(self, error: BaseException, where: dict[str, Any]) -> None:
-        self.error = error
-        self.where = where
-
-
-class RowSource(Protocol):
-    """What a backend provides: list units, then stream rows of one unit."""
-
-    def list_units(self, data_dir_list: Sequence[str], num_used_data: Sequence[int]) -> list[Unit]: ...
-
-    def iter_unit_rows(self, unit: Unit, after: Position | None) -> Iterator[tuple[Position, Any]]: ...
-
-    def describe(self, unit: Unit, position: Position | None = None) -> dict[str, Any]: ...
-
-    # Optional: ``plan_units(units)`` is handed the units the stream will read, in order (an
-    # endless iterator), before the first is read, so a source can read ahead across units;
-    # a source without it may define ``prefetch(unit)``, called with the next unit each time.
+__all__ = ["BadSample", "DropRow", "SourceIterableDataset"]
 
 
 def _unit_order(units: Sequence[Unit], start: int) -> Iterator[Unit]:
@@ -79,36 +33,67 @@ def _unit_order(units: Sequence[Unit], start: int) -> Iterator[Unit]:
 
 
 class SourceIterableDataset(DistributedIterableDataset):
-    """A dataset whose rows come from a :class:`RowSource`; subclasses define ``parse_row``.
+    """A dataset whose rows come from a :class:`~editstream.loader.rows.RowSource`; subclasses define ``parse_row``.
 
     Iteration: for each of this worker's units from the resume point, stream rows, parse each,
-    stamp ``data_indexes = [unit_position, *row_position]``, record it as the resume status
-    and yield. A row whose parse raises is dropped and counted; a unit that cannot be read is
-    dropped (from the failing point) and counted. After the last unit the stream starts over.
+    stamp ``data_indexes`` (:meth:`sample_index`), record it as the resume status and yield.
+    A row whose parse raises is dropped and counted; when the exception is not a data problem
+    (:func:`~editstream.loader.reasons.judge`) it also counts against ``parser_failure_budget``.
+    A unit that cannot be read is dropped (from the failing point), counted and budgeted.
+    After the last unit the stream starts over.
     """
 
     source: RowSource
-    schema_name: str | None = None
-    """The schema whose row checks explain a dropped row in ``report.json``'s words (``format.rowproblems``)."""
     unit_failure_budget: int = 16
     """Units in a row that may fail to read (after the source's retries) before the stream stops."""
-    _budget: FailureBudget | None = None
+    parser_failure_budget: int = 16
+    """Rows in a row whose ``parse_row`` raised something other than a data error before the stream stops."""
+    unit_noun = "units"
+    """What a unit is called in the error for a pass that yielded nothing."""
 
-    def parse_row(self, row: dict) -> dict:
+    def parse_row(self, row: Any) -> dict[str, Any]:
         raise NotImplementedError
 
-    def _failure_budget(self) -> FailureBudget:
-        if self._budget is None:
-            self._budget = FailureBudget(self.dataset_name, self.unit_failure_budget)
-        return self._budget
+    @property
+    def kind(self) -> DatasetKind | None:
+        """The registered kind this dataset class (or a base of it) reads; ``None`` for a class of its own."""
+        if "_kind" not in self.__dict__:
+            self.__dict__["_kind"] = kind_of_dataset(type(self))
+        kind: DatasetKind | None = self.__dict__["_kind"]
+        return kind
 
-    def __iter__(self) -> Iterator[dict]:
-        units, worker_id = self.get_data_paths_per_worker()
+    def _budget(self, name: str, size: int, what: str) -> FailureBudget:
+        budget = self.__dict__.get(name)
+        if budget is None:
+            budget = self.__dict__[name] = FailureBudget(self.dataset_name, size, what, self.drops)
+        return budget
+
+    def _unit_budget(self) -> FailureBudget:
+        return self._budget("_unit_failures", self.unit_failure_budget, "units in a row could not be read")
+
+    def _parser_budget(self) -> FailureBudget:
+        what = "rows in a row made parse_row raise an error that is not a data problem (a bug in the parser?)"
+        return self._budget("_parser_failures", self.parser_failure_budget, what)
+
+    def resume_point(self, worker_id: int) -> tuple[int, Position | None]:
+        """The unit to start at and the position in it to resume after (``data_status = [unit, *position]``)."""
         status = self._get_worker_data_status(worker_id)
-        if status is not None:
-            start_unit, after = int(status[0]), tuple(status[1:])
-        else:
-            start_unit, after = 0, None
+        if status is None:
+            return 0, None
+        if isinstance(status, int):
+            raise ValueError(
+                f"dataset {self.dataset_name!r}: data_status[{worker_id}] is {status!r}; this dataset resumes "
+                f"from [unit, *row position], as saved by state_dict()"
+            )
+        return int(status[0]), tuple(status[1:])
+
+    def sample_index(self, unit_position: int, position: Position) -> WorkerStatus:
+        """A sample's ``data_indexes`` (and the worker's resume status): ``[unit_position, *position]``."""
+        return [unit_position, *position]
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        units, worker_id = self.get_data_paths_per_worker()
+        start_unit, after = self.resume_point(worker_id)
         logger.info(
             "rank-%s worker-%s dataset-%s: starting at unit %s after %s",
             self.local_rank,
@@ -117,27 +102,24 @@ class SourceIterableDataset(DistributedIterableDataset):
             start_unit,
             after,
         )
-        plan_units = getattr(self.source, "plan_units", None)
-        if plan_units is None or not units:
-            yield from self._stream(units, worker_id, start_unit, after, getattr(self.source, "prefetch", None))
+        if not units:
+            yield from self._stream(units, worker_id, start_unit, after)
             return
-        plan_units(_unit_order(units, start_unit))
+        self.source.plan_units(_unit_order(units, start_unit))
         try:
-            yield from self._stream(units, worker_id, start_unit, after, None)
+            yield from self._stream(units, worker_id, start_unit, after)
         finally:
-            plan_units(iter(()))  # a stream closed mid-way hands back what it read ahead
+            self.source.plan_units(iter(()))  # a stream closed mid-way hands back what it read ahead
 
     def _stream(
-        self, units: Sequence[Unit], worker_id: int, start_unit: int, after: Position | None, prefetch: Any
-    ) -> Iterator[dict]:
+        self, units: Sequence[Unit], worker_id: int, start_unit: int, after: Position | None
+    ) -> Iterator[dict[str, Any]]:
         """The endless loop over this worker's units, from ``start_unit`` (after row ``after``) on."""
         while True:
             full_pass = start_unit == 0 and after is None
             yielded = 0
             for unit_position in range(start_unit, len(units)):
                 unit = units[unit_position]
-                if prefetch is not None and len(units) > 1:
-                    prefetch(units[(unit_position + 1) % len(units)])
                 rows = self.source.iter_unit_rows(unit, after)
                 after = None
                 try:
@@ -149,14 +131,38 @@ class SourceIterableDataset(DistributedIterableDataset):
                     if close is not None:
                         close()
             if full_pass and yielded == 0:
-                raise empty_pass_error(self, worker_id, len(units), "units")
+                raise self._empty_pass_error(worker_id, len(units))
             start_unit = 0
             logger.info("%s repeat in rank-%s worker-%s", self.dataset_name, self.local_rank, worker_id)
 
+    def _empty_pass_error(self, worker_id: int, count: int) -> RuntimeError:
+        """The error for a whole pass over ``count`` units that yielded nothing.
+
+        The reference would loop forever without yielding; every drop has been counted and logged
+        with its location by then, so the error names the dataset, the worker, the drop counts
+        and, when the parser kept failing on something that is not bad data, that error.
+        """
+        message = (
+            f"dataset {self.dataset_name!r} rank {self.local_rank} worker {worker_id}: a whole pass over "
+            f"{count} {self.unit_noun} gave no sample (drops so far: {self.drops.as_dict()}); "
+            f"check the data directories"
+        )
+        parser = self._parser_budget()
+        if parser.in_a_row and parser.last_error is not None:
+            message += (
+                f"; parse_row raised {error_text(parser.last_error)} at {parser.last_where}, "
+                f"which is not a data problem: a bug in the parser?"
+            )
+            error = RuntimeError(message)
+            error.__cause__ = parser.last_error
+            return error
+        return RuntimeError(message)
+
     def _parse_unit(
-        self, unit: Unit, unit_position: int, rows: Iterator[tuple[Position, dict]], worker_id: int
-    ) -> Iterator[dict]:
+        self, unit: Unit, unit_position: int, rows: Iterator[tuple[Position, Any]], worker_id: int
+    ) -> Iterator[dict[str, Any]]:
         """Parse the rows of one unit, dropping (and counting) bad rows and an unreadable rest."""
+        budget = self._unit_budget()
         while True:
             try:
                 position, row = next(rows)
@@ -167,24 +173,50 @@ class SourceIterableDataset(DistributedIterableDataset):
             except Exception as exc:  # noqa: BLE001 - the unit is unreadable from here on: counted, budgeted
                 where = self.source.describe(unit)
                 self.drops.record("unreadable_unit", where, exc)
-                self._failure_budget().failed(where, exc)
+                budget.failed(where, exc)
                 return
-            self._failure_budget().succeeded()
             if isinstance(row, BadSample):
-                self.drops.record("bad_sample", {**self.source.describe(unit, position), **row.where}, row.error)
+                where = {**self.source.describe(unit, position), **row.where}
+                self.drops.record("bad_sample", where, row.error)
+                if row.unreadable:
+                    budget.failed(where, row.error)
+                else:
+                    budget.succeeded()
                 continue
-            try:
-                data = self.parse_row(row)
-            except FATAL:
-                raise
-            except Exception as exc:  # noqa: BLE001 - any parse error drops the row (counted, located)
-                detail = drop_reason(self.schema_name, row, exc)
-                self.drops.record("bad_row", self.source.describe(unit, position), exc, detail)
+            budget.succeeded()
+            data = self._parse(row, unit, position)
+            if data is None:
                 continue
-            if not data:
-                self.drops.record("empty_sample", self.source.describe(unit, position))
-                continue
-            index = [unit_position, *position]
+            index = self.sample_index(unit_position, position)
             data["data_indexes"] = {"data_indexes": index, "worker_id": worker_id, "dataset_name": self.dataset_name}
             self._set_worker_resume_data_status(worker_id, index)
             yield data
+
+    def _parse(self, row: Any, unit: Unit, position: Position) -> dict[str, Any] | None:
+        """The sample of one row, or ``None`` after counting why it was dropped."""
+        try:
+            data = self.parse_row(row)
+        except FATAL:
+            raise
+        except DropRow as drop:
+            self._drop(drop.reason, row, drop.__cause__, unit, position)
+            return None
+        except Exception as exc:  # noqa: BLE001 - judged: bad data is dropped, a parser bug is budgeted
+            self._drop("bad_row", row, exc, unit, position)
+            return None
+        if not data:
+            self.drops.record("empty_sample", self.source.describe(unit, position))
+            return None
+        self._parser_budget().succeeded()
+        return data
+
+    def _drop(self, reason: str, row: Any, error: BaseException | None, unit: Unit, position: Position) -> None:
+        """Count a dropped row; an error that is not a data problem also counts against the parser budget."""
+        where = self.source.describe(unit, position)
+        if error is None:
+            self.drops.record(reason, where)
+            return
+        verdict = judge(self.kind, row, error)
+        self.drops.record(reason, where, error, verdict.detail)
+        if not verdict.data_problem:
+            self._parser_budget().failed(where, error)

@@ -55,7 +55,7 @@ def transform_image(
 ) -> tuple[torch.Tensor, Normalization | None]:
     """``(tensor, normalization)``: uint8 pixels and their ``(mean, std)``, or the transform's own output and None.
 
-    ``img_num`` is passed on only when given (the reference's edit and t2i datasets call
+    ``img_num`` is passed on only when given (the reference's edit and text-to-image datasets call
     ``transform(image)``).
     """
     kwargs = {} if img_num is None else {"img_num": img_num}

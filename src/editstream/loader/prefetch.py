@@ -1,6 +1,6 @@
 """Fetching items whose order is known ahead, a few at a time on threads, with memory bounded.
 
-A worker's vlm_sft rows are single samples scattered over many shards, and the worker knows
+A worker's JSONL-line rows are single samples scattered over many shards, and the worker knows
 their order before it reads any, so it fetches the next ones concurrently while it parses the
 current one. Two limits bound memory: the bytes fetched but not yet handed out (a budget, an
 item larger than the budget still goes alone) and the number of items in flight.

@@ -1,43 +1,77 @@
-"""Why a row was dropped, in the converter's words: the kind's row problem that matches the parser's exception.
+"""Why a row was dropped, and whether its data or the parser's own code is to blame.
 
 ``parse_row`` fails with whatever its code raised (``IndexError: Cannot choose from an empty
 sequence``, ``UnidentifiedImageError``). The kind's row checks (the ones behind ``report.json``)
 list the row's typed problems; the drop line gives the one the exception points at (an image
 error -> an image problem, any other -> a text or row problem), and the cleaned exception when
-no check explains it.
+no check explains it. Exceptions are matched by class (``isinstance``), never by name or text.
+
+A row is *bad data* when its kind's checks find a problem or the exception is one that bad data
+raises (:data:`DATA_ERRORS`). Anything else (a ``NameError``, an ``AttributeError`` from the
+parser's own code) is a parser error: the loop still drops the row, but counts it against a
+failure budget so a broken parser stops the stream instead of silently dropping an epoch.
 """
 
 from __future__ import annotations
 
+import struct
+import zlib
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
-from ..kinds import Part, UnknownKindError, get_kind
+from PIL import Image, UnidentifiedImageError
+
+from ..kinds import DatasetKind, Part, RowProblem
+from .decode import ImageRejected
 from .drops import error_text
 
-_IMAGE_ERRORS = ("UnidentifiedImageError", "ImageRejected", "DecompressionBombError", "OSError", "SyntaxError")
+IMAGE_ERRORS: tuple[type[BaseException], ...] = (
+    UnidentifiedImageError,
+    ImageRejected,
+    Image.DecompressionBombError,
+    OSError,
+    SyntaxError,
+)
+"""What decoding bad image bytes raises (Pillow raises ``SyntaxError`` for some broken files)."""
+
+DATA_ERRORS: tuple[type[BaseException], ...] = (
+    *IMAGE_ERRORS,
+    ValueError,  # json.JSONDecodeError, UnicodeDecodeError, a rule of the format (no <video> marker)
+    LookupError,  # KeyError of a missing column or field, IndexError of random.choice([])
+    EOFError,
+    struct.error,
+    zlib.error,
+)
+"""Exceptions that bad row data raises in a parser: the row is dropped and counted, nothing more."""
 
 
-def _is_image_error(exc: BaseException) -> bool:
-    return any(type(e).__name__ in _IMAGE_ERRORS for e in type(exc).__mro__) or "image" in str(exc).lower()
+@dataclass(frozen=True)
+class Verdict:
+    """Why a row failed: the report-style ``detail`` (``""``: the error says it) and whose fault it is."""
+
+    detail: str
+    data_problem: bool
 
 
-def drop_reason(schema: str | None, row: Any, exc: BaseException) -> str:
-    """The report-style reason ``row`` failed with ``exc`` (``""`` when nothing better than the error is known)."""
-    if schema is None or not isinstance(row, Mapping):
-        return ""
+def _problems(kind: DatasetKind | None, row: Any) -> list[RowProblem]:
+    if kind is None or not isinstance(row, Mapping):
+        return []
     try:
-        kind = get_kind(schema)
-    except UnknownKindError:
-        return ""
-    try:
-        problems = kind.problems(row)
+        return kind.problems(row)
     except Exception:  # noqa: BLE001 - a row too broken to check: the error says enough
-        return ""
+        return []
+
+
+def judge(kind: DatasetKind | None, row: Any, exc: BaseException) -> Verdict:
+    """The verdict on ``row`` failing with ``exc`` under ``kind`` (``None``: no row checks)."""
+    problems = _problems(kind, row)
+    data_problem = bool(problems) or isinstance(exc, DATA_ERRORS)
     if not problems:
-        return ""
-    if _is_image_error(exc):
+        return Verdict("", data_problem)
+    if isinstance(exc, IMAGE_ERRORS):
         chosen = [p for p in problems if p.part in (Part.IMAGE, Part.ROW)]
     else:
         chosen = [p for p in problems if p.part is not Part.IMAGE]
-    return str((chosen or problems)[0]) + f" ({error_text(exc)})" * (not chosen)
+    detail = str((chosen or problems)[0]) + f" ({error_text(exc)})" * (not chosen)
+    return Verdict(detail, data_problem)

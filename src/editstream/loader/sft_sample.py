@@ -1,4 +1,4 @@
-"""One vlm_sft JSONL line -> one sample, in the reference's two steps, on either backend.
+"""One VLM fine-tuning JSONL line -> one sample, in the reference's two steps, on either backend.
 
 :func:`read_row` is the reference's try-block: parse the JSON, open the images (or sample the
 video's frames and put ``<image>`` markers where ``<video>`` was); any error there drops the
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from .pixels import NORMALIZATION_KEY, share_one_storage, transform_image
@@ -32,14 +33,22 @@ class MediaReader(Protocol):
         """The encoded bytes of image ``name``; raises when they cannot be read."""
         ...
 
-    def frames(self, name: Any, frame_sampler: Any) -> list:
+    def frames(self, name: Any, frame_sampler: Any) -> list[Any]:
         """The frames ``frame_sampler`` chooses from the video or frame folder ``name``."""
         ...
 
 
+@dataclass(frozen=True)
+class LineRow:
+    """The row of one JSONL-line unit: the line exactly as read, and where its media come from."""
+
+    line: str
+    media: MediaReader
+
+
 def read_row(
     line: str, media: MediaReader, frame_sampler: Any, decode: Callable[[bytes, int], Any]
-) -> tuple[Any, list | None]:
+) -> tuple[Any, list[Any] | None]:
     """The parsed line (``<video>`` already replaced) and its images or frames (``None``: text only).
 
     ``decode(data, img_num)`` turns each image's bytes into an RGB PIL image (``img_num``, the
@@ -48,7 +57,7 @@ def read_row(
     sampler errors, a ``"video"`` row whose first turn lacks ``<video>``.
     """
     item = json.loads(line)
-    images: list | None = None
+    images: list[Any] | None = None
     if "image" in item:
         value = item["image"]
         names = value if type(value) is list else [value]
@@ -95,15 +104,15 @@ def _plan_item(kind: str, loss: int) -> dict[str, Any]:
 
 
 def build_sample(
-    data: Any, images: list | None, transform: Any, stride: int, tokenizer: Any, image_dtype: str = "float32"
+    data: Any, images: list[Any] | None, transform: Any, stride: int, tokenizer: Any, image_dtype: str = "float32"
 ) -> dict[str, Any] | None:
     """The sample dict of a read row, or ``None`` when it has no loss item (``no_loss_labels``).
 
     Keys in the reference's order (then ``image_normalization`` with ``image_dtype="uint8"``);
     ``data_indexes`` is added by the caller.
     """
-    image_tensor_list: list = []
-    normalizations: list = []
+    image_tensor_list: list[Any] = []
+    normalizations: list[Any] = []
     text_ids_list: list[list[int]] = []
     sequence_plan: list[dict[str, Any]] = []
     num_tokens = 0

@@ -1,7 +1,7 @@
 """Units and who reads them: the reference's listing rule, the rank split and the worker split.
 
 A *unit* is what one rank/worker owns: a ``(file, row_group)`` pair (edit datasets), a whole
-file (T2I), a shard, or a ``(line, media_dir)`` pair (vlm_sft). These pure functions decide
+file (text-to-image), a shard, or a ``(line, media_dir)`` pair (JSONL lines). These pure functions decide
 which units each rank and DataLoader worker reads, in which order; both backends share them,
 so their orders cannot differ.
 """
@@ -12,14 +12,36 @@ import logging
 import os
 import random
 from collections.abc import Sequence
-from typing import Any
 
 import torch
 
 logger = logging.getLogger("editstream")
 
-Unit = Any
-"""A ``(path, row_group)`` tuple or a path / URL string, as the source defines."""
+Unit = str | tuple[str, int] | tuple[str, str]
+"""What one rank/worker owns, as its source lists it: a ``(path, row_group)`` pair, a path / URL
+string (a whole file, a shard), or a ``(line, media_dir)`` pair (a JSONL line). Units are sorted
+before the epoch shuffle, so one source's units are all of one shape."""
+
+
+def path_of(unit: Unit) -> str:
+    """The path / URL of a whole-file or shard unit; a ``TypeError`` for a pair."""
+    if not isinstance(unit, str):
+        raise TypeError(f"expected a file or shard unit (a path), got {unit!r}")
+    return unit
+
+
+def row_group_of(unit: Unit) -> tuple[str, int]:
+    """The ``(path, row_group)`` of a row-group unit; a ``TypeError`` for any other shape."""
+    if isinstance(unit, str) or not isinstance(unit[1], int):
+        raise TypeError(f"expected a (path, row_group) unit, got {unit!r}")
+    return unit[0], unit[1]
+
+
+def line_of(unit: Unit) -> tuple[str, str]:
+    """The ``(line, media_dir)`` of a JSONL-line unit; a ``TypeError`` for any other shape."""
+    if isinstance(unit, str) or not isinstance(unit[1], str):
+        raise TypeError(f"expected a (line, media_dir) unit, got {unit!r}")
+    return unit[0], unit[1]
 
 
 def resolve_rank_and_world(local_rank: int | None, world_size: int | None) -> tuple[int, int]:

@@ -1,4 +1,4 @@
-"""Video frames for vlm_sft rows: the reference's ``FrameSampler``, with reading kept apart from choosing.
+"""Video frames for JSONL-line rows: the reference's ``FrameSampler``, reading kept apart from choosing.
 
 ``FrameSampler(path)`` reads a frame folder (a path ending in ``/``) or a video file (through
 decord) and returns the chosen frames as PIL images, drawing from the global NumPy and Python
@@ -68,7 +68,7 @@ def get_frame_indices(
     fix_start: int | None = None,
     input_fps: float = 1,
     max_num_frames: int = -1,
-) -> list:
+) -> list[Any]:
     """Which of ``vlen`` frames to take for ``num_frames`` output frames (the reference's rule).
 
     ``"rand"`` / ``"middle"``: ``min(num_frames, vlen)`` intervals from ``np.linspace``; rand takes
@@ -84,7 +84,7 @@ def get_frame_indices(
         ranges = [(edges[i], edges[i + 1] - 1) for i in range(count)]
         if sample == "rand":
             try:
-                indices: list = [random.choice(range(low, high)) for low, high in ranges]
+                indices: list[int] = [random.choice(range(low, high)) for low, high in ranges]
             except Exception:  # noqa: BLE001 - the reference falls back on any failure (an empty interval)
                 chosen = np.random.permutation(vlen)[:count]
                 chosen.sort()
@@ -115,7 +115,7 @@ def decode_frame(data: bytes) -> Image.Image:
 
 def pick_folder_frames(
     frames: Sequence[Any], num_frames: int, sample: str = "rand", fix_start: int | None = None, min_num_frames: int = 4
-) -> list:
+) -> list[Any]:
     """The choosing half of :func:`read_frames_folder`, on frames already decoded in frame order."""
     chosen = list(frames)
     count = np.random.randint(min_num_frames, num_frames + 1)
@@ -132,7 +132,7 @@ def read_frames_folder(
     min_num_frames: int = 4,
     *,
     storage_options: StorageOptions | None = None,
-) -> list:
+) -> list[Any]:
     """Every frame of a folder (local or a URL) decoded in frame order, then a choice of them."""
     names = sort_frames(storage.list_names(video_path, storage_options))
     frames = [decode_frame(storage.read_bytes(media_path(video_path, name), storage_options)) for name in names]
@@ -154,7 +154,7 @@ def sample_video(
     fix_start: int | None = None,
     clip: tuple[float, float] | None = None,
     min_num_frames: int = 4,
-) -> list:
+) -> list[Any]:
     """The choosing half of :func:`read_frames_decord`: ``t`` frames of an open video as PIL images."""
     vlen = len(reader)
     fps = reader.get_avg_fps()
@@ -180,7 +180,7 @@ def read_frames_decord(
     min_num_frames: int = 4,
     *,
     storage_options: StorageOptions | None = None,
-) -> list:
+) -> list[Any]:
     """Frames of a video file chosen as the reference does; needs decord (the ``video`` extra)."""
     reader = open_video(video_path, storage_options)
     return sample_video(
@@ -189,7 +189,7 @@ def read_frames_decord(
 
 
 class FrameSampler:
-    """Frames of a vlm_sft ``"video"``: a folder of frames (path ends with ``/``) or a video file.
+    """Frames of a JSONL line's ``"video"``: a folder of frames (path ends with ``/``) or a video file.
 
     Arguments and defaults are the reference's; see the module docstring for the draws and the
     reference behaviour kept (the defaults fail on every call: a warning says so at construction).
@@ -215,7 +215,7 @@ class FrameSampler:
             f"sample={self.sample!r})"
         )
 
-    def __call__(self, file_name: str, storage_options: StorageOptions | None = None) -> list:
+    def __call__(self, file_name: str, storage_options: StorageOptions | None = None) -> list[Any]:
         """The chosen frames of the folder or video at ``file_name`` (local path or URL)."""
         if is_frame_folder(file_name):
             return read_frames_folder(
@@ -227,11 +227,11 @@ class FrameSampler:
             )
         return self.sample_video(file_name, storage_options)
 
-    def sample_folder_frames(self, frames: Sequence[Any]) -> list:
+    def sample_folder_frames(self, frames: Sequence[Any]) -> list[Any]:
         """The choice :meth:`__call__` makes for a folder, given its frames decoded in frame order."""
         return pick_folder_frames(frames, self.max_num_frames, sample=self.sample, min_num_frames=self.min_num_frames)
 
-    def sample_video(self, source: str | IO[bytes], storage_options: StorageOptions | None = None) -> list:
+    def sample_video(self, source: str | IO[bytes], storage_options: StorageOptions | None = None) -> list[Any]:
         """The choice :meth:`__call__` makes for a video file, given its path or its bytes as a file object."""
         return read_frames_decord(
             source,

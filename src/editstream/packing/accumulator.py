@@ -19,8 +19,8 @@ import numpy as np
 import torch
 
 from ..loader.pixels import NORMALIZATION_KEY
-from .config import BagelDatasetConfig
 from .handoff import packed_vit_tokens, padded_vae_images
+from .knobs import PackingKnobs
 from .normalize import BATCH_KEY
 from .sequence import len2weight, patchify, prepare_attention_mask_per_sample
 
@@ -100,11 +100,9 @@ def _open_image(status: SequenceStatus, tokens: SpecialTokens, cursor: _SampleCu
 
 
 class SamplePacker:
-    """Packs samples into a :class:`SequenceStatus` with one config, token set and position rule."""
+    """Packs samples into a :class:`SequenceStatus` with one set of knobs, token set and position rule."""
 
-    def __init__(
-        self, config: BagelDatasetConfig, tokens: SpecialTokens, position_ids: PositionIds, use_flex: bool
-    ) -> None:
+    def __init__(self, config: PackingKnobs, tokens: SpecialTokens, position_ids: PositionIds, use_flex: bool) -> None:
         self.config = config
         self.tokens = tokens
         self.position_ids = position_ids

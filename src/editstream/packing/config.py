@@ -15,14 +15,15 @@ import copy
 import dataclasses
 import json
 import numbers
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import yaml
 
-if TYPE_CHECKING:
-    from .dataset import PackedDataset
+from ..io.storage import read_bytes
+from .dataset import PackedDataset
+from .groups import GroupRegistryMapping
 
 _PROBABILITIES = ("text_cond_dropout_prob", "vit_cond_dropout_prob", "vae_cond_dropout_prob")
 _POSITIVE_INTS = (
@@ -54,8 +55,6 @@ def load_mapping(
     path or any fsspec URL. Errors name the field and the file.
     """
     if path is not None:
-        from ..io.storage import read_bytes
-
         try:
             raw = read_bytes(path, dict(storage_options) if storage_options else None)
         except FileNotFoundError:
@@ -78,8 +77,8 @@ def load_mapping(
 class BagelDatasetConfig:
     """The dataset section of a BAGEL recipe: grouped datasets, where their data is, packing knobs.
 
-    ``grouped_datasets`` maps a group name (``t2i_pretrain``, ``unified_edit``, ``vlm_sft`` or a
-    key of your own registry) to its arguments (``dataset_names``, ``weight``, ``is_mandatory``,
+    ``grouped_datasets`` maps a group name (a dataset kind's name, ``editstream.kinds``, or a key
+    you added to ``DATASET_REGISTRY``) to its arguments (``dataset_names``, ``weight``, ``is_mandatory``,
     transform args, ``backend`` ...); ``dataset_info`` maps group -> dataset name -> location
     (``data_dir``, ``parquet_info_path``, ``jsonl_path``, ``storage_options``, a ``webdataset:``
     sub-entry). Each may instead come from a file (``grouped_datasets_path``, ``dataset_info_path``).
@@ -149,7 +148,7 @@ class BagelDatasetConfig:
         num_workers: int,
         global_seed: int,
         data_status: Any = None,
-        registry: Mapping[str, Callable[..., Any]] | None = None,
+        registry: GroupRegistryMapping | None = None,
     ) -> PackedDataset:
         """The ``PackedDataset`` of this config for one rank, with ``set_epoch(data_seed)`` applied.
 
@@ -157,8 +156,6 @@ class BagelDatasetConfig:
         resumes the datasets; ``registry`` (an editstream extension) maps group names to your
         own dataset classes. Building twice gives two independent datasets.
         """
-        from .dataset import PackedDataset
-
         runtime = self.resolved()
         dataset = PackedDataset(
             runtime,

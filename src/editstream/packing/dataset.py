@@ -15,19 +15,20 @@ from __future__ import annotations
 import logging
 import numbers
 import random
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import numpy as np
 import torch
 
+from ..loader.datasets.registry import DATASET_REGISTRY
 from ..loader.drops import DropLog
 from ..loader.pixels import check_image_dtype
 from ..loader.units import resolve_rank_and_world
 from . import state as st
 from .accumulator import SamplePacker, SequenceStatus, SpecialTokens, to_tensor
-from .config import BagelDatasetConfig
-from .groups import GroupContext, build_group_datasets
+from .groups import GroupContext, GroupDataset, GroupRegistryMapping, build_group_datasets
+from .knobs import GroupedDatasetConfig, PackingKnobs
 from .sequence import get_flattened_position_ids_extrapolate, get_flattened_position_ids_interpolate
 from .validation import sample_problem
 
@@ -74,7 +75,7 @@ def draw_group(cumprobs: list[float]) -> int:
     return 0
 
 
-class PackedDataset(torch.utils.data.IterableDataset):
+class PackedDataset(torch.utils.data.IterableDataset[dict[str, Any]]):
     """Packs samples of several grouped datasets into batches of about ``expected_num_tokens``.
 
     Each batch is one packed sequence (a dict of tensors and lists, see ``to_tensor``);
@@ -85,7 +86,7 @@ class PackedDataset(torch.utils.data.IterableDataset):
 
     def __init__(
         self,
-        data_config: BagelDatasetConfig,
+        data_config: GroupedDatasetConfig,
         tokenizer: Any,
         special_tokens: Mapping[str, int],
         local_rank: int | None = None,
@@ -102,7 +103,7 @@ class PackedDataset(torch.utils.data.IterableDataset):
         dataset_info: Mapping[str, Mapping[str, Mapping[str, Any]]] | None = None,
         global_seed: int | None = None,
         *,
-        registry: Mapping[str, Callable[..., Any]] | None = None,
+        registry: GroupRegistryMapping | None = None,
         image_dtype: str = "float32",
     ) -> None:
         super().__init__()
@@ -151,7 +152,7 @@ class PackedDataset(torch.utils.data.IterableDataset):
         if not sum(self.grouped_weights) > 0:
             weights = dict(zip(self.group_names, self.grouped_weights))
             raise ValueError(f"the group weights must sum to more than 0, got {weights}")
-        self._dataset_iters: list[Iterator[dict]] | None = None
+        self._dataset_iters: list[Iterator[dict[str, Any]]] | None = None
         self._live: st.LiveIteration | None = None
         self._pending: dict[str, Any] | None = None
         self.drops = DropLog(dataset_name="PackedDataset")
@@ -165,14 +166,13 @@ class PackedDataset(torch.utils.data.IterableDataset):
             get_flattened_position_ids_interpolate if interpolate_pos else get_flattened_position_ids_extrapolate
         )
         tokens = SpecialTokens(**{k: special_tokens[k] for k in SPECIAL_TOKEN_KEYS})
-        self.packer = SamplePacker(self.data_config, tokens, self.get_flattened_position_ids, self.use_flex)
+        knobs = PackingKnobs.of(self.data_config)
+        self.packer = SamplePacker(knobs, tokens, self.get_flattened_position_ids, self.use_flex)
 
     def build_datasets(
         self, datasets_metainfo: Mapping[str, Mapping[str, Any]], data_status: Mapping[str, Any] | None
-    ) -> tuple[list[Any], list[bool], list[float]]:
+    ) -> tuple[list[GroupDataset], list[bool], list[float]]:
         """Instantiate one registry dataset per group; return (datasets, is_mandatory, weights)."""
-        from ..loader.datasets.registry import DATASET_REGISTRY
-
         registry = self._registry if self._registry is not None else DATASET_REGISTRY
         ctx = GroupContext(
             tokenizer=self.tokenizer,

@@ -14,14 +14,32 @@ import copy
 import inspect
 import logging
 import numbers
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from ..io.parquet_info import ParquetInfo
-from ..loader.datasets.standard import BACKENDS
+from ..loader.backends import BACKENDS
+from ..loader.transforms import ImageTransform
+from ..loader.video import FrameSampler
 
 logger = logging.getLogger(__name__)
+
+
+class GroupDataset(Protocol):
+    """What the packer needs of a group's dataset: an endless sample stream it can seed and checkpoint."""
+
+    def __iter__(self) -> Iterator[dict[str, Any]]: ...
+
+    def set_epoch(self, seed: int) -> None: ...
+
+    def state_dict(self) -> dict[str, Any]: ...
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None: ...
+
+
+GroupRegistryMapping = Mapping[str, Callable[..., GroupDataset]]
+"""Group name -> the dataset class (or factory) that builds the group's dataset."""
 
 
 @dataclass(frozen=True)
@@ -33,18 +51,18 @@ class GroupContext:
     world_size: int
     num_workers: int
     dataset_info: Mapping[str, Mapping[str, Mapping[str, Any]]]
-    registry: Mapping[str, Callable[..., Any]]
+    registry: GroupRegistryMapping
     image_dtype: str = "float32"
 
 
 def build_group_datasets(
     grouped_datasets: Mapping[str, Mapping[str, Any]], data_status: Mapping[str, Any] | None, ctx: GroupContext
-) -> tuple[list[Any], list[bool], list[float]]:
+) -> tuple[list[GroupDataset], list[bool], list[float]]:
     """Instantiate one registry dataset per group; return (datasets, is_mandatory, weights).
 
     Works on a deep copy, so the caller's ``grouped_datasets`` is left untouched.
     """
-    datasets: list[Any] = []
+    datasets: list[GroupDataset] = []
     is_mandatory: list[bool] = []
     weights: list[float] = []
     for group, group_args in copy.deepcopy(dict(grouped_datasets)).items():
@@ -66,12 +84,8 @@ def build_group_datasets(
 
 def _build_transforms(group: str, args: dict[str, Any]) -> None:
     if "frame_sampler_args" in args:
-        from ..loader.video import FrameSampler
-
         args["frame_sampler"] = FrameSampler(**args.pop("frame_sampler_args"))
     if "image_transform_args" in args or "vit_image_transform_args" in args:
-        from ..loader.transforms import ImageTransform
-
         if "image_transform_args" in args:
             args["transform"] = ImageTransform(**args.pop("image_transform_args"))
         if "vit_image_transform_args" in args:
@@ -86,7 +100,7 @@ def _takes_image_dtype(dataset_cls: Any) -> bool:
     return "image_dtype" in parameters
 
 
-def _instantiate(group: str, args: dict[str, Any], group_status: Any, ctx: GroupContext) -> Any:
+def _instantiate(group: str, args: dict[str, Any], group_status: Any, ctx: GroupContext) -> GroupDataset:
     if group not in ctx.registry:
         raise ValueError(f"no dataset class registered for group {group!r}; known: {sorted(ctx.registry)}")
     dataset_cls = ctx.registry[group]
@@ -155,7 +169,7 @@ def attach_dataset_info(group: str, args: dict[str, Any], ctx: GroupContext) -> 
     metas = _group_metas(group, names, ctx.dataset_info)
     backend = _agreed_setting(group, names, metas, "backend", args.pop("backend", None))
     if backend is not None and backend not in BACKENDS:
-        raise ValueError(f"group {group!r}: backend must be one of {BACKENDS}, got {backend!r}")
+        raise ValueError(f"group {group!r}: backend must be one of {list(BACKENDS)}, got {backend!r}")
     if backend == "webdataset" and any("jsonl_path" in meta for meta in metas):
         args["jsonl_path_list"] = None  # the shards hold the lines: no JSONL is read on the webdataset backend
     metas = [_location(group, name, meta, backend) for name, meta in zip(names, metas)]

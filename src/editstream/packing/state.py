@@ -70,7 +70,7 @@ class LiveIteration:
     """What one running iteration exposes to ``state_dict()``: references, copied only on demand."""
 
     worker_id: int
-    buffer: list
+    buffer: list[dict[str, Any]]
     rng: dict[str, Any] | None = None
 
 

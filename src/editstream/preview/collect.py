@@ -24,6 +24,8 @@ from ..io.parquet import iter_row_group_rows, open_parquet
 from ..io.ranged import open_read
 from ..io.storage import StorageOptions
 from ..kinds import DatasetKind, SourceShape, UnknownKindError, all_kinds, detect_kind, get_kind, resolve
+from ..loader.rows import BadSample
+from ..loader.sources.foreign import ForeignTarSource, default_columns, expand_shards
 from .record import Layout, PreviewFunction, Record
 
 __all__ = ["Layout", "NoPreviewError", "Record", "collect", "foreign_kind", "preview_function", "to_record"]
@@ -51,9 +53,7 @@ def to_record(kind: DatasetKind | str, title: str, row: Mapping[str, Any]) -> Re
 
 def foreign_kind() -> DatasetKind:
     """The kind foreign shards are read as by default: the first kind the foreign source has a member map for."""
-    from ..loader.sources.foreign import DEFAULT_COLUMNS
-
-    return next(k for k in all_kinds() if k.name in DEFAULT_COLUMNS)
+    return next(k for k in all_kinds() if default_columns(k.columns) is not None)
 
 
 def _manifest_kind(root: str, schema: str) -> DatasetKind:
@@ -96,9 +96,6 @@ def _parquet(root: str, so: StorageOptions | None) -> Iterator[Record]:
 
 
 def _foreign(pattern: str, so: StorageOptions | None) -> Iterator[Record]:
-    from ..loader.iteration import BadSample
-    from ..loader.sources.foreign import ForeignTarSource, expand_shards
-
     kind = foreign_kind()
     source = ForeignTarSource(dataset_name="preview", storage_options=so, schema=kind.name)
     for url in expand_shards(pattern, so):

@@ -23,7 +23,7 @@ class InterleavedBaseIterableDataset(DistributedIterableDataset):
     """Mixin with ``_init_data`` / ``_add_text`` / ``_add_image`` / ``_add_video``.
 
     Expects ``self.tokenizer`` (``encode(str) -> list[int]``), ``self.transform`` and, for
-    ViT items, ``self.vit_transform`` (both :class:`~editstream.transforms.ImageTransform`-like,
+    ViT items, ``self.vit_transform`` (both :class:`~editstream.loader.transforms.ImageTransform`-like,
     with a ``stride``).
     """
 
@@ -38,14 +38,14 @@ class InterleavedBaseIterableDataset(DistributedIterableDataset):
             data[NORMALIZATION_KEY] = []
         return data
 
-    def _add_text(self, data: dict, text: str, need_loss: bool, enable_cfg: bool = True) -> dict:
+    def _add_text(self, data: dict[str, Any], text: str, need_loss: bool, enable_cfg: bool = True) -> dict[str, Any]:
         ids = self.tokenizer.encode(text)
         data["num_tokens"] += len(ids)
         data["text_ids_list"].append(ids)
         data["sequence_plan"].append(_plan_item("text", int(enable_cfg), int(need_loss)))
         return data
 
-    def _vae_tensor(self, image: Any, data: dict) -> Any:
+    def _vae_tensor(self, image: Any, data: dict[str, Any]) -> Any:
         tensor, norm = transform_image(self.transform, image, self.image_dtype)
         height, width = tensor.shape[1:]
         data["num_tokens"] += height * width // self.transform.stride**2
@@ -53,8 +53,8 @@ class InterleavedBaseIterableDataset(DistributedIterableDataset):
         return tensor, norm
 
     def _add_image(
-        self, data: dict, image: Any, need_loss: bool, need_vae: bool, need_vit: bool, enable_cfg: bool = True
-    ) -> dict:
+        self, data: dict[str, Any], image: Any, need_loss: bool, need_vae: bool, need_vit: bool, enable_cfg: bool = True
+    ) -> dict[str, Any]:
         if not (need_loss or need_vae or need_vit):
             raise ValueError("_add_image needs at least one of need_loss, need_vae, need_vit")
         vae = None  # the transform is deterministic: compute once, hand out copies
@@ -79,13 +79,13 @@ class InterleavedBaseIterableDataset(DistributedIterableDataset):
 
     def _add_video(
         self,
-        data: dict,
+        data: dict[str, Any],
         frames: Sequence[Any],
         frame_indexes: Sequence[int],
         need_loss: bool,
         need_vae: bool,
         enable_cfg: bool = True,
-    ) -> dict:
+    ) -> dict[str, Any]:
         if int(bool(need_loss)) + int(bool(need_vae)) != 1:
             raise ValueError("_add_video needs exactly one of need_loss, need_vae")
         last = len(frames) - 1

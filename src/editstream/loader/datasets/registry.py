@@ -1,13 +1,73 @@
-"""Group name -> dataset class, as the packer's grouped-dataset configs name them."""
+"""Group name -> dataset class, as the packer's grouped-dataset configs name them.
+
+The groups are the registered dataset kinds that have a training dataset (``editstream.kinds``:
+built-ins, entry points, ``register()``), each under its kind name, so a new kind is a group
+with nothing changed here. ``DATASET_REGISTRY`` stays a mutable mapping, as in BAGEL: add your
+own group with ``DATASET_REGISTRY["name"] = MyDataset`` (or replace or delete a kind's).
+"""
 
 from __future__ import annotations
 
-from .t2i import T2IIterableDataset
-from .unified_edit import UnifiedEditIterableDataset
-from .vlm_sft import SftJSONLIterableDataset
+from collections.abc import Iterator, MutableMapping
 
-DATASET_REGISTRY = {
-    "unified_edit": UnifiedEditIterableDataset,
-    "t2i_pretrain": T2IIterableDataset,
-    "vlm_sft": SftJSONLIterableDataset,
-}
+from ...kinds import DatasetKind, all_kinds
+
+
+def _trainable(name: str) -> DatasetKind | None:
+    for kind in all_kinds():
+        if kind.name == name and kind.dataset is not None:
+            return kind
+    return None
+
+
+class GroupRegistry(MutableMapping[str, type]):
+    """Every trainable kind's dataset class under the kind's name, plus the groups you add.
+
+    A kind's class is imported when its group is first looked up, so listing the groups (or
+    a broken plug-in's dotted path) costs nothing until that group is built.
+    """
+
+    def __init__(self) -> None:
+        self._added: dict[str, type] = {}
+        self._removed: set[str] = set()
+
+    def __getitem__(self, name: str) -> type:
+        if name in self._added:
+            return self._added[name]
+        kind = None if name in self._removed else _trainable(name)
+        if kind is None:
+            raise KeyError(name)
+        return kind.dataset_class()
+
+    def __setitem__(self, name: str, dataset_class: type) -> None:
+        self._added[name] = dataset_class
+        self._removed.discard(name)
+
+    def __delitem__(self, name: str) -> None:
+        if name in self._added:
+            del self._added[name]
+        elif name not in self._removed and _trainable(name) is not None:
+            self._removed.add(name)
+        else:
+            raise KeyError(name)
+
+    def _kind_names(self) -> list[str]:
+        return [k.name for k in all_kinds() if k.dataset is not None and k.name not in self._removed]
+
+    def __iter__(self) -> Iterator[str]:
+        names = self._kind_names()
+        yield from names
+        yield from (name for name in self._added if name not in names)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and (name in self._added or name in self._kind_names())
+
+    def __repr__(self) -> str:
+        return f"GroupRegistry({sorted(self)})"
+
+
+DATASET_REGISTRY = GroupRegistry()
+"""The groups a ``grouped_datasets`` config may name (``PackedDataset(registry=...)`` overrides it)."""

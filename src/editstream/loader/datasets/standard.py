@@ -1,8 +1,9 @@
 """Dataset bases that read rows from a backend chosen by a flag and hand them to ``parse_row``.
 
 ``ParquetStandardIterableDataset`` keeps the reference's name and constructor; its
-``backend`` keyword picks where rows come from (``"parquet"`` or ``"webdataset"``), so any
-subclass that defines ``parse_row`` runs on either backend with no second class.
+``backend`` keyword picks where rows come from (:data:`~editstream.loader.backends.BACKENDS`:
+``"parquet"``, alias ``"source"``, or ``"webdataset"``), so any subclass that defines
+``parse_row`` runs on either backend with no second class.
 """
 
 from __future__ import annotations
@@ -11,14 +12,19 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from ...format.columns import ColumnTypeError
-from ...io.storage import StorageOptions
+from ...format.manifest import Manifest
+from ...io.storage import StorageOptions, list_files
+from ...kinds import UnknownKindError, get_kind
+from ..backends import check_backend
+from ..distributed import DataStatus
+from ..drops import DropLog
 from ..iteration import SourceIterableDataset
 from ..pixels import check_fast_decode, check_image_dtype, load_image, share_one_storage
+from ..rows import ListingRowSource
+from ..sources.foreign import ForeignTarSource, expand_shards, is_foreign_entry
+from ..sources.parquet import ParquetSource
+from ..sources.webdataset import TarSource
 from ..units import Unit
-
-BACKENDS = ("parquet", "webdataset")
-"""Where rows come from: parquet files, or WebDataset shards converted by ``editstream convert``."""
-
 
 SOURCE_OPTIONS = {
     "parquet": ("retry",),
@@ -34,26 +40,25 @@ def make_source(
     granularity: str,
     parquet_info: Mapping[str, Any] | None,
     storage_options: StorageOptions | None,
-    drops: Any,
+    drops: DropLog,
     column_types: Mapping[str, str] | None = None,
     data_dir_list: Sequence[Any] = (),
     schema: str | None = None,
     **options: Any,
-) -> Any:
+) -> ListingRowSource:
     """Build the row source for ``backend``; an unknown backend or option is a clear error.
 
     On the webdataset backend, entries that name shards (brace patterns, globs, ``.tar`` URLs,
     lists of them) are foreign shards without a manifest (``sources.foreign``); ``columns`` maps
-    their members to the dataset's columns."""
-    if backend not in BACKENDS:
-        raise ValueError(f"dataset {dataset_name!r}: unknown backend {backend!r}; choose one of {BACKENDS}")
+    their members to the dataset's columns, by default from the ``schema`` kind's columns."""
+    backend = check_backend(backend, f"dataset {dataset_name!r}")
     unknown = sorted(set(options) - set(SOURCE_OPTIONS[backend]))
     if unknown:
         raise TypeError(
             f"dataset {dataset_name!r}: unknown keyword argument(s) {unknown} for backend "
             f"{backend!r} (it takes {list(SOURCE_OPTIONS[backend])})"
         )
-    common = dict(
+    common: dict[str, Any] = dict(
         dataset_name=dataset_name,
         granularity=granularity,
         storage_options=storage_options,
@@ -61,11 +66,7 @@ def make_source(
         column_types=column_types,
     )
     if backend == "parquet":
-        from ..sources.parquet import ParquetSource
-
         return ParquetSource(parquet_info=parquet_info, **common, **options)
-    from ..sources.foreign import ForeignTarSource, is_foreign_entry
-
     foreign = [is_foreign_entry(e) for e in data_dir_list]
     if any(foreign):
         if not all(foreign):
@@ -76,24 +77,16 @@ def make_source(
         return ForeignTarSource(schema=schema, **common, **options)
     if "columns" in options:
         raise TypeError(f"dataset {dataset_name!r}: columns applies to foreign shards (patterns), not converted roots")
-    from ..sources.webdataset import TarSource
-
     return TarSource(**common, **options)
 
 
 def count_source_files(data_dir: Any, backend: str, storage_options: StorageOptions | None = None) -> int:
     """Parquet files a data directory holds (for a converted root: its source files; for a shard
     pattern: its shards), the ``num_used_data`` entry that uses every file once."""
-    if backend == "webdataset":
-        from ...format.manifest import Manifest
-        from ..sources.foreign import expand_shards, is_foreign_entry
-
+    if check_backend(backend, "count_source_files") == "webdataset":
         if is_foreign_entry(data_dir):
             return len(expand_shards(data_dir, storage_options))
-
         return len(Manifest.read(data_dir, storage_options).source_files)
-    from ...io.storage import list_files
-
     return len(list_files(data_dir, ".parquet", storage_options))
 
 
@@ -112,13 +105,14 @@ class ParquetStandardIterableDataset(SourceIterableDataset):
     DCT scale (same shapes and token counts, close but not identical pixels).
     """
 
+    source: ListingRowSource
     unit_granularity = "row_group"
     default_backend = "parquet"
     image_dtype = "float32"
     fast_decode = False
-    column_types: Mapping[str, str] = {}
+    column_types: Mapping[str, str] | None = None
     """The columns ``parse_row`` reads and their types (``{"image": "binary", ...}``), checked when
-    a source is opened; a subclass states its own."""
+    a source is opened: by default its kind's (``editstream.kinds``); a subclass may state its own."""
 
     def __init__(
         self,
@@ -132,7 +126,7 @@ class ParquetStandardIterableDataset(SourceIterableDataset):
         local_rank: int | None = None,
         world_size: int | None = None,
         num_workers: int = 8,
-        data_status: list | None = None,
+        data_status: DataStatus | None = None,
         *,
         backend: str | None = None,
         storage_options: StorageOptions | None = None,
@@ -146,7 +140,7 @@ class ParquetStandardIterableDataset(SourceIterableDataset):
         self.transform = transform
         self.vit_transform = vit_transform
         self.tokenizer = tokenizer
-        self.backend = backend or self.default_backend
+        self.backend = check_backend(backend or self.default_backend, f"dataset {dataset_name!r}")
         self.storage_options = storage_options
         self.set_data_status(data_status)
         self.data_dir_list = [data_dir_list] if isinstance(data_dir_list, str) else list(data_dir_list)
@@ -157,9 +151,9 @@ class ParquetStandardIterableDataset(SourceIterableDataset):
             parquet_info=parquet_info,
             storage_options=storage_options,
             drops=self.drops,
-            column_types=self.column_types,
+            column_types=self.columns(),
             data_dir_list=self.data_dir_list,
-            schema=self.schema_name,
+            schema=None if self.kind is None else self.kind.name,
             **backend_options,
         )
         self.num_used_data = [num_used_data] if isinstance(num_used_data, int) else list(num_used_data)
@@ -184,24 +178,33 @@ class ParquetStandardIterableDataset(SourceIterableDataset):
                 self._refuse_other_schema(data_dir_list)
             raise
 
-    def _refuse_other_schema(self, roots: Sequence[Any]) -> None:
-        """A converted root of another schema: say which, and which dataset reads it, before any row."""
-        from ...format.manifest import Manifest
+    def columns(self) -> Mapping[str, str]:
+        """The columns this dataset reads and their types: the class's own, else its kind's."""
+        if self.column_types is not None:
+            return self.column_types
+        return {} if self.kind is None else self.kind.columns
 
+    def _refuse_other_schema(self, roots: Sequence[Any]) -> None:
+        """A converted root of another kind: say which, and which dataset reads it, before any row."""
+        own = self.kind
+        if own is None:
+            return
         for root in roots:
             if not isinstance(root, str):
                 continue
-            from .registry import DATASET_REGISTRY
-
             schema = Manifest.read(root, self.storage_options).schema
-            reader = DATASET_REGISTRY.get(schema)  # generic data: the column message says more
-            if self.schema_name is not None and schema != self.schema_name and reader is not None:
+            try:
+                other = get_kind(schema)
+            except UnknownKindError:
+                continue
+            if other.name != own.name and other.dataset is not None:  # generic data: the column message says more
+                reader = other.dataset.rpartition(":")[2]
                 raise ColumnTypeError(
                     f"dataset {self.dataset_name!r}: {root} holds {schema} data (manifest.json), not "
-                    f"{self.schema_name}; read it with {reader.__name__} (group {schema})"
+                    f"{own.name}; read it with {reader} (group {other.name})"
                 ) from None
 
-    def __iter__(self) -> Iterator[dict]:
+    def __iter__(self) -> Iterator[dict[str, Any]]:
         """The samples (see :class:`~editstream.loader.iteration.SourceIterableDataset`); with
         ``image_dtype="uint8"`` each sample's images share one storage (cheaper to hand over)."""
         samples = super().__iter__()
@@ -218,7 +221,7 @@ class ParquetStandardIterableDataset(SourceIterableDataset):
         return self.drops.as_dict()
 
 
-def _sharing_storage(samples: Iterator[dict]) -> Iterator[dict]:
+def _sharing_storage(samples: Iterator[dict[str, Any]]) -> Iterator[dict[str, Any]]:
     try:
         for sample in samples:
             yield share_one_storage(sample)

@@ -1,6 +1,6 @@
-"""Sources, one per backend: list units, then read them.
+"""Row sources, one per backend: list units, then stream the rows of one unit.
 
-``parquet`` and ``webdataset`` stream the rows of row-group / file / shard units;
-``jsonl`` and ``sft_shards`` give vlm_sft's JSONL lines and each line's media, from the JSONL
-and media files or from converted shards.
+``parquet``, ``webdataset`` and ``foreign`` stream the rows of row-group / file / shard units;
+``jsonl`` and ``sft_shards`` give JSONL-line units (one row each) and each line's media, from
+the JSONL and media files or from converted shards.
 """

@@ -5,7 +5,8 @@ URLs or lists of them, locally or on S3; there is no manifest. Units are shards:
 sorted shard URLs go through the reference's ``num_used_data`` rule and the seeded unit
 shuffle, like any other unit. A sample's members become a row through a ``columns`` mapping
 (column -> member candidates, first present wins; ``json:caption`` is a field of the ``json``
-member); the T2I default reads img2dataset output: the image from ``jpg``/``jpeg``/``png``/
+member); by default a kind whose columns all have conventional member names
+(:data:`DEFAULT_MEMBERS`) reads img2dataset output: the image from ``jpg``/``jpeg``/``png``/
 ``webp``, captions from ``json``'s ``caption`` field or ``txt``. A resume seeks to the next
 sample's offset, from the shard's ``.tar.idx`` when it has one, else from an index built by
 walking the tar headers (payloads are skipped, not read).
@@ -16,7 +17,7 @@ from __future__ import annotations
 import glob
 import json
 import tarfile
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from braceexpand import braceexpand
@@ -29,15 +30,23 @@ from ...io import storage
 from ...io.ranged import RangedReader, open_read
 from ...io.retry import RetryPolicy
 from ...io.storage import StorageOptions
-from ...kinds import all_kinds
+from ...kinds import get_kind
 from ..drops import DropLog
-from ..iteration import BadSample, Position, Row
-from ..units import Unit, check_counts, repeat_to
+from ..rows import BadSample, Position, Row
+from ..units import Unit, check_counts, path_of, repeat_to
 
-DEFAULT_COLUMNS: dict[str, dict[str, list[str]]] = {
-    "t2i_pretrain": {"image": ["jpg", "jpeg", "png", "webp"], "captions": ["json:caption", "txt"]},
+DEFAULT_MEMBERS: dict[str, list[str]] = {
+    "image": ["jpg", "jpeg", "png", "webp"],
+    "captions": ["json:caption", "txt"],
 }
-"""Members feeding each column by default, per schema: img2dataset's and ShardWriter's names."""
+"""Members feeding a column by default, by column name: img2dataset's and ShardWriter's names."""
+
+
+def default_columns(columns: Mapping[str, str]) -> dict[str, list[str]] | None:
+    """The default mapping of a kind's columns to members, when every column has conventional names."""
+    if not columns or not set(columns) <= set(DEFAULT_MEMBERS):
+        return None
+    return {column: list(DEFAULT_MEMBERS[column]) for column in columns}
 
 
 def is_foreign_entry(entry: Any) -> bool:
@@ -107,18 +116,15 @@ class ForeignTarSource:
         self.retry = retry or RetryPolicy()
         self.block_size = block_size
         self.max_member_size = max_member_size
-        chosen = columns if columns is not None else DEFAULT_COLUMNS.get(schema or "")
+        kind_columns = {} if schema is None else dict(get_kind(schema).columns)
+        chosen = columns if columns is not None else default_columns(kind_columns)
         if chosen is None:
             raise ValueError(
                 f"dataset {dataset_name!r}: foreign shards need a columns mapping for schema {schema!r} "
                 f"(column -> member names, e.g. {{'image': ['jpg'], 'captions': ['txt']}})"
             )
         self.columns = {c: [m] if isinstance(m, str) else list(m) for c, m in chosen.items()}
-        self.types = {
-            "captions": "string",
-            **next((dict(k.columns) for k in all_kinds() if k.name == schema), {}),
-            **self.column_types,
-        }
+        self.types = {"captions": "string", **kind_columns, **self.column_types}
         missing = sorted(set(self.column_types) - set(self.columns))
         if missing:
             raise ValueError(f"dataset {dataset_name!r}: the columns mapping gives no members for {missing}")
@@ -143,21 +149,23 @@ class ForeignTarSource:
         return offsets[first] if first < len(offsets) else None
 
     def iter_unit_rows(self, unit: Unit, after: Position | None) -> Iterator[tuple[Position, Any]]:
+        """The samples of a shard after sample ``after[0]`` (from its start when ``None``)."""
+        url = path_of(unit)
         index = after[0] + 1 if after else 0
         start = 0
         if index:
-            found = self._start_offset(unit, index)
+            found = self._start_offset(url, index)
             if found is None:
                 return
             start = found
         reader = RangedReader(
-            unit, storage_options=self.storage_options, start=start, block_size=self.block_size, retry=self.retry
+            url, storage_options=self.storage_options, start=start, block_size=self.block_size, retry=self.retry
         )
         with reader:
             for key, _, members in iter_samples(
-                reader, start_offset=start, max_member_size=self.max_member_size, source=unit
+                reader, start_offset=start, max_member_size=self.max_member_size, source=url
             ):
-                yield (index,), self._row(unit, key, members)
+                yield (index,), self._row(url, key, members)
                 index += 1
 
     def _row(self, url: str, key: str, members: dict[str, bytes]) -> Row | BadSample:
@@ -173,7 +181,11 @@ class ForeignTarSource:
             row[column] = value
         return Row(row)
 
+    def plan_units(self, units: Iterable[Unit]) -> None:
+        """Nothing to plan: each shard is read as one sequential stream when its turn comes."""
+
     def describe(self, unit: Unit, position: Position | None = None) -> dict[str, Any]:
+        """Where a shard (and a sample in it) is."""
         where: dict[str, Any] = {"shard": unit}
         if position is not None:
             where["sample"] = position[0]

@@ -1,13 +1,17 @@
-"""The vlm_sft source backend: JSONL files read as text, media read from their directories.
+"""JSONL-line sources: units are lines, each one row; the source backend reads JSONL and media files.
 
-This is the reference's way of reading, extended to fsspec URLs: the JSONL (local or
-``s3://...``) is read in one request into the lines ``open(path).readlines()`` gives, and each
-row's images, video file or frame folder are read through fsspec under the row's media
+:class:`LineListing` is the listing both line sources share: per ``(jsonl, media_dir, n)`` entry
+every line (newline kept), shuffled with the dataset's rng seeded ``shuffle_seed`` when asked,
+cut to ``n``, as ``(line, media_dir)`` units; it remembers where each unit's line came from.
+:class:`JsonlLineSource` is the reference's way of reading, extended to fsspec URLs: the JSONL
+(local or ``s3://...``) is read in one request into the lines ``open(path).readlines()`` gives,
+and each row's images, video file or frame folder are read through fsspec under the row's media
 directory, joined with ``os.path.join`` exactly as the reference joins them.
 """
 
 from __future__ import annotations
 
+import random
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -16,6 +20,9 @@ from ...format.sft import media_path
 from ...io import storage
 from ...io.lines import read_jsonl_lines
 from ...io.storage import StorageOptions
+from ..rows import Position
+from ..sft_sample import LineRow
+from ..units import Unit, line_of
 from ..video import FrameSampler
 
 Place = tuple[int, int]
@@ -32,6 +39,59 @@ class LineEntry:
     """The JSONL it came from (the source file, for a converted root), for drop locations."""
 
 
+class LineListing:
+    """The ``(line, media_dir)`` units of JSONL-line sources, and where each one's line came from.
+
+    A subclass reads the entries (:meth:`read_entries`) and the rows of a unit.
+    """
+
+    dataset_name: str
+
+    def __init__(self) -> None:
+        self._places: dict[Unit, Place] = {}
+        self._origins: list[str] = []
+
+    def read_entries(self, jsonl_path_list: Sequence[str] | None, data_dir_list: Sequence[str]) -> list[LineEntry]:
+        raise NotImplementedError
+
+    def list_lines(
+        self,
+        jsonl_path_list: Sequence[str] | None,
+        data_dir_list: Sequence[str],
+        num_used_data: Sequence[int],
+        shuffle: bool,
+        shuffle_seed: int,
+        rng: random.Random,
+    ) -> list[Unit]:
+        """``(line, media_dir)`` pairs: per entry its lines, shuffled with ``rng`` if asked, cut to its count."""
+        entries = self.read_entries(jsonl_path_list, data_dir_list)
+        units: list[Unit] = []
+        places: dict[Unit, Place] = {}
+        for entry_index, (entry, count) in enumerate(zip(entries, num_used_data)):
+            # Shuffling positions with the same rng state is the same permutation as shuffling the
+            # lines; the positions also say where each kept line came from.
+            order = list(range(len(entry.lines)))
+            if shuffle:
+                rng.seed(shuffle_seed)
+                rng.shuffle(order)
+            for line_index in order[:count]:
+                unit = (entry.lines[line_index], entry.image_dir)
+                units.append(unit)
+                places.setdefault(unit, (entry_index, line_index))
+        self._places = places
+        self._origins = [entry.origin for entry in entries]
+        return units
+
+    def place(self, unit: Unit) -> Place:
+        """Where the line of ``unit`` is (its first occurrence, for a line listed twice)."""
+        return self._places[unit]
+
+    def describe(self, unit: Unit, position: Position | None = None) -> dict[str, Any]:
+        """Where a line is: its JSONL and 1-based line number."""
+        entry, line = self.place(unit)
+        return {"file": self._origins[entry], "line": line + 1}
+
+
 class DirectoryMedia:
     """A row's media read from files under its media directory (local path or URL)."""
 
@@ -42,20 +102,21 @@ class DirectoryMedia:
     def image_bytes(self, name: Any) -> bytes:
         return storage.read_bytes(media_path(self.image_dir, name), self.storage_options)
 
-    def frames(self, name: Any, frame_sampler: Any) -> list:
+    def frames(self, name: Any, frame_sampler: Any) -> list[Any]:
         path = media_path(self.image_dir, name)
         if isinstance(frame_sampler, FrameSampler):
             return frame_sampler(path, storage_options=self.storage_options)
-        return frame_sampler(path)  # a user's own sampler gets the path, as in the reference
+        result: list[Any] = frame_sampler(path)  # a user's own sampler gets the path, as in the reference
+        return result
 
 
-class JsonlLineSource:
-    """Lines from JSONL files, media from the directories paired with them."""
+class JsonlLineSource(LineListing):
+    """Lines from JSONL files, media from the directories paired with them (read when a row asks)."""
 
     def __init__(self, *, dataset_name: str, storage_options: StorageOptions | None = None) -> None:
+        super().__init__()
         self.dataset_name = dataset_name
         self.storage_options = storage_options
-        self._entries: list[tuple[str, str]] = []  # (jsonl, image_dir) per entry
 
     def read_entries(self, jsonl_path_list: Sequence[str] | None, data_dir_list: Sequence[str]) -> list[LineEntry]:
         """Every line of each JSONL, paired with its media directory (the strings as given)."""
@@ -70,15 +131,14 @@ class JsonlLineSource:
             except FileNotFoundError:
                 raise FileNotFoundError(f"dataset {self.dataset_name!r}: JSONL file not found: {jsonl}") from None
             entries.append(LineEntry(lines, image_dir, jsonl))
-        self._entries = [(e.origin, e.image_dir) for e in entries]
         return entries
 
-    def iter_media(self, items: Iterable[tuple[Place, str]]) -> Iterator[DirectoryMedia]:
-        """A media reader per ``(place, line)``, in order; files are read when the row asks for them."""
-        for (entry, _), _line in items:
-            yield DirectoryMedia(self._entries[entry][1], self.storage_options)
+    def iter_unit_rows(self, unit: Unit, after: Position | None) -> Iterator[tuple[Position, LineRow]]:
+        """The one row of a line unit (nothing once ``after`` says it was read)."""
+        if after is not None:
+            return
+        line, image_dir = line_of(unit)
+        yield (), LineRow(line, DirectoryMedia(image_dir, self.storage_options))
 
-    def describe(self, place: Place) -> dict[str, Any]:
-        """Where a line is: its JSONL and 1-based line number."""
-        entry, line = place
-        return {"file": self._entries[entry][0], "line": line + 1}
+    def plan_units(self, units: Iterable[Unit]) -> None:
+        """Nothing to read ahead: a row's media files are read when its parser asks for them."""

@@ -8,7 +8,7 @@ Listing follows the reference: per ``(data_dir, num_used)`` pair, the directory'
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -21,8 +21,8 @@ from ...io.parquet_info import ParquetInfo
 from ...io.retry import RetryPolicy
 from ...io.storage import StorageOptions
 from ..drops import DropLog
-from ..iteration import Position, Row
-from ..units import Unit, check_counts, repeat_to
+from ..rows import Position, Row
+from ..units import Unit, check_counts, path_of, repeat_to, row_group_of
 
 GRANULARITIES = ("row_group", "file")
 
@@ -48,7 +48,7 @@ def list_parquet_files(
 
 
 class ParquetSource:
-    """Row source over parquet; ``granularity`` is ``"row_group"`` (edit) or ``"file"`` (T2I)."""
+    """Row source over parquet; ``granularity`` is ``"row_group"`` or ``"file"`` (whole-file units)."""
 
     def __init__(
         self,
@@ -98,7 +98,7 @@ class ParquetSource:
                     yield (rg, i), Row(values)
 
     def list_units(self, data_dir_list: Sequence[str], num_used_data: Sequence[int]) -> list[Unit]:
-        """Files (T2I) or ``(file, row_group)`` pairs, in listing order; unreadable files are dropped."""
+        """Files (whole-file units) or ``(file, row_group)`` pairs, in listing order; unreadable files are dropped."""
         files = list_parquet_files(self.dataset_name, data_dir_list, num_used_data, self.storage_options)
         if self.granularity == "file":
             return list(files)
@@ -139,12 +139,15 @@ class ParquetSource:
     def iter_unit_rows(self, unit: Unit, after: Position | None) -> Iterator[tuple[Position, Row]]:
         """Rows of one unit after the resume position ``after`` (``None``: from the start)."""
         if self.granularity == "file":
-            yield from self._iter_file_rows(unit, None, after)
+            yield from self._iter_file_rows(path_of(unit), None, after)
             return
-        path, rg = unit
+        path, rg = row_group_of(unit)
         start = (rg, after[0]) if after is not None else None
         for (_, row_index), row in self._iter_file_rows(path, [rg], start):
             yield (row_index,), row
+
+    def plan_units(self, units: Iterable[Unit]) -> None:
+        """Nothing to plan: a unit's file is opened when it is read (parquet reads its footer first)."""
 
     def describe(self, unit: Unit, position: Position | None = None) -> dict[str, Any]:
         """Where a unit (and a row in it) is, for drop logs and errors."""

@@ -1,4 +1,4 @@
-"""The vlm_sft WebDataset backend: converted JSONL lines read one sample at a time by byte range.
+"""The WebDataset backend of JSONL-line datasets: converted lines read one sample at a time by byte range.
 
 A converted root (``editstream convert data.jsonl DST --media-dir DIR``) holds shards of
 consecutive lines, a ``.tar.idx`` per shard, ``lines.jsonl`` (a byte copy of the JSONL) and a
@@ -6,14 +6,17 @@ manifest recording the media directory string. Listing reads the manifest and th
 read each), so the units are the source backend's ``(line, media_dir)`` pairs and the epoch
 order is the same. A worker's rows are then a shuffle over all shards: each row is one ranged
 read of its sample (offsets from the shard's idx, read once per shard and process), fetched
-ahead on a few threads within a byte budget, since the order is known.
+ahead on a few threads within a byte budget along the order the shared loop plans
+(:meth:`ShardLineSource.plan_units`), since the order is known.
 """
 
 from __future__ import annotations
 
 import bisect
 import io
-from collections.abc import Iterable, Iterator, Sequence
+import logging
+from collections.abc import Generator, Iterable, Iterator, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,10 +32,17 @@ from ...io.ranged import read_range
 from ...io.retry import RetryPolicy
 from ...io.storage import StorageOptions
 from ..drops import FATAL
-from ..iteration import BadSample
 from ..prefetch import DEFAULT_PREFETCH_BYTES, DEFAULT_PREFETCH_ITEMS, ProcessLocalPool, prefetch_ordered
+from ..rows import BadSample, Position
+from ..sft_sample import LineRow
+from ..units import Unit, line_of
 from ..video import decode_frame
-from .jsonl import LineEntry, Place
+from .jsonl import LineEntry, LineListing, Place
+
+logger = logging.getLogger("editstream")
+
+Item = tuple[Place, str]
+"""What is fetched: a line's place and its text (checked against the sample)."""
 
 DEFAULT_FETCH_THREADS = 4
 
@@ -63,7 +73,7 @@ class SampleMedia:
             raise IsADirectoryError(f"media {name!r} is a folder, not an image")
         return value
 
-    def frames(self, name: Any, frame_sampler: Any) -> list:
+    def frames(self, name: Any, frame_sampler: Any) -> list[Any]:
         value = self._value(name)
         if is_frame_folder(name):
             if not isinstance(value, dict):
@@ -119,7 +129,7 @@ def _root_shards(root: str, manifest: Manifest, info: SftInfo) -> _Root:
     return _Root(info.jsonl, manifest.source_files[0].key_stem, shards, [s.first_line for s in shards])
 
 
-class ShardLineSource:
+class ShardLineSource(LineListing):
     """Lines from converted roots, media from the lines' samples; see the module docstring."""
 
     def __init__(
@@ -137,6 +147,7 @@ class ShardLineSource:
                 f"dataset {dataset_name!r}: prefetch_bytes and prefetch_samples must be > 0, "
                 f"got {prefetch_bytes} and {prefetch_samples}"
             )
+        super().__init__()
         self.dataset_name = dataset_name
         self.storage_options = storage_options
         self.retry = retry or RetryPolicy()
@@ -145,6 +156,7 @@ class ShardLineSource:
         self._pool = ProcessLocalPool(threads, "editstream-sft-fetch")
         self._roots: list[_Root] = []
         self._offsets: dict[str, tuple[list[int], int]] = {}  # idx URL -> (sample offsets, end)
+        self._planned: Generator[tuple[Item, Future[SampleMedia]], None, None] | None = None
 
     # ---- listing -------------------------------------------------------------------------
     def read_entries(self, jsonl_path_list: Sequence[str] | None, data_dir_list: Sequence[str]) -> list[LineEntry]:
@@ -177,8 +189,9 @@ class ShardLineSource:
         shard = root.shards[bisect.bisect_right(root.starts, line) - 1]
         return root, shard, line - shard.first_line, make_key(root.key_stem, 0, line)
 
-    def describe(self, place: Place) -> dict[str, Any]:
+    def describe(self, unit: Unit, position: Position | None = None) -> dict[str, Any]:
         """Where a line is: its source JSONL, 1-based line number, shard and sample key."""
+        place = self.place(unit)
         root, shard, _, key = self._locate(place)
         return {"file": root.jsonl, "line": place[1] + 1, "shard": shard.url, "key": key}
 
@@ -194,7 +207,7 @@ class ShardLineSource:
             cached = self._offsets.setdefault(shard.idx_url, (offsets, end))
         return cached
 
-    def _cost(self, item: tuple[Place, str]) -> int:
+    def _cost(self, item: Item) -> int:
         """Bytes the item's sample takes (the shard's average until its idx has been read)."""
         _, shard, index, _ = self._locate(item[0])
         cached = self._offsets.get(shard.idx_url)
@@ -203,7 +216,7 @@ class ShardLineSource:
         start, stop = sample_range(cached[0], cached[1], index)
         return stop - start
 
-    def fetch(self, item: tuple[Place, str]) -> SampleMedia:
+    def fetch(self, item: Item) -> SampleMedia:
         """The media of the line at ``place``: one ranged read of its sample, checked against ``line``."""
         place, line = item
         _, shard, index, key = self._locate(place)
@@ -223,9 +236,19 @@ class ShardLineSource:
             raise SampleMismatchError(f"{shard.url}: sample {key!r} has no media mapping")
         return SampleMedia(media)
 
-    def iter_media(self, items: Iterable[tuple[Place, str]]) -> Iterator[SampleMedia | BadSample]:
-        """A media reader per ``(place, line)`` in order (a :class:`BadSample` when it cannot be read)."""
-        stream = prefetch_ordered(
+    def __getstate__(self) -> dict[str, Any]:
+        """A copy for another process (a DataLoader worker) leaves the fetches in flight behind."""
+        state = dict(self.__dict__)
+        state["_planned"] = None
+        return state
+
+    def plan_units(self, units: Iterable[Unit]) -> None:
+        """Fetch the samples of ``units`` ahead, in this order, within the byte and sample budgets;
+        a new plan (an empty one ends it) cancels the fetches of the previous one not started yet."""
+        if self._planned is not None:
+            self._planned.close()
+        items = ((self.place(unit), line_of(unit)[0]) for unit in units)
+        self._planned = prefetch_ordered(
             items,
             self.fetch,
             self._cost,
@@ -233,13 +256,28 @@ class ShardLineSource:
             max_bytes=self.prefetch_bytes,
             max_items=self.prefetch_samples,
         )
+
+    def _media(self, item: Item) -> SampleMedia:
+        """The media of ``item``: the planned fetch when the plan is at it, else fetched now."""
+        if self._planned is not None:
+            planned, future = next(self._planned, (None, None))
+            if planned == item and future is not None:
+                return future.result()
+            logger.debug("dataset %s: read %s outside the planned order; fetching directly", self.dataset_name, item)
+            self._planned.close()
+            self._planned = None
+        return self.fetch(item)
+
+    def iter_unit_rows(self, unit: Unit, after: Position | None) -> Iterator[tuple[Position, LineRow | BadSample]]:
+        """The one row of a line unit (a :class:`BadSample` when its sample cannot be read)."""
+        if after is not None:
+            return
+        line = line_of(unit)[0]
         try:
-            for _, future in stream:
-                try:
-                    yield future.result()
-                except FATAL:
-                    raise
-                except Exception as exc:  # noqa: BLE001 - an unreadable sample is a counted, located drop
-                    yield BadSample(exc, {})
-        finally:
-            stream.close()
+            media = self._media((self.place(unit), line))
+        except FATAL:
+            raise
+        except Exception as exc:  # noqa: BLE001 - an unreadable sample is a counted, located, budgeted drop
+            yield (), BadSample(exc, {}, unreadable=True)
+            return
+        yield (), LineRow(line, media)

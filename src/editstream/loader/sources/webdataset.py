@@ -31,14 +31,21 @@ from ...io.ranged import RangedReader, open_local_range
 from ...io.readahead import ByteBudget, ReadAhead, process_budget
 from ...io.retry import RetryPolicy
 from ...io.storage import StorageOptions
-from ...kinds import SourceShape, all_kinds
+from ...kinds import DatasetKind, SourceShape, UnknownKindError, get_kind
 from ..drops import DropLog
-from ..iteration import BadSample, Position, Row
-from ..units import Unit, check_counts, repeat_to
+from ..rows import BadSample, Position, Row
+from ..units import Unit, check_counts, path_of, repeat_to
 
 logger = logging.getLogger("editstream")
 
 DEFAULT_BLOCK_SIZE = 4 << 20
+
+
+def _kind_named(name: str) -> DatasetKind | None:
+    try:
+        return get_kind(name)
+    except UnknownKindError:
+        return None
 
 
 class ShardMismatchError(Exception):
@@ -126,10 +133,12 @@ class TarSource:
             manifest = Manifest.read(root, self.storage_options)
         except ManifestError as exc:
             raise ManifestError(f"dataset {self.dataset_name!r}: {exc}") from None
-        if any(k.name == manifest.schema and k.source is SourceShape.JSONL_MEDIA for k in all_kinds()):
+        kind = _kind_named(manifest.schema)
+        if kind is not None and kind.source is SourceShape.JSONL_MEDIA:
+            reader = "its own dataset" if kind.dataset is None else kind.dataset.rpartition(":")[2]
             raise ManifestError(
-                f"dataset {self.dataset_name!r}: {root} is a vlm_sft conversion (JSONL lines); "
-                f"read it with SftJSONLIterableDataset (group vlm_sft)"
+                f"dataset {self.dataset_name!r}: {root} is a {kind.name} conversion (JSONL lines); "
+                f"read it with {reader} (group {kind.name})"
             )
         problems = column_type_problems({c["name"]: c["type"] for c in manifest.columns}, self.column_types)
         if problems:
@@ -157,7 +166,8 @@ class TarSource:
         self._file_row_groups.update(counts)
         chosen = repeat_to(sorted(counts), num_used)
         if self.granularity == "file":
-            return chosen
+            files: list[Unit] = list(chosen)
+            return files
         return [(path, rg) for path in chosen for rg in range(counts[path])]
 
     def _size_units(self, root: str, manifest: Manifest, num_used: int) -> list[Unit]:
@@ -169,7 +179,8 @@ class TarSource:
             urls.append(url)
         if not urls:
             raise FileNotFoundError(f"dataset {self.dataset_name!r}: {root} holds no shards")
-        return repeat_to(urls, num_used)
+        shards: list[Unit] = list(repeat_to(urls, num_used))
+        return shards
 
     # ---- reading -------------------------------------------------------------------------
     def readahead(self) -> ReadAhead:
@@ -200,7 +211,7 @@ class TarSource:
         if self.layout == "size":
             return [self._shards[unit]]
         if self.granularity == "file":
-            return [self._shards[(unit, rg)] for rg in range(self._file_row_groups[unit])]
+            return [self._shards[(unit, rg)] for rg in range(self._file_row_groups[path_of(unit)])]
         return [self._shards[unit]]
 
     def iter_unit_rows(self, unit: Unit, after: Position | None) -> Iterator[tuple[Position, Any]]:
@@ -209,7 +220,7 @@ class TarSource:
             return
         if self.granularity == "file":
             first_rg = after[0] if after else 0
-            for rg in range(first_rg, self._file_row_groups[unit]):
+            for rg in range(first_rg, self._file_row_groups[path_of(unit)]):
                 first_row = after[1] + 1 if after and rg == first_rg else 0
                 for (row,), row_value in self._read_shard(self._shards[(unit, rg)], first_row):
                     yield (rg, row), row_value

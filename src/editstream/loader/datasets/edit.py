@@ -5,7 +5,6 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from ...kinds.unified_edit import COLUMNS
 from .interleave import InterleavedBaseIterableDataset
 from .standard import ParquetStandardIterableDataset
 
@@ -19,10 +18,7 @@ class UnifiedEditIterableDataset(InterleavedBaseIterableDataset, ParquetStandard
     of the random sequence as in the reference and later samples still match.
     """
 
-    column_types = COLUMNS
-    schema_name = "unified_edit"
-
-    def parse_row(self, row: Any) -> dict:
+    def parse_row(self, row: Any) -> dict[str, Any]:
         images = row["image_list"]
         instructions = row["instruction_list"]
         n = len(images)

@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ...io.storage import StorageOptions
-from ...kinds.t2i_pretrain import COLUMNS
+from ..distributed import DataStatus
 from ..pixels import NORMALIZATION_KEY, transform_image
 from .standard import ParquetStandardIterableDataset
 
@@ -24,9 +24,6 @@ class T2IIterableDataset(ParquetStandardIterableDataset):
     over the encoded captions, after the image decoded, as in the reference.
     """
 
-    column_types = COLUMNS
-    schema_name = "t2i_pretrain"
-
     unit_granularity = "file"
 
     def __init__(
@@ -39,7 +36,7 @@ class T2IIterableDataset(ParquetStandardIterableDataset):
         local_rank: int | None = None,
         world_size: int | None = None,
         num_workers: int = 8,
-        data_status: list | None = None,
+        data_status: DataStatus | None = None,
         *,
         parquet_info: Mapping[str, Any] | None = None,
         vit_transform: Any = None,
@@ -68,7 +65,7 @@ class T2IIterableDataset(ParquetStandardIterableDataset):
             **backend_options,
         )
 
-    def parse_row(self, row: Any) -> dict:
+    def parse_row(self, row: Any) -> dict[str, Any]:
         image, norm = transform_image(self.transform, self.load_image(row["image"]), self.image_dtype)
         height, width = image.shape[1:]
         num_tokens = height * width // self.transform.stride**2

@@ -8,18 +8,21 @@ splits ranks and workers (a worker's slice reversed); so ``shuffle_lines`` only 
 lines survive the cut. A sample's ``data_indexes`` is its row index in the worker's list, and a
 worker's resume status is that int (the next row is status + 1).
 
-The two backends differ only in where lines and media come from: the source backend
-(``backend="parquet"``, alias ``"source"``) reads the JSONL and media files (local or fsspec
-URLs); ``backend="webdataset"`` reads roots made by ``editstream convert data.jsonl DST
---media-dir DIR``, whose recorded media dir string (give the source backend the same
-string) makes the order identical. A ``data_status`` saved on one backend resumes on the other.
+The dataset runs on the shared loop (:mod:`editstream.loader.iteration`): a line is a unit with
+one row, its sources are row sources. The two backends differ only in where lines and media
+come from: the source backend (``backend="parquet"``, the flag value of every dataset, or its
+alias ``"source"``) reads the JSONL and media files (local or fsspec URLs);
+``backend="webdataset"`` reads roots made by ``editstream convert data.jsonl DST --media-dir
+DIR``, whose recorded media dir string (give the source backend the same string) makes the
+order identical. A ``data_status`` saved on one backend resumes on the other.
 
 Deliberate differences from the reference, none of which changes the samples of good data:
 
 - A row the reference would crash the iterator on (``change_format`` missing keys, a transform
   or tokenizer error) is dropped as ``bad_row``; a converted sample that cannot be read is
   dropped as ``bad_sample``. Every drop is counted with its location (JSONL file and 1-based
-  line; shard and key on the WebDataset backend).
+  line; shard and key on the WebDataset backend). An error that is not a data problem (a
+  ``NameError`` in a parser) also counts against the parser failure budget.
 - A whole pass that yields nothing raises ``RuntimeError`` naming the dataset (the reference
   spins forever); listing errors name the dataset and the path.
 - ``jsonl_path_list``, ``data_dir_list`` and ``num_used_data`` must have equal lengths and
@@ -32,40 +35,36 @@ Opt-ins (off by default, see :mod:`editstream.loader.pixels`): ``image_dtype="ui
 
 from __future__ import annotations
 
-import logging
 import numbers
 from collections.abc import Iterator, Sequence
 from typing import Any
 
 from ...io.retry import RetryPolicy
 from ...io.storage import StorageOptions
-from ..distributed import DistributedIterableDataset
-from ..drops import FATAL, FailureBudget
-from ..iteration import BadSample, empty_pass_error
+from ..backends import check_backend
+from ..distributed import DataStatus, WorkerStatus
+from ..drops import FATAL
+from ..iteration import DropRow, SourceIterableDataset
 from ..pixels import check_fast_decode, check_image_dtype, load_image
 from ..prefetch import DEFAULT_PREFETCH_BYTES, DEFAULT_PREFETCH_ITEMS
-from ..sft_sample import MediaReader, build_sample, read_row
-from ..sources.jsonl import JsonlLineSource, Place
+from ..rows import Position
+from ..sft_sample import LineRow, build_sample, read_row
+from ..sources.jsonl import JsonlLineSource
+from ..sources.sft_shards import ShardLineSource
 from ..units import Unit
 
-logger = logging.getLogger("editstream")
 
-SFT_BACKENDS = ("parquet", "source", "webdataset")
-"""``parquet`` and ``source`` both mean the JSONL + media files (``parquet`` is the flag value the
-other datasets use); ``webdataset`` means converted roots."""
-
-
-def _as_list(value: Any) -> list:
+def _as_list(value: Any) -> list[Any]:
     return [value] if isinstance(value, (str, int)) else list(value)
 
 
-class SftJSONLIterableDataset(DistributedIterableDataset):
+class SftJSONLIterableDataset(SourceIterableDataset):
     """Vision-language SFT rows from JSONL files (see the module docstring for order and resume)."""
 
-    unit_failure_budget = 16
-    """Converted samples in a row that may fail to read (after retries) before the stream stops."""
+    unit_noun = "JSONL lines"
     image_dtype = "float32"
     fast_decode = False
+    source: JsonlLineSource | ShardLineSource
 
     def __init__(
         self,
@@ -79,7 +78,7 @@ class SftJSONLIterableDataset(DistributedIterableDataset):
         local_rank: int = 0,
         world_size: int = 1,
         num_workers: int = 8,
-        data_status: list | None = None,
+        data_status: DataStatus | None = None,
         shuffle_lines: bool = False,
         shuffle_seed: int = 0,
         *,
@@ -94,9 +93,7 @@ class SftJSONLIterableDataset(DistributedIterableDataset):
         super().__init__(dataset_name, local_rank, world_size, num_workers)
         self.image_dtype = check_image_dtype(image_dtype, f"dataset {dataset_name!r}")
         self.fast_decode = check_fast_decode(fast_decode, f"dataset {dataset_name!r}")
-        if backend is not None and backend not in SFT_BACKENDS:
-            raise ValueError(f"dataset {dataset_name!r}: unknown backend {backend!r}; choose one of {SFT_BACKENDS}")
-        self.backend = "webdataset" if backend == "webdataset" else "parquet"
+        self.backend = check_backend("parquet" if backend is None else backend, f"dataset {dataset_name!r}")
         self.transform = transform
         self.tokenizer = tokenizer
         self.frame_sampler = frame_sampler
@@ -108,12 +105,8 @@ class SftJSONLIterableDataset(DistributedIterableDataset):
         self.storage_options = storage_options
         self.set_data_status(data_status)
         self._check_lists()
-        self._locations: dict[Unit, Place] = {}
-        self.source: Any
         if self.backend == "webdataset":
             self._check_sampler_reads_members()
-            from ..sources.sft_shards import ShardLineSource
-
             self.source = ShardLineSource(
                 dataset_name=dataset_name,
                 storage_options=storage_options,
@@ -160,114 +153,46 @@ class SftJSONLIterableDataset(DistributedIterableDataset):
         shuffle_lines: bool,
         shuffle_seed: int,
     ) -> list[Unit]:
-        """``(line, media_dir)`` pairs: per entry its lines, shuffled if asked, cut to its count."""
-        entries = self.source.read_entries(jsonl_path_list, data_dir_list)
-        units: list[Unit] = []
-        locations: dict[Unit, Place] = {}
-        for entry_index, (entry, count) in enumerate(zip(entries, num_used_data)):
-            # Shuffling positions with the same rng state is the same permutation as shuffling the
-            # lines; the positions also say where each kept line came from.
-            order = list(range(len(entry.lines)))
-            if shuffle_lines:
-                self.rng.seed(shuffle_seed)
-                self.rng.shuffle(order)
-            for line_index in order[:count]:
-                unit = (entry.lines[line_index], entry.image_dir)
-                units.append(unit)
-                locations.setdefault(unit, (entry_index, line_index))
-        self._locations = locations
-        return units
+        """``(line, media_dir)`` pairs: per entry its lines, shuffled (dataset rng) if asked, cut to its count."""
+        return self.source.list_lines(
+            jsonl_path_list, data_dir_list, num_used_data, shuffle_lines, shuffle_seed, self.rng
+        )
 
-    def _set_worker_resume_data_status(self, worker_id: int, status: Any) -> None:
-        """A worker's status is an int row index here (the base class keeps lists)."""
-        if self._resume_data_status is None:
-            self._resume_data_status = [None] * max(int(self.num_workers), worker_id + 1)
-        while len(self._resume_data_status) <= worker_id:
-            self._resume_data_status.append(None)
-        self._resume_data_status[worker_id] = int(status)
-
-    def _first_row(self, worker_id: int) -> int:
+    # ---- positions -----------------------------------------------------------------------
+    def resume_point(self, worker_id: int) -> tuple[int, Position | None]:
+        """A worker's status is the row index of its last sample: the stream resumes at the next line."""
         status = self._get_worker_data_status(worker_id)
         if status is None:
-            return 0
+            return 0, None
         if not isinstance(status, numbers.Integral) or isinstance(status, bool):
             raise ValueError(
-                f"dataset {self.dataset_name!r}: data_status[{worker_id}] is {status!r}; vlm_sft resumes "
+                f"dataset {self.dataset_name!r}: data_status[{worker_id}] is {status!r}; this dataset resumes "
                 f"from a row index (int), as saved by state_dict()"
             )
-        return int(status) + 1
+        return int(status) + 1, None
 
-    # ---- iteration -----------------------------------------------------------------------
-    def __iter__(self) -> Iterator[dict]:
-        units, worker_id = self.get_data_paths_per_worker()
-        start = self._first_row(worker_id)
-        stride = getattr(self.transform, "stride", None)
-        if stride is None:
+    def sample_index(self, unit_position: int, position: Position) -> WorkerStatus:
+        """A line is a unit of one row: its ``data_indexes`` is the row index in the worker's list."""
+        return unit_position
+
+    # ---- parsing -------------------------------------------------------------------------
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        if getattr(self.transform, "stride", None) is None:
             raise TypeError(f"dataset {self.dataset_name!r}: transform {self.transform!r} has no stride")
-        logger.info(
-            "rank-%s worker-%s dataset-%s: resuming data at row#%s",
-            self.local_rank,
-            worker_id,
-            self.dataset_name,
-            start,
-        )
-        budget = FailureBudget(self.dataset_name, self.unit_failure_budget)
-        while True:
-            yielded = 0
-            for sample in self._iter_rows(units, start, worker_id, stride, budget):
-                yielded += 1
-                yield sample
-            if start == 0 and yielded == 0:
-                raise empty_pass_error(self, worker_id, len(units), "JSONL lines")
-            start = 0
-            logger.info("%s repeat in rank-%s worker-%s", self.dataset_name, self.local_rank, worker_id)
+        yield from super().__iter__()
 
-    def _iter_rows(
-        self, units: list[Unit], start: int, worker_id: int, stride: int, budget: FailureBudget
-    ) -> Iterator[dict]:
-        """One pass over ``units[start:]``: parse each row, drop (and count) bad ones, stamp the rest."""
-        items = ((self._locations[unit], unit[0]) for unit in units[start:])
-        media_stream = self.source.iter_media(items)
+    def parse_row(self, row: LineRow) -> dict[str, Any]:
+        """The reference's two steps: read the line and its media (any error: ``jsonl_parse``), then
+        build the sample (an error: ``bad_row``; no loss item: ``no_loss_labels``)."""
         try:
-            for row_index, unit, media in zip(range(start, len(units)), units[start:], media_stream):
-                place = self._locations[unit]
-                if isinstance(media, BadSample):
-                    where = {**self.source.describe(place), **media.where}
-                    self.drops.record("bad_sample", where, media.error)
-                    budget.failed(where, media.error)
-                    continue
-                budget.succeeded()
-                sample = self._parse(unit[0], media, place, stride)
-                if sample is None:
-                    continue
-                sample["data_indexes"] = {
-                    "data_indexes": row_index,
-                    "worker_id": worker_id,
-                    "dataset_name": self.dataset_name,
-                }
-                self._set_worker_resume_data_status(worker_id, row_index)
-                yield sample
-        finally:
-            media_stream.close()
-
-    def _parse(self, line: str, media: MediaReader, place: Place, stride: int) -> dict | None:
-        """The sample of one line, or ``None`` after recording why it was dropped."""
-        try:
-            data, images = read_row(line, media, self.frame_sampler, self._decode_image)
+            data, images = read_row(row.line, row.media, self.frame_sampler, self._decode_image)
         except FATAL:
             raise
-        except Exception as exc:  # noqa: BLE001 - the reference's try-block: any error drops the row
-            self.drops.record("jsonl_parse", self.source.describe(place), exc)
-            return None
-        try:
-            sample = build_sample(data, images, self.transform, stride, self.tokenizer, self.image_dtype)
-        except FATAL:
-            raise
-        except Exception as exc:  # noqa: BLE001 - the reference would crash here; editstream drops the row
-            self.drops.record("bad_row", self.source.describe(place), exc)
-            return None
+        except Exception as exc:
+            raise DropRow("jsonl_parse") from exc
+        sample = build_sample(data, images, self.transform, self.transform.stride, self.tokenizer, self.image_dtype)
         if sample is None:
-            self.drops.record("no_loss_labels", self.source.describe(place))
+            raise DropRow("no_loss_labels")
         return sample
 
     def _decode_image(self, data: bytes, img_num: int) -> Any:

@@ -1,0 +1,21 @@
+"""The backend flag every dataset class and the packer's group configs accept: one table, one rule.
+
+``"parquet"`` reads a dataset's source files (parquet files, or a JSONL and its media), and
+``"source"`` is another name for it (the natural word for JSONL data); ``"webdataset"`` reads
+shards converted by ``editstream convert`` (or foreign WebDataset shards).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+
+BACKENDS: Mapping[str, str] = MappingProxyType({"parquet": "parquet", "source": "parquet", "webdataset": "webdataset"})
+"""Each accepted ``backend`` value and the backend it means."""
+
+
+def check_backend(value: object, owner: str) -> str:
+    """The backend ``value`` means (``"parquet"`` or ``"webdataset"``); a ``ValueError`` naming ``owner`` otherwise."""
+    if not isinstance(value, str) or value not in BACKENDS:
+        raise ValueError(f"{owner}: unknown backend {value!r}; choose one of {list(BACKENDS)}")
+    return BACKENDS[value]
