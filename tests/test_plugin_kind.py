@@ -160,11 +160,6 @@ def test_the_dataset_class_yields_identical_samples_on_both_backends(data, plugi
         assert plan[:2] == ["vae_image0", "vit_image0"]  # a reference image: conditioning only
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="packing builds groups from the static loader.datasets.registry.DATASET_REGISTRY, not from "
-    "editstream.kinds (packing/ is being rewritten in parallel; drop this mark when it reads the registry)",
-)
 def test_a_recipe_group_named_after_the_kind_packs_its_samples(data, plugin_env):
     names = run_python(
         plugin_env,
