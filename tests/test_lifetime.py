@@ -17,6 +17,7 @@ import fsspec
 import pytest
 
 from editstream import convert, write_synthetic_dataset
+from editstream.conversion.lock import LOCK_NAME
 from editstream.conversion.verify import verify
 from editstream.testing.faultproxy import FaultPlan, FaultProxy
 
@@ -73,8 +74,10 @@ def test_no_worker_outlives_its_converter_and_the_dst_resumes(tmp_path, s3_bucke
             stderr=subprocess.PIPE,
         )
         wait_for(lambda: len(_descendants(proc.pid)) >= 4, "the workers to start")  # tracker, fork server, 2 workers
-        # From now on every object read hangs (until the proxy stops): the workers are inside a
-        # read when the signal comes, instead of a sleep guessing when they are busy.
+        # the DST is locked once the plan is made: the sources' footers are read by then
+        wait_for(lambda: os.path.exists(os.path.join(dst, LOCK_NAME)), "the plan to be made")
+        # From now on every object read hangs (until the proxy stops): only the workers read now,
+        # so they are inside a read when the signal comes, instead of a sleep guessing when.
         proxy.set_plan(FaultPlan(every=1, kinds=("stall",), silent=True, stall_seconds=600, min_body=0))
         wait_for(lambda: proxy.faults_injected.get("stall", 0) >= 2, "two reads to hang")
         family = _descendants(proc.pid)
