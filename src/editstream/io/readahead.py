@@ -117,7 +117,7 @@ def process_budget() -> ByteBudget:
 class _Block:
     start: int
     end: int
-    future: Future
+    future: Future[tuple[bytes, float]]
     released: bool = False
 
 
@@ -324,10 +324,10 @@ class ReadAhead:
                 block.future.add_done_callback(_give_back(self._account, block.end - block.start))
 
 
-def _give_back(account: _Account, n: int) -> Callable[[Future], None]:
+def _give_back(account: _Account, n: int) -> Callable[[Future[tuple[bytes, float]]], None]:
     """A done-callback handing ``n`` bytes back when an abandoned request finally completes."""
 
-    def give(_future: Future) -> None:
+    def give(_future: Future[tuple[bytes, float]]) -> None:
         account.give(n)
 
     return give
