@@ -179,3 +179,39 @@ def test_a_dst_holding_other_parquet_is_a_usage_error(tmp_path):
     result = run_cli("convert", str(src), str(dst), "--from", "omniedit", "--to", "parquet")
     assert_usage_error(result, "mine.parquet", "new or empty directory")
     assert (dst / "mine.parquet").exists()
+
+
+def test_preview_from_shows_the_chains_of_the_hub_layout_without_converting(tmp_path):
+    src, expected = magicbrush(tmp_path / "hub")
+    page = tmp_path / "mb.html"
+    result = run_cli("preview", str(src), "--from", "magicbrush", "-o", str(page), "-n", "50")
+    assert result.returncode == 0, result.stderr
+    assert f"wrote {page} ({len(expected)} records)" in result.stdout
+    html = page.read_text()
+    assert "via magicbrush" in html and "img_id=" in html
+    for _, texts in expected:  # every session, its turns in turn order
+        positions = [html.index(t[0]) for t in texts]
+        assert positions == sorted(positions)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["hub", "mb.html"]  # nothing converted or staged
+    sheet = run_cli("preview", str(src), "--from", "magicbrush", "-o", str(tmp_path / "mb.png"), "-n", "3")
+    assert sheet.returncode == 0 and "(3 records)" in sheet.stdout
+    assert (tmp_path / "mb.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_preview_from_an_ungrouped_adapter_filters_and_shows_drops(tmp_path):
+    src, _ = omniedit(tmp_path / "hub")
+    page = tmp_path / "omni.html"
+    result = run_cli("preview", str(src), "--from", "omniedit", "--where", "task == 'swap'", "-o", str(page))
+    assert result.returncode == 0 and "(3 records)" in result.stdout, result.stderr
+    html = page.read_text()
+    assert all(f"edit {i} phrasing 0" in html for i in (2, 6, 10)) and "edit 1 phrasing 0" not in html
+    mapping = tmp_path / "m.yaml"  # the task column is no JSON: every row is one the adapter drops
+    rule = "instructions: [{column: task, format: json}]\n"
+    mapping.write_text("kind: unified_edit\nimages: [src_img, edited_img]\n" + rule)
+    dropped = run_cli("preview", str(src), "--mapping", str(mapping), "-n", "2", "-o", str(page))
+    assert dropped.returncode == 0 and "(2 records)" in dropped.stdout, dropped.stderr
+    assert page.read_text().count("(dropped by the adapter: task is not valid JSON") == 2
+    bad = run_cli("preview", str(src), "--from", "omniedit", "--where", "nope == 1", "-o", str(page))
+    assert_usage_error(bad, "no column 'nope'")
+    stray = run_cli("preview", str(src), "--where", "task == 'swap'", "-o", str(page))
+    assert_usage_error(stray, "--where", "--from")
