@@ -2,6 +2,8 @@
 #   make demo   runs the main job on embedded defaults
 #   make test   runs the test suite
 #   make preview  redraws docs/preview.png (the README's screenshot) from synthetic edit chains
+#   make preview-magicbrush  redraws docs/preview-magicbrush.png: synthetic MagicBrush-shaped Hub
+#                 parquet, converted with --from magicbrush, its multi-turn chains previewed
 #   make cli-doc  regenerates docs/cli.md from the commands' --help
 # torch==2.13.0 is installed first (the CPU wheel this machine keeps on disk), so the
 # package's own permissive torch range is already satisfied and never pulls a CUDA build.
@@ -11,7 +13,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.editstream-installed
 
-.PHONY: demo test lint bench bench-quick install clean preview cli-doc
+.PHONY: demo test lint bench bench-quick install clean preview preview-magicbrush cli-doc
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -37,6 +39,13 @@ preview: $(STAMP)
 	$(PY) -m editstream.cli -q synth demo-out/preview-src --files 1 --row-groups 1 --rows 8 \
 		--min-side 96 --max-side 160 --seed 3 --corrupt-fraction 0.1 > /dev/null
 	$(PY) -m editstream.cli preview demo-out/preview-src -o docs/preview.png -n 6
+
+preview-magicbrush: $(STAMP)
+	rm -rf demo-out/magicbrush-hub demo-out/magicbrush-wds demo-out/magicbrush-wds-parquet
+	$(PY) converters/magicbrush.py --make-sample demo-out/magicbrush-hub > /dev/null
+	$(PY) -m editstream.cli -q convert demo-out/magicbrush-hub/snapshots/0000000/data demo-out/magicbrush-wds \
+		--from magicbrush --workers 1 > /dev/null
+	$(PY) -m editstream.cli preview demo-out/magicbrush-wds -o docs/preview-magicbrush.png -n 4
 
 cli-doc: $(STAMP)
 	$(PY) -m editstream.cli.helpdoc > docs/cli.md

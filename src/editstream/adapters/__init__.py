@@ -4,14 +4,15 @@ A mapping (:class:`AdapterMapping`, read from YAML/JSON by :func:`load_mapping`)
 columns form the edit chain and its instructions; the built-in adapters (:func:`builtin_names`)
 are such files shipped with the package. :func:`adapt` writes BAGEL parquet with its
 ``parquet_info.json``; :func:`run_adapter` is what ``convert SRC DST --from NAME`` runs (adapt,
-then convert to shards). This layer uses the converter's public API and is imported by no
-lower layer.
+then convert to shards); :func:`peek` reads the first adapted chains in place (``preview --from``).
+This layer uses the converter's public API and is imported by no lower layer.
 """
 
 from __future__ import annotations
 
 from .builtin import builtin_names, builtin_path, resolve_mapping
 from .mapping import AdapterMapping, InstructionSource, MappingError, load_mapping, mapping_from_dict
+from .peek import Peeked, peek
 from .pipeline import run_adapter, staging_dir
 from .run import adapt
 from .values import BadValue
@@ -24,12 +25,14 @@ __all__ = [
     "FilterError",
     "InstructionSource",
     "MappingError",
+    "Peeked",
     "adapt",
     "builtin_names",
     "builtin_path",
     "load_mapping",
     "mapping_from_dict",
     "parse_filter",
+    "peek",
     "resolve_mapping",
     "run_adapter",
     "staging_dir",

@@ -1,5 +1,7 @@
 """``editstream convert``: parquet (or a JSONL + media source) to WebDataset shards, checked before it starts.
 
+With ``--from``/``--mapping`` the work goes to ``convert_from`` (a public dataset adapted first).
+
 Before any shard is written: SRC must be a parquet directory (or a JSONL file), a given
 ``--schema`` must fit its columns, the S3 buckets must exist with working credentials, and
 ``--shard-size``/``--samples-per-shard`` imply ``--layout size``. ``--dry-run`` prints the plan.
@@ -14,8 +16,10 @@ import click
 
 from ..format import detect as d
 from .app import SETTINGS, main
+from .convert_common import foreign_files_problem, running_executor
+from .convert_from import ADAPTER_OPTIONS, refuse_adapter_options
 from .errors import UsageProblem
-from .options import KindChoice, SizeType, storage_options, with_storage_options
+from .options import AdapterChoice, KindChoice, SizeType, storage_options, with_storage_options
 from .paths import check_bucket, parquet_columns, parquet_source
 
 
@@ -80,7 +84,46 @@ def _layout(ctx: click.Context, layout: str, shard_size: int | None, samples_per
     "--media-dir",
     default=None,
     help="JSONL SRC: the directory the JSONL's image/video names are relative to. Give the same string as "
-    "the source backend's data_dir: it is recorded and decides the epoch order.",
+    "the source backend's data_dir: it is recorded and decides the epoch order. With --from/--mapping: "
+    "the directory that image structs holding only a path (no bytes) are relative to.",
+)
+@click.option(
+    "--from",
+    "adapter",
+    type=AdapterChoice(),
+    default=None,
+    help="SRC is this public dataset in its own Hub schema (data/*.parquet, HF Image structs): adapt its "
+    "rows to BAGEL edit chains first. See 'Bring your dataset' in the README.",
+)
+@click.option(
+    "--mapping",
+    "mapping_file",
+    default=None,
+    metavar="FILE",
+    help="Like --from, with your own YAML/JSON mapping file (copy a built-in one from editstream/adapters/builtin).",
+)
+@click.option(
+    "--to",
+    "target",
+    type=click.Choice(["webdataset", "parquet"]),
+    default="webdataset",
+    show_default=True,
+    help="With --from/--mapping: webdataset writes shards to DST (from BAGEL parquet staged beside it); "
+    "parquet writes BAGEL's parquet + parquet_info.json to DST.",
+)
+@click.option(
+    "--where",
+    default=None,
+    metavar="EXPR",
+    help="With --from/--mapping: keep only source rows that match, e.g. \"o_score >= 8 and task == 'add'\" "
+    "(replaces the mapping's own filter; '' turns it off).",
+)
+@click.option("--split", default=None, help="With --from/--mapping: read only SRC's {split}-*.parquet files.")
+@click.option(
+    "--staging",
+    default=None,
+    metavar="DIR",
+    help="With --from/--mapping and --to webdataset: where the BAGEL parquet goes (default: DST-parquet).",
 )
 @click.option("--parquet-info", default=None, help="parquet_info JSON (row groups per file); footers otherwise.")
 @click.option(
@@ -148,9 +191,19 @@ def _layout(ctx: click.Context, layout: str, shard_size: int | None, samples_per
 def convert(ctx: click.Context, src: str, dst: str, **kw: Any) -> None:
     """Convert the parquet dataset SRC (or a JSONL file of VLM conversations, with --media-dir) into WebDataset
     tar shards under DST (local or s3://). A JSONL becomes shards of consecutive lines
-    (--samples-per-shard, 1000 by default, or --shard-size). An interrupted run resumes when run again."""
+    (--samples-per-shard, 1000 by default, or --shard-size). With --from NAME or --mapping FILE, SRC is
+    a public dataset in its own schema (a Hub data/ directory): its rows are adapted to BAGEL edit
+    chains first (--to parquet writes BAGEL parquet instead of shards). An interrupted run resumes
+    when run again."""
     so = storage_options(kw.pop("storage_option"), kw.pop("endpoint_url"))
+    adapting = {k: kw.pop(k) for k in ADAPTER_OPTIONS}
     layout = _layout(ctx, kw.pop("layout"), kw["shard_size"], kw["samples_per_shard"])
+    if adapting["adapter"] is not None or adapting["mapping_file"] is not None:
+        from .convert_from import convert_from
+
+        convert_from(ctx, src, dst, adapting, dict(kw, layout=layout), so)
+        return
+    refuse_adapter_options(ctx)
     schema = kw.pop("schema")
     found = parquet_source(src, so)
     _check_jsonl(src, found, schema)
@@ -162,11 +215,7 @@ def convert(ctx: click.Context, src: str, dst: str, **kw: Any) -> None:
     try:
         summary = _run(src, dst, schema=schema, layout=layout, storage_options=so, **kw)
     except ForeignFilesError as exc:
-        names = ", ".join(exc.names[:3]) + (f" and {len(exc.names) - 3} more" if len(exc.names) > 3 else "")
-        raise UsageProblem(
-            f"DST {dst} holds files editstream did not write ({names})",
-            "convert into a new or empty directory (--overwrite goes on: it replaces only editstream's own files)",
-        ) from None
+        raise foreign_files_problem(dst, exc.names) from None
     click.echo(json.dumps(summary, indent=2))
     if summary.get("num_bad_rows"):
         action = "dropped" if kw["drop_bad_rows"] else "kept verbatim"
@@ -175,21 +224,13 @@ def convert(ctx: click.Context, src: str, dst: str, **kw: Any) -> None:
 
 def _run(src: str, dst: str, *, engine: str, workers: int | None, ray_address: str | None, **kw: Any) -> dict[str, Any]:
     from ..conversion import convert as run
-    from ..conversion.executors import make_executor
 
     if kw.pop("dry_run"):
         from ..conversion.dst import dry_run
 
         kw.pop("break_lock")
         return dry_run(src, dst, workers=workers, engine=engine, progress=False, **_api(kw))
-    try:
-        runner = make_executor(engine, workers, ray_address=ray_address)
-    except (ImportError, ValueError) as exc:
-        raise UsageProblem(str(exc)) from None
-    try:
-        start = getattr(runner, "start", None)
-        if start is not None:
-            start()  # local workers import pyarrow & co. while this process does the same; Ray connects
+    with running_executor(engine, workers, ray_address) as runner:
         progress = not (kw.get("no_progress") or SETTINGS.quiet)
         return run(
             src,
@@ -202,8 +243,6 @@ def _run(src: str, dst: str, *, engine: str, workers: int | None, ray_address: s
             break_lock=kw["break_lock"],
             **_api(kw),
         )
-    finally:
-        runner.close()
 
 
 def _api(kw: dict[str, Any]) -> dict[str, Any]:

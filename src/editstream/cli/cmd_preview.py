@@ -1,4 +1,8 @@
-"""``editstream preview``: see a dataset's first records, drawn by their kind's preview function, as HTML or PNG."""
+"""``editstream preview``: see a dataset's first records, drawn by their kind's preview function, as HTML or PNG.
+
+With ``--from NAME`` / ``--mapping FILE`` DATA is a public dataset in its own Hub schema, adapted in
+place (nothing written): the preview shows the chains ``convert --from`` would make.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +14,7 @@ import click
 from ..format import detect as d
 from .app import main
 from .errors import DataProblem, UsageProblem
-from .options import storage_options
+from .options import AdapterChoice, storage_options
 from .paths import check_bucket, missing_path, unfinished_conversion
 
 _OK = {
@@ -46,6 +50,38 @@ def _check(data: str, backend: str, opts: dict[str, Any] | None) -> None:
         )
 
 
+def adapted_records(
+    data: str,
+    n: int,
+    media_dir: str | None,
+    opts: dict[str, Any] | None,
+    *,
+    adapter: str | None,
+    mapping_file: str | None,
+    where: str | None,
+    split: str | None,
+) -> list[Any]:
+    """The first ``n`` chains the adapter makes of DATA, as preview records; a row it would drop
+    is shown with the reason instead of its images."""
+    from ..adapters import FilterError, MappingError, peek, resolve_mapping
+    from ..preview.collect import to_record
+    from ..preview.record import Record
+
+    if adapter is not None and mapping_file is not None:
+        raise UsageProblem("--from and --mapping both name the mapping", "give one of them")
+    records = []
+    try:
+        mapping = resolve_mapping(adapter or mapping_file or "")
+        for title, row in peek(data, mapping, n, where=where, media_dir=media_dir, split=split, storage_options=opts):
+            if isinstance(row, dict):
+                records.append(to_record(mapping.kind, title, row))
+            else:
+                records.append(Record(title, [], [f"(dropped by the adapter: {row.reason})"], mapping.kind))
+    except (MappingError, FilterError) as exc:
+        raise UsageProblem(" ".join(str(exc).split())) from None
+    return records
+
+
 @main.command()
 @click.argument("data")
 @click.option(
@@ -63,7 +99,21 @@ def _check(data: str, backend: str, opts: dict[str, Any] | None) -> None:
     show_default=True,
     help="auto: by what DATA holds; parquet: a parquet directory; webdataset: a converted root or shards.",
 )
-@click.option("--media-dir", default=None, help="JSONL DATA: the directory its image names are relative to.")
+@click.option(
+    "--media-dir",
+    default=None,
+    help="JSONL DATA, or with --from/--mapping: the directory image names (paths without bytes) are relative to.",
+)
+@click.option(
+    "--from",
+    "adapter",
+    type=AdapterChoice(),
+    default=None,
+    help="DATA is this public dataset in its own Hub schema: show the chains its adapter makes (nothing is written).",
+)
+@click.option("--mapping", "mapping_file", default=None, metavar="FILE", help="Like --from, with a mapping file.")
+@click.option("--where", default=None, metavar="EXPR", help="With --from/--mapping: only source rows that match.")
+@click.option("--split", default=None, help="With --from/--mapping: only DATA's {split}-*.parquet files.")
 @click.option("--endpoint-url", default=None, help="S3 endpoint URL (e.g. MinIO).")
 @click.option("--storage-option", "storage_option", multiple=True, metavar="KEY=VALUE", help="fsspec storage option.")
 def preview(
@@ -74,10 +124,12 @@ def preview(
     media_dir: str | None,
     endpoint_url: str | None,
     storage_option: tuple[str, ...],
+    **adapting: Any,
 ) -> None:
     """Draw the first records of DATA (a converted root, a parquet directory, shards by pattern, or a
-    JSONL of VLM conversations with --media-dir), each drawn as its kind says: edit chains as rows of
-    thumbnails with their instructions, images with their captions, prompt or conversation."""
+    JSONL of VLM conversations with --media-dir, or a public dataset's Hub parquet with --from NAME),
+    each drawn as its kind says: edit chains as rows of thumbnails with their instructions, images
+    with their captions, prompt or conversation."""
     from ..preview.collect import NoPreviewError, collect
     from ..preview.render import save_png, to_html, to_png
 
@@ -85,14 +137,25 @@ def preview(
     if suffix not in (".html", ".htm", ".png"):
         raise UsageProblem(f"-o {out}: the preview is written as .html or .png", "name the output OUT.html or OUT.png")
     opts = storage_options(storage_option, endpoint_url)
-    _check(data, backend, opts)
-    try:
-        records = collect(data, n, media_dir=media_dir, storage_options=opts)
-    except NoPreviewError as exc:
-        raise DataProblem(str(exc), f"install the package of its kind; preview knows {', '.join(_kinds())}") from None
+    if adapting["adapter"] is not None or adapting["mapping_file"] is not None:
+        if backend != "auto":
+            raise UsageProblem("--backend reads converted data; --from/--mapping read DATA in its own schema")
+        records = adapted_records(data, n, media_dir, opts, **adapting)
+    else:
+        stray = [f"--{k}" for k in ("where", "split") if adapting[k] is not None]
+        if stray:
+            advice = "add --from NAME or --mapping FILE, or leave them out"
+            raise UsageProblem(f"{', '.join(stray)} apply to --from/--mapping only", advice)
+        _check(data, backend, opts)
+        try:
+            records = collect(data, n, media_dir=media_dir, storage_options=opts)
+        except NoPreviewError as exc:
+            advice = f"install the package of its kind; preview knows {', '.join(_kinds())}"
+            raise DataProblem(str(exc), advice) from None
     if not records:
         raise DataProblem(f"{data} holds no records to preview")
-    title = f"editstream preview: {data} (first {len(records)})"
+    via = adapting["adapter"] or adapting["mapping_file"]
+    title = f"editstream preview: {data}{f' via {via}' if via else ''} (first {len(records)})"
     folder = os.path.dirname(out)
     if folder:
         os.makedirs(folder, exist_ok=True)

@@ -35,6 +35,25 @@ class KindChoice(click.Choice[str]):
         return get_kind(str(super().convert(value, param, ctx))).name
 
 
+class AdapterChoice(click.Choice[str]):
+    """The built-in adapter names (``editstream.adapters.builtin_names()``), read when the command
+    runs or shows its help, so ``editstream --help`` does not load the adapters."""
+
+    def __init__(self) -> None:
+        super().__init__((), case_sensitive=True)
+
+    @property
+    def choices(self) -> tuple[str, ...]:
+        """The names of the mapping files shipped with the package, sorted."""
+        from ..adapters import builtin_names
+
+        return tuple(builtin_names())
+
+    @choices.setter
+    def choices(self, value: Any) -> None:
+        """Ignored: the choices always come from the shipped mapping files."""
+
+
 def trainable(kind: DatasetKind) -> bool:
     """Kinds with a training dataset whose source is parquet slices (what ``stream`` builds)."""
     return kind.dataset is not None and kind.source is SourceShape.PARQUET

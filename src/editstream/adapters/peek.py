@@ -1,0 +1,94 @@
+"""The first adapted rows of a source, read in place (no output written): what ``preview --from`` shows.
+
+An ungrouped mapping reads the source row by row and stops after ``n`` chains; a grouped one
+(MagicBrush) runs the plan pass over the key columns first, as an adaptation does, then reads
+only the row groups its first ``n`` chains sit in. A row the adapter would drop is yielded as
+its :class:`BadValue`, so a preview shows it rather than silently skipping it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Iterator
+from pathlib import Path
+from typing import Any
+
+from ..io import storage
+from ..io.parquet import open_parquet
+from .builtin import resolve_mapping
+from .chains import ChainBuilder
+from .mapping import AdapterMapping
+from .plan import SourceFile, check_columns, list_sources, plan_groups, unpack
+from .values import BadValue, MediaDir
+from .where import Filter, parse_filter
+
+Peeked = tuple[str, dict[str, Any] | BadValue]
+"""A title saying where the chain comes from, and its output row (or why the adapter drops it)."""
+
+
+def _rows(
+    files: list[SourceFile], columns: list[str], where: Filter | None, so: storage.StorageOptions | None
+) -> Iterator[tuple[str, dict[str, Any]]]:
+    for f in files:
+        with open_parquet(f.url, so, streaming=True) as pf:
+            for rg in range(len(f.row_groups)):
+                for r, row in enumerate(pf.read_row_group(rg, columns=columns).to_pylist()):
+                    if where is None or where(row):
+                        yield f"{f.name} rg {rg} row {r}", row
+
+
+def _grouped(
+    files: list[SourceFile],
+    mapping: AdapterMapping,
+    where: Filter | None,
+    columns: list[str],
+    n: int,
+    so: storage.StorageOptions | None,
+) -> Generator[tuple[str, list[dict[str, Any]]]]:
+    plan = plan_groups(files, mapping, where, n, "peek", so)
+    chains = plan.tasks[0].chains if plan.tasks else ()
+    groups: dict[tuple[int, int], list[dict[str, Any]]] = {}
+    for chain in chains:
+        rows = []
+        for location in chain:
+            file, rg, row = unpack(location)
+            if (file, rg) not in groups:
+                with open_parquet(files[file].url, so, streaming=True) as pf:
+                    groups[(file, rg)] = pf.read_row_group(rg, columns=columns).to_pylist()
+            rows.append(groups[(file, rg)][row])
+        key = ", ".join(f"{c}={rows[0][c]}" for c in mapping.group_by)
+        yield f"{key} ({len(rows)} rows)", rows
+
+
+def peek(
+    src: str,
+    mapping: str | Path | AdapterMapping,
+    n: int,
+    *,
+    where: str | None = None,
+    media_dir: str | None = None,
+    split: str | None = None,
+    storage_options: storage.StorageOptions | None = None,
+) -> Iterator[Peeked]:
+    """The first ``n`` chains ``mapping`` makes of the parquet at ``src`` (options as for ``adapt``)."""
+    mapping = resolve_mapping(mapping)
+    text = mapping.where if where is None else where
+    where_filter = parse_filter(text) if text else None
+    files = list_sources(src, split, storage_options)
+    check_columns(files, mapping, where_filter)
+    columns = list(dict.fromkeys([*mapping.source_columns, *(where_filter.columns if where_filter else ())]))
+    builder = ChainBuilder(mapping, MediaDir(media_dir, storage_options))
+    chains: Generator[tuple[str, list[dict[str, Any]]]]
+    if mapping.group_by:
+        chains = _grouped(files, mapping, where_filter, columns, n, storage_options)
+    else:
+        chains = ((title, [row]) for title, row in _rows(files, columns, where_filter, storage_options))
+    try:
+        for count, (title, rows) in enumerate(chains):
+            if count >= n:
+                return
+            try:
+                yield title, builder.build(rows)
+            except BadValue as exc:
+                yield title, exc
+    finally:
+        chains.close()  # the open source file, when stopped after n chains

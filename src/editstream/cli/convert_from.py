@@ -1,0 +1,152 @@
+"""``editstream convert SRC DST --from NAME`` (or ``--mapping FILE``): a public dataset in its own schema in.
+
+The adapter (``editstream.adapters``) turns SRC's rows into BAGEL edit chains: ``--to parquet``
+writes BAGEL's parquet and ``parquet_info.json`` to DST; ``--to webdataset`` stages that
+parquet (``--staging``, default ``DST-parquet``) and converts it to shards with the same
+executor, digest and lock options as the plain convert. A mapping, filter or DST the adapter
+cannot use is a usage error of one line; the drop list goes to ``adapt_report.json``, not the terminal.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import click
+
+from .app import SETTINGS
+from .convert_common import foreign_files_problem, running_executor
+from .errors import UsageProblem
+from .paths import check_bucket
+
+ADAPTER_OPTIONS = ("adapter", "mapping_file", "target", "where", "split", "staging")
+"""The ``convert`` parameters that only an adaptation reads."""
+ONLY_WITH_ADAPTER = {"target": "--to", "where": "--where", "split": "--split", "staging": "--staging"}
+NEVER_WITH_ADAPTER = {"schema": "--schema", "parquet_info": "--parquet-info", "dry_run": "--dry-run"}
+"""The adapter decides the kind and writes its own parquet_info; it has no dry run."""
+SHARD_OPTIONS = {
+    "workers": "--workers",
+    "engine": "--engine",
+    "ray_address": "--ray-address",
+    "layout": "--layout",
+    "shard_size": "--shard-size",
+    "samples_per_shard": "--samples-per-shard",
+    "overwrite": "--overwrite",
+    "drop_bad_rows": "--drop-bad-rows",
+    "digest": "--digest",
+    "break_lock": "--break-lock",
+}
+"""Options of the shard conversion: meaningless (so refused) with ``--to parquet``."""
+
+
+def given(ctx: click.Context, names: dict[str, str]) -> list[str]:
+    """The options among ``names`` (parameter -> flag) typed on the command line, as their flags."""
+    default = (None, click.core.ParameterSource.DEFAULT)
+    return [flag for name, flag in names.items() if ctx.get_parameter_source(name) not in default]
+
+
+def refuse_adapter_options(ctx: click.Context) -> None:
+    """``--to``/``--where``/``--split``/``--staging`` without ``--from``/``--mapping`` are a usage error."""
+    stray = given(ctx, ONLY_WITH_ADAPTER)
+    if stray:
+        raise UsageProblem(
+            f"{', '.join(stray)} appl{'ies' if len(stray) == 1 else 'y'} to an adaptation only",
+            "add --from NAME (a built-in adapter) or --mapping FILE, or leave them out",
+        )
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())
+
+
+def _check(ctx: click.Context, opts: dict[str, Any]) -> None:
+    if opts["adapter"] is not None and opts["mapping_file"] is not None:
+        raise UsageProblem("--from and --mapping both name the mapping", "give one of them")
+    refused = given(ctx, NEVER_WITH_ADAPTER)
+    if refused:
+        raise UsageProblem(
+            f"{', '.join(refused)} cannot be used with --from/--mapping",
+            "the mapping decides the kind and the adapter writes parquet_info.json itself: leave them out",
+        )
+    if opts["target"] == "parquet":
+        shard_only = given(ctx, SHARD_OPTIONS) + given(ctx, {"staging": "--staging"})
+        if shard_only:
+            raise UsageProblem(
+                f"{', '.join(shard_only)} appl{'ies' if len(shard_only) == 1 else 'y'} to --to webdataset only",
+                "--to parquet writes BAGEL parquet into DST: leave them out",
+            )
+
+
+def _resolve(opts: dict[str, Any]) -> Any:
+    """The mapping (and the ``--where`` text parsed), checked before any file is read."""
+    from ..adapters import FilterError, MappingError, parse_filter, resolve_mapping
+
+    try:
+        mapping = resolve_mapping(opts["adapter"] or opts["mapping_file"])
+        if opts["where"]:
+            parse_filter(opts["where"])
+    except (MappingError, FilterError) as exc:
+        where = "--where: " if isinstance(exc, FilterError) else ""
+        raise UsageProblem(where + _one_line(exc)) from None
+    return mapping
+
+
+def _adapt(src: str, dst: str, mapping: Any, opts: dict[str, Any], kw: dict[str, Any], so: Any) -> dict[str, Any]:
+    from ..adapters import run_adapter
+
+    progress = not (kw["no_progress"] or SETTINGS.quiet)
+    common = dict(
+        where=opts["where"],
+        media_dir=kw["media_dir"],
+        split=opts["split"],
+        storage_options=so,
+        progress=progress,
+    )
+    if opts["target"] == "parquet":
+        result: dict[str, Any] = run_adapter(src, dst, mapping, to="parquet", **common)
+        return result
+    shard_options = {k: kw[k] for k in ("layout", "shard_size", "samples_per_shard", "overwrite", "drop_bad_rows")}
+    with running_executor(kw["engine"], kw["workers"], kw["ray_address"]) as runner:
+        result = run_adapter(
+            src,
+            dst,
+            mapping,
+            to="webdataset",
+            staging=opts["staging"],
+            workers=kw["workers"],
+            engine=kw["engine"],
+            ray_address=kw["ray_address"],
+            executor=runner,
+            digest=kw["digest"],
+            break_lock=kw["break_lock"],
+            **shard_options,
+            **common,
+        )
+    return result
+
+
+def convert_from(
+    ctx: click.Context, src: str, dst: str, opts: dict[str, Any], kw: dict[str, Any], so: dict[str, Any] | None
+) -> None:
+    """Run the adaptation the command line asks for and print its summary (drops: only counted)."""
+    _check(ctx, opts)
+    mapping = _resolve(opts)
+    check_bucket(src, so)
+    check_bucket(dst, so)
+    from ..adapters import FilterError, MappingError
+    from ..conversion.dst import ForeignFilesError
+
+    try:
+        result = _adapt(src, dst, mapping, opts, kw, so)
+    except ForeignFilesError as exc:  # a FileExistsError of the shard DST: named like the plain convert's
+        raise foreign_files_problem(dst, exc.names) from None
+    except (MappingError, FilterError, FileExistsError) as exc:
+        raise UsageProblem(_one_line(exc)) from None
+    summary = {k: v for k, v in result["adapt"].items() if k != "drops"}
+    click.echo(json.dumps({"adapt": summary, "convert": result["convert"]}, indent=2))
+    if summary["dropped"]:
+        codes = ", ".join(f"{code}: {n}" for code, n in summary["dropped_by_code"].items())
+        click.echo(
+            f"{summary['dropped_rows']} source rows dropped ({codes}); each is listed in {summary['report']}",
+            err=True,
+        )
