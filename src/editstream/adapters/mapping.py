@@ -1,6 +1,6 @@
 """The declarative mapping: which source columns become an edit chain, read from YAML or JSON.
 
-A mapping names its target kind, the image columns of one source row in chain order (input
+A mapping names its target kind (or leaves it to the one registered edit-chain kind), the image columns of one source row in chain order (input
 first), where each edit's phrasings come from, optional ``group_by`` / ``order_by`` for
 multi-turn sessions, the extra columns to keep and a default filter. Every check runs when the
 mapping is built, and its errors name the file, the key and the value, so a user who copied a
@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 
 from ..format.columns import normalize_type
-from ..kinds import UnknownKindError, get_kind
+from ..kinds import DatasetKind, SourceShape, UnknownKindError, all_kinds, get_kind
 from .where import FilterError, parse_filter
 
 INSTRUCTION_FORMATS = ("string", "list", "json")
@@ -152,6 +152,24 @@ def _no_duplicates(origin: str, key: str, names: tuple[str, ...]) -> None:
         raise _error(origin, key, f"names {sorted(set(seen))} more than once", list(names))
 
 
+def _chain_pair(kind: DatasetKind) -> tuple[str, str] | None:
+    by_type: dict[str, list[str]] = {}
+    for column, notation in kind.columns.items():
+        by_type.setdefault(normalize_type(notation), []).append(column)
+    images = by_type.get(IMAGE_LIST_TYPE, [])
+    texts = by_type.get(INSTRUCTION_LIST_TYPE, [])
+    return (images[0], texts[0]) if len(images) == 1 and len(texts) == 1 else None
+
+
+def default_kind(origin: str = "<mapping>") -> str:
+    """The kind a mapping without ``kind:`` targets: the one registered kind whose columns are an
+    edit chain (a single image list and instruction list); an error when none or several are."""
+    chains = [k.name for k in all_kinds() if k.source is SourceShape.PARQUET and _chain_pair(k) is not None]
+    if len(chains) != 1:
+        raise _error(origin, "kind", f"is required: the registered edit-chain kinds are {chains}", None)
+    return chains[0]
+
+
 def target_columns(kind_name: str, origin: str = "<mapping>") -> tuple[str, str]:
     """The ``(image list, instruction list)`` columns of ``kind_name``: its columns typed
     ``list<binary>`` and ``list<list<string>>``, so no module but the kind's own spells them."""
@@ -159,19 +177,15 @@ def target_columns(kind_name: str, origin: str = "<mapping>") -> tuple[str, str]
         kind = get_kind(kind_name)
     except UnknownKindError as exc:
         raise _error(origin, "kind", str(exc), kind_name) from None
-    by_type: dict[str, list[str]] = {}
-    for column, notation in kind.columns.items():
-        by_type.setdefault(normalize_type(notation), []).append(column)
-    images = by_type.get(IMAGE_LIST_TYPE, [])
-    texts = by_type.get(INSTRUCTION_LIST_TYPE, [])
-    if len(images) != 1 or len(texts) != 1:
+    pair = _chain_pair(kind)
+    if pair is None:
         raise _error(
             origin,
             "kind",
             f"kind {kind.name!r} has no single {IMAGE_LIST_TYPE} + {INSTRUCTION_LIST_TYPE} pair",
             kind_name,
         )
-    return images[0], texts[0]
+    return pair
 
 
 def _names(origin: str, key: str, value: Any, *, single_ok: bool = True) -> tuple[str, ...]:
@@ -227,7 +241,7 @@ def mapping_from_dict(data: Any, origin: str = "<mapping>") -> AdapterMapping:
         raise _error(origin, "instructions", "must be a list (one entry per edit)", raw_instructions)
     return AdapterMapping(
         name=_text(origin, data, "name") or Path(origin).stem,
-        kind=_text(origin, data, "kind", required=True) or "",
+        kind=_text(origin, data, "kind") or default_kind(origin),
         images=_names(origin, "images", data["images"], single_ok=False),
         instructions=tuple(_instruction(origin, v) for v in raw_instructions),
         group_by=_names(origin, "group_by", data["group_by"]) if data.get("group_by") is not None else (),
