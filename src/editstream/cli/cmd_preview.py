@@ -64,6 +64,11 @@ def _check(data: str, backend: str, opts: dict[str, Any] | None) -> None:
     help="auto: by what DATA holds; parquet: a parquet directory; webdataset: a converted root or shards.",
 )
 @click.option("--media-dir", default=None, help="JSONL DATA: the directory its image names are relative to.")
+@click.option(
+    "--allow-outside-media-dir",
+    is_flag=True,
+    help="JSONL DATA: read image names outside --media-dir (absolute, or climbing out with ..); refused by default.",
+)
 @click.option("--endpoint-url", default=None, help="S3 endpoint URL (e.g. MinIO).")
 @click.option("--storage-option", "storage_option", multiple=True, metavar="KEY=VALUE", help="fsspec storage option.")
 def preview(
@@ -72,6 +77,7 @@ def preview(
     n: int,
     backend: str,
     media_dir: str | None,
+    allow_outside_media_dir: bool,
     endpoint_url: str | None,
     storage_option: tuple[str, ...],
 ) -> None:
@@ -87,7 +93,9 @@ def preview(
     opts = storage_options(storage_option, endpoint_url)
     _check(data, backend, opts)
     try:
-        records = collect(data, n, media_dir=media_dir, storage_options=opts)
+        records = collect(
+            data, n, media_dir=media_dir, storage_options=opts, allow_outside_media_dir=allow_outside_media_dir
+        )
     except NoPreviewError as exc:
         raise DataProblem(str(exc), f"install the package of its kind; preview knows {', '.join(_kinds())}") from None
     if not records:
