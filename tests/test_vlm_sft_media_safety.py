@@ -162,3 +162,68 @@ def test_the_source_backend_reads_media_outside_when_the_dataset_opts_out(hostil
     source = _dataset(hostile["jsonl"], hostile["media"], "parquet", allow_outside_media_dir=True)
     assert_batches_equal(_take(source, 8), _take(converted, 8))
     assert converted.drop_counts == {}
+
+
+# --------------------------------------------------------------------------- verify --source
+
+
+@pytest.fixture
+def converted(tmp_path: Path) -> dict:
+    """Two image lines and a frame-folder video line, converted with an absolute media dir."""
+    media = tmp_path / "media"
+    (media / "img").mkdir(parents=True)
+    (media / "clips" / "c1").mkdir(parents=True)
+    (media / "img" / "a.png").write_bytes(_png((200, 10, 10)))
+    (media / "img" / "b.png").write_bytes(_png((10, 200, 10)))
+    for i in range(1, 4):
+        Image.new("RGB", (16, 16), (i * 60, 0, 0)).save(media / "clips" / "c1" / f"f_{i}.jpg")
+    video = {"video": "clips/c1/", "conversations": [{"from": "human", "value": "<video> what?"}, ANSWER]}
+    jsonl = tmp_path / "data.jsonl"
+    jsonl.write_text(_line("img/a.png") + _line("img/b.png") + json.dumps(video) + "\n" + _line("img/late.png"))
+    out = tmp_path / "out"
+    convert(str(jsonl), str(out), media_dir=str(media), samples_per_shard=2, progress=False)
+    return {"jsonl": str(jsonl), "media": media, "out": str(out)}
+
+
+def test_verify_source_passes_while_the_media_is_unchanged(converted):
+    result = run_cli("verify", converted["out"], "--source", converted["jsonl"])
+    assert result.returncode == 0 and "OK" in result.stdout, result.stdout + result.stderr
+    assert "4 source rows compared" in result.stdout
+
+
+def test_verify_source_names_a_replaced_or_deleted_media_file(converted):
+    media = converted["media"]
+    (media / "img" / "b.png").write_bytes(_png((0, 0, 255)))
+    (media / "clips" / "c1" / "f_2.jpg").unlink()
+    (media / "img" / "late.png").write_bytes(_png((9, 9, 9)))  # missing at conversion, there now
+    assert run_cli("verify", converted["out"]).returncode == 0  # the shards themselves are intact
+    result = run_cli("verify", converted["out"], "--source", converted["jsonl"])
+    assert result.returncode == 1, result.stdout + result.stderr
+    problems = [line for line in result.stdout.splitlines() if line.startswith("  [source]")]
+    assert len(problems) == 3, result.stdout
+    text = "\n".join(problems)
+    assert f"media 'img/b.png' ({media}/img/b.png) changed since the conversion" in text
+    assert f"media 'clips/c1/f_2.jpg' ({media}/clips/c1/f_2.jpg) is gone since the conversion" in text
+    assert "media 'img/late.png'" in text and "was missing at conversion and exists now" in text
+    assert "img/a.png" not in text
+
+
+def test_verify_source_names_a_deleted_image(converted):
+    (converted["media"] / "img" / "a.png").unlink()
+    result = run_cli("verify", converted["out"], "--source", converted["jsonl"], "--json")
+    assert result.returncode == 1
+    report = json.loads(result.stdout)
+    assert [(p["kind"], p["shard"]) for p in report["problems"]] == [("source", "shard-000000.tar")]
+    assert "'img/a.png'" in report["problems"][0]["detail"] and "gone" in report["problems"][0]["detail"]
+
+
+def test_a_vlm_sft_root_relabelled_by_hand_fails_verify(converted):
+    """Issue 17 case 8: the schema of a JSONL root changed to a parquet kind is refused, naming the record."""
+    path = Path(converted["out"]) / mf.MANIFEST_NAME
+    doc = json.loads(path.read_text())
+    path.write_text(json.dumps({**doc, "schema": "generic"}))
+    result = run_cli("verify", converted["out"])
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "[schema] the manifest's schema is 'generic', but extra holds the record of a 'vlm_sft' conversion" in (
+        result.stdout
+    )
