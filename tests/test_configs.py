@@ -93,3 +93,23 @@ def test_the_demo_writes_what_the_recipe_names(out):
             assert (
                 Path(entry["data_dir"]).exists() and (Path(entry["webdataset"]["data_dir"]) / "manifest.json").exists()
             )
+
+
+@pytest.mark.parametrize("where", ["entry", "webdataset"])
+def test_a_typo_inside_a_dataset_info_entry_is_an_error_naming_the_key_the_entry_and_the_group(where):
+    """Issue 17 case 8: an unknown key in a dataset_info entry is refused, not ignored (the
+    reference's descriptive num_files / num_total_samples are accepted)."""
+    recipe = yaml.safe_load(RECIPE.read_text())
+    entries = recipe["dataset"]["dataset_info"]["vlm_sft"]
+    name = next(iter(entries))
+    entry = entries[name]
+    entry.update(num_files=1, num_total_samples=10)
+    if where == "entry":
+        entry["jsonl_paht"] = entry.pop("jsonl_path")
+        expected = f"dataset_info['vlm_sft'][{name!r}]: unknown key(s) ['jsonl_paht'] in the entry of dataset {name!r}"
+    else:
+        entry["webdataset"]["data_dri"] = entry["webdataset"].pop("data_dir")
+        expected = f"dataset_info['vlm_sft'][{name!r}]['webdataset']: unknown key(s) ['data_dri']"
+    with pytest.raises(ValueError) as raised:
+        batches(recipe)
+    assert expected in str(raised.value) and "of group 'vlm_sft'" in str(raised.value)

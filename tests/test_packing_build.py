@@ -86,6 +86,8 @@ def test_webdataset_backend_reads_the_webdataset_sub_entry_and_no_source_only_ke
     assert source.grouped_datasets[0].data_dir_list == ["/src/a"]
     assert source.grouped_datasets[0].extra["jsonl_path_list"] == ["/x.jsonl"]
     with pytest.raises(ValueError, match=r"\['webdataset'\] must be a mapping with a data_dir"):
+        make_packer(groups, dataset_info={"toy": {"a": {"data_dir": "/src/a", "webdataset": {"storage_options": {}}}}})
+    with pytest.raises(ValueError, match=r"\['webdataset'\]: unknown key\(s\) \['dir'\]"):  # a typo is named
         make_packer(groups, dataset_info={"toy": {"a": {"data_dir": "/src/a", "webdataset": {"dir": "x"}}}})
 
 

@@ -212,3 +212,36 @@ def test_inspect_counts_and_sample_lookup(converted):
     assert find_sample(str(out), "part-00000-rg00001-r0000003") == rows[7]
     with pytest.raises(KeyError, match="no sample with key 'part-00009-rg00000-r0000000'"):
         find_sample(str(out), "part-00009-rg00000-r0000000")
+
+
+def _edit_manifest(root: Path, **changes) -> None:
+    path = root / mf.MANIFEST_NAME
+    doc = json.loads(path.read_text())
+    doc.update(changes)
+    path.write_text(json.dumps(doc, indent=1))
+
+
+def test_a_hand_edited_schema_that_does_not_fit_the_shards_fails_verify(copy):
+    """Issue 17: a manifest whose schema was changed by hand must not verify as OK."""
+    from helpers import run_cli
+
+    src, out = copy
+    _edit_manifest(out, schema="t2i_pretrain")
+    result = run_cli("verify", str(out), "--source", str(src))
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "[schema] the manifest's schema 't2i_pretrain' needs columns ['image', 'captions']" in result.stdout
+    assert "missing ['image', 'captions']" in result.stdout
+
+
+def test_a_hand_edited_schema_and_columns_fail_on_what_the_samples_hold(copy):
+    _, out = copy
+    _edit_manifest(
+        out,
+        schema="t2i_pretrain",
+        columns=[{"name": "image", "type": "binary"}, {"name": "captions", "type": "string"}],
+    )
+    report = verify(str(out))
+    assert set(kinds(report)) == {"columns"}
+    text = report.format()
+    assert "'image_list', 'instruction_list'" in text and "], the manifest lists ['image', 'captions']" in text
+    assert len(report.problems) == len(mf.Manifest.read(str(out)).shards)  # per shard: the first sample, then capped

@@ -125,6 +125,12 @@ def _layout(ctx: click.Context, layout: str, shard_size: int | None, samples_per
     metavar="DIR",
     help="With --from/--mapping and --to webdataset: where the BAGEL parquet goes (default: DST-parquet).",
 )
+@click.option(
+    "--allow-outside-media-dir",
+    is_flag=True,
+    help="JSONL SRC: read media names outside --media-dir (absolute, or climbing out with ..); "
+    "refused by default, so a JSONL cannot copy other files into the shards.",
+)
 @click.option("--parquet-info", default=None, help="parquet_info JSON (row groups per file); footers otherwise.")
 @click.option(
     "--workers",
@@ -247,7 +253,15 @@ def _run(src: str, dst: str, *, engine: str, workers: int | None, ray_address: s
 
 def _api(kw: dict[str, Any]) -> dict[str, Any]:
     """The command's remaining options as ``conversion.convert`` keywords."""
-    names = ("schema", "layout", "storage_options", "media_dir", "parquet_info", "shard_size")
+    names = (
+        "schema",
+        "layout",
+        "storage_options",
+        "media_dir",
+        "parquet_info",
+        "shard_size",
+        "allow_outside_media_dir",
+    )
     out = {k: kw[k] for k in names if k in kw}
     out.update(samples_per_shard=kw.get("samples_per_shard"), overwrite=kw["overwrite"])
     out.update(drop_bad_rows=kw["drop_bad_rows"], digest=kw["digest"])

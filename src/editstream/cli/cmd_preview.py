@@ -114,6 +114,11 @@ def adapted_records(
 @click.option("--mapping", "mapping_file", default=None, metavar="FILE", help="Like --from, with a mapping file.")
 @click.option("--where", default=None, metavar="EXPR", help="With --from/--mapping: only source rows that match.")
 @click.option("--split", default=None, help="With --from/--mapping: only DATA's {split}-*.parquet files.")
+@click.option(
+    "--allow-outside-media-dir",
+    is_flag=True,
+    help="JSONL DATA: read image names outside --media-dir (absolute, or climbing out with ..); refused by default.",
+)
 @click.option("--endpoint-url", default=None, help="S3 endpoint URL (e.g. MinIO).")
 @click.option("--storage-option", "storage_option", multiple=True, metavar="KEY=VALUE", help="fsspec storage option.")
 def preview(
@@ -122,6 +127,7 @@ def preview(
     n: int,
     backend: str,
     media_dir: str | None,
+    allow_outside_media_dir: bool,
     endpoint_url: str | None,
     storage_option: tuple[str, ...],
     **adapting: Any,
@@ -148,7 +154,9 @@ def preview(
             raise UsageProblem(f"{', '.join(stray)} apply to --from/--mapping only", advice)
         _check(data, backend, opts)
         try:
-            records = collect(data, n, media_dir=media_dir, storage_options=opts)
+            records = collect(
+                data, n, media_dir=media_dir, storage_options=opts, allow_outside_media_dir=allow_outside_media_dir
+            )
         except NoPreviewError as exc:
             advice = f"install the package of its kind; preview knows {', '.join(_kinds())}"
             raise DataProblem(str(exc), advice) from None

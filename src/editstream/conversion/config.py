@@ -40,6 +40,9 @@ class ConvertConfig:
     """JSONL + media kinds only: the media directory the JSONL's names are relative to, as the user gives it."""
     digest: str = DEFAULT_DIGEST
     """Digest of every shard and idx, recorded in the manifest: ``xxh3_128`` (fast) or ``sha256``."""
+    allow_outside_media_dir: bool = False
+    """JSONL + media kinds only: read media names outside ``media_dir`` (absolute, ``..``) instead of
+    refusing them. Off by default: a JSONL must not copy arbitrary files into shards."""
 
     @property
     def source_shape(self) -> SourceShape:
@@ -72,6 +75,8 @@ class ConvertConfig:
 def _check_parquet_options(cfg: ConvertConfig) -> None:
     if cfg.media_dir is not None:
         raise ValueError("media_dir applies to sources of a JSONL + media kind only")
+    if cfg.allow_outside_media_dir:
+        raise ValueError("allow_outside_media_dir applies to sources of a JSONL + media kind only")
 
 
 def _check_lines_options(cfg: ConvertConfig) -> None:

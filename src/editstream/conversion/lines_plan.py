@@ -19,7 +19,7 @@ from typing import Any
 
 from ..format import manifest as mf
 from ..format.keys import key_stems
-from ..format.sft import COLUMNS, LINES_COPY, SftInfo, media_path, referenced_media
+from ..format.sft import COLUMNS, LINES_COPY, SftInfo, media_path, outside_media_dir, referenced_media
 from ..io import storage
 from ..io.lines import decode_lines, line_start_offsets
 from ..kinds import SourceShape
@@ -48,15 +48,17 @@ def _media_size(url: str, is_folder: bool, so: dict[str, Any] | None) -> tuple[i
         return 0, 0
 
 
-def _line_sizes(data: bytes, media_dir: str, so: dict[str, Any] | None) -> list[int]:
-    """Estimated shard bytes of every line: its text, its media files and the tar overhead."""
+def _line_sizes(data: bytes, media_dir: str, so: dict[str, Any] | None, allow_outside: bool) -> list[int]:
+    """Estimated shard bytes of every line: its text, its media files and the tar overhead
+    (names outside the media directory are refused unless ``allow_outside``: not even sized)."""
     lines = decode_lines(data)
     refs: list[list[tuple[str, bool]]] = []
     for line in lines:
         try:
-            refs.append(referenced_media(json.loads(line)))
+            found = referenced_media(json.loads(line))
         except ValueError:
-            refs.append([])
+            found = []
+        refs.append([ref for ref in found if allow_outside or not outside_media_dir(ref[0])])
     wanted = sorted({ref for line_refs in refs for ref in line_refs})
     with ThreadPoolExecutor(max_workers=16) as pool:
         sizes = dict(zip(wanted, pool.map(lambda r: _media_size(media_path(media_dir, r[0]), r[1], so), wanted)))
@@ -74,7 +76,7 @@ def _line_ranges(cfg: ConvertConfig, data: bytes, num_lines: int, media_dir: str
         return [(a, min(a + per, num_lines)) for a in range(0, num_lines, per)]
     ranges: list[tuple[int, int]] = []
     start, size = 0, 0
-    for i, line_size in enumerate(_line_sizes(data, media_dir, cfg.storage_options)):
+    for i, line_size in enumerate(_line_sizes(data, media_dir, cfg.storage_options, cfg.allow_outside_media_dir)):
         full = cfg.samples_per_shard is not None and i - start >= cfg.samples_per_shard
         if i > start and (size + line_size > cfg.shard_size or full):
             ranges.append((start, i))
@@ -118,6 +120,7 @@ def plan_lines_conversion(cfg: ConvertConfig) -> Plan:
                     byte_stop=offsets[b],
                     sha256=hashlib.sha256(part).hexdigest(),
                     media_dir=media_dir,
+                    allow_outside=cfg.allow_outside_media_dir,
                 ),
             )
         )
@@ -129,6 +132,8 @@ def plan_lines_conversion(cfg: ConvertConfig) -> Plan:
         "lines_sha256": hashlib.sha256(data).hexdigest(),
         "num_lines": num_lines,
     }
+    if cfg.allow_outside_media_dir:
+        info["allow_outside_media_dir"] = True
     return Plan(
         tasks=tasks,
         schema=cfg.schema,

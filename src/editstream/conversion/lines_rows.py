@@ -5,9 +5,12 @@ it into exactly the lines ``readlines`` gives. For each line the media the refer
 open are read under the media directory: a file's bytes, or a frame folder's entries in
 listing order (``os.listdir`` order for local folders, as the reference sees them). Media that
 is absent is recorded as ``None``, never an error: the row is kept verbatim and the loader
-drops it where the reference does. Transient storage errors are retried; persistent ones fail
-the task (a conversion must not record readable media as missing). Media of the next lines
-are read ahead on a few threads. A line's report entry lists every problem found, never drops it.
+drops it where the reference does. A name outside the media directory is not read at all
+(unless the user opted out): it is left out of the sample, the line's report entry says it was
+refused, and both loader backends drop the line as ``media_outside``. Transient storage errors
+are retried; persistent ones fail the task (a conversion must not record readable media as
+missing). Media of the next lines are read ahead on a few threads. A line's report entry lists
+every problem found, never drops it.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from ..format import manifest as mf
-from ..format.sft import LINE_COLUMN, MEDIA_COLUMN, media_path, referenced_media
+from ..format.sft import LINE_COLUMN, MEDIA_COLUMN, media_path, outside_media_dir, referenced_media
 from ..io import storage
 from ..io.lines import decode_lines
 from ..io.retry import RetryPolicy
@@ -34,12 +37,13 @@ _ABSENT = (FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionE
 """Errors that mean "this media is not there" (recorded as ``None``) rather than a storage fault."""
 
 
-class _MediaReader:
+class MediaReader:
     """Reads the media of one line under a media directory."""
 
-    def __init__(self, media_dir: str, storage_options: dict[str, Any] | None) -> None:
+    def __init__(self, media_dir: str, storage_options: dict[str, Any] | None, allow_outside: bool = False) -> None:
         self.media_dir = media_dir
         self.storage_options = storage_options
+        self.allow_outside = allow_outside
         self.retry = RetryPolicy()
 
     def file(self, url: str) -> bytes | None:
@@ -56,16 +60,18 @@ class _MediaReader:
         return {name: self.file(media_path(url, name)) for name in names}
 
     def __call__(self, line: str) -> dict[str, Any]:
-        """``{name: bytes | None}`` (a folder: ``{name/: {entry: bytes | None}}``) for one line."""
+        """``{name: bytes | None}`` (a folder: ``{name/: {entry: bytes | None}}``) for one line;
+        names outside the media directory are left out, unread, unless ``allow_outside``."""
         try:
             item = json.loads(line)
         except (ValueError, RecursionError):
             return {}
         media: dict[str, Any] = {}
         for name, is_folder in referenced_media(item):
-            if name not in media:
-                url = media_path(self.media_dir, name)
-                media[name] = self.folder(url) if is_folder else self.file(url)
+            if name in media or (not self.allow_outside and outside_media_dir(name)):
+                continue
+            url = media_path(self.media_dir, name)
+            media[name] = self.folder(url) if is_folder else self.file(url)
         return media
 
 
@@ -97,7 +103,8 @@ def iter_line_rows(task: ShardTask) -> Iterator[tuple[mf.RowSlice, int, dict[str
     The JSONL is one source file with one "row group" of all its lines, so a line index is a
     row index and the slice is the task's one line range."""
     lines = task_lines(task)
-    read_media = _MediaReader(_line_part(task).media_dir, task.storage_options)
+    part = _line_part(task)
+    read_media = MediaReader(part.media_dir, task.storage_options, part.allow_outside)
     s = task.slices[0]
     first = s.start
     with ThreadPoolExecutor(max_workers=_FETCH_THREADS, thread_name_prefix="editstream-media") as pool:
@@ -132,8 +139,9 @@ def line_bad_row(
 
 
 LINES_NOTE = (
-    "every JSONL line is kept verbatim (media missing at conversion time is recorded as null), so the "
-    "webdataset backend drops the same lines as the source backend, at the same point"
+    "every JSONL line is kept verbatim (media missing at conversion time is recorded as null, media "
+    "outside the media directory is refused and left out), so the webdataset backend drops the same "
+    "lines as the source backend, at the same point"
 )
 
 

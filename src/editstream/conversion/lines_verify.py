@@ -3,18 +3,94 @@
 The shards themselves are checked like any other (size, digest, idx, keys, every sample
 decodes); this adds the kind's JSONL record: ``lines.jsonl`` must have the recorded size, hash and
 line count, and, when a source JSONL is given, that file must be the one that was converted.
+
+With a source, every sample's media is also compared with the media directory as it is now
+(:class:`MediaComparison`, run inside the one pass over each shard): the media is read again
+under the recorded media directory, exactly as the converter read it, and must be the bytes the
+sample holds. A file replaced or deleted since the conversion, a frame folder whose entries
+changed, or media missing at conversion that exists now, each is a problem naming the file:
+the source backend would no longer yield the samples the shards hold. Comparing with the
+shards' own bytes (their digests are checked in the same pass) needs no per-file record in the
+manifest, so roots converted before this check existed are checked just the same.
 """
 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from ..format import manifest as mf
-from ..format.sft import SftInfo
+from ..format.sft import LINE_COLUMN, MEDIA_COLUMN, SftInfo, media_path
 from ..io import storage
 from ..io.lines import LineDecodeError, decode_lines
+from .lines_plan import resolve_media_dir
+from .lines_rows import MediaReader
 from .problems import Problem
+
+
+def _blob_difference(name: str, url: str, converted: Any, now: Any) -> str | None:
+    """How one media file differs between the sample (``converted``) and the media directory now."""
+    if converted == now:
+        return None
+    if now is None:
+        return f"media {name!r} ({url}) is gone since the conversion (deleted or unreadable)"
+    if converted is None:
+        return f"media {name!r} ({url}) was missing at conversion and exists now"
+    if isinstance(converted, bytes) and isinstance(now, bytes):
+        return f"media {name!r} ({url}) changed since the conversion ({len(converted)} bytes then, {len(now)} now)"
+    return f"media {name!r} ({url}) is no longer what was converted (a file then and a folder now, or the reverse)"
+
+
+@dataclass(frozen=True)
+class MediaComparison:
+    """Compares a converted line's media with the media directory now (picklable: it runs in verify's workers)."""
+
+    media_dir: str
+    """The recorded media directory, resolved as the converter resolves it (relative to this process's directory)."""
+    allow_outside: bool
+    storage_options: dict[str, Any] | None
+
+    def __call__(self, row: Mapping[str, Any]) -> list[str]:
+        """One text per media file (or folder entry) of ``row`` that differs now, naming it and its path."""
+        line = row.get(LINE_COLUMN)
+        converted = row.get(MEDIA_COLUMN)
+        if not isinstance(line, str) or not isinstance(converted, dict):
+            return []  # not a converted line: the decode and key checks report it
+        now = MediaReader(self.media_dir, self.storage_options, self.allow_outside)(line)
+        out = []
+        for name in dict.fromkeys([*converted, *now]):
+            url = media_path(self.media_dir, name)
+            then_value, now_value = converted.get(name), now.get(name)
+            if isinstance(then_value, dict) and isinstance(now_value, dict):
+                for entry in dict.fromkeys([*then_value, *now_value]):
+                    entry_url = media_path(url, entry)
+                    text = _blob_difference(name + entry, entry_url, then_value.get(entry), now_value.get(entry))
+                    if text is not None:
+                        out.append(text)
+                if list(then_value) == list(now_value) or set(then_value) != set(now_value):
+                    continue
+                out.append(f"frame folder {name!r} ({url}) lists its entries in another order now")
+            else:
+                text = _blob_difference(name, url, then_value, now_value)
+                if text is not None:
+                    out.append(text)
+        return out
+
+
+def lines_media_comparison(
+    root: str, manifest: mf.Manifest, source: str | None, storage_options: dict[str, Any] | None
+) -> MediaComparison | None:
+    """The per-sample media comparison ``verify --source`` runs on a JSONL + media root, or
+    ``None`` without a source (or without a readable record: the root checks report that)."""
+    if source is None:
+        return None
+    try:
+        info = SftInfo.from_manifest(manifest, root)
+    except mf.ManifestError:
+        return None
+    return MediaComparison(resolve_media_dir(info.media_dir), info.allow_outside_media_dir, storage_options)
 
 
 def check_lines_root(

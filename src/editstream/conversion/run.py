@@ -64,12 +64,15 @@ def convert(
     media_dir: str | None = None,
     break_lock: bool = False,
     digest: str = DEFAULT_DIGEST,
+    allow_outside_media_dir: bool = False,
 ) -> dict[str, Any]:
     """Convert the parquet dataset at ``src`` into WebDataset shards under ``dst``; returns a summary.
 
     A ``src`` ending in ``.jsonl`` (or a ``schema`` of a JSONL + media kind) is a JSONL with media under
     ``media_dir`` (the source backend's ``data_dir`` string: it is recorded and orders the epoch);
     its shards hold consecutive lines (``samples_per_shard``, default 1000, or ``shard_size``).
+    A media name outside ``media_dir`` (absolute, or climbing out with ``..``) is refused, never
+    read, and listed in report.json, unless ``allow_outside_media_dir``.
     Re-running after a crash resumes (finished shards are checked by size and digest and kept).
     ``digest``: ``"xxh3_128"`` (default) or ``"sha256"``, for every shard and idx; the manifest
     records it and ``verify`` checks it.
@@ -97,6 +100,7 @@ def convert(
         progress=progress,
         media_dir=media_dir,
         digest=digest,
+        allow_outside_media_dir=allow_outside_media_dir,
     )
     if executor is None and cfg.engine == "ray":
         import_ray()  # a missing optional extra fails before any reads or writes

@@ -9,7 +9,7 @@ compares rows, and whether ``inspect`` must tell images from other media. The ge
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,7 +20,7 @@ from .badrows import BadRow
 from .config import ConvertConfig
 from .lines_plan import lines_manifest_extra, plan_lines_conversion
 from .lines_rows import iter_line_rows, line_bad_row, lines_report_note
-from .lines_verify import check_lines_root
+from .lines_verify import check_lines_root, lines_media_comparison
 from .parquet_plan import plan_parquet_conversion
 from .parquet_rows import iter_parquet_rows, parquet_bad_row, parquet_report_note
 from .parquet_verify import check_parquet_root
@@ -32,10 +32,20 @@ TaskRows = Iterator[tuple[mf.RowSlice, int, dict[str, Any]]]
 """``(slice, row index in its row group, row)`` for every row of a task, in order."""
 BadRowOf = Callable[[ShardTask, DatasetKind, mf.RowSlice, int, str, dict[str, Any]], BadRow | None]
 """``(task, kind, slice, row index, key, row)`` -> the row's report entry when it is bad."""
+SampleCheck = Callable[[Mapping[str, Any]], list[str]]
+"""A decoded sample -> what differs from its source now (picklable: it runs in verify's workers)."""
+SampleCheckOf = Callable[[str, mf.Manifest, str | None, StorageOptions | None], SampleCheck | None]
+"""``(root, manifest, source, storage options)`` -> the per-sample source check ``verify`` runs, if any."""
 
 
 def _no_extra(plan: Plan, results: list[ShardResult]) -> dict[str, Any]:
     return {}
+
+
+def _no_sample_check(
+    root: str, manifest: mf.Manifest, source: str | None, storage_options: StorageOptions | None
+) -> SampleCheck | None:
+    return None
 
 
 @dataclass(frozen=True)
@@ -59,6 +69,8 @@ class SourceStrategy:
     """Whether the image column also holds other media (videos), so ``inspect`` counts only image members."""
     manifest_extra: Callable[[Plan, list[ShardResult]], dict[str, Any]] = _no_extra
     """Records the manifest's ``extra`` gets once every shard is written."""
+    sample_check: SampleCheckOf = _no_sample_check
+    """What ``verify`` compares every sample with beyond its source row (a JSONL line's media files now)."""
 
 
 PARQUET_SLICES = SourceStrategy(
@@ -81,6 +93,7 @@ JSONL_LINES = SourceStrategy(
     compares_rows=False,  # the JSONL is checked as a whole file (its hash), not row by row
     mixed_media=True,
     manifest_extra=lines_manifest_extra,
+    sample_check=lines_media_comparison,
 )
 _BY_SHAPE = {s.shape: s for s in (PARQUET_SLICES, JSONL_LINES)}
 

@@ -48,12 +48,18 @@ class LinePart:
     """Hash of bytes ``[byte_start, byte_stop)``: a task refuses a JSONL that changed since planning."""
     media_dir: str
     """The media directory, resolved (absolute for local paths) so any worker process reads the same files."""
+    allow_outside: bool = False
+    """Whether media names outside ``media_dir`` are read rather than refused (the user opted out)."""
     source_file: ClassVar[None] = None
     row_group: ClassVar[None] = None
 
     def fingerprint_fields(self) -> dict[str, Any]:
-        """The byte range, its hash and the media directory decide the shard's bytes too."""
-        return {"jsonl": asdict(self)}
+        """The byte range, its hash and the media directory decide the shard's bytes too, and so
+        does the opt-out (left out when off, so shards of earlier runs keep their fingerprints)."""
+        fields = asdict(self)
+        if not self.allow_outside:
+            del fields["allow_outside"]
+        return {"jsonl": fields}
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -6,7 +6,13 @@ What the root and source are checked for beyond the shards depends on the kind's
 Each shard is read once: the bytes are hashed while the tar is walked, so size, digest
 (the manifest's algorithm: xxh3-128, or sha256 for older manifests),
 sample count, idx offsets, key order and contiguity, and the decodability of every sample
-are all checked in one pass. With a parquet source, every source row is compared with its sample.
+are all checked in one pass. With a parquet source, every source row is compared with its sample;
+with a JSONL source, every sample's media is compared with the media directory now.
+
+The manifest's ``schema`` must describe what the shards hold (:func:`schema_problems`): its kind
+must be one whose columns the manifest lists, no other kind's record may be in ``extra``, and
+every sample must hold exactly the manifest's columns. The shard digests cover the samples,
+so a hand-edited ``schema`` (or ``columns``) that no longer fits them is reported.
 Problems are collected (never raised) so one run reports everything that is wrong.
 """
 
@@ -29,9 +35,10 @@ from ..io import storage
 from ..io.parquet import iter_row_group_rows, open_parquet
 from ..io.progress import Progress
 from ..io.ranged import open_read
+from ..kinds import UnknownKindError, get_kind
 from .executors import make_executor
 from .problems import Problem
-from .shapes import strategy_of
+from .shapes import SampleCheck, strategy_of
 
 _MAX_PROBLEMS_PER_SHARD = 20
 
@@ -117,6 +124,10 @@ class _ShardCheck:
     stems: dict[str, str]
     source: str | None
     storage_options: dict[str, Any] | None
+    columns: tuple[str, ...] = ()
+    """The manifest's column names: every sample must hold exactly these, in this order."""
+    sample_check: SampleCheck | None = None
+    """What every sample is compared with beyond its source row (``verify --source`` on JSONL + media)."""
 
     def describe(self) -> str:
         return f"verify {self.shard.path}"
@@ -143,6 +154,7 @@ class _ShardVerifier:
         self.offsets: list[int] = []
         self.compared = 0
         self.end_offset: int | None = None
+        self.columns_reported = False
 
     def problem(self, kind: str, detail: str) -> None:
         if len(self.problems) < _MAX_PROBLEMS_PER_SHARD:
@@ -204,6 +216,20 @@ class _ShardVerifier:
                 f"{row_index}: {_first_difference(row, original)}",
             )
 
+    def check_columns(self, key: str, row: dict[str, Any]) -> None:
+        """A sample must hold the manifest's columns (the first sample that does not is reported, once a shard)."""
+        if list(row) != list(self.check.columns) and not self.columns_reported:
+            self.columns_reported = True
+            self.problem("columns", f"sample {key!r} holds {list(row)}, the manifest lists {list(self.check.columns)}")
+
+    def compare_sample(self, key: str, row: dict[str, Any]) -> None:
+        """The shape's own comparison of a sample with its source now (a JSONL line's media files)."""
+        if self.check.sample_check is None:
+            return
+        self.compared += 1
+        for text in self.check.sample_check(row):
+            self.problem("source", f"sample {key!r}: {text}")
+
     def walk(self, reader: _HashingReader) -> None:
         """Read every sample: keys in the expected order, every sample decodes, rows equal the source."""
         expected = self.info.kept_rows()
@@ -222,8 +248,10 @@ class _ShardVerifier:
                 except RowCodecError as exc:
                     self.problem("decode", str(exc))
                     continue
+                self.check_columns(key, row)
                 if slot is not None:
                     self.compare(key, row, original, *slot)
+                self.compare_sample(key, row)
             self.end_offset = reader.pos - BLOCK
         except TarFormatError as exc:
             self.problem("tar_format", f"{type(exc).__name__}: {exc}")
@@ -265,6 +293,49 @@ def _check_shard(check: _ShardCheck) -> _ShardOutcome:
     return _ShardOutcome(verifier.problems, verifier.keys, len(verifier.keys), verifier.compared)
 
 
+def schema_problems(manifest: mf.Manifest) -> list[Problem]:
+    """Whether the manifest's ``schema`` fits what the manifest says the shards hold.
+
+    The kind must need no column the manifest lacks, and ``extra`` must not hold the record of
+    another kind (a JSONL + media root relabelled as a parquet kind keeps its kind's record).
+    Together with every sample holding exactly the manifest's columns (checked per sample), a
+    hand-edited ``schema`` that no longer fits the data is reported. A kind no installed package
+    registers cannot be checked here. Two kinds whose data look the same cannot be told apart
+    by any check: relabelling to ``generic`` (convert-only: no dataset trains on it) is not refused.
+    """
+    try:
+        kind = get_kind(manifest.schema)
+    except UnknownKindError:
+        return []
+    names = [c["name"] for c in manifest.columns]
+    problems = []
+    missing = [c for c in kind.columns if c not in names]
+    if missing:
+        problems.append(
+            Problem(
+                "schema",
+                None,
+                f"the manifest's schema {manifest.schema!r} needs columns {list(kind.columns)}, but its shards "
+                f"hold {names} (missing {missing}): the schema was changed after the conversion",
+            )
+        )
+    for key in manifest.extra:
+        try:
+            other = get_kind(key)
+        except UnknownKindError:
+            continue
+        if other.name != kind.name:
+            problems.append(
+                Problem(
+                    "schema",
+                    None,
+                    f"the manifest's schema is {manifest.schema!r}, but extra holds the record of a {key!r} "
+                    "conversion: the schema was changed after the conversion",
+                )
+            )
+    return problems
+
+
 def verify(
     root: str,
     *,
@@ -286,10 +357,21 @@ def verify(
     stems = {f.path: f.key_stem for f in m.source_files}
     src = source.rstrip("/") if source else None
     shape = strategy_of(m.schema)
+    report.problems.extend(schema_problems(m))
     report.problems.extend(shape.check_root(root, m, src, storage_options))
     row_source = src if shape.compares_rows else None
+    sample_check = shape.sample_check(root, m, src, storage_options)
+    columns = tuple(c["name"] for c in m.columns)
     checks = [
-        _ShardCheck(root=root.rstrip("/"), shard=s, stems=stems, source=row_source, storage_options=storage_options)
+        _ShardCheck(
+            root=root.rstrip("/"),
+            shard=s,
+            stems=stems,
+            source=row_source,
+            storage_options=storage_options,
+            columns=columns,
+            sample_check=sample_check,
+        )
         for s in m.shards
     ]
     runner = make_executor(engine, workers)

@@ -3,7 +3,10 @@
 The source of such a kind is a JSONL file (LLaVA-style lines) plus a media directory. A line names its
 media with ``"image"`` (one name, or a list of names) or, failing that, ``"video"`` (a video
 file, or a frame folder when the name ends with ``/``); names are joined to the media
-directory with ``os.path.join``, as the reference does.
+directory with ``os.path.join``, as the reference does. Unlike the reference, a name must stay
+inside the media directory (relative, and not climbing out once normalised): the converter,
+the preview and both loader backends refuse other names unless the user opts out
+(:func:`contained_media_path`).
 
 A converted line is one shard sample holding the row ``{"line": <the line text exactly as
 readlines gives it>, "media": {<name>: bytes | None, <folder>/: {<entry>: bytes | None}}}``
@@ -65,6 +68,51 @@ def media_path(image_dir: str, name: str) -> str:
     return posixpath.join(image_dir, name)
 
 
+class MediaOutsideError(ValueError):
+    """A media name that leads outside the media directory, refused unless the user opts out.
+
+    A JSONL line is data, often someone else's: a name like ``../../secret.txt`` or
+    ``/etc/hostname`` must not make the converter copy that file into shards that may be
+    uploaded, nor make the loader read it. It is a ``ValueError`` so the loader counts the line
+    as bad data (dropped, located), never as a parser bug.
+    """
+
+
+OPT_OUT = "--allow-outside-media-dir (allow_outside_media_dir=True)"
+"""How a user says that names outside the media directory are meant (quoted in refusals)."""
+
+
+def outside_media_dir(name: str) -> bool:
+    """Whether ``name`` leads outside the media directory it is joined to.
+
+    The check is on the name alone, so it is the same for a local directory and an ``s3://``
+    prefix, and both backends decide alike: an absolute name, a URL (``scheme://``) or one whose
+    normalised form climbs out (``..`` first) is outside; ``a/../b`` is ``b`` and inside.
+    Symbolic links under the media directory are followed: whoever put them there chose them.
+    """
+    if name.startswith("/") or "://" in name:
+        return True
+    normal = posixpath.normpath(name)
+    return normal == ".." or normal.startswith("../")
+
+
+def check_media_name(name: Any) -> None:
+    """Raise :class:`MediaOutsideError` for a string ``name`` outside the media directory.
+
+    Names that are not strings are left alone: the join then raises ``TypeError`` as the
+    reference's join does, so such lines fail exactly as before.
+    """
+    if isinstance(name, str) and outside_media_dir(name):
+        raise MediaOutsideError(f"media {name!r} is outside the media directory; refused (opt in with {OPT_OUT})")
+
+
+def contained_media_path(image_dir: str, name: Any, allow_outside: bool = False) -> str:
+    """:func:`media_path`, after refusing a name outside ``image_dir`` (unless ``allow_outside``)."""
+    if not allow_outside:
+        check_media_name(name)
+    return media_path(image_dir, name)
+
+
 def referenced_media(item: Any) -> list[tuple[str, bool]]:
     """``(name, is_folder)`` for the media a parsed JSONL line makes the reference open, in order.
 
@@ -98,10 +146,17 @@ class SftInfo:
     num_lines: int
     missing_media: int = 0
     """Lines that referenced media missing at conversion time (kept verbatim, listed in report.json)."""
+    allow_outside_media_dir: bool = False
+    """Whether media names outside the media directory were read (the user opted out of the
+    containment check); when not, such names were refused and are absent from their samples."""
 
     def to_dict(self) -> dict[str, Any]:
-        """The record as the manifest's ``extra`` holds it, fields in declaration order."""
-        return asdict(self)
+        """The record as the manifest's ``extra`` holds it, fields in declaration order; the
+        opt-out only when taken, so a manifest without it reads as before (and in older versions)."""
+        record = asdict(self)
+        if not self.allow_outside_media_dir:
+            del record["allow_outside_media_dir"]
+        return record
 
     @classmethod
     def from_manifest(cls, manifest: Manifest, root: str) -> SftInfo:

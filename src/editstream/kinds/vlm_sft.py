@@ -12,7 +12,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from ..format.images import image_header_problem
-from ..format.sft import LINE_COLUMN, MEDIA_COLUMN
+from ..format.sft import LINE_COLUMN, MEDIA_COLUMN, OPT_OUT, outside_media_dir, referenced_media
 from .record import DatasetKind, Part, RowProblem, SourceShape
 
 
@@ -27,10 +27,17 @@ def missing_media(row: Mapping[str, Any]) -> list[str]:
     return missing
 
 
+def refused_media(item: Any, media: Mapping[str, Any]) -> list[str]:
+    """Names the line references outside the media directory that were not read (left out of
+    ``media``); with the opt-out they were read, so they are in ``media`` and not listed here."""
+    names = [name for name, _ in referenced_media(item) if name not in media and outside_media_dir(name)]
+    return list(dict.fromkeys(names))
+
+
 def row_problems(row: Mapping[str, Any]) -> Iterator[RowProblem]:
-    """What is known at conversion time: a line that is not JSON, media that is missing, images
-    whose header does not parse. Rules of the conversation (a ``<video>`` marker, a gpt turn)
-    are left to the loader."""
+    """What is known at conversion time: a line that is not JSON, media refused for being outside
+    the media directory, media that is missing, images whose header does not parse. Rules of the
+    conversation (a ``<video>`` marker, a gpt turn) are left to the loader."""
     line = row.get(LINE_COLUMN)
     if not isinstance(line, str):
         yield RowProblem(f"line is a {type(line).__name__}, not text", Part.TEXT)
@@ -43,9 +50,13 @@ def row_problems(row: Mapping[str, Any]) -> Iterator[RowProblem]:
     except json.JSONDecodeError as exc:
         yield RowProblem(f"line is not valid JSON ({exc})", Part.TEXT)
         return
+    media = row.get(MEDIA_COLUMN) or {}
+    for name in refused_media(item, media):
+        yield RowProblem(
+            f"media {name!r} is outside the media directory: refused, not read ({OPT_OUT} reads it)", Part.MEDIA
+        )
     for name in missing_media(row):
         yield RowProblem(f"missing media {name!r}", Part.MEDIA, missing=(name,))
-    media = row.get(MEDIA_COLUMN) or {}
     images = item.get("image") if isinstance(item, dict) else None
     for image in images if type(images) is list else [images]:
         if isinstance(image, str) and isinstance(media.get(image), bytes):

@@ -25,6 +25,22 @@ from ..loader.video import FrameSampler
 
 logger = logging.getLogger(__name__)
 
+ENTRY_KEYS = (
+    "data_dir",
+    "parquet_info_path",
+    "json_dir",
+    "jsonl_path",
+    "backend",
+    "storage_options",
+    "webdataset",
+    "num_files",
+    "num_total_samples",
+)
+"""The keys a ``dataset_info`` entry may have; ``num_files`` and ``num_total_samples`` are the
+reference's descriptive counts, accepted and not read (the listing counts the data itself)."""
+WEBDATASET_KEYS = ("data_dir", "storage_options")
+"""The keys of an entry's ``webdataset:`` sub-entry."""
+
 
 class GroupDataset(Protocol):
     """What the packer needs of a group's dataset: an endless sample stream it can seed and checkpoint."""
@@ -60,8 +76,10 @@ def build_group_datasets(
 ) -> tuple[list[GroupDataset], list[bool], list[float]]:
     """Instantiate one registry dataset per group; return (datasets, is_mandatory, weights).
 
-    Works on a deep copy, so the caller's ``grouped_datasets`` is left untouched.
+    Works on a deep copy, so the caller's ``grouped_datasets`` is left untouched. Every
+    ``dataset_info`` entry is checked for unknown keys first, before any group reads data.
     """
+    check_dataset_info(ctx.dataset_info)
     datasets: list[GroupDataset] = []
     is_mandatory: list[bool] = []
     weights: list[float] = []
@@ -140,6 +158,39 @@ def _group_metas(group: str, names: Any, dataset_info: Mapping[str, Any]) -> lis
             raise ValueError(f"dataset_info[{group!r}][{name!r}] has no data_dir")
         metas.append(meta)
     return metas
+
+
+def check_dataset_info(dataset_info: Mapping[str, Any]) -> None:
+    """Refuse unknown keys in every entry of ``dataset_info`` (group -> dataset name -> entry).
+
+    Groups that are not mappings are left to the errors of the group that reads them."""
+    for group, entries in dataset_info.items():
+        if isinstance(entries, Mapping):
+            for name, meta in entries.items():
+                _check_entry_keys(group, name, meta)
+
+
+def _check_entry_keys(group: str, name: str, meta: Any) -> None:
+    """An entry (and its ``webdataset:`` sub-entry) with a key editstream does not know is an error
+    naming the key, the entry and the group: a typo (``data_dri``, ``jsonl_paht``) must not be
+    ignored, since the dataset would then read other data, or none, without a word."""
+    where = f"dataset_info[{group!r}][{name!r}]"
+    if not isinstance(meta, Mapping):
+        raise ValueError(f"{where} (dataset {name!r} of group {group!r}) must be a mapping, got {type(meta).__name__}")
+    unknown = sorted(str(key) for key in meta if key not in ENTRY_KEYS)
+    if unknown:
+        raise ValueError(
+            f"{where}: unknown key(s) {unknown} in the entry of dataset {name!r} of group {group!r}; "
+            f"an entry takes {list(ENTRY_KEYS)}"
+        )
+    sub = meta.get("webdataset")
+    if isinstance(sub, Mapping):
+        unknown = sorted(str(key) for key in sub if key not in WEBDATASET_KEYS)
+        if unknown:
+            raise ValueError(
+                f"{where}['webdataset']: unknown key(s) {unknown} in the webdataset sub-entry of dataset "
+                f"{name!r} of group {group!r}; it takes {list(WEBDATASET_KEYS)}"
+            )
 
 
 def _location(group: str, name: str, meta: Mapping[str, Any], backend: str | None) -> Mapping[str, Any]:

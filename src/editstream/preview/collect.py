@@ -5,6 +5,8 @@ contract): the kind named in a converted root's manifest, the kind detected from
 directory's columns, the kind foreign shards are read as, or the JSONL + media kind for a
 ``.jsonl`` file. Data whose kind is not registered, or has no preview function, is refused
 with a :class:`NoPreviewError` that says so. Records are read in storage order (no shuffle).
+A JSONL line's media names outside the media directory are not read (unless
+``allow_outside_media_dir``): the record says they were refused, as convert and the loader do.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from typing import Any
 from ..format import detect as d
 from ..format.manifest import Manifest
 from ..format.rowcodec import decode_sample
-from ..format.sft import LINE_COLUMN, MEDIA_COLUMN, media_path, referenced_media
+from ..format.sft import LINE_COLUMN, MEDIA_COLUMN, OPT_OUT, media_path, outside_media_dir, referenced_media
 from ..format.tarreader import iter_samples
 from ..io import storage
 from ..io.lines import read_jsonl_lines
@@ -114,15 +116,19 @@ def _jsonl_kind(url: str) -> DatasetKind:
     return kinds[0]
 
 
-def _jsonl(url: str, media_dir: str | None, so: StorageOptions | None) -> Iterator[Record]:
+def _jsonl(url: str, media_dir: str | None, so: StorageOptions | None, allow_outside: bool) -> Iterator[Record]:
     kind = _jsonl_kind(url)
     for number, line in enumerate(read_jsonl_lines(url, so), start=1):
         media: dict[str, Any] = {}
+        refused: list[str] = []
         try:
             item = json.loads(line)
         except ValueError:
             item = None
         for name, is_folder in referenced_media(item):
+            if not allow_outside and outside_media_dir(name):
+                refused.append(name)
+                continue
             if media_dir is None or is_folder or "image" not in item:
                 continue
             try:
@@ -130,13 +136,22 @@ def _jsonl(url: str, media_dir: str | None, so: StorageOptions | None) -> Iterat
             except (FileNotFoundError, OSError):
                 media[name] = None
         row = {LINE_COLUMN: line, MEDIA_COLUMN: media}
-        yield to_record(kind, f"{url.rsplit('/', 1)[-1]} line {number}", row)
+        record = to_record(kind, f"{url.rsplit('/', 1)[-1]} line {number}", row)
+        for name in dict.fromkeys(refused):
+            record.texts.append(f"(media {name!r} is outside the media directory: refused, not read; {OPT_OUT})")
+        yield record
 
 
 def collect(
-    data: str, n: int, *, media_dir: str | None = None, storage_options: StorageOptions | None = None
+    data: str,
+    n: int,
+    *,
+    media_dir: str | None = None,
+    storage_options: StorageOptions | None = None,
+    allow_outside_media_dir: bool = False,
 ) -> list[Record]:
-    """The first ``n`` records of ``data`` (see the module docstring for what ``data`` may be)."""
+    """The first ``n`` records of ``data`` (see the module docstring for what ``data`` may be);
+    ``allow_outside_media_dir`` lets a JSONL's media names leave ``media_dir``."""
     found = d.detect(data, storage_options)
     if found.kind == d.CONVERTED:
         records: Iterator[Record] = _converted(data, storage_options)
@@ -147,7 +162,7 @@ def collect(
     elif found.kind == d.SHARD_DIR:
         records = _foreign(data.rstrip("/") + "/*.tar", storage_options)
     elif found.kind == d.JSONL_FILE:
-        records = _jsonl(data, media_dir, storage_options)
+        records = _jsonl(data, media_dir, storage_options, allow_outside_media_dir)
     else:
         raise ValueError(f"{data}: nothing to preview here ({found.kind.replace('_', ' ')})")
     out = []

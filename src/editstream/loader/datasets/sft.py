@@ -25,6 +25,9 @@ Deliberate differences from the reference, none of which changes the samples of 
   ``NameError`` in a parser) also counts against the parser failure budget.
 - A whole pass that yields nothing raises ``RuntimeError`` naming the dataset (the reference
   spins forever); listing errors name the dataset and the path.
+- A media name outside its media directory (absolute, or climbing out with ``..``) is not read:
+  the row is dropped as ``media_outside`` on both backends (the reference would read any file).
+  ``allow_outside_media_dir=True`` reads such names, as the reference does.
 - ``jsonl_path_list``, ``data_dir_list`` and ``num_used_data`` must have equal lengths and
   ``num_used_data`` entries must be >= 0 (the reference silently truncates to the shortest
   list, and slices with negative counts).
@@ -39,6 +42,7 @@ import numbers
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from ...format.sft import MediaOutsideError
 from ...io.retry import RetryPolicy
 from ...io.storage import StorageOptions
 from ..backends import check_backend
@@ -89,6 +93,7 @@ class SftJSONLIterableDataset(SourceIterableDataset):
         prefetch_samples: int = DEFAULT_PREFETCH_ITEMS,
         image_dtype: str = "float32",
         fast_decode: bool = False,
+        allow_outside_media_dir: bool = False,
     ) -> None:
         super().__init__(dataset_name, local_rank, world_size, num_workers)
         self.image_dtype = check_image_dtype(image_dtype, f"dataset {dataset_name!r}")
@@ -113,9 +118,14 @@ class SftJSONLIterableDataset(SourceIterableDataset):
                 retry=retry,
                 prefetch_bytes=prefetch_bytes,
                 prefetch_samples=prefetch_samples,
+                allow_outside_media_dir=allow_outside_media_dir,
             )
         else:
-            self.source = JsonlLineSource(dataset_name=dataset_name, storage_options=storage_options)
+            self.source = JsonlLineSource(
+                dataset_name=dataset_name,
+                storage_options=storage_options,
+                allow_outside_media_dir=allow_outside_media_dir,
+            )
 
     def _check_lists(self) -> None:
         lengths = {"data_dir_list": len(self.data_dir_list), "num_used_data": len(self.num_used_data)}
@@ -182,12 +192,15 @@ class SftJSONLIterableDataset(SourceIterableDataset):
         yield from super().__iter__()
 
     def parse_row(self, row: LineRow) -> dict[str, Any]:
-        """The reference's two steps: read the line and its media (any error: ``jsonl_parse``), then
-        build the sample (an error: ``bad_row``; no loss item: ``no_loss_labels``)."""
+        """The reference's two steps: read the line and its media (a name outside the media
+        directory: ``media_outside``; any other error: ``jsonl_parse``), then build the sample (an
+        error: ``bad_row``; no loss item: ``no_loss_labels``)."""
         try:
             data, images = read_row(row.line, row.media, self.frame_sampler, self._decode_image)
         except FATAL:
             raise
+        except MediaOutsideError as exc:
+            raise DropRow("media_outside") from exc
         except Exception as exc:
             raise DropRow("jsonl_parse") from exc
         sample = build_sample(data, images, self.transform, self.transform.stride, self.tokenizer, self.image_dtype)
@@ -201,5 +214,6 @@ class SftJSONLIterableDataset(SourceIterableDataset):
 
     @property
     def drop_counts(self) -> dict[str, int]:
-        """Drops per reason in this process (``jsonl_parse``, ``no_loss_labels``, ``bad_row``, ``bad_sample``)."""
+        """Drops per reason in this process (``jsonl_parse``, ``media_outside``, ``no_loss_labels``,
+        ``bad_row``, ``bad_sample``)."""
         return self.drops.as_dict()

@@ -6,7 +6,9 @@ cut to ``n``, as ``(line, media_dir)`` units; it remembers where each unit's lin
 :class:`JsonlLineSource` is the reference's way of reading, extended to fsspec URLs: the JSONL
 (local or ``s3://...``) is read in one request into the lines ``open(path).readlines()`` gives,
 and each row's images, video file or frame folder are read through fsspec under the row's media
-directory, joined with ``os.path.join`` exactly as the reference joins them.
+directory, joined with ``os.path.join`` exactly as the reference joins them. Unlike the
+reference, a name outside the media directory is refused (:class:`MediaOutsideError`, the row
+is dropped as ``media_outside``) unless the dataset opts out with ``allow_outside_media_dir``.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ...format.sft import media_path
+from ...format.sft import contained_media_path
 from ...io import storage
 from ...io.lines import read_jsonl_lines
 from ...io.storage import StorageOptions
@@ -93,17 +95,23 @@ class LineListing:
 
 
 class DirectoryMedia:
-    """A row's media read from files under its media directory (local path or URL)."""
+    """A row's media read from files under its media directory (local path or URL); names outside
+    it raise :class:`~editstream.format.sft.MediaOutsideError` before anything is read, unless
+    ``allow_outside``."""
 
-    def __init__(self, image_dir: str, storage_options: StorageOptions | None = None) -> None:
+    def __init__(
+        self, image_dir: str, storage_options: StorageOptions | None = None, allow_outside: bool = False
+    ) -> None:
         self.image_dir = image_dir
         self.storage_options = storage_options
+        self.allow_outside = allow_outside
 
     def image_bytes(self, name: Any) -> bytes:
-        return storage.read_bytes(media_path(self.image_dir, name), self.storage_options)
+        path = contained_media_path(self.image_dir, name, self.allow_outside)
+        return storage.read_bytes(path, self.storage_options)
 
     def frames(self, name: Any, frame_sampler: Any) -> list[Any]:
-        path = media_path(self.image_dir, name)
+        path = contained_media_path(self.image_dir, name, self.allow_outside)
         if isinstance(frame_sampler, FrameSampler):
             return frame_sampler(path, storage_options=self.storage_options)
         result: list[Any] = frame_sampler(path)  # a user's own sampler gets the path, as in the reference
@@ -113,10 +121,13 @@ class DirectoryMedia:
 class JsonlLineSource(LineListing):
     """Lines from JSONL files, media from the directories paired with them (read when a row asks)."""
 
-    def __init__(self, *, dataset_name: str, storage_options: StorageOptions | None = None) -> None:
+    def __init__(
+        self, *, dataset_name: str, storage_options: StorageOptions | None = None, allow_outside_media_dir: bool = False
+    ) -> None:
         super().__init__()
         self.dataset_name = dataset_name
         self.storage_options = storage_options
+        self.allow_outside_media_dir = allow_outside_media_dir
 
     def read_entries(self, jsonl_path_list: Sequence[str] | None, data_dir_list: Sequence[str]) -> list[LineEntry]:
         """Every line of each JSONL, paired with its media directory (the strings as given)."""
@@ -138,7 +149,7 @@ class JsonlLineSource(LineListing):
         if after is not None:
             return
         line, image_dir = line_of(unit)
-        yield (), LineRow(line, DirectoryMedia(image_dir, self.storage_options))
+        yield (), LineRow(line, DirectoryMedia(image_dir, self.storage_options, self.allow_outside_media_dir))
 
     def plan_units(self, units: Iterable[Unit]) -> None:
         """Nothing to read ahead: a row's media files are read when its parser asks for them."""

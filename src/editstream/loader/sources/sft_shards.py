@@ -24,7 +24,17 @@ from ...format.idx import read_idx, sample_range
 from ...format.keys import make_key
 from ...format.manifest import Manifest, ManifestError
 from ...format.rowcodec import decode_sample
-from ...format.sft import LINE_COLUMN, MEDIA_COLUMN, SftInfo, is_frame_folder, sort_frames
+from ...format.sft import (
+    LINE_COLUMN,
+    MEDIA_COLUMN,
+    OPT_OUT,
+    MediaOutsideError,
+    SftInfo,
+    check_media_name,
+    is_frame_folder,
+    outside_media_dir,
+    sort_frames,
+)
 from ...format.tarreader import iter_samples
 from ...io import storage
 from ...io.lines import read_jsonl_lines
@@ -52,15 +62,28 @@ class SampleMismatchError(Exception):
 
 
 class SampleMedia:
-    """A row's media taken from its converted sample (``None`` marks media missing at conversion)."""
+    """A row's media taken from its converted sample (``None`` marks media missing at conversion).
 
-    def __init__(self, media: dict[str, Any]) -> None:
+    A name outside the media directory is refused as the source backend refuses it (unless
+    ``allow_outside``), so both backends drop the same lines for the same reason; one the
+    converter refused is absent from the sample and says so.
+    """
+
+    def __init__(self, media: dict[str, Any], allow_outside: bool = False) -> None:
         self.media = media
+        self.allow_outside = allow_outside
 
     def _value(self, name: Any) -> Any:
         if not isinstance(name, str):
             raise TypeError(f"a media name must be a string, got {type(name).__name__}")
+        if not self.allow_outside:
+            check_media_name(name)
         if name not in self.media:
+            if outside_media_dir(name):
+                raise MediaOutsideError(
+                    f"media {name!r} is outside the media directory and was refused when the dataset was "
+                    f"converted (convert again with {OPT_OUT} to read it)"
+                )
             raise KeyError(f"media {name!r} is not in the converted sample")
         value = self.media[name]
         if value is None:
@@ -141,6 +164,7 @@ class ShardLineSource(LineListing):
         prefetch_bytes: int = DEFAULT_PREFETCH_BYTES,
         prefetch_samples: int = DEFAULT_PREFETCH_ITEMS,
         threads: int = DEFAULT_FETCH_THREADS,
+        allow_outside_media_dir: bool = False,
     ) -> None:
         if prefetch_bytes <= 0 or prefetch_samples <= 0:
             raise ValueError(
@@ -153,6 +177,7 @@ class ShardLineSource(LineListing):
         self.retry = retry or RetryPolicy()
         self.prefetch_bytes = prefetch_bytes
         self.prefetch_samples = prefetch_samples
+        self.allow_outside_media_dir = allow_outside_media_dir
         self._pool = ProcessLocalPool(threads, "editstream-sft-fetch")
         self._roots: list[_Root] = []
         self._offsets: dict[str, tuple[list[int], int]] = {}  # idx URL -> (sample offsets, end)
@@ -234,7 +259,7 @@ class ShardLineSource(LineListing):
         media = row.get(MEDIA_COLUMN)
         if not isinstance(media, dict):
             raise SampleMismatchError(f"{shard.url}: sample {key!r} has no media mapping")
-        return SampleMedia(media)
+        return SampleMedia(media, self.allow_outside_media_dir)
 
     def __getstate__(self) -> dict[str, Any]:
         """A copy for another process (a DataLoader worker) leaves the fetches in flight behind."""
