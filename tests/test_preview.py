@@ -10,11 +10,18 @@ from __future__ import annotations
 
 import base64
 import io
+import json
+import os
+import re
 from html.parser import HTMLParser
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from PIL import Image
 
+from editstream.loader.decode import decode_image
 from editstream.testing.synth_vlm import write_synthetic_vlm_dataset
 from helpers import error_lines, run_cli, synth_and_convert, write_foreign_shards
 
@@ -109,3 +116,45 @@ def test_preview_mistakes(data, tmp_path):
     assert len(error_lines(wrong_backend)) == 2
     missing = run_cli("preview", str(tmp_path / "nothing"), "-o", str(tmp_path / "x.png"))
     assert missing.returncode == 1 and "does not exist" in missing.stderr
+
+
+def _alts_by_section(path) -> list[list[str]]:
+    """The ``alt`` text of every image, section by section (the label a preview gives an image)."""
+    page = path.read_text(encoding="utf-8")
+    return [re.findall(r'<img [^>]*alt="([^"]*)"', section) for section in re.findall(r"<section.*?</section>", page)]
+
+
+def test_a_frame_folder_that_exists_is_drawn_from_the_jsonl(tmp_path):
+    """Read straight from the JSONL (as from a conversion), a frame folder shows its first frames."""
+    vlm = write_synthetic_vlm_dataset(str(tmp_path / "vlm"), num_lines=6, video=False)
+    with open(vlm["jsonl"], encoding="utf-8") as f:
+        lines = [json.loads(line) for line in f]
+    folder_line = next(i for i, item in enumerate(lines) if str(item.get("video", "")).endswith("/"))
+    frames = os.listdir(os.path.join(vlm["media_dir"], lines[folder_line]["video"]))
+    out = tmp_path / "p.html"
+    result = run_cli("preview", vlm["jsonl"], "--media-dir", vlm["media_dir"], "-o", str(out), "-n", "6")
+    assert result.returncode == 0, result.stderr
+    alts = _alts_by_section(out)[folder_line]
+    assert alts == ["image"] * min(4, len(frames)), alts
+
+
+def test_a_truncated_jpeg_is_drawn_as_the_loader_trains_on_it(tmp_path):
+    """A JPEG cut in half decodes grey-filled in the loader (as in the reference): the preview says
+    so instead of "undecodable"; bytes no decoder takes stay "undecodable"."""
+    rng = np.random.default_rng(0)
+    buf = io.BytesIO()
+    Image.fromarray(rng.integers(0, 255, (64, 80, 3), dtype=np.uint8)).save(buf, format="JPEG")
+    whole = buf.getvalue()
+    assert decode_image(whole[: len(whole) // 2]).size == (80, 64)  # what the loader trains on
+    src = tmp_path / "pq"
+    src.mkdir()
+    rows = {
+        "image_list": [[whole, whole[: len(whole) // 2]], [whole, b"not an image"]],
+        "instruction_list": [[["a"]], [["b"]]],
+    }
+    pq.write_table(pa.table(rows), src / "part-00000.parquet")
+    out = tmp_path / "p.html"
+    result = run_cli("preview", str(src), "-o", str(out))
+    assert result.returncode == 0, result.stderr
+    truncated = "truncated: trained grey-filled"
+    assert _alts_by_section(out) == [["image", truncated], ["image", "undecodable UnidentifiedImageError"]]

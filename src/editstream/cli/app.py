@@ -2,13 +2,19 @@
 
 Exit codes: 0 success, 1 a data or storage problem (missing data, no credentials, a failed
 verification), 2 a usage error (an option or path that the command line must change), 130
-Ctrl-C. Every failure is printed as one ``Error:`` line plus at most one line of advice;
-``--debug`` lets the exception through with its traceback instead.
+Ctrl-C, 141 stdout closed by its reader (``editstream inspect --list | head``: nothing is
+printed, as for ``cat``). Every failure is printed as one ``Error:`` line plus at most one
+line of advice; ``--debug`` lets the exception through with its traceback instead.
+
+The global flags are accepted before the subcommand and after it (every error's advice says
+"run with --debug", and users type that at the end of the line): :class:`EditstreamGroup`
+adds them to each subcommand it registers, where they add to what was given before.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import traceback
 import warnings
@@ -61,14 +67,82 @@ def setup_logging(verbosity: int, quiet: bool, debug: bool) -> None:
     root.propagate = False
 
 
+EXIT_PIPE_CLOSED = 141
+"""Exit code when stdout's reader went away: 128 + SIGPIPE, what a shell reports for ``cat``."""
+
+_VERBOSE_HELP = "More log lines (-v: info, -vv: debug)."
+_QUIET_HELP = "Only errors: no warnings, no progress bars."
+_DEBUG_HELP = "Show the traceback of a failure (and debug log lines)."
+
+
+def _late_flag(ctx: click.Context, param: click.Parameter, value: Any) -> None:
+    """A global flag given after the subcommand: add it to the group's settings and log again."""
+    if not value:
+        return
+    if param.name == "verbosity":
+        SETTINGS.verbosity += int(value)
+    elif param.name == "quiet":
+        SETTINGS.quiet = True
+    elif param.name == "debug":
+        SETTINGS.debug = True
+    setup_logging(SETTINGS.verbosity, SETTINGS.quiet, SETTINGS.debug)
+
+
+def _late_flags() -> list[click.Option]:
+    """The global flags as a subcommand's own options (fresh objects for each subcommand)."""
+    common: dict[str, Any] = {"expose_value": False, "is_eager": True, "callback": _late_flag}
+    return [
+        click.Option(["-v", "--verbose", "verbosity"], count=True, help=_VERBOSE_HELP, **common),
+        click.Option(["-q", "--quiet", "quiet"], is_flag=True, help=_QUIET_HELP, **common),
+        click.Option(["--debug", "debug"], is_flag=True, help=_DEBUG_HELP, **common),
+    ]
+
+
+def _stdout_closed() -> bool:
+    """Whether stdout is a pipe whose reader has closed it (a ``BrokenPipeError`` from elsewhere, a
+    worker's pipe or a socket, is a real failure and is reported as one)."""
+    try:
+        import select
+
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(events & select.POLLERR for _, events in poller.poll(0))
+    except (AttributeError, OSError, ValueError):  # no poll() on this platform, or no real stdout
+        return True
+
+
+def _end_quietly_on_closed_stdout() -> None:
+    """Exit :data:`EXIT_PIPE_CLOSED` without a word; stdout is pointed at /dev/null first so the
+    interpreter's own final flush does not print "Exception ignored ... BrokenPipeError"."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+    sys.exit(EXIT_PIPE_CLOSED)
+
+
 class EditstreamGroup(click.Group):
-    """A click group whose failures end in one or two lines and whose Ctrl-C exits 130."""
+    """A click group whose failures end in one or two lines, whose Ctrl-C exits 130, whose closed
+    stdout ends quietly, and whose subcommands accept the global flags too."""
+
+    def add_command(self, cmd: click.Command, name: str | None = None) -> None:
+        """Register ``cmd`` with ``-v``/``-q``/``--debug`` among its options (placed last in its help)."""
+        taken = {opt for param in cmd.params for opt in getattr(param, "opts", [])}
+        cmd.params.extend(o for o in _late_flags() if not taken & set(o.opts))
+        super().add_command(cmd, name)
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
         except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
             raise
+        except BrokenPipeError as exc:
+            if _stdout_closed():
+                _end_quietly_on_closed_stdout()
+            if SETTINGS.debug:
+                raise
+            raise explain(exc) from None
         except KeyboardInterrupt:
             if SETTINGS.debug:
                 raise
@@ -102,18 +176,23 @@ class EditstreamGroup(click.Group):
         except click.exceptions.Abort:
             click.echo("\ninterrupted", err=True)
             sys.exit(130)
+        try:
+            sys.stdout.flush()  # here, not in the interpreter's exit, so a closed pipe ends quietly
+        except BrokenPipeError:
+            _end_quietly_on_closed_stdout()
         sys.exit(code if isinstance(code, int) else 0)
 
 
 @click.group(cls=EditstreamGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="editstream")
-@click.option("-v", "--verbose", "verbosity", count=True, help="More log lines (-v: info, -vv: debug).")
-@click.option("-q", "--quiet", is_flag=True, help="Only errors: no warnings, no progress bars.")
-@click.option("--debug", is_flag=True, help="Show the traceback of a failure (and debug log lines).")
+@click.option("-v", "--verbose", "verbosity", count=True, help=_VERBOSE_HELP)
+@click.option("-q", "--quiet", is_flag=True, help=_QUIET_HELP)
+@click.option("--debug", is_flag=True, help=_DEBUG_HELP)
 def main(verbosity: int, quiet: bool, debug: bool) -> None:
     """editstream: parquet <-> WebDataset data pipelines for BAGEL-style training.
 
-    Exit codes: 0 ok, 1 a data or storage problem, 2 a usage error, 130 interrupted.
+    Exit codes: 0 ok, 1 a data or storage problem, 2 a usage error, 130 interrupted, 141 stdout
+    closed early (as for cat). -v, -q and --debug go before or after the subcommand.
     """
     SETTINGS.verbosity, SETTINGS.quiet, SETTINGS.debug = verbosity, quiet, debug
     setup_logging(verbosity, quiet, debug)

@@ -21,6 +21,7 @@ from .convert_from import ADAPTER_OPTIONS, refuse_adapter_options
 from .errors import UsageProblem
 from .options import AdapterChoice, KindChoice, SizeType, storage_options, with_storage_options
 from .paths import check_bucket, parquet_columns, parquet_source
+from .usage import check_convert_usage
 
 
 def _catch_all() -> str:
@@ -213,6 +214,7 @@ def convert(ctx: click.Context, src: str, dst: str, **kw: Any) -> None:
     schema = kw.pop("schema")
     found = parquet_source(src, so)
     _check_jsonl(src, found, schema)
+    check_convert_usage(src, dst, found, schema, kw["media_dir"], so)
     if schema is not None:
         check_schema_fits(found, schema, so)
     check_bucket(dst, so)

@@ -11,6 +11,7 @@ from typing import Any
 import click
 
 from .app import main
+from .errors import UsageProblem
 from .options import KindChoice, storage_options, trainable, with_storage_options
 from .resolve import Resolved, resolve
 
@@ -49,6 +50,20 @@ def _dataset(found: list[Resolved], opts: dict[str, Any] | None, workers: int, k
     if "vit_transform" in _required(cls):
         args["vit_transform"] = ImageTransform(kw["vit_max"], min(224, kw["vit_max"]), 14)
     return cls(**args)
+
+
+def _check_rank(rank: int | None, world_size: int | None) -> None:
+    """The rank must be in the world (given here or by torchrun's RANK / WORLD_SIZE): a usage error otherwise."""
+    from ..loader.units import resolve_rank_and_world
+
+    r, w = resolve_rank_and_world(rank, world_size)
+    if not 0 <= r < w:
+        given = (
+            "--rank/--world-size"
+            if rank is not None and world_size is not None
+            else "--rank/--world-size or RANK/WORLD_SIZE"
+        )
+        raise UsageProblem(f"rank {r} is not in a world of size {w} ({given})", f"give a rank from 0 to {w - 1}")
 
 
 @main.command()
@@ -97,6 +112,7 @@ def stream(
     the dataset class of its kind and report throughput and drops (all worker processes)."""
     opts = storage_options(kw.pop("storage_option"), kw.pop("endpoint_url"))
     found = resolve(data, backend, schema, opts)  # before torch loads: mistakes fail fast
+    _check_rank(kw["rank"], kw["world_size"])
     import torch
 
     ds = _dataset(found, opts, workers, kw)

@@ -8,6 +8,8 @@ unreachable endpoint, access denied), so an S3 problem inside a worker still end
 
 from __future__ import annotations
 
+import os
+
 import click
 
 CREDENTIALS_ADVICE = (
@@ -62,9 +64,27 @@ def _aws_code(exc: BaseException) -> str:
     return ""
 
 
+def _local_permission(e: BaseException) -> Problem | None:
+    """A ``PermissionError`` the operating system raised for a local path (it has an errno and a
+    file name; S3's access denials, as s3fs raises them, have neither): a hint about that path."""
+    if not isinstance(e, PermissionError) or e.errno is None or e.filename is None:
+        return None
+    path = os.fsdecode(e.filename)
+    if "://" in path:
+        return None
+    return DataProblem(
+        f"permission denied: {path} ({e.strerror or 'not permitted'})",
+        "check this user's permissions on that path and whether its file system is read-only, or give another path",
+    )
+
+
 def _storage_problem(chain: list[BaseException]) -> Problem | None:
-    """An S3/storage cause a user can fix, from anywhere in the chain."""
+    """An S3/storage cause a user can fix, from anywhere in the chain (each hint fits its storage:
+    credentials and buckets for S3, file permissions for a local path)."""
     for e in chain:
+        local = _local_permission(e)
+        if local is not None:
+            return local
         name = type(e).__name__
         text = str(e)
         if name in ("NoCredentialsError", "PartialCredentialsError", "CredentialRetrievalError"):

@@ -53,6 +53,15 @@ def _check_streamable(r: Resolved) -> None:
     raise UsageProblem(f"{r.entry} holds {r.schema} data; stream reads {' and '.join(streamable)}", advice)
 
 
+def _jsonl_refused(url: str) -> UsageProblem:
+    """``stream`` builds parquet-slice datasets only: a JSONL + media source is read in Python instead."""
+    from ..kinds import SourceShape, all_kinds
+
+    readers = [k.dataset.rsplit(":", 1)[-1] for k in all_kinds() if k.source is SourceShape.JSONL_MEDIA and k.dataset]
+    advice = f"read it in Python with {readers[0]} (see the README)" if readers else "give a parquet directory"
+    return UsageProblem(f"{url} is a JSONL file (JSONL + media data), which stream does not read", advice)
+
+
 def all_trainable() -> list[Any]:
     """The registered kinds ``stream`` can build a dataset for, in registry order."""
     from ..kinds import all_kinds
@@ -94,6 +103,8 @@ def _resolve_one(url: str, backend: str, so: dict[str, Any] | None) -> Resolved:
     if found.kind == d.PARQUET_FILE:
         parent = url.rstrip("/").rsplit("/", 1)[0] if "/" in url.rstrip("/") else "."
         raise UsageProblem(f"{url} is one parquet file; stream reads directories", f"give its directory: {parent}")
+    if found.kind == d.JSONL_FILE:
+        raise _jsonl_refused(url)
     raise UsageProblem(
         f"{url} holds neither parquet files, a converted root, nor tar shards",
         "give a parquet directory, a converted root, or a shard pattern such as 'shards-{000..009}.tar'",
@@ -103,6 +114,9 @@ def _resolve_one(url: str, backend: str, so: dict[str, Any] | None) -> Resolved:
 def resolve(data: tuple[str, ...], backend: str, schema: str | None, so: dict[str, Any] | None) -> list[Resolved]:
     """Resolve every DATA argument; they must agree on backend and schema, and ``schema`` must fit."""
     found = [_resolve_one(url, backend, so) for url in data]
+    for r in found:
+        if not r.foreign:
+            _check_streamable(r)  # first: a kind stream cannot read is never offered as a --schema to pass
     if schema is not None:
         for r in found:
             if r.foreign:

@@ -11,7 +11,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from ..format.sft import LINE_COLUMN, MEDIA_COLUMN, referenced_media
+from ..format.sft import LINE_COLUMN, MEDIA_COLUMN, referenced_media, sort_frames
 from .record import Layout, Record
 
 
@@ -60,8 +60,8 @@ def conversation(title: str, row: Mapping[str, Any]) -> Record:
         return Record(title, [], [f"[video {item['video']}]", *_turns(item)])
     for name, is_folder in referenced_media(item):
         value = media.get(name + ("/" if is_folder and not name.endswith("/") else ""), media.get(name))
-        if isinstance(value, dict):  # a frame folder: its first frames
-            images.extend(v for _, v in sorted(value.items())[:4])
+        if isinstance(value, dict):  # a frame folder: its first frames, in the loader's frame order
+            images.extend(value[frame] for frame in sort_frames(value)[:4])
         elif isinstance(value, (bytes, type(None))):
             images.append(value)
     return Record(title, images, _turns(item))

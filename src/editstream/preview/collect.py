@@ -18,7 +18,15 @@ from typing import Any
 from ..format import detect as d
 from ..format.manifest import Manifest
 from ..format.rowcodec import decode_sample
-from ..format.sft import LINE_COLUMN, MEDIA_COLUMN, OPT_OUT, media_path, outside_media_dir, referenced_media
+from ..format.sft import (
+    LINE_COLUMN,
+    MEDIA_COLUMN,
+    OPT_OUT,
+    media_path,
+    outside_media_dir,
+    referenced_media,
+    sort_frames,
+)
 from ..format.tarreader import iter_samples
 from ..io import storage
 from ..io.lines import read_jsonl_lines
@@ -116,6 +124,28 @@ def _jsonl_kind(url: str) -> DatasetKind:
     return kinds[0]
 
 
+FOLDER_FRAMES = 4
+"""Frames of a frame folder a preview shows (its first, in the loader's frame order)."""
+
+
+def _media_bytes(url: str, so: StorageOptions | None) -> bytes | None:
+    """The bytes of one media file, ``None`` when it is not there (drawn as missing)."""
+    try:
+        return storage.read_bytes(url, so)
+    except OSError:
+        return None
+
+
+def _frames(url: str, so: StorageOptions | None) -> dict[str, bytes | None] | None:
+    """The first frames of a frame folder as the loader orders them (``sort_frames``), read from
+    the folder like the converter does; ``None`` when the folder is not there."""
+    try:
+        names = storage.list_names(url, so)
+    except OSError:
+        return None
+    return {name: _media_bytes(media_path(url, name), so) for name in sort_frames(names)[:FOLDER_FRAMES]}
+
+
 def _jsonl(url: str, media_dir: str | None, so: StorageOptions | None, allow_outside: bool) -> Iterator[Record]:
     kind = _jsonl_kind(url)
     for number, line in enumerate(read_jsonl_lines(url, so), start=1):
@@ -129,12 +159,10 @@ def _jsonl(url: str, media_dir: str | None, so: StorageOptions | None, allow_out
             if not allow_outside and outside_media_dir(name):
                 refused.append(name)
                 continue
-            if media_dir is None or is_folder or "image" not in item:
-                continue
-            try:
-                media[name] = storage.read_bytes(media_path(media_dir, name), so)
-            except (FileNotFoundError, OSError):
-                media[name] = None
+            if media_dir is None or not (is_folder or "image" in item):
+                continue  # a video file is named, not drawn: nothing to read
+            where = media_path(media_dir, name)
+            media[name] = _frames(where, so) if is_folder else _media_bytes(where, so)
         row = {LINE_COLUMN: line, MEDIA_COLUMN: media}
         record = to_record(kind, f"{url.rsplit('/', 1)[-1]} line {number}", row)
         for name in dict.fromkeys(refused):

@@ -12,6 +12,7 @@ import base64
 import html
 import io
 import textwrap
+from typing import Any
 
 from PIL import Image, ImageDraw, ImageFont
 
@@ -26,21 +27,66 @@ _INK = (30, 30, 30)
 _MUTED = (110, 110, 110)
 
 
-def thumbnail(data: bytes | None, side: int = THUMB) -> Image.Image:
-    """An RGB thumbnail of ``data``, or a grey placeholder naming why there is none."""
+TRUNCATED_NOTE = "truncated: trained grey-filled"
+"""The label of an image whose bytes end early: the loader decodes it with the rest grey, as the reference does."""
+
+
+def _strict_thumbnail(data: bytes, side: int) -> Image.Image:
+    """A thumbnail decoded with Pillow's own rules (a truncated image raises)."""
+    with Image.open(io.BytesIO(data)) as image:
+        image.draft("RGB", (side, side))
+        thumb = image.convert("RGB")
+        thumb.thumbnail((side, side))
+        return thumb
+
+
+def _labelled(image: Image.Image, label: str) -> Image.Image:
+    """``image`` with ``label`` written on a light band at its top, wrapped to the image's width."""
+    out = image.copy()
+    lines = textwrap.wrap(label, max(8, out.width // 7))
+    draw = ImageDraw.Draw(out)
+    draw.rectangle([(0, 0), (out.width, 4 + 13 * len(lines))], fill=(200, 200, 200))
+    for i, line in enumerate(lines):
+        draw.text((3, 2 + 13 * i), line, fill=_INK, font=_font(11))
+    return out
+
+
+def describe_image(data: bytes | None, side: int = THUMB) -> tuple[Image.Image, str | None]:
+    """An RGB thumbnail of ``data`` as the loader sees it, and a label when there is something to say.
+
+    A missing image is a grey box labelled "missing"; bytes the loader's decoder refuses are a grey
+    box labelled "undecodable" (the loader drops such a sample); an image that Pillow's own rules
+    call truncated but the loader decodes grey-filled (as the reference does) is drawn so, labelled
+    :data:`TRUNCATED_NOTE`: the preview shows what training gets.
+    """
+    if data is None:
+        return _placeholder("missing", side), "missing"
     try:
-        if data is None:
-            raise ValueError("missing")
-        with Image.open(io.BytesIO(data)) as image:
-            image.draft("RGB", (side, side))
-            thumb = image.convert("RGB")
-            thumb.thumbnail((side, side))
-            return thumb
-    except Exception as exc:  # noqa: BLE001 - a broken image is shown as broken, not fatal
-        box = Image.new("RGB", (side, side * 3 // 4), (200, 200, 200))
-        label = "missing" if data is None else f"undecodable\n{type(exc).__name__}"
-        ImageDraw.Draw(box).text((8, 8), label, fill=_INK, font=_font(12))
-        return box
+        return _strict_thumbnail(data, side), None
+    except Exception as strict:  # noqa: BLE001 - a broken image is shown as broken, not fatal
+        from ..loader.decode import decode_image
+
+        try:
+            image = decode_image(data)
+        except Exception as exc:  # noqa: BLE001 - the loader refuses it too
+            label = f"undecodable {type(exc).__name__}"
+            return _placeholder(label.replace(" ", "\n", 1), side), label
+        thumb = image.copy()
+        thumb.thumbnail((side, side))
+        if "truncated" in str(strict) or "broken data stream" in str(strict):
+            return _labelled(thumb, TRUNCATED_NOTE), TRUNCATED_NOTE
+        return thumb, None
+
+
+def thumbnail(data: bytes | None, side: int = THUMB) -> Image.Image:
+    """An RGB thumbnail of ``data``, or a grey placeholder naming why there is none (see :func:`describe_image`)."""
+    return describe_image(data, side)[0]
+
+
+def _placeholder(label: str, side: int) -> Image.Image:
+    box = Image.new("RGB", (side, side * 3 // 4), (200, 200, 200))
+    ImageDraw.Draw(box).text((8, 8), label, fill=_INK, font=_font(12))
+    return box
 
 
 _FONTS = ("DejaVuSans.ttf", "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf", "Arial.ttf")
@@ -65,11 +111,11 @@ def _jpeg_base64(image: Image.Image) -> str:
     return base64.b64encode(buf.getvalue()).decode("ascii")
 
 
-def _cells(record: Record) -> list[tuple[str, object]]:
-    """The row's cells in order: ("image", Image) and ("text", str); edit instructions sit between images."""
-    thumbs = [thumbnail(data) for data in record.images]
+def _cells(record: Record) -> list[tuple[str, Any]]:
+    """The row's cells in order: ("image", (Image, label)) and ("text", str); edit instructions sit between images."""
+    thumbs = [describe_image(data) for data in record.images]
     if record.layout is Layout.CHAIN:
-        cells: list[tuple[str, object]] = []
+        cells: list[tuple[str, Any]] = []
         for i, thumb in enumerate(thumbs):
             cells.append(("image", thumb))
             if i < len(thumbs) - 1:
@@ -85,8 +131,10 @@ def to_html(records: list[Record], title: str) -> str:
         cells = []
         for kind, value in _cells(record):
             if kind == "image":
-                src = f"data:image/jpeg;base64,{_jpeg_base64(value)}"  # type: ignore[arg-type]
-                cells.append(f'<img src="{src}" alt="image">')
+                image, label = value
+                src = f"data:image/jpeg;base64,{_jpeg_base64(image)}"
+                note = html.escape(label or "image", quote=True)
+                cells.append(f'<img src="{src}" alt="{note}" title="{note}">')
             else:
                 text = html.escape(str(value)).replace("\n", "<br>")
                 cls = "edit" if record.layout is Layout.CHAIN else "say"
@@ -120,9 +168,9 @@ def to_png(records: list[Record], title: str, max_width: int = 1400) -> Image.Im
     laid: list[tuple[Record, list[Image.Image | list[str]]]] = []
     for record in records:
         cells: list[Image.Image | list[str]] = []
-        for _, value in _cells(record):
-            if isinstance(value, Image.Image):
-                cells.append(value)
+        for kind, value in _cells(record):
+            if kind == "image":
+                cells.append(value[0])
             else:
                 wide = _TEXT_W if record.layout is Layout.CHAIN else 420
                 cells.append(_wrap("-> " * (record.layout is Layout.CHAIN) + str(value), wide // 7, 9))

@@ -1,0 +1,64 @@
+"""Command-line mistakes found before any work starts, each a usage error (exit 2) in CLI words.
+
+The library checks the same things (``ConvertConfig``, the datasets' rank check), but its
+``ValueError`` says ``schema=...`` or ``media_dir`` and would end as a data problem (exit 1);
+here the mistake is named by its option, and the advice is a command line.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from ..format import detect as d
+from ..io import storage
+from .errors import UsageProblem
+from .paths import parquet_columns
+
+
+def catch_all_kind() -> str:
+    """The kind that converts any parquet columns as they are (the one with no columns to require)."""
+    from ..kinds import SourceShape, all_kinds
+
+    return next(k.name for k in all_kinds() if k.source is SourceShape.PARQUET and not k.columns)
+
+
+def _same_place(a: str, b: str) -> bool:
+    """Whether two paths name one place: local paths after resolving ``.``, ``..`` and links."""
+    if storage.is_local(a) and storage.is_local(b):
+        return os.path.realpath(a.removeprefix("file://")) == os.path.realpath(b.removeprefix("file://"))
+    return a.rstrip("/") == b.rstrip("/")
+
+
+def check_convert_usage(
+    src: str, dst: str, found: d.PathKind, schema: str | None, media_dir: str | None, so: dict[str, Any] | None
+) -> None:
+    """``convert``'s arguments fit together: DST is not SRC, ``--media-dir`` goes with a JSONL SRC
+    (and a JSONL SRC needs it), and a parquet SRC whose columns fit no kind is given ``--schema``."""
+    if _same_place(src, dst):
+        raise UsageProblem(f"SRC and DST are the same place ({src})", "give DST a new or empty directory")
+    if found.kind == d.JSONL_FILE:
+        if not media_dir:
+            raise UsageProblem(
+                f"SRC {src} is a JSONL file, and its image and video names need --media-dir DIR",
+                f"editstream convert {src} {dst} --media-dir DIR (the source backend's data_dir)",
+            )
+        return
+    if media_dir is not None:
+        raise UsageProblem(f"--media-dir is for a JSONL SRC; {src} is a parquet directory", "leave --media-dir out")
+    if schema is None:
+        _check_detectable(src, found, so)
+
+
+def _check_detectable(src: str, found: d.PathKind, so: dict[str, Any] | None) -> None:
+    """A parquet SRC without ``--schema`` must have the columns of a kind detection recognises."""
+    from ..kinds import SourceShape, all_kinds, detect_kind
+
+    columns = parquet_columns(found, so)
+    if detect_kind(columns) is not None:
+        return
+    names = ", ".join(k.name for k in all_kinds() if k.source is SourceShape.PARQUET and k.detectable and k.columns)
+    raise UsageProblem(
+        f"cannot tell the dataset kind of {src} from its columns {columns} ({names} need other columns)",
+        f"pass --schema NAME; --schema {catch_all_kind()} converts the rows as they are",
+    )
