@@ -39,6 +39,8 @@ def list_parquet_files(
     for data_dir, num_used in zip(data_dir_list, num_used_data):
         try:
             files = storage.list_files(data_dir, ".parquet", storage_options)
+        except storage.BrokenLinkError as exc:
+            raise storage.BrokenLinkError(f"dataset {dataset_name!r}: {exc}") from None
         except FileNotFoundError:
             raise FileNotFoundError(f"dataset {dataset_name!r}: data directory not found: {data_dir}") from None
         if not files:
