@@ -33,7 +33,7 @@ from ...io.storage import StorageOptions
 from ...kinds import get_kind
 from ..drops import DropLog
 from ..rows import BadSample, Position, Row
-from ..units import Unit, check_counts, path_of, repeat_to
+from ..units import Unit, check_counts, path_of, repeat_to, warn_unread
 
 DEFAULT_MEMBERS: dict[str, list[str]] = {
     "image": ["jpg", "jpeg", "png", "webp"],
@@ -149,6 +149,7 @@ class ForeignTarSource:
                 shards = expand_shards(entry, self.storage_options)
             except FileNotFoundError as exc:
                 raise FileNotFoundError(f"dataset {self.dataset_name!r}: {exc}") from None
+            warn_unread(self.dataset_name, str(entry), int(num_used), len(shards), "shards")
             units.extend(repeat_to(shards, int(num_used)))
         return units
 

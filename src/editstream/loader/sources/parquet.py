@@ -22,7 +22,7 @@ from ...io.retry import RetryPolicy
 from ...io.storage import StorageOptions
 from ..drops import DropLog
 from ..rows import Position, Row
-from ..units import Unit, check_counts, path_of, repeat_to, row_group_of
+from ..units import Unit, check_counts, path_of, repeat_to, row_group_of, warn_unread
 
 GRANULARITIES = ("row_group", "file")
 
@@ -45,6 +45,7 @@ def list_parquet_files(
             raise FileNotFoundError(f"dataset {dataset_name!r}: data directory not found: {data_dir}") from None
         if not files:
             raise FileNotFoundError(f"dataset {dataset_name!r}: no *.parquet files in {data_dir}")
+        warn_unread(dataset_name, data_dir, int(num_used), len(files))
         out.extend(repeat_to(files, int(num_used)))
     return out
 
