@@ -7,6 +7,7 @@ seeking past the dropped rows.
 
 from __future__ import annotations
 
+import json
 import random
 from collections import Counter
 
@@ -15,7 +16,7 @@ import pytest
 from editstream import ParquetStandardIterableDataset
 from editstream.conversion import convert
 from editstream.testing.synth import write_synthetic_dataset
-from helpers import check_state_contract
+from helpers import check_state_contract, run_cli
 
 
 class RowIds(ParquetStandardIterableDataset):
@@ -49,7 +50,7 @@ def ids(ds, n, seed=0):
 def test_size_layout_yields_every_row_once_per_pass(src, tmp_path):
     root, summary = src
     convert(str(root / "pq"), str(tmp_path / "size"), layout="size", samples_per_shard=4, workers=1, progress=False)
-    ds = RowIds("rows", None, None, None, [str(tmp_path / "size")], [8], num_workers=0, backend="webdataset")
+    ds = RowIds("rows", None, None, None, [str(tmp_path / "size")], [3], num_workers=0, backend="webdataset")
     shards = len(ds.data_paths)
     assert shards == -(-summary["num_rows"] // 4)  # ceil(30 / 4) shards, each its own unit
     samples = ids(ds, summary["num_rows"])
@@ -90,3 +91,59 @@ def test_drop_bad_rows_resumes_by_seek(dropped, n_before):
         return RowIds("rows", None, None, None, [str(out)], [3], num_workers=0, backend="webdataset")
 
     check_state_contract(make, n_before, 5, owns_global_rng=False)
+
+
+# --------------------------------------------------------------------------- num_used_data on a size layout
+
+
+@pytest.fixture(scope="module")
+def size_roots(src, tmp_path_factory):
+    """``src`` (3 files x 10 rows) in the size layout: 5 rows a shard (shards end where files end)
+    and 4 rows a shard (shards straddle files)."""
+    root, _ = src
+    out = tmp_path_factory.mktemp("size-roots")
+    for rows in (5, 4):
+        convert(
+            str(root / "pq"), str(out / f"by{rows}"), layout="size", samples_per_shard=rows, workers=1, progress=False
+        )
+    return out
+
+
+def pass_rows(data_dir, num_used, backend):
+    """The row ids of one pass (every listed unit once) over ``data_dir`` with ``num_used``."""
+    ds = RowIds("rows", None, None, None, [str(data_dir)], [num_used], num_workers=0, backend=backend)
+    rows_per_unit = {"parquet": 5, "webdataset": None}[backend]  # parquet units: row groups of 5 rows
+    units = ds.data_paths
+    if rows_per_unit is None:
+        total = sum(ds.source._shards[u].num_samples for u in units)
+    else:
+        total = len(units) * rows_per_unit
+    return Counter(s["rid"] for s in ids(ds, total))
+
+
+def test_the_default_num_used_reads_every_shard_of_a_size_layout(size_roots):
+    root = size_roots / "by4"
+    result = run_cli("-q", "stream", str(root), "--samples", "1")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["units"] == 8  # ceil(30 / 4) shards, not the 3 source files
+
+
+@pytest.mark.parametrize("num_used", [3, 2, 4, 6])
+def test_num_used_data_means_the_same_rows_on_both_backends(src, size_roots, num_used):
+    root, _ = src
+    parquet = pass_rows(root / "pq", num_used, "parquet")
+    assert pass_rows(size_roots / "by5", num_used, "webdataset") == parquet
+
+
+def test_a_count_that_leaves_rows_unread_is_logged_with_the_numbers(src, size_roots, caplog):
+    root, _ = src
+    with caplog.at_level("WARNING", logger="editstream"):
+        rows = pass_rows(size_roots / "by4", 1, "webdataset")
+    text = caplog.text
+    assert "num_used_data 1 for" in text and "which holds 3 files: 2 of them are not read" in text
+    assert "2 rows of the first 1 source file(s) share shards with later files (shard-000002.tar)" in text
+    assert sum(rows.values()) == 8  # shards 0-1 (rows 0-7); shard 2 holds rows 8-9 of file 0 and 10-11 of file 1
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="editstream"):
+        pass_rows(root / "pq", 2, "parquet")
+    assert "which holds 3 files: 1 of them are not read" in caplog.text

@@ -31,7 +31,7 @@ def _kinds() -> list[str]:
 
 
 def _check(data: str, backend: str, opts: dict[str, Any] | None) -> None:
-    if d.is_pattern(data):
+    if d.names_pattern(data, opts):
         kind = d.SHARD_PATTERN
     else:
         check_bucket(data, opts)

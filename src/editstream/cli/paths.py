@@ -79,9 +79,10 @@ def converted_root(url: str, storage_options: dict[str, Any] | None, command: st
             f"convert it first: editstream convert {url} DST",
         )
     if found.kind in (d.SHARD_DIR, d.SHARD_PATTERN):
+        pattern = d.shards_in(url) if found.kind == d.SHARD_DIR else url
         raise UsageProblem(
             f"{url} holds tar shards without an editstream manifest.json (not written by editstream convert)",
-            f"stream or preview them by pattern, e.g. editstream stream '{url.rstrip('/')}/*.tar'",
+            f"stream or preview them by pattern, e.g. editstream stream {shlex.quote(pattern)}",
         )
     raise UsageProblem(
         f"{url} is not a converted dataset root (no manifest.json)", "give the DST of editstream convert"
@@ -110,6 +111,8 @@ def parquet_columns(found: d.PathKind, storage_options: dict[str, Any] | None) -
     """The column names of the first parquet file of the parquet directory ``found``."""
     from ..io.parquet import open_parquet
 
-    first = next(n for n in found.names if n.endswith(".parquet"))
-    with open_parquet(storage.join(found.url, first), storage_options) as pf:
+    files = storage.list_files(found.url, ".parquet", storage_options)  # symlinks followed, as the sources list
+    if not files:
+        raise DataProblem(f"no *.parquet files in {found.url}", "give the directory that holds the parquet files")
+    with open_parquet(files[0], storage_options) as pf:
         return [f.name for f in pf.schema_arrow]

@@ -70,7 +70,7 @@ def all_trainable() -> list[Any]:
 
 
 def _resolve_one(url: str, backend: str, so: dict[str, Any] | None) -> Resolved:
-    if d.is_pattern(url) or url.endswith(".tar"):
+    if url.endswith(".tar") or d.names_pattern(url, so):
         return _foreign(url)
     check_bucket(url, so)
     found = d.detect(url, so)
@@ -99,7 +99,7 @@ def _resolve_one(url: str, backend: str, so: dict[str, Any] | None) -> Resolved:
             raise UsageProblem(f"the columns of {url} fit no schema stream reads", f"give {names} data")
         return Resolved(url, "parquet", schema)
     if found.kind == d.SHARD_DIR:
-        return _foreign(url.rstrip("/") + "/*.tar")
+        return _foreign(d.shards_in(url))
     if found.kind == d.PARQUET_FILE:
         parent = url.rstrip("/").rsplit("/", 1)[0] if "/" in url.rstrip("/") else "."
         raise UsageProblem(f"{url} is one parquet file; stream reads directories", f"give its directory: {parent}")

@@ -3,7 +3,8 @@
 ``detect(url)`` says whether ``url`` is missing, a single file (parquet, tar shard, JSONL), a
 converted root (``manifest.json``), a partial conversion (done records but no manifest yet),
 a directory of parquet files, a directory of tar shards without a manifest (img2dataset or
-webdataset ShardWriter output), or a brace pattern of shard URLs. Commands use it to pick a
+webdataset ShardWriter output), or a brace pattern of shard URLs. A path is literal whenever it
+exists: only a name that exists nowhere and looks like a pattern is read as one. Commands use it to pick a
 backend, to refuse the wrong one with the right one named, and to describe a partial root.
 """
 
@@ -40,8 +41,49 @@ _PATTERN = re.compile(r"\{[^{}]*[,.][^{}]*\}|[*?\[]")
 
 
 def is_pattern(url: str) -> bool:
-    """Whether ``url`` is a brace pattern (``shards-{000..009}.tar``) or a glob rather than one path."""
+    """Whether ``url``'s last part looks like a brace pattern (``shards-{000..009}.tar``) or a glob.
+
+    Looks only: a path of that exact name may exist (see :func:`names_pattern`).
+    """
     return bool(_PATTERN.search(url.rsplit("/", 1)[-1]))
+
+
+def names_pattern(url: str, storage_options: StorageOptions | None = None) -> bool:
+    """Whether ``url`` is a pattern to expand: it looks like one and nothing of that exact name exists.
+
+    Plain paths are literal: a directory called ``q?dst`` or ``loc?al[1]`` is that directory.
+    Patterns are patterns only where one is documented (foreign shards) and only when no path
+    carries the name itself.
+    """
+    if not is_pattern(url):
+        return False
+    try:
+        return not storage.exists(url, storage_options)
+    except FileNotFoundError:
+        return True
+
+
+def escape_pattern(url: str) -> str:
+    """``url`` with its pattern characters made literal, so a pattern can be appended to a real
+    directory: ``loc?al[1]`` + ``/*.tar`` matches that directory's shards, not ``locXal1``'s.
+
+    Glob characters become one-character classes (``[?]``, ``[*]``, ``[[]``, as ``glob.escape``),
+    braces get the backslash that brace expansion reads as a literal brace.
+    """
+    out = []
+    for char in url:
+        if char in "*?[":
+            out.append(f"[{char}]")
+        elif char in "{}":
+            out.append("\\" + char)
+        else:
+            out.append(char)
+    return "".join(out)
+
+
+def shards_in(dir_url: str) -> str:
+    """The pattern of the tar shards directly in the directory ``dir_url`` (its name taken literally)."""
+    return escape_pattern(dir_url.rstrip("/")) + "/*.tar"
 
 
 @dataclass
@@ -120,12 +162,10 @@ def read_partial(url: str, storage_options: StorageOptions | None = None) -> Par
 
 def detect(url: str, storage_options: StorageOptions | None = None) -> PathKind:
     """What ``url`` holds (see the module docstring); storage errors other than "not found" propagate."""
-    if is_pattern(url):
-        return PathKind(url, SHARD_PATTERN)
     try:
         names = _listing(url, storage_options)
     except FileNotFoundError:
-        return PathKind(url, MISSING)
+        return PathKind(url, SHARD_PATTERN if is_pattern(url) else MISSING)
     if names is None:
         return PathKind(url, _file_kind(url))
     found = PathKind(url, OTHER_DIR, names)

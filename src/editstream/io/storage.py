@@ -101,11 +101,60 @@ def join(base: str, *parts: str) -> str:
     return out
 
 
+class BrokenLinkError(FileNotFoundError):
+    """A listed entry is a symbolic link that resolves to nothing: a loop, or a missing target.
+
+    Raised rather than skipped: a half-downloaded Hugging Face cache (a link into ``blobs/``
+    whose blob is gone) would otherwise lose its rows without a word.
+    """
+
+
+def _local_entry_type(entry: os.DirEntry[str]) -> str:
+    """``"file"``, ``"directory"`` or ``"other"`` for a local directory entry, symlinks followed.
+
+    fsspec types every local symlink ``other``; here a link counts as what it points at, so the
+    Hugging Face cache layout (``snapshots/<rev>/data/*.parquet`` linking into ``blobs/``) lists
+    as files. ``os.stat`` bounds the link chain itself (``ELOOP``), so a link loop cannot hang.
+    """
+    try:
+        if entry.is_file():
+            return "file"
+        if entry.is_dir():
+            return "directory"
+    except OSError as exc:  # ELOOP: a symlink loop
+        raise BrokenLinkError(f"{entry.path} is a symbolic link loop ({exc.strerror})") from None
+    if entry.is_symlink():
+        target = os.readlink(entry.path)
+        raise BrokenLinkError(f"{entry.path} is a symbolic link to {target}, which does not exist")
+    return "other"
+
+
+def _local_dir_error(path: str, dir_url: str) -> FileNotFoundError:
+    """Why a local ``path`` is not a directory to list: a link loop, a dangling link, or not there."""
+    if os.path.islink(path):
+        try:
+            os.stat(path)
+        except OSError as exc:
+            return BrokenLinkError(f"directory {dir_url} is a symbolic link that does not resolve ({exc.strerror})")
+    return FileNotFoundError(f"directory not found: {dir_url}")
+
+
 def list_files(dir_url: str, suffix: str, storage_options: StorageOptions | None = None) -> list[str]:
     """Sorted URLs of the files directly in ``dir_url`` whose name ends with ``suffix``.
 
-    Raises ``FileNotFoundError`` naming the directory when it does not exist.
+    Local symbolic links count as what they point at (files, directories), on every listing of
+    sources or shards, so both backends and the converter see the same files; a link named
+    ``*{suffix}`` that resolves to nothing (a loop, a missing target) is a
+    :class:`BrokenLinkError` naming it, never skipped. Raises ``FileNotFoundError`` naming the
+    directory when it does not exist.
     """
+    if is_local(dir_url):
+        path = local_path(dir_url)
+        if not os.path.isdir(path):
+            raise _local_dir_error(path, dir_url)
+        with os.scandir(path) as entries:
+            names = [e.name for e in entries if e.name.endswith(suffix) and _local_entry_type(e) == "file"]
+        return [join(dir_url, name) for name in sorted(names)]
     fs, path = url_to_fs(dir_url, storage_options)
     if not _RETRY.call(lambda: fs.isdir(path), f"list {dir_url}"):
         raise FileNotFoundError(f"directory not found: {dir_url}")

@@ -67,6 +67,27 @@ def repeat_to(paths: list[str], num_used: int) -> list[str]:
     return (paths * (num_used // len(paths) + 1))[:num_used]
 
 
+def warn_unread(dataset_name: str, where: str, num_used: int, available: int, what: str = "files") -> None:
+    """Log, with the numbers, a ``num_used_data`` entry that leaves part of ``where`` unread.
+
+    ``num_used`` below the ``available`` files (shards for shard patterns) reads only the first
+    ``num_used`` of them on either backend; the default count (every file) never logs.
+    """
+    if num_used < available:
+        logger.warning(
+            "dataset %s: num_used_data %d for %s, which holds %d %s: %d of them are not read "
+            "(num_used_data counts %s; give %d, or more, to read all)",
+            dataset_name,
+            num_used,
+            where,
+            available,
+            what,
+            available - num_used,
+            what,
+            available,
+        )
+
+
 def check_counts(dataset_name: str, data_dir_list: Sequence[str], num_used_data: Sequence[int]) -> None:
     """One ``num_used_data`` entry per data directory, or an error naming the dataset and both lengths."""
     if len(data_dir_list) != len(num_used_data):

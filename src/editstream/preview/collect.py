@@ -188,7 +188,7 @@ def collect(
     elif found.kind in (d.SHARD_PATTERN, d.TAR_FILE):
         records = _foreign(data, storage_options)
     elif found.kind == d.SHARD_DIR:
-        records = _foreign(data.rstrip("/") + "/*.tar", storage_options)
+        records = _foreign(d.shards_in(data), storage_options)
     elif found.kind == d.JSONL_FILE:
         records = _jsonl(data, media_dir, storage_options, allow_outside_media_dir)
     else:

@@ -67,7 +67,7 @@ def make_source(
     )
     if backend == "parquet":
         return ParquetSource(parquet_info=parquet_info, **common, **options)
-    foreign = [is_foreign_entry(e) for e in data_dir_list]
+    foreign = [is_foreign_entry(e, storage_options) for e in data_dir_list]
     if any(foreign):
         if not all(foreign):
             raise ValueError(
@@ -84,7 +84,7 @@ def count_source_files(data_dir: Any, backend: str, storage_options: StorageOpti
     """Parquet files a data directory holds (for a converted root: its source files; for a shard
     pattern: its shards), the ``num_used_data`` entry that uses every file once."""
     if check_backend(backend, "count_source_files") == "webdataset":
-        if is_foreign_entry(data_dir):
+        if is_foreign_entry(data_dir, storage_options):
             return len(expand_shards(data_dir, storage_options))
         return len(Manifest.read(data_dir, storage_options).source_files)
     return len(list_files(data_dir, ".parquet", storage_options))

@@ -22,7 +22,7 @@ from typing import Any
 
 from braceexpand import braceexpand
 
-from ...format.detect import is_pattern
+from ...format.detect import names_pattern
 from ...format.idx import idx_path_for, read_idx
 from ...format.tarblock import DEFAULT_MAX_MEMBER_SIZE
 from ...format.tarreader import iter_samples, split_name
@@ -33,7 +33,7 @@ from ...io.storage import StorageOptions
 from ...kinds import get_kind
 from ..drops import DropLog
 from ..rows import BadSample, Position, Row
-from ..units import Unit, check_counts, path_of, repeat_to
+from ..units import Unit, check_counts, path_of, repeat_to, warn_unread
 
 DEFAULT_MEMBERS: dict[str, list[str]] = {
     "image": ["jpg", "jpeg", "png", "webp"],
@@ -49,27 +49,39 @@ def default_columns(columns: Mapping[str, str]) -> dict[str, list[str]] | None:
     return {column: list(DEFAULT_MEMBERS[column]) for column in columns}
 
 
-def is_foreign_entry(entry: Any) -> bool:
-    """Whether a ``data_dir_list`` entry names shards rather than a directory: a list, a pattern, a ``.tar``."""
+def is_foreign_entry(entry: Any, storage_options: StorageOptions | None = None) -> bool:
+    """Whether a ``data_dir_list`` entry names shards rather than a directory: a list, a ``.tar``, or
+    a pattern (a name that looks like one and exists nowhere: a root called ``q?dst`` is a root)."""
     if isinstance(entry, (list, tuple)):
         return True
-    return isinstance(entry, str) and (is_pattern(entry) or entry.endswith(".tar"))
+    return isinstance(entry, str) and (entry.endswith(".tar") or names_pattern(entry, storage_options))
+
+
+def _matches(url: str, storage_options: StorageOptions | None) -> list[str]:
+    """The shards one brace-expanded ``url`` names: itself when it has no glob characters or exists
+    under that exact name, else the glob's matches."""
+    if not any(c in url.rsplit("/", 1)[-1] for c in "*?[") or storage.exists(url, storage_options):
+        return [url]
+    if storage.is_local(url) and "://" not in url:
+        return glob.glob(url)
+    fs, path = storage.url_to_fs(url, storage_options)
+    protocol = url.split("://", 1)[0]
+    return [f"{protocol}://{p}" for p in fs.glob(path)]
 
 
 def expand_shards(entry: Any, storage_options: StorageOptions | None = None) -> list[str]:
-    """The sorted shard URLs of an entry: brace patterns expanded, globs matched, lists flattened."""
+    """The sorted shard URLs of an entry: brace patterns expanded, globs matched, lists flattened.
+
+    A name that exists as it is stays literal (a shard called ``a{1,2}.tar`` is that shard); a
+    directory part is matched as a pattern too, unless escaped (``format.detect.shards_in``).
+    """
     if isinstance(entry, (list, tuple)):
         return sorted({url for item in entry for url in expand_shards(item, storage_options)})
+    if storage.exists(entry, storage_options):
+        return [entry]
     urls: set[str] = set()
     for url in braceexpand(entry):
-        if not any(c in url.rsplit("/", 1)[-1] for c in "*?["):
-            urls.add(url)
-        elif storage.is_local(url) and "://" not in url:
-            urls.update(glob.glob(url))
-        else:
-            fs, path = storage.url_to_fs(url, storage_options)
-            protocol = url.split("://", 1)[0]
-            urls.update(f"{protocol}://{p}" for p in fs.glob(path))
+        urls.update(_matches(url, storage_options))
     if not urls:
         raise FileNotFoundError(f"no shards match {entry}")
     return sorted(urls)
@@ -137,6 +149,7 @@ class ForeignTarSource:
                 shards = expand_shards(entry, self.storage_options)
             except FileNotFoundError as exc:
                 raise FileNotFoundError(f"dataset {self.dataset_name!r}: {exc}") from None
+            warn_unread(self.dataset_name, str(entry), int(num_used), len(shards), "shards")
             units.extend(repeat_to(shards, int(num_used)))
         return units
 

@@ -22,7 +22,7 @@ from ...io.retry import RetryPolicy
 from ...io.storage import StorageOptions
 from ..drops import DropLog
 from ..rows import Position, Row
-from ..units import Unit, check_counts, path_of, repeat_to, row_group_of
+from ..units import Unit, check_counts, path_of, repeat_to, row_group_of, warn_unread
 
 GRANULARITIES = ("row_group", "file")
 
@@ -39,10 +39,13 @@ def list_parquet_files(
     for data_dir, num_used in zip(data_dir_list, num_used_data):
         try:
             files = storage.list_files(data_dir, ".parquet", storage_options)
+        except storage.BrokenLinkError as exc:
+            raise storage.BrokenLinkError(f"dataset {dataset_name!r}: {exc}") from None
         except FileNotFoundError:
             raise FileNotFoundError(f"dataset {dataset_name!r}: data directory not found: {data_dir}") from None
         if not files:
             raise FileNotFoundError(f"dataset {dataset_name!r}: no *.parquet files in {data_dir}")
+        warn_unread(dataset_name, data_dir, int(num_used), len(files))
         out.extend(repeat_to(files, int(num_used)))
     return out
 

@@ -34,7 +34,7 @@ from ...io.storage import StorageOptions
 from ...kinds import DatasetKind, SourceShape, UnknownKindError, get_kind
 from ..drops import DropLog
 from ..rows import BadSample, Position, Row
-from ..units import Unit, check_counts, path_of, repeat_to
+from ..units import Unit, check_counts, path_of, repeat_to, warn_unread
 
 logger = logging.getLogger("editstream")
 
@@ -46,6 +46,11 @@ def _kind_named(name: str) -> DatasetKind | None:
         return get_kind(name)
     except UnknownKindError:
         return None
+
+
+def _files_of(shard: ShardInfo) -> set[str]:
+    """The source files (relative names) a shard holds rows of."""
+    return {s.file for s in shard.rows}
 
 
 class ShardMismatchError(Exception):
@@ -164,6 +169,7 @@ class TarSource:
             raise FileNotFoundError(f"dataset {self.dataset_name!r}: {root} lists no source files")
         counts = {file_id(f.path): f.num_row_groups for f in manifest.source_files}
         self._file_row_groups.update(counts)
+        warn_unread(self.dataset_name, root, num_used, len(counts))
         chosen = repeat_to(sorted(counts), num_used)
         if self.granularity == "file":
             files: list[Unit] = list(chosen)
@@ -171,16 +177,45 @@ class TarSource:
         return [(path, rg) for path in chosen for rg in range(counts[path])]
 
     def _size_units(self, root: str, manifest: Manifest, num_used: int) -> list[Unit]:
-        urls = []
+        """Shards as units, chosen by ``num_used`` *source files*, as the parquet backend counts:
+        ``num_used = k * F + r`` (``F`` source files) reads every shard ``k`` times, then the shards
+        holding rows of the first ``r`` files only (sorted, as parquet lists them). So the default,
+        every source file once, reads every shard once, and flipping ``backend:`` keeps the rows.
+        A shard that holds rows of a chosen file and of an unchosen one is left out, with a warning."""
         stems = {f.path: f.key_stem for f in manifest.source_files}
-        for shard in sorted(manifest.shards, key=lambda s: s.path):
+        urls: list[str] = []
+        shards = sorted(manifest.shards, key=lambda s: s.path)
+        for shard in shards:
             url = storage.join(root, shard.path)
             self._shards[url] = ShardRef(url, storage.join(root, shard.idx_path), shard, stems)
             urls.append(url)
         if not urls:
             raise FileNotFoundError(f"dataset {self.dataset_name!r}: {root} holds no shards")
-        shards: list[Unit] = list(repeat_to(urls, num_used))
-        return shards
+        files = sorted(f.path for f in manifest.source_files)
+        warn_unread(self.dataset_name, root, num_used, len(files))
+        copies, extra = divmod(num_used, len(files))
+        chosen = set(files[:extra])
+        partial = [s for s in shards if chosen & _files_of(s) and not _files_of(s) <= chosen]
+        if partial:
+            rows = sum(s.stop - s.start for shard in partial for s in shard.rows if s.file in chosen)
+            logger.warning(
+                "dataset %s: num_used_data %d for %s (%d source files, size layout): %d rows of the first %d "
+                "source file(s) share shards with later files (%s) and are not read in the last pass; "
+                "give a multiple of %d to read whole copies",
+                self.dataset_name,
+                num_used,
+                root,
+                len(files),
+                rows,
+                extra,
+                ", ".join(s.path for s in partial),
+                len(files),
+            )
+        tail = [url for url, s in zip(urls, shards) if _files_of(s) <= chosen]
+        units: list[Unit] = []
+        units.extend(urls * copies)
+        units.extend(tail)
+        return units
 
     # ---- reading -------------------------------------------------------------------------
     def readahead(self) -> ReadAhead:
