@@ -92,20 +92,23 @@ def _build_transforms(group: str, args: dict[str, Any]) -> None:
             args["vit_transform"] = ImageTransform(**args.pop("vit_image_transform_args"))
 
 
-def _takes_image_dtype(dataset_cls: Any) -> bool:
+def _takes(dataset_cls: Any, parameter: str) -> bool:
     try:
         parameters = inspect.signature(dataset_cls).parameters
     except (TypeError, ValueError):
         return False
-    return "image_dtype" in parameters
+    return parameter in parameters
 
 
 def _instantiate(group: str, args: dict[str, Any], group_status: Any, ctx: GroupContext) -> GroupDataset:
     if group not in ctx.registry:
         raise ValueError(f"no dataset class registered for group {group!r}; known: {sorted(ctx.registry)}")
     dataset_cls = ctx.registry[group]
-    if ctx.image_dtype != "float32" and "image_dtype" not in args and _takes_image_dtype(dataset_cls):
+    if ctx.image_dtype != "float32" and "image_dtype" not in args and _takes(dataset_cls, "image_dtype"):
         args = {**args, "image_dtype": ctx.image_dtype}
+    if args.get("backend") == "webdataset" and "jsonl_path_list" not in args and _takes(dataset_cls, "jsonl_path_list"):
+        # A converted root holds its JSONL copy: a shard-only entry (data_dir alone) names no JSONL.
+        args = {**args, "jsonl_path_list": None}
     try:
         return dataset_cls(
             dataset_name=group,
@@ -170,8 +173,6 @@ def attach_dataset_info(group: str, args: dict[str, Any], ctx: GroupContext) -> 
     backend = _agreed_setting(group, names, metas, "backend", args.pop("backend", None))
     if backend is not None and backend not in BACKENDS:
         raise ValueError(f"group {group!r}: backend must be one of {list(BACKENDS)}, got {backend!r}")
-    if backend == "webdataset" and any("jsonl_path" in meta for meta in metas):
-        args["jsonl_path_list"] = None  # the shards hold the lines: no JSONL is read on the webdataset backend
     metas = [_location(group, name, meta, backend) for name, meta in zip(names, metas)]
     storage_options = _agreed_setting(group, names, metas, "storage_options", args.pop("storage_options", None))
     source_only = backend == "webdataset"
