@@ -173,6 +173,8 @@ def attach_dataset_info(group: str, args: dict[str, Any], ctx: GroupContext) -> 
     backend = _agreed_setting(group, names, metas, "backend", args.pop("backend", None))
     if backend is not None and backend not in BACKENDS:
         raise ValueError(f"group {group!r}: backend must be one of {list(BACKENDS)}, got {backend!r}")
+    if backend == "webdataset" and any("jsonl_path" in meta for meta in metas):
+        args["jsonl_path_list"] = None  # the shards hold the lines: no JSONL is read on the webdataset backend
     metas = [_location(group, name, meta, backend) for name, meta in zip(names, metas)]
     storage_options = _agreed_setting(group, names, metas, "storage_options", args.pop("storage_options", None))
     source_only = backend == "webdataset"
