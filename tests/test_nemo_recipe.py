@@ -189,6 +189,39 @@ def test_nemo_field_check_sees_editstreams_fields_only_while_installed(out, tmp_
     assert nemo_loader.BagelDataloaderConfig is nemos_own and not editstream.nemo.installed()
 
 
+SUBMODULES = (
+    "collate_fns",
+    "datasets",
+    "distributed_iterable",
+    "interleave",
+    "loader",
+    "packing",
+    "parquet_utils",
+    "transforms",
+    "utils",
+    "video",
+)
+HDFS_HOOKS = {"get_hdfs_host", "get_hdfs_block_size", "get_hdfs_extra_conf", "hdfs_ls_cmd"}
+"""NeMo's placeholders for a cluster's HDFS (editstream reads any fsspec URL instead)."""
+
+
+@needs_nemo
+def test_every_public_name_of_nemos_tree_has_a_twin():
+    import importlib
+
+    nemo_package = importlib.import_module(NEMO_PREFIX)
+    assert set(nemo_package.__all__) <= set(editstream.nemo.__all__)
+    for sub in SUBMODULES:
+        theirs = importlib.import_module(f"{NEMO_PREFIX}.{sub}")
+        ours = importlib.import_module(f"editstream.nemo.{sub}")
+        defined = {
+            name
+            for name, value in vars(theirs).items()
+            if not name.startswith("_") and getattr(value, "__module__", None) == theirs.__name__
+        }
+        assert sorted(defined - set(vars(ours)) - HDFS_HOOKS) == [], sub
+
+
 def nemo_source_file(relative: str) -> str | None:
     """A file of NeMo's source: ``$NEMO_AUTOMODEL_SRC`` (a checkout, or a git directory read
     with ``git show HEAD:``), by default the snapshot at DEFAULT_NEMO_SRC; None when absent."""

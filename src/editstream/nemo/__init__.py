@@ -30,7 +30,7 @@ from .interleave import InterleavedBaseIterableDataset, ParquetStandardIterableD
 from .loader import BagelDataloaderBuild, BagelDataloaderConfig
 from .packing import DataConfig, PackedDataset
 from .parquet_utils import get_parquet_data_paths, init_arrow_pf_fs
-from .transforms import ImageTransform
+from .transforms import ImageTransform, MaxLongEdgeMinShortEdgeResize
 from .utils import (
     add_special_tokens,
     get_flattened_position_ids_extrapolate,
@@ -56,6 +56,7 @@ __all__ = [
     "FrameSampler",
     "ImageTransform",
     "InterleavedBaseIterableDataset",
+    "MaxLongEdgeMinShortEdgeResize",
     "PackedDataset",
     "ParquetStandardIterableDataset",
     "SftJSONLIterableDataset",
