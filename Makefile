@@ -7,6 +7,10 @@
 #   make cli-doc  regenerates docs/cli.md from the commands' --help
 # torch==2.13.0 is installed first (the CPU wheel this machine keeps on disk), so the
 # package's own permissive torch range is already satisfied and never pulls a CUDA build.
+# NeMo Automodel (tests/test_nemo_recipe.py, editstream.nemo) comes last, without its
+# dependencies: its config path needs nothing beyond editstream's own, and its BAGEL recipe
+# module adds only transformers (with its small pure-Python/tokenizer deps, no torch) and
+# einops. If the registry cannot serve them the install goes on and those tests skip, saying why.
 
 PYTHON ?= python3
 VENV   := .venv
@@ -15,10 +19,12 @@ STAMP  := $(VENV)/.editstream-installed
 
 .PHONY: demo test lint bench bench-quick install clean preview preview-magicbrush cli-doc
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -qq torch==2.13.0
 	$(PY) -m pip install -qq -e '.[test]'
+	$(PY) -m pip install -qq --no-deps nemo-automodel==0.7.0 && $(PY) -m pip install -qq einops transformers==5.18.0 \
+		|| echo "NeMo Automodel was not installed: the tests that need it will skip"
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -32,6 +32,9 @@ ALLOWED = {
     # Source adapters turn public datasets' own schemas into a kind's rows, then hand them to the
     # converter through its public API; the cli wires them in, nothing below imports them.
     "adapters": {"io", "format", "kinds", "conversion"},
+    # NeMo Automodel's module tree, served by editstream's loader and packer (and the hook that
+    # points NeMo's recipe at them); it may import everything below the command line.
+    "nemo": {"io", "format", "kinds", "conversion", "loader", "packing", "testing", "preview", "adapters"},
 }
 MAX_FILE_LINES = 500
 MAX_CLASS_LINES = 300

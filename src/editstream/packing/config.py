@@ -15,7 +15,7 @@ import copy
 import dataclasses
 import json
 import numbers
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -138,6 +138,10 @@ class BagelDatasetConfig:
         info = load_mapping(inline=self.dataset_info, path=self.dataset_info_path, name="dataset_info")
         return dataclasses.replace(self, grouped_datasets=groups, dataset_info=info)
 
+    def packed_dataset_class(self) -> Callable[..., PackedDataset]:
+        """The packer class ``build()`` constructs; a subclass (``editstream.nemo``'s) may look it up elsewhere."""
+        return PackedDataset
+
     def build(
         self,
         *,
@@ -154,13 +158,21 @@ class BagelDatasetConfig:
 
         ``global_seed`` seeds the per-worker RNGs (with rank and worker id); ``data_status``
         resumes the datasets; ``registry`` (an editstream extension) maps group names to your
-        own dataset classes. Building twice gives two independent datasets.
+        own dataset classes. Building twice gives two independent datasets. The packer is
+        constructed by keyword, as NeMo does, and editstream's extensions (``registry``, a
+        non-default ``image_dtype``) are passed only when set, so any packer class with NeMo's
+        signature can stand in (:meth:`packed_dataset_class`).
         """
         runtime = self.resolved()
-        dataset = PackedDataset(
-            runtime,
-            tokenizer,
-            special_tokens,
+        extensions: dict[str, Any] = {}
+        if registry is not None:
+            extensions["registry"] = registry
+        if self.image_dtype != "float32":
+            extensions["image_dtype"] = self.image_dtype
+        dataset = self.packed_dataset_class()(
+            data_config=runtime,
+            tokenizer=tokenizer,
+            special_tokens=special_tokens,
             local_rank=rank,
             world_size=world_size,
             num_workers=num_workers,
@@ -174,8 +186,7 @@ class BagelDatasetConfig:
             data_status=data_status,
             dataset_info=runtime.dataset_info,
             global_seed=global_seed,
-            registry=registry,
-            image_dtype=self.image_dtype,
+            **extensions,
         )
         dataset.set_epoch(self.data_seed)
         return dataset

@@ -60,6 +60,10 @@ class BagelDataloaderConfig:
     pin_memory: bool = True
     prefetch_factor: int = 2
 
+    def collate_function(self) -> Callable[[Any], Any]:
+        """The collate function of the loader; a subclass (``editstream.nemo``'s) may look it up elsewhere."""
+        return bagel_packed_collate_fn
+
     def build(
         self,
         *,
@@ -75,11 +79,17 @@ class BagelDataloaderConfig:
         """Build the dataset for this rank, seed the process, and wrap the dataset in a StatefulDataLoader.
 
         ``batch_size`` must be 1: every step is one packed sequence. ``data_status`` and
-        ``registry`` are editstream extensions passed to the dataset config's ``build``.
+        ``registry`` are editstream extensions, passed to the dataset config's ``build`` only when
+        set, so a dataset config written against NeMo's signature builds here too.
         """
         if batch_size != 1:
             raise ValueError(f"BAGEL packed dataloaders require local_batch_size=1, got {batch_size}")
         loader_class = _stateful_dataloader_class()
+        extensions: dict[str, Any] = {}
+        if data_status is not None:
+            extensions["data_status"] = data_status
+        if registry is not None:
+            extensions["registry"] = registry
         dataset = self.dataset_config.build(
             tokenizer=tokenizer,
             special_tokens=special_tokens,
@@ -87,8 +97,7 @@ class BagelDataloaderConfig:
             world_size=world_size,
             num_workers=self.num_workers,
             global_seed=global_seed,
-            data_status=data_status,
-            registry=registry,
+            **extensions,
         )
         seed_rank(global_seed, world_size, rank)
         dataloader = loader_class(
@@ -96,7 +105,7 @@ class BagelDataloaderConfig:
             batch_size=batch_size,
             num_workers=self.num_workers,
             pin_memory=self.pin_memory,
-            collate_fn=bagel_packed_collate_fn,
+            collate_fn=self.collate_function(),
             drop_last=True,
             prefetch_factor=self.prefetch_factor if self.num_workers > 0 else None,
         )

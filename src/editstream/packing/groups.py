@@ -110,20 +110,23 @@ def _build_transforms(group: str, args: dict[str, Any]) -> None:
             args["vit_transform"] = ImageTransform(**args.pop("vit_image_transform_args"))
 
 
-def _takes_image_dtype(dataset_cls: Any) -> bool:
+def _takes(dataset_cls: Any, parameter: str) -> bool:
     try:
         parameters = inspect.signature(dataset_cls).parameters
     except (TypeError, ValueError):
         return False
-    return "image_dtype" in parameters
+    return parameter in parameters
 
 
 def _instantiate(group: str, args: dict[str, Any], group_status: Any, ctx: GroupContext) -> GroupDataset:
     if group not in ctx.registry:
         raise ValueError(f"no dataset class registered for group {group!r}; known: {sorted(ctx.registry)}")
     dataset_cls = ctx.registry[group]
-    if ctx.image_dtype != "float32" and "image_dtype" not in args and _takes_image_dtype(dataset_cls):
+    if ctx.image_dtype != "float32" and "image_dtype" not in args and _takes(dataset_cls, "image_dtype"):
         args = {**args, "image_dtype": ctx.image_dtype}
+    if args.get("backend") == "webdataset" and "jsonl_path_list" not in args and _takes(dataset_cls, "jsonl_path_list"):
+        # A converted root holds its JSONL copy: a shard-only entry (data_dir alone) names no JSONL.
+        args = {**args, "jsonl_path_list": None}
     try:
         return dataset_cls(
             dataset_name=group,

@@ -1,0 +1,92 @@
+"""``editstream.nemo``: NVIDIA NeMo Automodel's ``components.datasets.multimodal`` tree, served by editstream.
+
+Every submodule of NeMo's tree has a twin here with the same public names (``datasets``,
+``loader``, ``packing``, ``interleave``, ``collate_fns``, ``distributed_iterable``,
+``parquet_utils``, ``transforms``, ``utils``, ``video``), so code written against NeMo runs
+with only the prefix ``nemo_automodel.components.datasets.multimodal`` changed to
+``editstream.nemo``. Importing this package never imports NeMo. To make NeMo's own recipe
+read its data through editstream, call :func:`install` in every process, or name
+``editstream.nemo.FinetuneRecipeForMultimodal`` / ``PretrainRecipeForMultimodal`` as the
+``recipe:`` of a NeMo YAML (those two are NeMo's recipes and import NeMo when first used).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .collate_fns import SimpleCustomBatch, bagel_packed_collate_fn, collate_wrapper
+from .datasets import (
+    DATASET_REGISTRY,
+    DEFAULT_DATASET_INFO,
+    BagelDatasetConfig,
+    SftJSONLIterableDataset,
+    T2IIterableDataset,
+    UnifiedEditIterableDataset,
+    make_bagel_multimodal_dataset,
+)
+from .distributed_iterable import DistributedIterableDataset
+from .hook import install, installed, uninstall
+from .interleave import InterleavedBaseIterableDataset, ParquetStandardIterableDataset
+from .loader import BagelDataloaderBuild, BagelDataloaderConfig
+from .packing import DataConfig, PackedDataset
+from .parquet_utils import get_parquet_data_paths, init_arrow_pf_fs
+from .transforms import ImageTransform, MaxLongEdgeMinShortEdgeResize
+from .utils import (
+    add_special_tokens,
+    get_flattened_position_ids_extrapolate,
+    get_flattened_position_ids_interpolate,
+    len2weight,
+    patchify,
+    pil_img2rgb,
+    prepare_attention_mask_per_sample,
+)
+from .video import FrameSampler
+
+RECIPES = ("FinetuneRecipeForMultimodal", "PretrainRecipeForMultimodal", "main")
+"""Names served by :mod:`editstream.nemo.recipes`, which imports NeMo: loaded on first access."""
+
+__all__ = [
+    "DATASET_REGISTRY",
+    "DEFAULT_DATASET_INFO",
+    "BagelDataloaderBuild",
+    "BagelDataloaderConfig",
+    "BagelDatasetConfig",
+    "DataConfig",
+    "DistributedIterableDataset",
+    "FrameSampler",
+    "ImageTransform",
+    "InterleavedBaseIterableDataset",
+    "MaxLongEdgeMinShortEdgeResize",
+    "PackedDataset",
+    "ParquetStandardIterableDataset",
+    "SftJSONLIterableDataset",
+    "SimpleCustomBatch",
+    "T2IIterableDataset",
+    "UnifiedEditIterableDataset",
+    "add_special_tokens",
+    "bagel_packed_collate_fn",
+    "collate_wrapper",
+    "get_flattened_position_ids_extrapolate",
+    "get_flattened_position_ids_interpolate",
+    "get_parquet_data_paths",
+    "init_arrow_pf_fs",
+    "install",
+    "installed",
+    "len2weight",
+    "make_bagel_multimodal_dataset",
+    "patchify",
+    "pil_img2rgb",
+    "prepare_attention_mask_per_sample",
+    "uninstall",
+    *RECIPES,
+]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in RECIPES:
+        raise AttributeError(f"module 'editstream.nemo' has no attribute {name!r}")
+    from . import recipes
+
+    value = getattr(recipes, name)
+    globals()[name] = value
+    return value

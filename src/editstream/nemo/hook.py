@@ -1,0 +1,84 @@
+"""``install()`` / ``uninstall()``: point NeMo Automodel's BAGEL data entry points at editstream's.
+
+NeMo's BAGEL recipe builds its loader through ``RecipeConfig(cfg).bagel_dataloader``, which
+imports ``BagelDatasetConfig`` from NeMo's ``multimodal.datasets`` and ``BagelDataloaderConfig``
+from ``multimodal.loader`` when it runs, and checks the YAML's keys against the dataset
+config's fields. Rebinding those module attributes (and the package's aliases of them) to
+editstream's twins is therefore all it takes: the recipe then builds editstream's loader and
+accepts editstream's extra field (``image_dtype``); ``backend:`` / ``webdataset:`` keys live
+inside ``grouped_datasets`` / ``dataset_info``, which NeMo does not look into. Nothing happens
+at import; ``install()`` is idempotent and ``uninstall()`` restores NeMo's own objects.
+"""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+from typing import Any
+
+NEMO_PACKAGE = "nemo_automodel.components.datasets.multimodal"
+"""NeMo's module tree that ``editstream.nemo`` mirrors."""
+
+REBOUND: dict[str, tuple[str, ...]] = {
+    "": ("BagelDatasetConfig", "DataConfig", "make_bagel_multimodal_dataset"),
+    ".datasets": ("BagelDatasetConfig", "make_bagel_multimodal_dataset"),
+    ".packing": ("DataConfig",),
+    ".loader": ("BagelDataloaderConfig",),
+}
+"""NeMo submodule (relative to ``NEMO_PACKAGE``) -> the names ``install()`` rebinds in it."""
+
+_saved: dict[tuple[str, str], Any] = {}
+
+
+def nemo_module(suffix: str = "") -> ModuleType:
+    """Import NeMo's ``multimodal`` package (or one of its submodules), saying what to install if absent."""
+    name = NEMO_PACKAGE + suffix
+    try:
+        return importlib.import_module(name)
+    except ImportError as exc:
+        raise ImportError(
+            f"editstream.nemo needs NVIDIA NeMo Automodel's {name} (the nemo-automodel package, "
+            f"e.g. pip install --no-deps nemo-automodel==0.7.0), which failed to import: {exc}"
+        ) from exc
+
+
+def replacements() -> dict[str, Any]:
+    """editstream's object for each name ``install()`` rebinds."""
+    from .datasets import BagelDatasetConfig, make_bagel_multimodal_dataset
+    from .loader import BagelDataloaderConfig
+
+    return {
+        "BagelDatasetConfig": BagelDatasetConfig,
+        "DataConfig": BagelDatasetConfig,
+        "make_bagel_multimodal_dataset": make_bagel_multimodal_dataset,
+        "BagelDataloaderConfig": BagelDataloaderConfig,
+    }
+
+
+def installed() -> bool:
+    """Whether NeMo's BAGEL entry points currently point at editstream's."""
+    return bool(_saved)
+
+
+def install() -> None:
+    """Make NeMo's BAGEL recipe build editstream's dataset config and dataloader (idempotent).
+
+    Call it in every process before the recipe's ``setup()`` (the recipe classes of
+    ``editstream.nemo`` do it for you). Raises ``ImportError`` naming the package when NeMo
+    Automodel is not importable.
+    """
+    if _saved:
+        return
+    modules = {suffix: nemo_module(suffix) for suffix in REBOUND}
+    ours = replacements()
+    for suffix, names in REBOUND.items():
+        for name in names:
+            _saved[(suffix, name)] = getattr(modules[suffix], name)
+            setattr(modules[suffix], name, ours[name])
+
+
+def uninstall() -> None:
+    """Give NeMo back its own entry points (a no-op when ``install()`` has not run)."""
+    for (suffix, name), original in list(_saved.items()):
+        setattr(nemo_module(suffix), name, original)
+    _saved.clear()

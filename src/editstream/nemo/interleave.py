@@ -1,0 +1,9 @@
+"""Twin of NeMo's ``multimodal.interleave``: the interleaved-sequence builders and the edit dataset."""
+
+from __future__ import annotations
+
+from ..loader.datasets.edit import UnifiedEditIterableDataset
+from ..loader.datasets.interleave import InterleavedBaseIterableDataset
+from ..loader.datasets.standard import ParquetStandardIterableDataset
+
+__all__ = ["InterleavedBaseIterableDataset", "ParquetStandardIterableDataset", "UnifiedEditIterableDataset"]

@@ -1,0 +1,57 @@
+"""NeMo Automodel's BAGEL recipes with editstream's data pipeline: the one-line opt-in of a NeMo YAML.
+
+``recipe: editstream.nemo.FinetuneRecipeForMultimodal`` (or ``PretrainRecipeForMultimodal``)
+runs NeMo's own recipe, unchanged except that constructing it calls :func:`install`, so in
+every rank ``setup()`` builds editstream's loader from the YAML's ``dataset:`` and
+``dataloader:`` sections. This module imports NeMo (its recipe module and what that needs):
+``editstream.nemo`` loads it only when a recipe class is asked for. NeMo's launcher, when it
+starts torchrun itself, runs the recipe's module file as a script: name the recipe by this
+module's path (``editstream.nemo.recipes.FinetuneRecipeForMultimodal``) there, and ``main()``
+below runs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from nemo_automodel.components.config._arg_parser import parse_args_and_load_config
+from nemo_automodel.recipes.multimodal.finetune import FinetuneRecipeForMultimodal as NemoFinetuneRecipe
+from nemo_automodel.recipes.multimodal.pretrain import PretrainRecipeForMultimodal as NemoPretrainRecipe
+
+from .hook import install
+
+__all__ = ["FinetuneRecipeForMultimodal", "PretrainRecipeForMultimodal", "main"]
+
+
+class FinetuneRecipeForMultimodal(NemoFinetuneRecipe):  # type: ignore[misc]
+    """NeMo's BAGEL fine-tuning recipe, reading its data through editstream (``install()`` on construction)."""
+
+    def __init__(self, cfg: Any) -> None:
+        install()
+        super().__init__(cfg)
+
+
+class PretrainRecipeForMultimodal(NemoPretrainRecipe):  # type: ignore[misc]
+    """NeMo's BAGEL pretraining recipe, reading its data through editstream (``install()`` on construction)."""
+
+    def __init__(self, cfg: Any) -> None:
+        install()
+        super().__init__(cfg)
+
+
+def recipe_class(recipe: Any) -> type:
+    """The class of this module a YAML's ``recipe:`` value names (pretraining when it says so, else fine-tuning)."""
+    target = recipe.get("_target_", "") if hasattr(recipe, "get") else recipe
+    return PretrainRecipeForMultimodal if "PretrainRecipeForMultimodal" in str(target) else FinetuneRecipeForMultimodal
+
+
+def main(config_path: str | None = None) -> None:
+    """Run the recipe a YAML names (``-c config.yaml`` and overrides, as NeMo's recipe scripts take)."""
+    cfg = parse_args_and_load_config(config_path)
+    recipe = recipe_class(cfg.get("recipe", ""))(cfg)
+    recipe.setup()
+    recipe.run_train_validation_loop()
+
+
+if __name__ == "__main__":
+    main()

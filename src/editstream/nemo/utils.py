@@ -1,0 +1,71 @@
+"""Twin of NeMo's ``multimodal.utils``: position ids, patchify, attention masks, loss weights, tokens.
+
+Most are editstream's own packer helpers; ``split_integer_exp_decay`` and
+``add_special_tokens`` are written here for code that calls them through NeMo's path.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from typing import Any
+
+from ..loader.decode import pil_img2rgb
+from ..packing.sequence import (
+    get_flattened_position_ids_extrapolate,
+    get_flattened_position_ids_interpolate,
+    len2weight,
+    patchify,
+    prepare_attention_mask_per_sample,
+)
+
+__all__ = [
+    "add_special_tokens",
+    "get_flattened_position_ids_extrapolate",
+    "get_flattened_position_ids_interpolate",
+    "len2weight",
+    "patchify",
+    "pil_img2rgb",
+    "prepare_attention_mask_per_sample",
+    "split_integer_exp_decay",
+]
+
+BAGEL_TOKENS = {
+    "bos_token_id": "<|im_start|>",
+    "eos_token_id": "<|im_end|>",
+    "start_of_image": "<|vision_start|>",
+    "end_of_image": "<|vision_end|>",
+}
+"""The packer's special-token keys and the Qwen2 tokens BAGEL uses for them."""
+
+
+def split_integer_exp_decay(total: int, ng_sample_decay: float = 1.0) -> tuple[list[int], list[int]]:
+    """Split ``total`` into random positive parts; returns ``(parts, cumulative bounds)``.
+
+    The number of parts is uniform in ``[1, total]`` when ``ng_sample_decay`` is 1, else drawn
+    with probabilities decaying geometrically by that factor. Draws come from the global
+    ``random`` module in NeMo's order, so a seeded run splits the same way.
+    """
+    if ng_sample_decay == 1.0:
+        parts = random.randint(1, total)
+    else:
+        norm = (1 - ng_sample_decay) / (1 - math.pow(ng_sample_decay, total))
+        weights = [norm * math.pow(ng_sample_decay, i) for i in range(total)]
+        parts = random.choices(list(range(1, total + 1)), weights, k=1)[0]
+    bounds = [0, *sorted(random.sample(range(1, total), parts - 1)), total]
+    return [bounds[i + 1] - bounds[i] for i in range(len(bounds) - 1)], bounds
+
+
+def add_special_tokens(tokenizer: Any) -> tuple[Any, dict[str, int], int]:
+    """Add BAGEL's four tokens to a Hugging Face tokenizer where missing.
+
+    Returns ``(tokenizer, special_tokens, num_new_tokens)``; ``special_tokens`` is the mapping
+    the packer's ``special_tokens`` argument takes.
+    """
+    present: set[str] = set()
+    for value in tokenizer.special_tokens_map.values():
+        present.update([value] if isinstance(value, str) else list(value))
+    missing = [token for token in BAGEL_TOKENS.values() if token not in present]
+    added = int(tokenizer.add_tokens(missing))
+    ids = {key: int(tokenizer.convert_tokens_to_ids(token)) for key, token in BAGEL_TOKENS.items()}
+    return tokenizer, ids, added
