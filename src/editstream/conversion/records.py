@@ -266,13 +266,10 @@ def clean_stale_temp_files(dst: str, names: set[str]) -> None:
 
 
 def remove_progress(dst: str, so: dict[str, Any] | None) -> None:
-    """Delete the done records (after the manifest is written, or before an overwrite)."""
-    fs, path = storage.url_to_fs(storage.join(dst, PROGRESS_DIR), so)
-    try:
-        if fs.exists(path):
-            fs.rm(path, recursive=True)
-    except FileNotFoundError:
-        pass
+    """Delete the done records (after the manifest is written, or before an overwrite); a DST
+    named with glob characters loses only its own records (``storage.remove_tree`` is literal)."""
+    with contextlib.suppress(FileNotFoundError):
+        storage.remove_tree(storage.join(dst, PROGRESS_DIR), so)
 
 
 def remove_previous(dst: str, so: dict[str, Any] | None) -> None:
