@@ -228,6 +228,14 @@ def convert(ctx: click.Context, src: str, dst: str, **kw: Any) -> None:
     if summary.get("num_bad_rows"):
         action = "dropped" if kw["drop_bad_rows"] else "kept verbatim"
         click.echo(f"{summary['num_bad_rows']} bad rows {action}; see {summary['report']}", err=True)
+    notes = summary.get("num_image_notes", 0)
+    if notes:
+        what = "1 image decodes" if notes == 1 else f"{notes} images decode"
+        click.echo(
+            f"{what} to other pixels than they hold, as in the reference (16-bit greyscale PNGs turn white); "
+            f"see image_notes in {summary['report']}",
+            err=True,
+        )
 
 
 def _run(src: str, dst: str, *, engine: str, workers: int | None, ray_address: str | None, **kw: Any) -> dict[str, Any]:

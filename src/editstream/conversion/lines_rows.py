@@ -138,6 +138,11 @@ def line_bad_row(
     )
 
 
+def line_place(s: mf.RowSlice, line_index: int) -> dict[str, int]:
+    """Where a line is, for its notes: its line number, counted from 1."""
+    return {"line": line_index + 1}
+
+
 LINES_NOTE = (
     "every JSONL line is kept verbatim (media missing at conversion time is recorded as null, media "
     "outside the media directory is refused and left out), so the webdataset backend drops the same "

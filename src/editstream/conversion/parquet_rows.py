@@ -88,6 +88,11 @@ def parquet_bad_row(
     )
 
 
+def parquet_row_place(s: mf.RowSlice, row_index: int) -> dict[str, int]:
+    """Where a row is, for its notes: its row group and its index in it."""
+    return {"row_group": s.row_group, "row": row_index}
+
+
 KEEP_NOTE = (
     "bad rows are kept verbatim so row positions match the parquet backend; the training-time parser drops "
     "rows marked fails=always in every epoch, and rows marked fails=if_drawn in the epochs whose random draws "

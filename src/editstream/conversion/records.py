@@ -26,6 +26,7 @@ from ..format.tarblock import END_OF_ARCHIVE
 from ..io import storage
 from ..io.ranged import open_read
 from .badrows import BadRow
+from .notes import RowNote
 from .task import ShardTask
 
 log = logging.getLogger(__name__)
@@ -36,24 +37,29 @@ _TMP_NAME = re.compile(r"^\.(?P<name>.+)\.[0-9a-f]{32}\.tmp$")
 
 @dataclass(frozen=True, kw_only=True)
 class ShardResult:
-    """What one shard task produced: the manifest's entry for the shard and its bad rows."""
+    """What one shard task produced: the manifest's entry for the shard, its bad rows and its notes."""
 
     shard: mf.ShardInfo
     bad_rows: list[BadRow] = field(default_factory=list)
+    notes: list[RowNote] = field(default_factory=list)
+    """Rows kept whose images decode to other pixels than they hold (``notes``)."""
     num_rows: int = 0
     skipped: bool = False
     """Whether an earlier run's shard was kept instead of writing it again."""
     seconds: float = 0.0
 
     def to_json(self) -> dict[str, Any]:
-        """The result as a done record holds it."""
-        return {
+        """The result as a done record holds it (``image_notes`` only when there are notes)."""
+        d: dict[str, Any] = {
             "shard": self.shard.to_json(),
             "bad_rows": [b.to_json() for b in self.bad_rows],
             "num_rows": self.num_rows,
             "skipped": self.skipped,
             "seconds": self.seconds,
         }
+        if self.notes:
+            d["image_notes"] = [n.to_json() for n in self.notes]
+        return d
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> ShardResult:
@@ -61,6 +67,7 @@ class ShardResult:
         return cls(
             shard=mf.ShardInfo.from_json(d["shard"]),
             bad_rows=[BadRow.from_json(b) for b in d.get("bad_rows", [])],
+            notes=[RowNote.from_json(n) for n in d.get("image_notes", [])],
             num_rows=d.get("num_rows", 0),
             skipped=d.get("skipped", False),
             seconds=d.get("seconds", 0.0),
@@ -266,13 +273,10 @@ def clean_stale_temp_files(dst: str, names: set[str]) -> None:
 
 
 def remove_progress(dst: str, so: dict[str, Any] | None) -> None:
-    """Delete the done records (after the manifest is written, or before an overwrite)."""
-    fs, path = storage.url_to_fs(storage.join(dst, PROGRESS_DIR), so)
-    try:
-        if fs.exists(path):
-            fs.rm(path, recursive=True)
-    except FileNotFoundError:
-        pass
+    """Delete the done records (after the manifest is written, or before an overwrite); a DST
+    named with glob characters loses only its own records (``storage.remove_tree`` is literal)."""
+    with contextlib.suppress(FileNotFoundError):
+        storage.remove_tree(storage.join(dst, PROGRESS_DIR), so)
 
 
 def remove_previous(dst: str, so: dict[str, Any] | None) -> None:
@@ -296,12 +300,16 @@ def remove_previous(dst: str, so: dict[str, Any] | None) -> None:
 
 
 def write_records_for(existing: mf.Manifest, tasks: list[ShardTask], dst: str, so: dict[str, Any] | None) -> None:
-    """Turn a finished manifest back into done records, so repairing one shard redoes only that shard."""
+    """Turn a finished manifest back into done records, so repairing one shard redoes only that
+    shard; each record gets the bad rows and notes report.json lists for its shard."""
     report_bad: dict[str, list[BadRow]] = {}
+    report_notes: dict[str, list[RowNote]] = {}
     try:
         report = json.loads(storage.read_bytes(storage.join(dst, mf.REPORT_NAME), so))
         for b in report.get("bad_rows", []):
             report_bad.setdefault(b["shard"], []).append(BadRow.from_json(b))
+        for n in report.get("image_notes", []):
+            report_notes.setdefault(n["shard"], []).append(RowNote.from_json(n))
     except (FileNotFoundError, ValueError, TypeError, KeyError, AttributeError):
         return
     by_path = {s.path: s for s in existing.shards}
@@ -313,6 +321,7 @@ def write_records_for(existing: mf.Manifest, tasks: list[ShardTask], dst: str, s
                 ShardResult(
                     shard=shard,
                     bad_rows=report_bad.get(task.shard_path, []),
+                    notes=report_notes.get(task.shard_path, []),
                     num_rows=sum(s.num_rows for s in shard.rows),
                 ),
             )

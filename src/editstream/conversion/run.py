@@ -26,6 +26,7 @@ from .dst import check_dst, tidy_dst
 from .executors import Executor, import_ray, make_executor
 from .lifetime import sigterm_as_interrupt
 from .lock import ConversionLock
+from .notes import REPORT_KEYS, report_entries
 from .progress import ShardProgress
 from .records import (
     LocalSyncer,
@@ -124,6 +125,7 @@ def _convert_locked(cfg: ConvertConfig, plan: Plan, executor: Executor | None, t
             skipped=len(finished.shards),
             seconds=time.perf_counter() - t0,
             already_done=True,
+            num_image_notes=_reported_notes(cfg),
         )
     ordered = _run_tasks(cfg, plan, executor)
     manifest = _build_manifest(cfg, plan, ordered)
@@ -139,6 +141,7 @@ def _convert_locked(cfg: ConvertConfig, plan: Plan, executor: Executor | None, t
         skipped=len(ordered) - converted,
         seconds=time.perf_counter() - t0,
         already_done=False,
+        num_image_notes=sum(len(r.notes) for r in ordered),
     )
 
 
@@ -211,10 +214,21 @@ def _write_report(cfg: ConvertConfig, plan: Plan, manifest: mf.Manifest, ordered
         "num_bad_rows": manifest.num_bad_rows,
         "note": strategy_for(plan.shape).report_note(cfg.drop_bad_rows),
         "bad_rows": [b.to_json() for r in ordered for b in r.bad_rows],
+        **report_entries([n for r in ordered for n in r.notes]),
     }
     storage.write_bytes(
         storage.join(cfg.dst, mf.REPORT_NAME), (json.dumps(report, indent=1) + "\n").encode(), cfg.storage_options
     )
+
+
+def _reported_notes(cfg: ConvertConfig) -> int:
+    """How many image notes the report.json of a finished DST lists (0 when it lists none or is unreadable:
+    the manifest, not the report, is what a finished conversion vouches for)."""
+    try:
+        report = json.loads(storage.read_bytes(storage.join(cfg.dst, mf.REPORT_NAME), cfg.storage_options))
+        return int(report.get(REPORT_KEYS[0], 0))
+    except (FileNotFoundError, ValueError, TypeError, AttributeError):
+        return 0
 
 
 def _build_manifest(cfg: ConvertConfig, plan: Plan, results: list[ShardResult]) -> mf.Manifest:
@@ -259,8 +273,11 @@ def _summary(
     skipped: int,
     seconds: float,
     already_done: bool,
+    num_image_notes: int,
 ) -> dict[str, Any]:
+    """What ``convert`` returns (and the CLI prints); ``num_image_notes`` only when there are notes."""
     rows = manifest.num_source_rows
+    notes = {REPORT_KEYS[0]: num_image_notes} if num_image_notes else {}
     return {
         "src": cfg.src,
         "dst": cfg.dst,
@@ -274,6 +291,7 @@ def _summary(
         "num_samples": manifest.num_samples,
         "num_bad_rows": manifest.num_bad_rows,
         "drop_bad_rows": manifest.drop_bad_rows,
+        **notes,
         "source_bytes": plan.source_bytes,
         "output_bytes": manifest.num_bytes,
         "seconds": round(seconds, 3),

@@ -19,10 +19,10 @@ from ..kinds import DatasetKind, SourceShape, UnknownKindError, get_kind
 from .badrows import BadRow
 from .config import ConvertConfig
 from .lines_plan import lines_manifest_extra, plan_lines_conversion
-from .lines_rows import iter_line_rows, line_bad_row, lines_report_note
+from .lines_rows import iter_line_rows, line_bad_row, line_place, lines_report_note
 from .lines_verify import check_lines_root, lines_media_comparison
 from .parquet_plan import plan_parquet_conversion
-from .parquet_rows import iter_parquet_rows, parquet_bad_row, parquet_report_note
+from .parquet_rows import iter_parquet_rows, parquet_bad_row, parquet_report_note, parquet_row_place
 from .parquet_verify import check_parquet_root
 from .problems import Problem
 from .records import ShardResult
@@ -32,6 +32,8 @@ TaskRows = Iterator[tuple[mf.RowSlice, int, dict[str, Any]]]
 """``(slice, row index in its row group, row)`` for every row of a task, in order."""
 BadRowOf = Callable[[ShardTask, DatasetKind, mf.RowSlice, int, str, dict[str, Any]], BadRow | None]
 """``(task, kind, slice, row index, key, row)`` -> the row's report entry when it is bad."""
+RowPlace = Callable[[mf.RowSlice, int], dict[str, int]]
+"""``(slice, row index)`` -> where the row is in its source file (``row_group``/``row``, or ``line``)."""
 SampleCheck = Callable[[Mapping[str, Any]], list[str]]
 """A decoded sample -> what differs from its source now (picklable: it runs in verify's workers)."""
 SampleCheckOf = Callable[[str, mf.Manifest, str | None, StorageOptions | None], SampleCheck | None]
@@ -59,6 +61,8 @@ class SourceStrategy:
     """A task's rows, read from the source."""
     bad_row: BadRowOf
     """A row's report entry when its kind finds it bad, else ``None``."""
+    place: RowPlace
+    """Where a row is in its source file, for the report's image notes."""
     report_note: Callable[[bool], str]
     """report.json's note on the bad rows, given ``drop_bad_rows``."""
     check_root: Callable[[str, mf.Manifest, str | None, StorageOptions | None], list[Problem]]
@@ -78,6 +82,7 @@ PARQUET_SLICES = SourceStrategy(
     plan=plan_parquet_conversion,
     rows=iter_parquet_rows,
     bad_row=parquet_bad_row,
+    place=parquet_row_place,
     report_note=parquet_report_note,
     check_root=check_parquet_root,
     compares_rows=True,
@@ -88,6 +93,7 @@ JSONL_LINES = SourceStrategy(
     plan=plan_lines_conversion,
     rows=iter_line_rows,
     bad_row=line_bad_row,
+    place=line_place,
     report_note=lines_report_note,
     check_root=check_lines_root,
     compares_rows=False,  # the JSONL is checked as a whole file (its hash), not row by row

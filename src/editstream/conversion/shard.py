@@ -21,6 +21,7 @@ from ..io import storage
 from ..io.retry import RetryPolicy
 from ..kinds import get_kind
 from .badrows import BadRow
+from .notes import RowNote, notes_of
 from .records import IdxDigest, ShardResult, open_output, reuse, write_output, write_record
 from .shapes import strategy_for
 from .task import ShardTask
@@ -31,13 +32,15 @@ class _ShardWork:
     """What writing one shard collects besides the tar bytes."""
 
     bad_rows: list[BadRow] = field(default_factory=list)
+    notes: list[RowNote] = field(default_factory=list)
     dropped: list[int] = field(default_factory=list)
     counts: dict[tuple[str, int, int], int] = field(default_factory=dict)
     position: int = 0
 
 
 def _write_rows(task: ShardTask, writer: TarWriter) -> _ShardWork:
-    """Every row of the task as a sample (a bad one listed, and left out with ``drop_bad_rows``)."""
+    """Every row of the task as a sample (a bad one listed, and left out with ``drop_bad_rows``; a
+    kept row's notes listed)."""
     shape = strategy_for(task.part.shape)
     kind = get_kind(task.schema)
     stems = dict(task.stems)
@@ -55,6 +58,9 @@ def _write_rows(task: ShardTask, writer: TarWriter) -> _ShardWork:
                 work.position += 1
                 continue
         work.position += 1
+        for note in notes_of(kind, row):
+            place = shape.place(s, row_index)
+            work.notes.append(RowNote(file=s.file, key=key, shard=task.shard_path, note=note, **place))
         writer.write_sample(key, encode_members(row, key, column_names))
     return work
 
@@ -106,6 +112,12 @@ def _convert_shard_once(task: ShardTask) -> ShardResult:
         dropped=work.dropped,
         **{task.digest: writer.digest},
     )
-    result = ShardResult(shard=info, bad_rows=work.bad_rows, num_rows=work.position, seconds=time.perf_counter() - t0)
+    result = ShardResult(
+        shard=info,
+        bad_rows=work.bad_rows,
+        notes=work.notes,
+        num_rows=work.position,
+        seconds=time.perf_counter() - t0,
+    )
     write_record(task, result, IdxDigest.of(idx, task.digest))
     return result

@@ -4,7 +4,8 @@
 carry: MP4/MOV, WebM/Matroska, AVI); ``image_size`` / ``image_header_problem`` check
 rows cheaply: JPEG, PNG, GIF and WebP headers are parsed here directly (a few microseconds,
 where Pillow's WebP plugin decodes far more than the header); anything else goes to
-``PIL.Image.open``, which also reads only the header.
+``PIL.Image.open``, which also reads only the header. ``image_decode_note`` says from the header
+when an image decodes without error but not to its pixels (a 16-bit greyscale PNG turns white).
 """
 
 from __future__ import annotations
@@ -177,6 +178,32 @@ def image_size(data: bytes | bytearray | memoryview) -> tuple[int, int] | str:
     except IndexError:
         return "image header is truncated"
     return _pil_size(data)
+
+
+_PNG_GREY = 0
+GREY16_NOTE = (
+    "16-bit greyscale PNG: decoded as the reference decodes it (Pillow mode I;16 to RGB), its 0-65535 "
+    "values are clipped at 255, so it trains as (almost) pure white"
+)
+"""What report.json says of a 16-bit greyscale PNG."""
+
+
+def image_decode_note(data: object) -> str | None:
+    """What the reference's decode (``convert("RGB")``) silently does wrong to image ``data``, or ``None``.
+
+    Read from the header alone, no pixels decoded. Only 16-bit greyscale PNGs (colour type 0,
+    bit depth 16) are affected: Pillow opens them as mode ``I;16`` and its RGB conversion clips
+    the values at 255, where 16-bit RGB, RGBA and grey + alpha PNGs are scaled to 8 bits
+    correctly. The image still decodes (to the reference's pixels), so this is a note for the
+    report, not a bad row.
+    """
+    if not isinstance(data, (bytes, bytearray, memoryview)) or len(data) < 33:
+        return None
+    head = bytes(memoryview(data).cast("B")[:33]) if not isinstance(data, bytes) else data[:33]
+    if sniff_extension(head) != "png" or head[12:16] != b"IHDR":
+        return None
+    depth, color = head[24], head[25]
+    return GREY16_NOTE if (depth, color) == (16, _PNG_GREY) else None
 
 
 DEFAULT_MAX_IMAGE_PIXELS = 200_000_000

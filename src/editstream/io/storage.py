@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import uuid
 from collections.abc import Iterator
 from typing import IO, Any
@@ -232,14 +233,61 @@ def makedirs(url: str, storage_options: StorageOptions | None = None) -> None:
 
 
 def remove(url: str, storage_options: StorageOptions | None = None) -> None:
-    """Delete ``url`` if it exists."""
+    """Delete the file ``url`` if it exists; the name is literal (see :func:`remove_tree`)."""
     fs, path = url_to_fs(url, storage_options)
 
     def rm() -> None:
         if fs.exists(path):
-            fs.rm(path)
+            fs.rm_file(path)
 
     _RETRY.call(rm, f"remove {url}")
+
+
+def _has_magic(path: str) -> bool:
+    """Whether fsspec's ``rm`` / ``expand_path`` would read ``path`` as a glob pattern."""
+    return any(c in path for c in "*?[")
+
+
+def remove_tree(url: str, storage_options: StorageOptions | None = None) -> None:
+    """Delete the directory ``url`` and everything under it, if it exists, taking every name literally.
+
+    fsspec's ``rm`` expands ``*``, ``?`` and ``[`` as a glob, so on S3 ``rm("b/q?x", recursive=True)``
+    also deletes ``b/qXx``. Here the files are listed under the exact prefix (``find`` does not
+    glob), names without those characters are deleted in one bulk call (literal, as they are not
+    patterns), the others one by one with ``rm_file``. A local tree goes with ``shutil.rmtree``;
+    other filesystems with directories (not object stores) then lose the emptied directories.
+    """
+    fs, path = url_to_fs(url, storage_options)
+    if is_local(url):
+        _RETRY.call(lambda: _rmtree_local(path), f"remove {url}")
+        return
+
+    def rm() -> None:
+        if not fs.exists(path):
+            return
+        found = fs.find(path, withdirs=True, detail=True)
+        files = [p for p, info in found.items() if info.get("type") != "directory"]
+        plain = [p for p in files if not _has_magic(p)]
+        if plain:
+            fs.rm(plain)
+        for p in files:
+            if _has_magic(p):
+                fs.rm_file(p)
+        if protocol_of(url) in _OBJECT_STORES:
+            return  # no directories to remove (and rmdir of a bucket would delete the bucket)
+        for d in sorted((p for p in found if p not in files), key=len, reverse=True) + [path]:
+            with contextlib.suppress(OSError):
+                fs.rmdir(d)
+
+    _RETRY.call(rm, f"remove {url}")
+
+
+_OBJECT_STORES = frozenset({"s3", "s3a", "gs", "gcs", "az", "abfs", "abfss"})
+
+
+def _rmtree_local(path: str) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        shutil.rmtree(path)
 
 
 @contextlib.contextmanager
@@ -280,7 +328,7 @@ def atomic_write(url: str, storage_options: StorageOptions | None = None, *, fsy
         else:  # pragma: no cover - filesystems without a discard hook
             f.close()
             with contextlib.suppress(Exception):
-                fs.rm(path)
+                fs.rm_file(path)
         raise
     f.close()
 

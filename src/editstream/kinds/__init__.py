@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .record import Certainty, DatasetKind, Part, RowCheck, RowProblem, SourceShape, resolve
+from .record import Certainty, DatasetKind, Part, RowCheck, RowNotes, RowProblem, SourceShape, resolve
 from .registry import (
     ENTRY_POINT_GROUP,
     UnknownKindError,
@@ -21,6 +21,7 @@ __all__ = [
     "DatasetKind",
     "Part",
     "RowCheck",
+    "RowNotes",
     "RowProblem",
     "SourceShape",
     "UnknownKindError",

@@ -55,9 +55,15 @@ class SourceShape(enum.Enum):
 
 
 RowCheck = Callable[[Mapping[str, Any]], Iterator[RowProblem]]
+RowNotes = Callable[[Mapping[str, Any]], Iterator[str]]
+"""A row -> what its parser does to it silently that report.json should say (never a bad row)."""
 
 
 def _no_problems(row: Mapping[str, Any]) -> Iterator[RowProblem]:
+    return iter(())
+
+
+def _no_notes(row: Mapping[str, Any]) -> Iterator[str]:
     return iter(())
 
 
@@ -101,6 +107,9 @@ class DatasetKind:
     """Whether a parquet source whose columns include ``columns`` is taken to be of this kind."""
     image_columns: tuple[str, ...] | None = None
     """Columns whose members are images, for ``inspect``'s counts; ``None``: the binary columns of ``columns``."""
+    row_notes: RowNotes = _no_notes
+    """What the parser does to a row's data without failing (a 16-bit greyscale PNG decodes white):
+    report.json lists these as notes, apart from bad rows, so they never change which rows are bad."""
 
     @property
     def names(self) -> tuple[str, ...]:

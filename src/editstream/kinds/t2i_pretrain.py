@@ -6,7 +6,7 @@ import json
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from ..format.images import image_header_problem
+from ..format.images import image_decode_note, image_header_problem
 from .record import DatasetKind, Part, RowProblem
 
 COLUMNS = {"image": "binary", "captions": "string"}
@@ -38,12 +38,20 @@ def row_problems(row: Mapping[str, Any]) -> Iterator[RowProblem]:
         yield RowProblem(f"image: {image}", Part.IMAGE)
 
 
+def row_notes(row: Mapping[str, Any]) -> Iterator[str]:
+    """The image, when it decodes without error but not to its pixels (``image_decode_note``)."""
+    note = image_decode_note(row.get("image"))
+    if note is not None:
+        yield f"image: {note}"
+
+
 KIND = DatasetKind(
     name="t2i_pretrain",
     aliases=("t2i",),
     summary="text-to-image: one image and a JSON object of its captions",
     columns=COLUMNS,
     row_problems=row_problems,
+    row_notes=row_notes,
     dataset="editstream.loader.datasets.text_to_image:T2IIterableDataset",
     preview="editstream.preview.builtin:captioned_image",
     synth="editstream.testing.synth_rows:write_captioned_images",

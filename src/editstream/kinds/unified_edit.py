@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from ..format.images import image_header_problem
+from ..format.images import image_decode_note, image_header_problem
 from .record import Certainty, DatasetKind, Part, RowProblem
 
 COLUMNS = {"image_list": "list<binary>", "instruction_list": "list<list<string>>"}
@@ -45,11 +45,21 @@ def row_problems(row: Mapping[str, Any]) -> Iterator[RowProblem]:
             yield _if_drawn(f"image {i}: {problem}", Part.IMAGE)
 
 
+def row_notes(row: Mapping[str, Any]) -> Iterator[str]:
+    """Images of the chain that decode without error but not to their pixels (``image_decode_note``)."""
+    images = row.get("image_list")
+    for i, image in enumerate(images if isinstance(images, list) else ()):
+        note = image_decode_note(image)
+        if note is not None:
+            yield f"image {i}: {note}"
+
+
 KIND = DatasetKind(
     name="unified_edit",
     summary="image editing: an edit chain of images and the instructions between them",
     columns=COLUMNS,
     row_problems=row_problems,
+    row_notes=row_notes,
     dataset="editstream.loader.datasets.edit:UnifiedEditIterableDataset",
     preview="editstream.preview.builtin:edit_chain",
     synth="editstream.testing.synth_rows:write_edit_chains",

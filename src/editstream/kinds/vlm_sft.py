@@ -11,7 +11,7 @@ import json
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from ..format.images import image_header_problem
+from ..format.images import image_decode_note, image_header_problem
 from ..format.sft import LINE_COLUMN, MEDIA_COLUMN, OPT_OUT, outside_media_dir, referenced_media
 from .record import DatasetKind, Part, RowProblem, SourceShape
 
@@ -65,10 +65,22 @@ def row_problems(row: Mapping[str, Any]) -> Iterator[RowProblem]:
                 yield RowProblem(f"image {image!r}: {problem}", Part.IMAGE)
 
 
+def row_notes(row: Mapping[str, Any]) -> Iterator[str]:
+    """Media (images, frame-folder frames) that decode without error but not to their pixels;
+    videos and missing media have no PNG header, so they never get a note."""
+    for name, value in (row.get(MEDIA_COLUMN) or {}).items():
+        blobs = value.items() if isinstance(value, dict) else [("", value)]
+        for entry, blob in blobs:
+            note = image_decode_note(blob)
+            if note is not None:
+                yield f"media {name + entry!r}: {note}"
+
+
 KIND = DatasetKind(
     name="vlm_sft",
     summary="VLM fine-tuning: LLaVA-style JSONL conversations plus a media directory",
     row_problems=row_problems,
+    row_notes=row_notes,
     source=SourceShape.JSONL_MEDIA,
     image_columns=(MEDIA_COLUMN,),
     dataset="editstream.loader.datasets.sft:SftJSONLIterableDataset",
