@@ -12,15 +12,17 @@ from typing import Any, Protocol
 
 @dataclass(frozen=True)
 class PackingKnobs:
-    """What packing one sample needs: the cfg dropout probabilities and the image token layout."""
+    """What packing one sample needs: the cfg dropout probabilities and the image token layout.
 
-    text_cond_dropout_prob: float = 0.1
-    vit_cond_dropout_prob: float = 0.4
-    vae_cond_dropout_prob: float = 0.1
-    vae_image_downsample: int = 16
-    max_latent_size: int = 32
-    vit_patch_size: int = 14
-    max_num_patch_per_side: int = 70
+    No defaults here: they belong to ``BagelDatasetConfig`` alone, and :meth:`of` copies them."""
+
+    text_cond_dropout_prob: float
+    vit_cond_dropout_prob: float
+    vae_cond_dropout_prob: float
+    vae_image_downsample: int
+    max_latent_size: int
+    vit_patch_size: int
+    max_num_patch_per_side: int
 
     @classmethod
     def of(cls, config: Any) -> PackingKnobs:
