@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import pytest
 
+from editstream.packing.rngchain import CHAIN_FORMAT
 from editstream.packing.state import STATE_FORMAT
 from helpers import (
     BACKEND_PAIRS,
@@ -108,12 +109,15 @@ def test_the_state_records_format_layout_seeds_buffer_and_dataset_positions():
     assert state["format"] == STATE_FORMAT and state["started"] is True
     assert (state["rank"], state["world_size"], state["num_workers"], state["worker_id"]) == (0, 1, 0, 0)
     assert (state["data_seed"], state["global_seed"]) == (9, None)
-    assert set(state["rng"]) == {"python", "numpy", "torch"}
+    assert state["rng"]["format"] == CHAIN_FORMAT and set(state["rng"]) == {"format", "python", "numpy", "torch"}
+    # toy datasets cannot parse a row again, so their buffered samples are kept whole, with their group
     assert state["buffer"] and all(
-        sample["data_indexes"]["dataset_name"] in ("toy", "toy_b") for sample in state["buffer"]
+        entry["group"] == entry["sample"]["data_indexes"]["dataset_name"] in ("toy", "toy_b")
+        for entry in state["buffer"]
     )
     # every sample drawn so far was packed or is waiting in the buffer: the positions are the last drawn ones
-    drawn = [d for batch in batches for d in batch["batch_data_indexes"]] + [s["data_indexes"] for s in state["buffer"]]
+    waiting = [entry["sample"]["data_indexes"] for entry in state["buffer"]]
+    drawn = [d for batch in batches for d in batch["batch_data_indexes"]] + waiting
     for name in ("toy", "toy_b"):
         assert state["datasets"][name] == {
             "data_status": [max(d["data_indexes"] for d in drawn if d["dataset_name"] == name)]

@@ -15,8 +15,10 @@ from typing import Any
 from ..format.columns import ColumnTypeError
 from ..kinds import DatasetKind, kind_of_dataset
 from .distributed import DistributedIterableDataset, WorkerStatus
+from .draws import apply_point, draw_point
 from .drops import FATAL, FailureBudget, error_text
 from .reasons import judge
+from .recreate import ParseOrigin, RecreateError, gather_rows
 from .rows import BadSample, DropRow, Position, RowSource
 from .units import Unit
 
@@ -50,6 +52,11 @@ class SourceIterableDataset(DistributedIterableDataset):
     """Rows in a row whose ``parse_row`` raised something other than a data error before the stream stops."""
     unit_noun = "units"
     """What a unit is called in the error for a pass that yielded nothing."""
+    keep_parse_origins: bool = False
+    """Note a :class:`~editstream.loader.recreate.ParseOrigin` per yielded sample (``last_origin``);
+    a packer turns it on so its checkpoints can keep buffered samples as references."""
+    last_origin: ParseOrigin | None = None
+    """The origin of the sample yielded last, when ``keep_parse_origins`` is on."""
 
     def parse_row(self, row: Any) -> dict[str, Any]:
         raise NotImplementedError
@@ -184,13 +191,40 @@ class SourceIterableDataset(DistributedIterableDataset):
                     budget.succeeded()
                 continue
             budget.succeeded()
+            point = draw_point() if self.keep_parse_origins else None
             data = self._parse(row, unit, position)
             if data is None:
                 continue
-            index = self.sample_index(unit_position, position)
-            data["data_indexes"] = {"data_indexes": index, "worker_id": worker_id, "dataset_name": self.dataset_name}
+            index = self._stamp(data, unit_position, position, worker_id)
             self._set_worker_resume_data_status(worker_id, index)
+            if point is not None:
+                self.last_origin = ParseOrigin(unit_position, position, point)
             yield data
+
+    def _stamp(self, data: dict[str, Any], unit_position: int, position: Position, worker_id: int) -> WorkerStatus:
+        index = self.sample_index(unit_position, position)
+        data["data_indexes"] = {"data_indexes": index, "worker_id": worker_id, "dataset_name": self.dataset_name}
+        return index
+
+    def recreate_samples(self, origins: Sequence[ParseOrigin]) -> list[dict[str, Any]]:
+        """The samples these origins were parsed into, bit for bit: each row read again and parsed
+        with the global RNGs at its origin's point (which leaves them moved: the caller restores them).
+
+        Raises :class:`~editstream.loader.recreate.RecreateError` when a row is gone or no longer parses.
+        """
+        units, worker_id = self.get_data_paths_per_worker()
+        rows = gather_rows(self.source, units, origins, self.dataset_name)
+        samples = []
+        for origin in origins:
+            unit = units[origin.unit_position]
+            apply_point(origin.point)
+            data = self._parse(rows[(origin.unit_position, tuple(origin.position))], unit, tuple(origin.position))
+            if data is None:
+                where = self.source.describe(unit, tuple(origin.position))
+                raise RecreateError(f"dataset {self.dataset_name!r}: the buffered row at {where} no longer parses")
+            self._stamp(data, origin.unit_position, tuple(origin.position), worker_id)
+            samples.append(data)
+        return samples
 
     def _parse(self, row: Any, unit: Unit, position: Position) -> dict[str, Any] | None:
         """The sample of one row, or ``None`` after counting why it was dropped."""

@@ -22,15 +22,18 @@ import numpy as np
 import torch
 
 from ..loader.datasets.registry import DATASET_REGISTRY
+from ..loader.draws import apply_point, capture_point
 from ..loader.drops import DropLog
+from ..loader.iteration import SourceIterableDataset
 from ..loader.pixels import check_image_dtype
 from ..loader.units import resolve_rank_and_world
 from . import state as st
 from .accumulator import SamplePacker, SequenceStatus, SpecialTokens, to_tensor
+from .buffer import buffer_state, restore_buffer
 from .groups import GroupContext, GroupDataset, GroupRegistryMapping, build_group_datasets
 from .knobs import GroupedDatasetConfig, PackingKnobs
+from .loop import GroupDraws, reference_batches
 from .sequence import get_flattened_position_ids_extrapolate, get_flattened_position_ids_interpolate
-from .validation import sample_problem
 
 logger = logging.getLogger(__name__)
 
@@ -64,15 +67,6 @@ def _check_args(local_rank: int, world_size: int, special_tokens: Any, dataset_i
             "PackedDataset requires explicit dataset_info paths. Set 'dataset.dataset_info_path' or "
             "'dataset.dataset_info' in the training config ({group: {dataset_name: {'data_dir': ...}}})"
         )
-
-
-def draw_group(cumprobs: list[float]) -> int:
-    """The group a ``random.random()`` draw falls in (0 when it falls past the last cumulative probability)."""
-    draw = random.random()
-    for i, cumprob in enumerate(cumprobs):
-        if draw < cumprob:
-            return i
-    return 0
 
 
 class PackedDataset(torch.utils.data.IterableDataset[dict[str, Any]]):
@@ -152,10 +146,13 @@ class PackedDataset(torch.utils.data.IterableDataset[dict[str, Any]]):
         if not sum(self.grouped_weights) > 0:
             weights = dict(zip(self.group_names, self.grouped_weights))
             raise ValueError(f"the group weights must sum to more than 0, got {weights}")
-        self._dataset_iters: list[Iterator[dict[str, Any]]] | None = None
+        self._draws: GroupDraws | None = None
         self._live: st.LiveIteration | None = None
         self._pending: dict[str, Any] | None = None
         self.drops = DropLog(dataset_name="PackedDataset")
+        for dataset in self.grouped_datasets:
+            if isinstance(dataset, SourceIterableDataset):
+                dataset.keep_parse_origins = True  # buffered samples are checkpointed as references
 
     def _init_packer(self, special_tokens: Mapping[str, int], interpolate_pos: bool) -> None:
         """Special tokens as attributes (as the reference sets them) and the sample packer."""
@@ -222,104 +219,41 @@ class PackedDataset(torch.utils.data.IterableDataset[dict[str, Any]]):
     def _run(self) -> Iterator[dict[str, Any]]:
         worker_id = st.current_worker_id()
         pending, self._pending = self._pending, None
-        live = st.LiveIteration(worker_id=worker_id, buffer=[])
+        live = st.LiveIteration(worker_id=worker_id)
         if pending is not None and pending["started"]:
             if pending["worker_id"] != worker_id:
                 raise ValueError(
                     f"state saved by DataLoader worker {pending['worker_id']} was loaded into worker "
                     f"{worker_id}; resume requires the same worker layout"
                 )
-            st.restore_rng(pending["rng"])
-            live.buffer = pending["buffer"]
+            self._restore_buffer(pending, live)
         else:
             seed = self.worker_seed(worker_id)
             random.seed(seed)
             np.random.seed(seed)
             torch.manual_seed(seed)
-        if self._dataset_iters is None:
-            self._dataset_iters = [iter(dataset) for dataset in self.grouped_datasets]
+        if self._draws is None:
+            self._draws = GroupDraws(self, [iter(dataset) for dataset in self.grouped_datasets])
         self._live = live
-        for batch in self._pack_batches(live.buffer):
+        for batch in reference_batches(self, self._draws, live.buffer):
             # The generator is about to suspend: nothing draws from the RNGs until it resumes.
-            live.rng = st.capture_rng()
+            live.rng = capture_point()
             yield batch
 
-    def _finish(self, status: SequenceStatus, batch_data_indexes: list[Any]) -> dict[str, Any]:
-        batch = self.to_tensor(status)
-        batch["batch_data_indexes"] = batch_data_indexes
-        logger.debug("yielding a packed sequence of %d tokens", batch["sequence_length"])
-        return batch
+    def _restore_buffer(self, pending: Mapping[str, Any], live: st.LiveIteration) -> None:
+        """The saved buffer (its referenced samples parsed again) and RNG states, into ``live``."""
+        if pending["format"] == st.LITERAL_STATE_FORMAT:
+            for sample in pending["buffer"]:
+                live.buffer.append(sample, 0, None)
+            st.restore_rng(pending["rng"])
+            return
+        live.buffer, point = restore_buffer(pending["buffer"], pending["rng"], self.group_names, self.grouped_datasets)
+        apply_point(point)
 
-    def _open_with_mandatory(self, status: SequenceStatus, batch_data_indexes: list[Any]) -> SequenceStatus:
-        """Start a sequence with one sample of every mandatory group (strictly under the sample limit)."""
-        for group_index in range(len(self.grouped_datasets)):
-            if not self.is_mandatory[group_index]:
-                continue
-            while True:
-                sample = self._next_sample(group_index)
-                if sample is None:
-                    continue
-                num_tokens = sample["num_tokens"] + 2 * len(sample["sequence_plan"])
-                if num_tokens < self.max_num_tokens_per_sample:
-                    status = self.pack_sequence(sample, status)
-                    batch_data_indexes.append(sample["data_indexes"])
-                    break
-                self._note_drop("oversize", sample, f"{num_tokens} tokens, not < {self.max_num_tokens_per_sample}")
-        return status
-
-    def _pack_batches(self, buffer: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
-        total = sum(self.grouped_weights)
-        cumprobs = [sum(self.grouped_weights[: i + 1]) / total for i in range(len(self.grouped_weights))]
-        status = self.set_sequence_status()
-        batch_data_indexes: list[Any] = []
-        while True:
-            if status.curr == 0:
-                status = self._open_with_mandatory(status, batch_data_indexes)
-            if status.curr < self.prefer_buffer_before and buffer:
-                sample: dict[str, Any] | None = buffer.pop(0)
-                from_buffer = True
-            else:
-                sample = self._next_sample(draw_group(cumprobs))
-                from_buffer = False
-            if sample is None:
-                continue
-            num_tokens = sample["num_tokens"] + 2 * len(sample["sequence_plan"])
-            if num_tokens > self.max_num_tokens_per_sample:
-                self._note_drop("oversize", sample, f"{num_tokens} tokens > {self.max_num_tokens_per_sample}")
-                continue
-            if status.curr + num_tokens > self.max_num_tokens:
-                if len(buffer) < self.max_buffer_size and not from_buffer:
-                    buffer.append(sample)
-                else:
-                    # As in the reference, the sample that did not fit is not packed later.
-                    yield self._finish(status, batch_data_indexes)
-                    status, batch_data_indexes = self.set_sequence_status(), []
-                continue
-            status = self.pack_sequence(sample, status)
-            batch_data_indexes.append(sample["data_indexes"])
-            if status.curr >= self.expected_num_tokens:
-                yield self._finish(status, batch_data_indexes)
-                status, batch_data_indexes = self.set_sequence_status(), []
-
-    def _next_sample(self, group_index: int) -> dict[str, Any] | None:
-        """Next sample of a group, or None (counted and logged) when it is malformed."""
-        assert self._dataset_iters is not None
-        try:
-            sample = next(self._dataset_iters[group_index])
-        except StopIteration:
-            raise RuntimeError(
-                f"dataset group {self.group_names[group_index]!r} stopped yielding samples; grouped "
-                "datasets must loop over their data forever"
-            ) from None
-        problem = sample_problem(sample, self.data_config.vit_patch_size)
-        if problem is not None:
-            self._note_drop("malformed", sample, f"group {self.group_names[group_index]!r}: {problem}")
-            return None
-        return sample
-
-    def _note_drop(self, reason: str, sample: Any, detail: str) -> None:
-        where = sample.get("data_indexes") if isinstance(sample, Mapping) else None
-        self.drops.record(reason, {"data_indexes": where}, detail)
+    @property
+    def vit_patch_size(self) -> int:
+        """The ViT patch size of the config (samples are checked against it)."""
+        return int(self.data_config.vit_patch_size)
 
     @property
     def drop_counts(self) -> dict[str, int]:
@@ -330,14 +264,21 @@ class PackedDataset(torch.utils.data.IterableDataset[dict[str, Any]]):
     def state_dict(self) -> dict[str, Any]:
         """Everything needed to continue the stream after the last yielded batch.
 
-        Buffered samples, the RNG states captured when the last batch was yielded, each grouped
-        dataset's ``state_dict()``, the seeds and the rank/worker layout. Valid between batches.
+        Buffered samples as references to their rows (see :mod:`~editstream.packing.buffer`), the
+        RNG states of the last yielded batch as a compact chain, each grouped dataset's
+        ``state_dict()``, the seeds and the rank/worker layout: a few kilobytes, JSON-ready unless a
+        group's dataset cannot recreate samples. Valid between batches.
         """
         if self._pending is not None:
             return st.copy_tree(self._pending)
         live = self._live
         if live is not None and live.rng is None:
             raise RuntimeError("state_dict() is only valid between batches, and this iteration has not yielded one")
+        buffer: list[dict[str, Any]] = []
+        chain: dict[str, Any] | None = None
+        if live is not None:
+            assert live.rng is not None
+            buffer, chain = buffer_state(live.buffer, live.rng, self.group_names, live.encoder)
         return {
             "format": st.STATE_FORMAT,
             "started": live is not None,
@@ -347,8 +288,8 @@ class PackedDataset(torch.utils.data.IterableDataset[dict[str, Any]]):
             "worker_id": live.worker_id if live is not None else st.current_worker_id(),
             "data_seed": self._data_seed,
             "global_seed": self._global_seed,
-            "buffer": st.copy_tree(live.buffer) if live is not None else [],
-            "rng": st.copy_tree(live.rng) if live is not None else None,
+            "buffer": buffer,
+            "rng": chain,
             "datasets": {
                 name: st.copy_tree(dataset.state_dict())
                 for name, dataset in zip(self.group_names, self.grouped_datasets)
@@ -370,5 +311,5 @@ class PackedDataset(torch.utils.data.IterableDataset[dict[str, Any]]):
         for name, dataset in zip(self.group_names, self.grouped_datasets):
             dataset.load_state_dict(st.copy_tree(state["datasets"][name]))
         self._pending = st.copy_tree(dict(state))
-        self._dataset_iters = None
+        self._draws = None
         self._live = None

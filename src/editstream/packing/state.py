@@ -5,13 +5,21 @@ from __future__ import annotations
 import copy
 import random
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import torch
 
-STATE_FORMAT = "editstream.PackedDataset/1"
+from ..loader.draws import RngPoint
+from .buffer import SampleBuffer
+from .rngchain import ChainEncoder
+
+STATE_FORMAT = "editstream.PackedDataset/2"
+"""Buffered samples as references to their rows, the RNG states as a chain (see ``buffer``, ``rngchain``)."""
+LITERAL_STATE_FORMAT = "editstream.PackedDataset/1"
+"""The first format: buffered samples with their tensors, the RNG states as captured. Still loads."""
+STATE_FORMATS = (STATE_FORMAT, LITERAL_STATE_FORMAT)
 STATE_KEYS = (
     "started",
     "rank",
@@ -67,17 +75,18 @@ def copy_tree(obj: Any) -> Any:
 
 @dataclass
 class LiveIteration:
-    """What one running iteration exposes to ``state_dict()``: references, copied only on demand."""
+    """What one running iteration exposes to ``state_dict()``: references, encoded only on demand."""
 
     worker_id: int
-    buffer: list[dict[str, Any]]
-    rng: dict[str, Any] | None = None
+    buffer: SampleBuffer = field(default_factory=SampleBuffer)
+    rng: RngPoint | None = None
+    encoder: ChainEncoder = field(default_factory=ChainEncoder)
 
 
 def check_resumable(state: Any, layout: Mapping[str, Any], group_names: list[str]) -> None:
     """Raise ``ValueError`` unless ``state`` is a complete packer state saved with this ``layout``
     (rank, world_size, num_workers) and these dataset groups."""
-    if not isinstance(state, Mapping) or state.get("format") != STATE_FORMAT:
+    if not isinstance(state, Mapping) or state.get("format") not in STATE_FORMATS:
         found = state.get("format") if isinstance(state, Mapping) else type(state).__name__
         raise ValueError(f"not a PackedDataset state (expected format {STATE_FORMAT!r}, got {found!r})")
     missing = [key for key in STATE_KEYS if key not in state]

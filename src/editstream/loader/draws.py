@@ -1,0 +1,98 @@
+"""Where the global RNGs stand: full captures, and the cheap per-row point a parse starts from.
+
+A checkpoint that keeps a buffered sample as a reference (its row, not its tensors) must be able
+to parse that row again with the random streams exactly where they were. ``draw_point()`` takes
+that point before every parse of a packed dataset, so it must be cheap: Python's state through
+``random.getstate()``, torch's through ``torch.get_rng_state()``, and numpy's Mersenne Twister
+words and position read straight from its bit generator's documented ctypes state address
+(``np.random.get_state()`` copies the key word by word and costs over 100 us). Numpy's cached
+normal variate (legacy ``randn``) is not part of that point: a ``parse_row`` that draws numpy
+normals is restored from an empty cache, which the restore's check then reports.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import random
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+MT_WORDS = 624
+"""Words in a Mersenne Twister key (Python's ``random`` and numpy's legacy ``RandomState`` both)."""
+_KEY_BYTES = MT_WORDS * 4
+
+
+@dataclass(frozen=True)
+class RngPoint:
+    """The global ``random`` / ``numpy`` / ``torch`` RNG states at one moment.
+
+    ``numpy_gauss`` is numpy's legacy normal cache ``(has_gauss, cached_gaussian)``, or ``None``
+    when the point was taken cheaply without it (restored as an empty cache).
+    """
+
+    python: tuple[Any, ...]
+    numpy_key: bytes
+    numpy_pos: int
+    numpy_gauss: tuple[int, float] | None
+    torch: torch.Tensor
+
+
+def _numpy_words_direct() -> tuple[bytes, int]:
+    address = np.random.mtrand._rand._bit_generator.ctypes.state_address
+    raw = ctypes.string_at(address, _KEY_BYTES + 4)
+    return raw[:_KEY_BYTES], int.from_bytes(raw[_KEY_BYTES:], "little", signed=True)
+
+
+def _numpy_words_copied() -> tuple[bytes, int]:
+    _, key, pos, _, _ = np.random.get_state()
+    return np.asarray(key, dtype=np.uint32).tobytes(), int(pos)
+
+
+def _direct_read_works() -> bool:
+    """Whether the ctypes read gives what ``np.random.get_state()`` says (checked once, RNG untouched)."""
+    try:
+        direct = _numpy_words_direct()
+    except (AttributeError, TypeError, ValueError, OSError):
+        return False
+    return direct == _numpy_words_copied()
+
+
+_numpy_words = _numpy_words_direct if _direct_read_works() else _numpy_words_copied
+
+
+def capture_point() -> RngPoint:
+    """The full state of the three global RNGs (numpy's normal cache included)."""
+    _, key, pos, has_gauss, cached = np.random.get_state()
+    return RngPoint(
+        python=random.getstate(),
+        numpy_key=np.asarray(key, dtype=np.uint32).tobytes(),
+        numpy_pos=int(pos),
+        numpy_gauss=(int(has_gauss), float(cached)),
+        torch=torch.get_rng_state(),
+    )
+
+
+def draw_point() -> RngPoint:
+    """The point a parse starts from, taken cheaply (about 30 us; numpy's normal cache left out)."""
+    key, pos = _numpy_words()
+    return RngPoint(
+        python=random.getstate(), numpy_key=key, numpy_pos=pos, numpy_gauss=None, torch=torch.get_rng_state()
+    )
+
+
+def apply_point(point: RngPoint) -> None:
+    """Put the global RNGs where ``point`` says (an empty numpy normal cache when it has none)."""
+    version, internal, gauss = point.python
+    random.setstate((version, tuple(internal), gauss))
+    has_gauss, cached = point.numpy_gauss or (0, 0.0)
+    key = np.frombuffer(point.numpy_key, dtype=np.uint32)
+    np.random.set_state(("MT19937", key, point.numpy_pos, has_gauss, cached))
+    torch.set_rng_state(point.torch)
+
+
+def numpy_words() -> tuple[bytes, int]:
+    """Numpy's Mersenne Twister key bytes and position now (cheap; for checks around a parse)."""
+    return _numpy_words()
