@@ -40,6 +40,8 @@ _EXPORTS = {
     "write_synthetic_vlm_dataset": "editstream.testing.synth_vlm",
     "RetryPolicy": "editstream.io.retry",
     "convert": "editstream.conversion.run",
+    "merge_states": "editstream.packing.merge",
+    "EpochSteps": "editstream.packing.steps",
 }
 
 if TYPE_CHECKING:  # the same names, visible to type checkers and IDEs without importing at run time
@@ -69,7 +71,9 @@ if TYPE_CHECKING:  # the same names, visible to type checkers and IDEs without i
     from editstream.packing.dataloader import BagelDataloaderConfig as BagelDataloaderConfig
     from editstream.packing.dataloader import make_bagel_multimodal_dataset as make_bagel_multimodal_dataset
     from editstream.packing.dataset import PackedDataset as PackedDataset
+    from editstream.packing.merge import merge_states as merge_states
     from editstream.packing.normalize import normalize_batch as normalize_batch
+    from editstream.packing.steps import EpochSteps as EpochSteps
     from editstream.testing.synth import write_synthetic_dataset as write_synthetic_dataset
     from editstream.testing.synth_vlm import write_synthetic_vlm_dataset as write_synthetic_vlm_dataset
 

@@ -12,6 +12,8 @@ import logging
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+import torch
+
 from ..format.columns import ColumnTypeError
 from ..kinds import DatasetKind, kind_of_dataset
 from .distributed import DistributedIterableDataset, WorkerStatus
@@ -25,6 +27,11 @@ from .units import Unit
 logger = logging.getLogger("editstream")
 
 __all__ = ["BadSample", "DropRow", "SourceIterableDataset"]
+
+
+def _worker_id() -> int:
+    info = torch.utils.data.get_worker_info()
+    return info.id if info is not None else 0
 
 
 def _unit_order(units: Sequence[Unit], start: int) -> Iterator[Unit]:
@@ -142,6 +149,29 @@ class SourceIterableDataset(DistributedIterableDataset):
             start_unit = 0
             logger.info("%s repeat in rank-%s worker-%s", self.dataset_name, self.local_rank, worker_id)
 
+    def sorted_units(self) -> list[Unit]:
+        """Every unit of the dataset in sorted order: a unit's place here is its global id."""
+        return sorted(self.data_paths or [])
+
+    def iter_epoch_units(
+        self, units: Sequence[Unit], order: Sequence[int], start: int, after: Position | None
+    ) -> Iterator[dict[str, Any]]:
+        """One pass over ``units[i] for i in order[start:]`` (rows after ``after`` in the first), then stop.
+
+        The elastic mode's reading: a sample's ``data_indexes`` starts with its unit's global id
+        (its place in ``units``), so it names the row whatever rank or worker reads it.
+        """
+        worker_id = _worker_id()
+        for k in range(start, len(order)):
+            unit = units[order[k]]
+            rows = self.source.iter_unit_rows(unit, after if k == start else None)
+            try:
+                yield from self._parse_unit(unit, order[k], rows, worker_id)
+            finally:
+                close = getattr(rows, "close", None)
+                if close is not None:
+                    close()
+
     def _empty_pass_error(self, worker_id: int, count: int) -> RuntimeError:
         """The error for a whole pass over ``count`` units that yielded nothing.
 
@@ -206,13 +236,19 @@ class SourceIterableDataset(DistributedIterableDataset):
         data["data_indexes"] = {"data_indexes": index, "worker_id": worker_id, "dataset_name": self.dataset_name}
         return index
 
-    def recreate_samples(self, origins: Sequence[ParseOrigin]) -> list[dict[str, Any]]:
+    def recreate_samples(
+        self, origins: Sequence[ParseOrigin], units: Sequence[Unit] | None = None
+    ) -> list[dict[str, Any]]:
         """The samples these origins were parsed into, bit for bit: each row read again and parsed
         with the global RNGs at its origin's point (which leaves them moved: the caller restores them).
 
+        ``units`` are the units the origins' ``unit_position`` index (default: this worker's list).
         Raises :class:`~editstream.loader.recreate.RecreateError` when a row is gone or no longer parses.
         """
-        units, worker_id = self.get_data_paths_per_worker()
+        if units is None:
+            units, worker_id = self.get_data_paths_per_worker()
+        else:
+            worker_id = _worker_id()
         rows = gather_rows(self.source, units, origins, self.dataset_name)
         samples = []
         for origin in origins:

@@ -150,3 +150,23 @@ def worker_units(
             tail,
         )
     return list(rank_slice[worker_id * per_worker : (worker_id + 1) * per_worker][::-1])
+
+
+def epoch_order(num_units: int, seed: int, epoch: int) -> list[int]:
+    """The global unit ids (places in the sorted listing) in the order elastic epoch ``epoch`` reads them.
+
+    A shuffle by ``random.Random`` seeded with the text ``"seed:epoch"`` (hashed with SHA-512 by
+    ``random``, so every process and Python version gives the same order).
+    """
+    order = list(range(num_units))
+    random.Random(f"{seed}:{epoch}").shuffle(order)
+    return order
+
+
+def stream_share(order: Sequence[int], stream: int, num_streams: int) -> list[int]:
+    """Logical stream ``stream``'s contiguous share of ``order``: shares differ by at most one unit and
+    together hold every unit once, so no unit is left unread however the units divide."""
+    if not 0 <= stream < num_streams:
+        raise ValueError(f"stream {stream} is not one of {num_streams} streams")
+    n = len(order)
+    return list(order[stream * n // num_streams : (stream + 1) * n // num_streams])

@@ -16,6 +16,7 @@ from typing import Any
 
 from ..loader.draws import RngPoint
 from ..loader.recreate import ParseOrigin, RecreateError
+from ..loader.units import Unit
 from .groups import GroupDataset
 from .rngchain import ChainEncoder, decode_points
 
@@ -84,9 +85,11 @@ def restore_buffer(
     chain: dict[str, Any],
     group_names: Sequence[str],
     datasets: Sequence[GroupDataset],
+    unit_lists: Sequence[Sequence[Unit]] | None = None,
 ) -> tuple[SampleBuffer, RngPoint]:
     """The buffer and the RNG point a saved state names; referenced samples are parsed again.
 
+    ``unit_lists[g]`` are the units group ``g``'s references index (default: the worker's own list).
     Leaves the global RNGs moved (the caller applies the returned point). Raises
     :class:`~editstream.loader.recreate.RecreateError` when a sample does not come back as saved.
     """
@@ -108,7 +111,8 @@ def restore_buffer(
         recreate = getattr(datasets[group], "recreate_samples", None)
         if recreate is None:
             raise RecreateError(f"group {group_names[group]!r}: its dataset cannot recreate buffered samples")
-        for (slot, origin), sample in zip(wanted, recreate([origin for _, origin in wanted])):
+        units = None if unit_lists is None else unit_lists[group]
+        for (slot, origin), sample in zip(wanted, recreate([origin for _, origin in wanted], units)):
             if int(sample["num_tokens"]) != int(entries[slot]["num_tokens"]):
                 raise RecreateError(
                     f"group {group_names[group]!r}: buffered row {entries[slot]['unit']}/{entries[slot]['position']} "

@@ -5,8 +5,9 @@ a recipe's ``dataset:`` node loads unchanged: ``grouped_datasets`` / ``dataset_i
 or from a YAML / JSON file (``*_path``, any fsspec URL), the packing knobs, the sequence
 layout knobs and ``data_seed``. ``build()`` returns a ready ``PackedDataset`` (``set_epoch``
 already called with ``data_seed``) and never mutates the config. Values are validated when
-the config is created, so a typo fails before any data is read. One field is editstream's,
-after the reference's: ``image_dtype`` (``"float32"``, or the opt-in ``"uint8"`` hand-off).
+the config is created, so a typo fails before any data is read. Three fields are editstream's,
+after the reference's: ``image_dtype`` (``"float32"``, or the opt-in ``"uint8"`` hand-off), and the
+opt-in elastic epochs (``elastic``, ``elastic_streams``).
 """
 
 from __future__ import annotations
@@ -105,6 +106,10 @@ class BagelDatasetConfig:
     max_num_patch_per_side: int = 70
     image_dtype: str = "float32"
     """editstream: ``"uint8"`` hands batches over as uint8 pixels (see ``editstream.normalize_batch``)."""
+    elastic: bool = False
+    """editstream: finite, exact epochs over logical streams that resume at any layout (docs/checkpoints.md)."""
+    elastic_streams: int | None = None
+    """editstream: the number of logical streams (default: world_size x num_workers of the first launch)."""
 
     def __post_init__(self) -> None:
         for name, path in (("grouped_datasets", self.grouped_datasets_path), ("dataset_info", self.dataset_info_path)):
@@ -130,6 +135,10 @@ class BagelDatasetConfig:
             raise ValueError(f"data_seed must be an integer, got {self.data_seed!r}")
         if self.image_dtype not in ("float32", "uint8"):
             raise ValueError(f"image_dtype must be 'float32' or 'uint8', got {self.image_dtype!r}")
+        if not isinstance(self.elastic, bool):
+            raise ValueError(f"elastic must be true or false, got {self.elastic!r}")
+        if self.elastic_streams is not None and (not _is_int(self.elastic_streams) or self.elastic_streams <= 0):
+            raise ValueError(f"elastic_streams must be a positive integer, got {self.elastic_streams!r}")
 
     def resolved(self) -> BagelDatasetConfig:
         """A copy with ``grouped_datasets`` and ``dataset_info`` loaded (deep copies; ``self`` untouched)."""
@@ -169,6 +178,8 @@ class BagelDatasetConfig:
             extensions["registry"] = registry
         if self.image_dtype != "float32":
             extensions["image_dtype"] = self.image_dtype
+        if self.elastic:
+            extensions.update(elastic=True, num_streams=self.elastic_streams)
         dataset = self.packed_dataset_class()(
             data_config=runtime,
             tokenizer=tokenizer,

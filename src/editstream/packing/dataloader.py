@@ -3,8 +3,9 @@
 ``BagelDataloaderConfig`` is the ``dataloader:`` section of a NeMo BAGEL recipe: it builds the
 ``PackedDataset`` from a :class:`~editstream.packing.config.BagelDatasetConfig`, seeds the
 process for its rank, and wraps the dataset in torchdata's checkpointable
-``StatefulDataLoader`` (``pip install 'editstream[train]'``), so ``loader.state_dict()`` taken
-mid-epoch restores, in a new process, to exactly the next batch.
+``StatefulDataLoader`` (``pip install 'editstream[train]'``; editstream's subclass, which adds
+what elastic epochs need), so ``loader.state_dict()`` taken mid-epoch restores, in a new process,
+to exactly the next batch.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import torch
 from .collate import bagel_packed_collate_fn
 from .config import BagelDatasetConfig
 from .dataset import PackedDataset
+from .stateful import stateful_loader_class
 
 
 @dataclass(frozen=True)
@@ -28,16 +30,6 @@ class BagelDataloaderBuild:
 
     dataloader: Any
     dataset: PackedDataset
-
-
-def _stateful_dataloader_class() -> Any:
-    try:
-        from torchdata.stateful_dataloader import StatefulDataLoader
-    except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise ImportError(
-            "BagelDataloaderConfig needs torchdata's StatefulDataLoader: pip install 'editstream[train]'"
-        ) from exc
-    return StatefulDataLoader
 
 
 def seed_rank(global_seed: int, world_size: int, rank: int) -> int:
@@ -84,7 +76,7 @@ class BagelDataloaderConfig:
         """
         if batch_size != 1:
             raise ValueError(f"BAGEL packed dataloaders require local_batch_size=1, got {batch_size}")
-        loader_class = _stateful_dataloader_class()
+        loader_class = stateful_loader_class()
         extensions: dict[str, Any] = {}
         if data_status is not None:
             extensions["data_status"] = data_status

@@ -30,6 +30,7 @@ from ..loader.units import resolve_rank_and_world
 from . import state as st
 from .accumulator import SamplePacker, SequenceStatus, SpecialTokens, to_tensor
 from .buffer import buffer_state, restore_buffer
+from .elastic import ELASTIC_FORMAT, MERGED_FORMAT, ElasticRuntime, fingerprint, source_datasets, worker_state
 from .groups import GroupContext, GroupDataset, GroupRegistryMapping, build_group_datasets
 from .knobs import GroupedDatasetConfig, PackingKnobs
 from .loop import GroupDraws, reference_batches
@@ -99,6 +100,8 @@ class PackedDataset(torch.utils.data.IterableDataset[dict[str, Any]]):
         *,
         registry: GroupRegistryMapping | None = None,
         image_dtype: str = "float32",
+        elastic: bool = False,
+        num_streams: int | None = None,
     ) -> None:
         super().__init__()
         self.image_dtype = check_image_dtype(image_dtype, "PackedDataset")
@@ -150,9 +153,29 @@ class PackedDataset(torch.utils.data.IterableDataset[dict[str, Any]]):
         self._live: st.LiveIteration | None = None
         self._pending: dict[str, Any] | None = None
         self.drops = DropLog(dataset_name="PackedDataset")
+        self._init_elastic(elastic, num_streams)
         for dataset in self.grouped_datasets:
             if isinstance(dataset, SourceIterableDataset):
                 dataset.keep_parse_origins = True  # buffered samples are checkpointed as references
+
+    def _init_elastic(self, elastic: bool, num_streams: int | None) -> None:
+        """Elastic epochs (opt-in): the number of logical streams, the epoch, what a load left pending."""
+        if num_streams is not None and (not _is_nonneg_int(num_streams) or num_streams == 0):
+            raise ValueError(f"num_streams (elastic_streams) must be a positive integer, got {num_streams!r}")
+        self.elastic = bool(elastic)
+        self._streams_fixed = num_streams is not None
+        self.num_streams = int(num_streams) if num_streams is not None else self.world_size * max(1, self.num_workers)
+        self.epoch = 0
+        self._elastic: ElasticRuntime | None = None
+        self._elastic_pending: dict[str, Any] | None = None
+
+    def seed_base(self) -> int:
+        """The seed elastic epochs shuffle and seed streams from: the global seed, else ``set_epoch``'s."""
+        return int(self._global_seed or self._data_seed or 0)
+
+    def start_epoch(self, epoch: int) -> None:
+        """Elastic mode: make the next iteration run epoch ``epoch`` from its start."""
+        self.epoch, self._elastic_pending, self._elastic = int(epoch), None, None
 
     def _init_packer(self, special_tokens: Mapping[str, int], interpolate_pos: bool) -> None:
         """Special tokens as attributes (as the reference sets them) and the sample packer."""
@@ -214,7 +237,15 @@ class PackedDataset(torch.utils.data.IterableDataset[dict[str, Any]]):
     def __iter__(self) -> Iterator[dict[str, Any]]:
         """Start (or, after ``load_state_dict``, resume) the stream of packed batches."""
         self._live = None
-        return self._run()
+        return self._run_elastic() if self.elastic else self._run()
+
+    def _run_elastic(self) -> Iterator[dict[str, Any]]:
+        pending, self._elastic_pending = self._elastic_pending, None
+        runtime = ElasticRuntime(self, self.epoch, pending)
+        runtime.open()
+        self._elastic = runtime
+        yield from runtime.batches()
+        self.start_epoch(runtime.epoch + 1)
 
     def _run(self) -> Iterator[dict[str, Any]]:
         worker_id = st.current_worker_id()
@@ -269,6 +300,8 @@ class PackedDataset(torch.utils.data.IterableDataset[dict[str, Any]]):
         ``state_dict()``, the seeds and the rank/worker layout: a few kilobytes, JSON-ready unless a
         group's dataset cannot recreate samples. Valid between batches.
         """
+        if self.elastic:
+            return st.copy_tree(worker_state(self, self._elastic, self._elastic_pending))
         if self._pending is not None:
             return st.copy_tree(self._pending)
         live = self._live
@@ -303,6 +336,14 @@ class PackedDataset(torch.utils.data.IterableDataset[dict[str, Any]]):
         dataset's state now; the buffer and RNG states are applied when iteration starts,
         instead of the usual reseed.
         """
+        if self.elastic:
+            self._load_elastic(state)
+            return
+        if isinstance(state, Mapping) and state.get("format") in (ELASTIC_FORMAT, MERGED_FORMAT):
+            raise ValueError(
+                f"cannot resume: the state ({state['format']}) was saved with elastic: true, this dataset is not "
+                f"elastic; set elastic: true in the dataset config"
+            )
         layout = {"rank": self.local_rank, "world_size": self.world_size, "num_workers": self.num_workers}
         st.check_resumable(state, layout, self.group_names)
         self._global_seed = state["global_seed"]
@@ -313,3 +354,30 @@ class PackedDataset(torch.utils.data.IterableDataset[dict[str, Any]]):
         self._pending = st.copy_tree(dict(state))
         self._draws = None
         self._live = None
+
+    def _load_elastic(self, state: Mapping[str, Any]) -> None:
+        """Take an elastic state (one worker's or merged): its streams wait until iteration starts."""
+        found = state.get("format") if isinstance(state, Mapping) else type(state).__name__
+        if found not in (ELASTIC_FORMAT, MERGED_FORMAT):
+            raise ValueError(
+                f"cannot resume: this dataset is elastic but the state is {found!r}; an elastic dataset resumes "
+                f"from a state saved with elastic: true (or editstream.merge_states of such states)"
+            )
+        saved_streams = int(state["num_streams"])
+        if self._streams_fixed and saved_streams != self.num_streams:
+            raise ValueError(
+                f"cannot resume: the state has {saved_streams} logical streams, the config sets "
+                f"elastic_streams={self.num_streams}; an epoch resumes exactly only with the same streams"
+            )
+        self.num_streams = saved_streams
+        mine = fingerprint(self, [d.sorted_units() for d in source_datasets(self)])
+        if state["fingerprint"] != mine:
+            raise ValueError(
+                f"cannot resume: the state was saved over {state['fingerprint']}, this dataset reads {mine} "
+                f"(groups, units per group, seed); an elastic epoch resumes only over the same data and seed"
+            )
+        streams = dict(state["streams"])
+        if state["format"] == MERGED_FORMAT and all(s.get("done") for s in streams.values()):
+            self.start_epoch(int(state["epoch"]) + 1)  # the saved epoch was complete: go on with the next
+            return
+        self.epoch, self._elastic_pending, self._elastic = int(state["epoch"]), streams, None

@@ -1,0 +1,95 @@
+"""Joining the ranks' elastic states into one that any layout loads, and checking a state before use.
+
+``merge_states`` takes what each rank saved (``dataloader.state_dict()`` or
+``dataset.state_dict()``, in any nesting: torchdata's StatefulDataLoader keeps one state per
+worker), finds every elastic worker state in them and joins their logical streams. Anything that
+would make the resumed epoch inexact (streams missing or twice, other data, another number of
+streams, a snapshot behind the batches already consumed) is an error naming the numbers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+from .elastic import ELASTIC_FORMAT, MERGED_FORMAT
+
+STEPS_SINCE_SNAPSHOT = "_steps_since_snapshot"
+"""torchdata's key for the batches a StatefulDataLoader yielded after its last worker snapshot."""
+
+
+def _elastic_parts(obj: Any, where: str) -> Iterator[tuple[str, Mapping[str, Any]]]:
+    if isinstance(obj, Mapping):
+        if obj.get("format") == ELASTIC_FORMAT:
+            yield where, obj
+            return
+        behind = obj.get(STEPS_SINCE_SNAPSHOT)
+        if isinstance(behind, int) and behind > 0:
+            raise ValueError(
+                f"{where}: this loader state is {behind} batch(es) past its last worker snapshot, so its "
+                f"streams' positions are not the consumed ones; build the loader with snapshot_every_n_steps=1"
+            )
+        for key, value in obj.items():
+            yield from _elastic_parts(value, f"{where}.{key}")
+    elif isinstance(obj, (list, tuple)):
+        for i, value in enumerate(obj):
+            yield from _elastic_parts(value, f"{where}[{i}]")
+
+
+def _same(parts: Sequence[tuple[str, Mapping[str, Any]]], key: str) -> Any:
+    first_where, first = parts[0]
+    for where, part in parts[1:]:
+        if part[key] != first[key]:
+            raise ValueError(
+                f"cannot merge: {first_where} has {key}={first[key]!r} but {where} has {key}={part[key]!r}; "
+                f"the states are from different runs"
+            )
+    return first[key]
+
+
+def merge_states(states: Sequence[Any]) -> dict[str, Any]:
+    """One layout-free elastic state from every rank's saved state (a list, one entry per rank).
+
+    Every rank of the new layout passes the result to ``dataloader.load_state_dict`` (or
+    ``dataset.load_state_dict``); each worker then takes the streams it runs from it.
+    """
+    if isinstance(states, Mapping) or not isinstance(states, Sequence) or not states:
+        raise ValueError("merge_states takes a non-empty list of saved states, one per rank")
+    parts = [part for i, state in enumerate(states) for part in _elastic_parts(state, f"state[{i}]")]
+    if not parts:
+        raise ValueError(
+            f"none of the {len(states)} states holds an elastic packer state; merge_states needs states "
+            f"saved with elastic: true in the dataset config"
+        )
+    num_streams = _same(parts, "num_streams")
+    epoch, print_ = _same(parts, "epoch"), _same(parts, "fingerprint")
+    streams: dict[str, Any] = {}
+    for where, part in parts:
+        for key, stream_state in part["streams"].items():
+            if key in streams:
+                raise ValueError(f"cannot merge: stream {key} is in two states (again at {where}); one state per rank")
+            streams[key] = stream_state
+    missing = [s for s in range(num_streams) if str(s) not in streams]
+    if missing:
+        raise ValueError(
+            f"cannot merge: streams {missing} of {num_streams} are in none of the {len(states)} states; "
+            f"pass the state of every rank that ran"
+        )
+    return {
+        "format": MERGED_FORMAT,
+        "num_streams": num_streams,
+        "epoch": epoch,
+        "fingerprint": print_,
+        "streams": streams,
+    }
+
+
+def elastic_epoch_of(state: Any) -> int | None:
+    """The epoch of the elastic state(s) inside ``state`` (a loader's state, say), or None if it has none."""
+    if isinstance(state, Mapping) and state.get("format") == MERGED_FORMAT:
+        return int(state["epoch"])
+    try:
+        parts = list(_elastic_parts(state, "state"))
+    except ValueError:
+        return None
+    return int(parts[0][1]["epoch"]) if parts else None
