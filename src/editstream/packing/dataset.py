@@ -206,8 +206,11 @@ class PackedDataset(torch.utils.data.IterableDataset[dict[str, Any]]):
         return build_group_datasets(datasets_metainfo, data_status, ctx)
 
     def set_epoch(self, seed: int) -> None:
-        """Remember ``seed`` for the worker reseed and forward it to every grouped dataset."""
+        """Remember ``seed`` for the worker reseed and forward it to every grouped dataset (which
+        takes its rank's slice of units; elastic epochs do not use rank slices, so not then)."""
         self._data_seed = int(seed)
+        if self.elastic:
+            return  # elastic epochs split units over logical streams, not over ranks
         for dataset in self.grouped_datasets:
             dataset.set_epoch(seed)
 

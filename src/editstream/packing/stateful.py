@@ -39,13 +39,17 @@ def stateful_loader_class() -> type[Any]:
         """torchdata's ``StatefulDataLoader``; with an elastic dataset, also epoch-aware and merge-aware."""
 
         _resume_next = True
+        _last_epoch: int | None = None
 
         def _elastic(self) -> bool:
             return bool(getattr(self.dataset, "elastic", False))
 
         def __iter__(self) -> Any:
-            if self._elastic() and not self._resume_next:
-                self.dataset.start_epoch(self.dataset.epoch + 1)
+            if self._elastic():
+                # Workers iterate copies; the dataset here moves on by itself only without workers.
+                if not self._resume_next and self.dataset.epoch == self._last_epoch:
+                    self.dataset.start_epoch(self.dataset.epoch + 1)
+                self._last_epoch = self.dataset.epoch
             self._resume_next = False
             return super().__iter__()
 

@@ -1,0 +1,226 @@
+"""Elastic epochs: every row of an epoch exactly once, at any layout, resumed at any other.
+
+The data are the pipeline datasets (an edit group and a text-to-image group, planted bad rows)
+on both backends; loaders are built the way a recipe builds them (``BagelDataloaderConfig``,
+real DataLoader workers). Ranks are separate loaders in this process; the torchrun test of the
+example runs them as real ranks.
+"""
+
+from __future__ import annotations
+
+import collections
+
+import pytest
+
+import editstream
+from editstream import BagelDataloaderConfig, BagelDatasetConfig, ByteTokenizer, merge_states
+from helpers import BACKEND_DIRS, SMALL_PACKING, VAE, VIT, json_roundtrip, synth_pipeline_data, torch_roundtrip
+
+pytest.importorskip("torchdata.stateful_dataloader")
+
+STREAMS = 4
+TOTAL_ROWS = 16 + 12  # 2 files x 2 row groups x 4 edit rows, 2 x 2 x 3 text-to-image rows
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    return synth_pipeline_data(tmp_path_factory.mktemp("elastic"))
+
+
+def dataset_config(root, backend, **overrides):
+    sub = BACKEND_DIRS[backend]
+    groups = {
+        "unified_edit": {
+            "dataset_names": ["edit"],
+            "weight": 2.0,
+            "num_used_data": [2],
+            "image_transform_args": dict(VAE),
+            "vit_image_transform_args": dict(VIT),
+            "backend": backend,
+        },
+        "t2i_pretrain": {
+            "dataset_names": ["t2i"],
+            "weight": 1.0,
+            "num_used_data": [2],
+            "image_transform_args": dict(VAE),
+            "backend": backend,
+        },
+    }
+    info = {
+        "unified_edit": {"edit": {"data_dir": str(root / "edit" / sub)}},
+        "t2i_pretrain": {"t2i": {"data_dir": str(root / "t2i" / sub)}},
+    }
+    settings = {**SMALL_PACKING, "elastic": True, "elastic_streams": STREAMS, **overrides}
+    return BagelDatasetConfig(grouped_datasets=groups, dataset_info=info, **settings)
+
+
+def build_loader(root, backend, rank, world_size, workers, **overrides):
+    tokenizer = ByteTokenizer()
+    built = BagelDataloaderConfig(dataset_config(root, backend, **overrides), num_workers=workers, pin_memory=False)
+    return built.build(
+        tokenizer=tokenizer,
+        special_tokens=tokenizer.special_token_ids(),
+        rank=rank,
+        world_size=world_size,
+        batch_size=1,
+        global_seed=7,
+    ).dataloader
+
+
+def rows_of(batch):
+    return tuple((d["dataset_name"], tuple(d["data_indexes"])) for d in batch.batch_data_indexes)
+
+
+def epoch_batches(root, backend, ranks, workers):
+    """Every batch of one epoch at a layout, as row tuples (a Counter: the order across ranks is free)."""
+    out = collections.Counter()
+    for rank in range(ranks):
+        out.update(rows_of(b) for b in build_loader(root, backend, rank, ranks, workers))
+    return out
+
+
+@pytest.fixture(scope="module")
+def reference(data):
+    """The epoch in one process, no workers: its batches and the drops the datasets counted."""
+    loader = build_loader(data, "parquet", 0, 1, 0)
+    batches = [rows_of(b) for b in loader]
+    drops = sum(sum(d.drops.as_dict().values()) for d in loader.dataset.grouped_datasets)
+    return collections.Counter(batches), drops, loader
+
+
+def all_rows(batches):
+    return [row for batch, count in batches.items() for row in batch * count]
+
+
+def test_an_epoch_yields_every_row_once_and_ends(reference):
+    batches, drops, loader = reference
+    rows = all_rows(batches)
+    assert len(rows) == len(set(rows)) and len(rows) + drops == TOTAL_ROWS
+    assert loader.dataset.drop_counts == {}  # the packer itself lost nothing
+    assert drops > 0  # the planted bad rows were dropped and counted by the datasets
+    assert {name for name, _ in rows} == {"unified_edit", "t2i_pretrain"}
+
+
+def test_iterating_again_runs_the_next_epoch_in_a_new_order(data, reference):
+    loader = build_loader(data, "parquet", 0, 1, 0)
+    first = [rows_of(b) for b in loader]
+    second = [rows_of(b) for b in loader]
+    assert collections.Counter(first) == reference[0]
+    second_rows = [row for batch in second for row in batch]
+    assert second != first and len(second_rows) == len(set(second_rows))
+    assert loader.dataset.epoch == 2
+
+
+@pytest.mark.parametrize("backend", ["parquet", "webdataset"])
+@pytest.mark.parametrize(("ranks", "workers"), [(2, 2), (3, 1), (1, 4)])
+def test_the_epoch_is_the_same_at_every_layout_and_on_both_backends(data, reference, backend, ranks, workers):
+    assert epoch_batches(data, backend, ranks, workers) == reference[0]
+
+
+def run_partly(root, backend, ranks, workers, steps):
+    """``steps`` batches of each rank's loader, then each rank's saved state (as a checkpoint keeps it)."""
+    consumed, states = collections.Counter(), []
+    for rank in range(ranks):
+        loader = build_loader(root, backend, rank, ranks, workers)
+        iterator = iter(loader)
+        for _ in range(steps):
+            consumed[rows_of(next(iterator))] += 1
+        states.append(torch_roundtrip(loader.state_dict()))
+        del iterator
+    return consumed, states
+
+
+def finish(root, backend, ranks, workers, merged):
+    rest = collections.Counter()
+    for rank in range(ranks):
+        loader = build_loader(root, backend, rank, ranks, workers)
+        loader.load_state_dict(json_roundtrip(merged))
+        rest.update(rows_of(b) for b in loader)
+    return rest
+
+
+@pytest.mark.parametrize(
+    ("saved_on", "finished_on", "layout"),
+    [
+        ("parquet", "parquet", (3, 1)),
+        ("parquet", "parquet", (1, 4)),
+        ("webdataset", "webdataset", (3, 1)),
+        ("webdataset", "webdataset", (1, 4)),
+        ("parquet", "webdataset", (3, 1)),
+    ],
+)
+def test_a_merged_state_finishes_the_epoch_at_another_layout(data, reference, saved_on, finished_on, layout):
+    consumed, states = run_partly(data, saved_on, 2, 2, steps=2)
+    merged = merge_states(states)
+    rest = finish(data, finished_on, *layout, merged)
+    assert consumed + rest == reference[0]
+    assert sum(consumed.values()) == 4 and sum(rest.values()) > 0
+
+
+def test_after_a_restored_epoch_the_next_one_starts(data):
+    consumed, states = run_partly(data, "parquet", 2, 2, steps=1)
+    loader = build_loader(data, "parquet", 0, 1, 2)
+    loader.load_state_dict(merge_states(states))
+    list(loader)  # the rest of epoch 0
+    following = collections.Counter(rows_of(b) for b in loader)
+    single = build_loader(data, "parquet", 0, 1, 0)
+    list(single)
+    assert following == collections.Counter(rows_of(b) for b in single)  # epoch 1, as one process makes it
+
+
+def test_a_complete_epoch_state_resumes_at_the_next_epoch(data, reference):
+    loader = build_loader(data, "parquet", 0, 1, 2)
+    list(loader)
+    state = loader.state_dict()
+    again = build_loader(data, "parquet", 0, 1, 2)
+    again.load_state_dict(state)
+    epoch_one = collections.Counter(rows_of(b) for b in again)
+    assert sum(epoch_one.values()) > 0 and again.dataset.epoch == 1
+
+
+# --------------------------------------------------------------------------- refusals
+def test_states_that_cannot_resume_exactly_are_refused(data):
+    _, states = run_partly(data, "parquet", 2, 1, steps=1)
+    with pytest.raises(ValueError, match=r"streams \[1, 3\] of 4 are in none of the 1 states"):
+        merge_states(states[:1])
+    with pytest.raises(ValueError, match="stream 0 is in two states"):
+        merge_states([states[0], states[0]])
+    merged = merge_states(states)
+    other_streams = build_loader(data, "parquet", 0, 1, 0, elastic_streams=3)
+    with pytest.raises(ValueError, match="the state has 4 logical streams, the config sets elastic_streams=3"):
+        other_streams.load_state_dict(merged)
+    other_seed = build_loader(data, "parquet", 0, 1, 0, data_seed=43)
+    other_seed.dataset._global_seed = 8
+    with pytest.raises(ValueError, match="an elastic epoch resumes only over the same data and seed"):
+        other_seed.load_state_dict(merged)
+    plain = build_loader(data, "parquet", 0, 1, 0, elastic=False)
+    with pytest.raises(ValueError, match="saved with elastic: true, this dataset is not elastic"):
+        plain.dataset.load_state_dict(merged)
+    with pytest.raises(ValueError, match="none of the 1 states holds an elastic packer state"):
+        merge_states([plain.state_dict()])
+
+
+def test_a_single_ranks_state_on_a_new_layout_is_refused(data):
+    _, states = run_partly(data, "parquet", 2, 1, steps=1)
+    loader = build_loader(data, "parquet", 0, 1, 0)
+    loader.dataset.load_state_dict(states[0]["_snapshot"]["_worker_snapshots"]["worker_0"]["dataset_state"])
+    with pytest.raises(ValueError, match="no state for stream 1 .* load editstream.merge_states"):
+        next(iter(loader.dataset))
+
+
+def test_a_loader_state_behind_its_snapshot_is_refused(data):
+    loader = build_loader(data, "parquet", 0, 1, 1)
+    it = iter(loader)
+    next(it)
+    state = loader.state_dict()
+    state["_steps_since_snapshot"] = 2
+    with pytest.raises(ValueError, match="2 batch\\(es\\) past its last worker snapshot"):
+        merge_states([state])
+
+
+def test_bad_elastic_settings_name_the_value():
+    with pytest.raises(ValueError, match="elastic_streams must be a positive integer, got 0"):
+        BagelDatasetConfig(grouped_datasets={"g": {}}, elastic=True, elastic_streams=0)
+    with pytest.raises(ValueError, match="elastic must be true or false, got 'yes'"):
+        BagelDatasetConfig(grouped_datasets={"g": {}}, elastic="yes")
+    assert editstream.EpochSteps is not None
