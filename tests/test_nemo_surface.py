@@ -97,7 +97,7 @@ def tokens() -> tuple[ByteTokenizer, dict[str, int]]:
 
 
 # editstream's own fields, after the reference's so positional construction stays the reference's.
-EDITSTREAM_FIELDS = [("image_dtype", "float32")]
+EDITSTREAM_FIELDS = [("image_dtype", "float32"), ("elastic", False), ("elastic_streams", None)]
 
 
 def test_config_has_the_reference_fields_defaults_and_order():

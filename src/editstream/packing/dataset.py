@@ -30,7 +30,7 @@ from ..loader.units import resolve_rank_and_world
 from . import state as st
 from .accumulator import SamplePacker, SequenceStatus, SpecialTokens, to_tensor
 from .buffer import buffer_state, restore_buffer
-from .elastic import ELASTIC_FORMAT, MERGED_FORMAT, ElasticRuntime, fingerprint, source_datasets, worker_state
+from .elastic import ELASTIC_FORMAT, MERGED_FORMAT, ElasticRuntime, load_elastic, worker_state
 from .groups import GroupContext, GroupDataset, GroupRegistryMapping, build_group_datasets
 from .knobs import GroupedDatasetConfig, PackingKnobs
 from .loop import GroupDraws, reference_batches
@@ -340,7 +340,8 @@ class PackedDataset(torch.utils.data.IterableDataset[dict[str, Any]]):
         instead of the usual reseed.
         """
         if self.elastic:
-            self._load_elastic(state)
+            self.epoch, self._elastic_pending, self.num_streams = load_elastic(self, state, self._streams_fixed)
+            self._elastic = None
             return
         if isinstance(state, Mapping) and state.get("format") in (ELASTIC_FORMAT, MERGED_FORMAT):
             raise ValueError(
@@ -357,30 +358,3 @@ class PackedDataset(torch.utils.data.IterableDataset[dict[str, Any]]):
         self._pending = st.copy_tree(dict(state))
         self._draws = None
         self._live = None
-
-    def _load_elastic(self, state: Mapping[str, Any]) -> None:
-        """Take an elastic state (one worker's or merged): its streams wait until iteration starts."""
-        found = state.get("format") if isinstance(state, Mapping) else type(state).__name__
-        if found not in (ELASTIC_FORMAT, MERGED_FORMAT):
-            raise ValueError(
-                f"cannot resume: this dataset is elastic but the state is {found!r}; an elastic dataset resumes "
-                f"from a state saved with elastic: true (or editstream.merge_states of such states)"
-            )
-        saved_streams = int(state["num_streams"])
-        if self._streams_fixed and saved_streams != self.num_streams:
-            raise ValueError(
-                f"cannot resume: the state has {saved_streams} logical streams, the config sets "
-                f"elastic_streams={self.num_streams}; an epoch resumes exactly only with the same streams"
-            )
-        self.num_streams = saved_streams
-        mine = fingerprint(self, [d.sorted_units() for d in source_datasets(self)])
-        if state["fingerprint"] != mine:
-            raise ValueError(
-                f"cannot resume: the state was saved over {state['fingerprint']}, this dataset reads {mine} "
-                f"(groups, units per group, seed); an elastic epoch resumes only over the same data and seed"
-            )
-        streams = dict(state["streams"])
-        if state["format"] == MERGED_FORMAT and all(s.get("done") for s in streams.values()):
-            self.start_epoch(int(state["epoch"]) + 1)  # the saved epoch was complete: go on with the next
-            return
-        self.epoch, self._elastic_pending, self._elastic = int(state["epoch"]), streams, None

@@ -254,3 +254,36 @@ def worker_state(
         "fingerprint": fingerprint(packer, unit_lists),
         "streams": streams,
     }
+
+
+def load_elastic(
+    packer: ElasticPacker, state: Mapping[str, Any], streams_fixed: bool
+) -> tuple[int, dict[str, Any] | None, int]:
+    """Check an elastic state (one worker's or merged) against ``packer``; return what to resume:
+    ``(epoch, the saved streams by id or None to start the epoch fresh, the number of streams)``.
+
+    ``streams_fixed``: the config set ``elastic_streams``, which the state must then match.
+    """
+    found = state.get("format") if isinstance(state, Mapping) else type(state).__name__
+    if found not in (ELASTIC_FORMAT, MERGED_FORMAT):
+        raise ValueError(
+            f"cannot resume: this dataset is elastic but the state is {found!r}; an elastic dataset resumes "
+            f"from a state saved with elastic: true (or editstream.merge_states of such states)"
+        )
+    saved_streams = int(state["num_streams"])
+    if streams_fixed and saved_streams != packer.num_streams:
+        raise ValueError(
+            f"cannot resume: the state has {saved_streams} logical streams, the config sets "
+            f"elastic_streams={packer.num_streams}; an epoch resumes exactly only with the same streams"
+        )
+    mine = fingerprint(packer, [d.sorted_units() for d in source_datasets(packer)])
+    if state["fingerprint"] != mine:
+        raise ValueError(
+            f"cannot resume: the state was saved over {state['fingerprint']}, this dataset reads {mine} "
+            f"(groups, units per group, seed); an elastic epoch resumes only over the same data and seed"
+        )
+    streams = dict(state["streams"])
+    epoch = int(state["epoch"])
+    if found == MERGED_FORMAT and all(s.get("done") for s in streams.values()):
+        return epoch + 1, None, saved_streams  # the saved epoch was complete: go on with the next
+    return epoch, streams, saved_streams
