@@ -14,7 +14,17 @@ import pytest
 
 import editstream
 from editstream import BagelDataloaderConfig, BagelDatasetConfig, ByteTokenizer, merge_states
-from helpers import BACKEND_DIRS, SMALL_PACKING, VAE, VIT, json_roundtrip, synth_pipeline_data, torch_roundtrip
+from helpers import (
+    BACKEND_DIRS,
+    BACKEND_PAIRS,
+    SMALL_PACKING,
+    VAE,
+    VIT,
+    check_state_contract,
+    json_roundtrip,
+    synth_pipeline_data,
+    torch_roundtrip,
+)
 
 pytest.importorskip("torchdata.stateful_dataloader")
 
@@ -117,6 +127,19 @@ def test_the_epoch_is_the_same_at_every_layout_and_on_both_backends(data, refere
     assert epoch_batches(data, backend, ranks, workers) == reference[0]
 
 
+@pytest.mark.parametrize(("saved_on", "restored_on"), BACKEND_PAIRS)
+def test_an_elastic_packer_meets_the_state_contract(data, saved_on, restored_on):
+    """Mid-epoch at the same layout (one process), through JSON and torch.save, and across backends."""
+
+    def packer_on(backend):
+        return lambda: build_loader(data, backend, 0, 1, 0).dataset
+
+    state = check_state_contract(
+        packer_on(saved_on), 2, 3, roundtrips=(json_roundtrip, torch_roundtrip), make_restored=packer_on(restored_on)
+    )
+    assert state["format"] == "editstream.ElasticPacked/1" and sorted(state["streams"]) == ["0", "1", "2", "3"]
+
+
 def run_partly(root, backend, ranks, workers, steps):
     """``steps`` batches of each rank's loader, then each rank's saved state (as a checkpoint keeps it)."""
     consumed, states = collections.Counter(), []
@@ -144,9 +167,11 @@ def finish(root, backend, ranks, workers, merged):
     [
         ("parquet", "parquet", (3, 1)),
         ("parquet", "parquet", (1, 4)),
+        ("parquet", "parquet", (1, 0)),
         ("webdataset", "webdataset", (3, 1)),
         ("webdataset", "webdataset", (1, 4)),
         ("parquet", "webdataset", (3, 1)),
+        ("webdataset", "parquet", (1, 0)),
     ],
 )
 def test_a_merged_state_finishes_the_epoch_at_another_layout(data, reference, saved_on, finished_on, layout):
@@ -155,6 +180,17 @@ def test_a_merged_state_finishes_the_epoch_at_another_layout(data, reference, sa
     rest = finish(data, finished_on, *layout, merged)
     assert consumed + rest == reference[0]
     assert sum(consumed.values()) == 4 and sum(rest.values()) > 0
+
+
+@pytest.mark.parametrize("backend", ["parquet", "webdataset"])
+def test_each_rank_resumes_its_own_state_at_the_same_layout(data, reference, backend):
+    consumed, states = run_partly(data, backend, 2, 2, steps=2)
+    rest = collections.Counter()
+    for rank, state in enumerate(states):
+        loader = build_loader(data, backend, rank, 2, 2)
+        loader.load_state_dict(state)  # torchdata's own per-worker state, no merge
+        rest.update(rows_of(b) for b in loader)
+    assert consumed + rest == reference[0]
 
 
 def test_after_a_restored_epoch_the_next_one_starts(data):
