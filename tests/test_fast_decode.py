@@ -8,11 +8,13 @@ within the documented quality floor:
 
     on generated photographic images (``editstream.testing.photos``) with the standard
     transforms (VAE ``ImageTransform(512, 256, 16)``, ViT ``ImageTransform(490, 224, 14)``),
-    every output that differs from the exact path's has a PSNR of at least 35 dB against it,
-    and their mean is at least 38 dB. Measured here: JPEGs of 1024-3000 px, mean 43.6 dB, worst
-    39.0 dB; JPEG / PNG / WebP of 640-2400 px, mean 42.5 dB, worst 37.3 dB (the ViT outputs of
-    images near their target size, resized from the VAE output). The floor leaves room for
-    other libjpeg / libwebp builds; ``benchmarks/fast_decode.py`` has the full tables.
+    the outputs that differ from the exact path's have a mean PSNR of at least 38 dB against
+    it; the worst is reported, not promised (``benchmarks/fast_decode.py`` has the tables: its
+    edit-sized set has a worst of 33 dB, the ViT output, resized from the VAE output, of a
+    WebP whose text and one-pixel stripes sit near the target's resolution). The images here,
+    measured: JPEGs of 1024-3000 px, mean 43.6 dB, worst 39.0 dB; JPEG / PNG / WebP of
+    640-2400 px, mean 42.5 dB, worst 37.3 dB; each test also asserts a worst of 35 dB, to
+    catch a change that spoils a few images and not the mean.
 """
 
 from __future__ import annotations
