@@ -10,7 +10,7 @@ images, decoded with the standard transforms (VAE ``ImageTransform(512, 256, 16)
    70 % JPEG, the rest PNG / WebP);
 3. *camera JPEGs*: ``PHOTO_SIZES`` and 9 random sizes of 1024-4000 px, JPEG only.
 
-Paths, each run in its own process (``torch.set_num_threads(1)``, as in a DataLoader worker):
+Paths, run by one process per source tree (``torch.set_num_threads(1)``, as in a DataLoader worker):
 
 - ``reference``: the reference's image work written out here (torchvision is not installable
   here): ``pil_img2rgb(Image.open(...))``, Pillow's bicubic resize, ``ToTensor`` and
@@ -24,7 +24,7 @@ Paths, each run in its own process (``torch.set_num_threads(1)``, as in a DataLo
 Every round runs each path once, in an order rotated each round; the table shows each path's
 median CPU time (the work is single-threaded, and on a shared machine its CPU time moves far
 less than its wall-clock time) and the median over rounds of each ratio of two runs of the
-same round; the wall-clock medians are shown beside them. Each child reports how much CPU
+same round; the wall-clock medians are shown beside them. Each run reports how much CPU
 other processes used while it ran.
 
 Quality: every image of a set decoded both ways (``load_image`` for both transforms, as
@@ -114,7 +114,7 @@ def build_sets(root: Path) -> dict[str, Path]:
     return paths
 
 
-# --------------------------------------------------------------------------- one timed run (child process)
+# --------------------------------------------------------------------------- one timed run (a --serve process)
 
 
 def reference_dataset() -> Any:
@@ -186,9 +186,8 @@ def edit_dataset(fast: bool) -> Any:
     )
 
 
-def child(set_path: str, path: str, samples: int) -> None:
-    """Time ``samples`` parsed samples of one path; print seconds, others' CPU share and a digest."""
-    import torch
+def timed_run(rows: list[dict], path: str, samples: int) -> dict[str, Any]:
+    """Time ``samples`` parsed samples of one path: seconds, CPU seconds, others' CPU share, digests."""
     import xxhash
 
     try:
@@ -196,9 +195,7 @@ def child(set_path: str, path: str, samples: int) -> None:
     except ImportError:  # trees from before loader/rows.py
         from editstream.loader.iteration import Row  # type: ignore[attr-defined,no-redef]
 
-    torch.set_num_threads(1)
-    rows = pickle.loads(Path(set_path).read_bytes())["rows"]
-    ds = reference_dataset() if path == "reference" else edit_dataset(path.startswith("fast"))
+    ds = reference_dataset() if path == "reference" else edit_dataset(path == "fast")
     random.seed(1)
     ds.parse_row(Row(rows[0]))  # warm-up, not timed: Pillow's plugins and lazy imports load on first use
     random.seed(0)
@@ -214,15 +211,50 @@ def child(set_path: str, path: str, samples: int) -> None:
             digest.update(t.numpy().tobytes())
             shapes.update(repr((sample["num_tokens"], tuple(t.shape))).encode())
     others = watch.stop() / ((time.perf_counter() - window) * (os.cpu_count() or 1))
-    out = {"seconds": seconds, "cpu": cpu, "others": others, "digest": digest.hexdigest(), "shapes": shapes.hexdigest()}
-    print(json.dumps(out))
+    return {
+        "seconds": seconds,
+        "cpu": cpu,
+        "others": others,
+        "digest": digest.hexdigest(),
+        "shapes": shapes.hexdigest(),
+    }
 
 
-def run_child(set_path: Path, path: str, samples: int, src: Path) -> dict[str, Any]:
-    env = dict(os.environ, PYTHONPATH=str(src))
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--child", str(set_path), path, str(samples)]
-    done = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, text=True, check=True)
-    return json.loads(done.stdout.strip().splitlines()[-1])
+def serve() -> None:
+    """Answer ``set_path path samples`` lines on stdin with one JSON line each (one process per src tree)."""
+    import torch
+
+    torch.set_num_threads(1)
+    cache: dict[str, list[dict]] = {}
+    for line in iter(sys.stdin.readline, ""):
+        set_path, path, samples = line.split()
+        if set_path not in cache:
+            cache[set_path] = pickle.loads(Path(set_path).read_bytes())["rows"]
+        print(json.dumps(timed_run(cache[set_path], path, int(samples))), flush=True)
+
+
+class Server:
+    """A ``--serve`` process of this script on one src tree (startup paid once, not per run)."""
+
+    def __init__(self, src: Path) -> None:
+        env = dict(os.environ, PYTHONPATH=str(src))
+        cmd = [sys.executable, str(Path(__file__).resolve()), "--serve"]
+        self.proc = subprocess.Popen(cmd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+
+    def run(self, set_path: Path, path: str, samples: int) -> dict[str, Any]:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write(f"{set_path} {path} {samples}\n")
+        self.proc.stdin.flush()
+        line = self.proc.stdout.readline()
+        if not line:
+            raise RuntimeError(f"the benchmark process for {path} exited ({self.proc.wait()})")
+        result: dict[str, Any] = json.loads(line)
+        return result
+
+    def close(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        self.proc.wait()
 
 
 # --------------------------------------------------------------------------- quality (this process)
@@ -262,16 +294,17 @@ def quality(rows: list[dict]) -> dict[str, Any]:
 # --------------------------------------------------------------------------- the rounds and the tables
 
 
-def measure(set_path: Path, samples: int, trees: dict[str, Path], args: argparse.Namespace) -> dict[str, list]:
+def measure(set_path: Path, samples: int, servers: dict[str, Server], args: argparse.Namespace) -> dict[str, list]:
     """``{path: [run, ...]}`` over ``args.pairs`` rounds, the order of the paths rotated each round."""
-    order = list(PATHS) + [f"{p}-before" for p in ("exact", "fast") if "before" in trees]
+    order = list(PATHS) + [f"{p}-before" for p in ("exact", "fast") if "before" in servers]
     runs: dict[str, list] = {p: [] for p in order}
     deadline = time.monotonic() + args.max_wait
     for r in range(args.pairs):
         for path in order[r % len(order) :] + order[: r % len(order)]:
-            quiet.wait_until_idle(args.max_others, deadline)
-            src = trees["before"] if path.endswith("-before") else trees["this"]
-            got = run_child(set_path, path.removesuffix("-before"), samples, src)
+            if args.max_wait > 0:
+                quiet.wait_until_idle(args.max_others, deadline)
+            server = servers["before"] if path.endswith("-before") else servers["this"]
+            got = server.run(set_path, path.removesuffix("-before"), samples)
             runs[path].append(got)
             print(
                 f"[{r + 1}/{args.pairs}] {set_path.name} {path}: {got['seconds']:.2f} s, others {100 * got['others']:.0f}%",
@@ -331,17 +364,18 @@ def parse_args() -> argparse.Namespace:
     )
     ap.add_argument("--max-wait", type=float, default=120, help="total time to wait for an idle machine (s)")
     ap.add_argument("--json", default=None, help="also write the figures here (for run_all.py's summary)")
-    ap.add_argument("--child", nargs=3, default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     return ap.parse_args()
 
 
 def main() -> int:
     args = parse_args()
-    if args.child:
-        child(args.child[0], args.child[1], int(args.child[2]))
+    if args.serve:
+        serve()
         return 0
     root = Path(args.out).resolve()
     trees = {"this": SRC} | ({"before": Path(args.before_src).resolve()} if args.before_src else {})
+    servers = {name: Server(src) for name, src in trees.items()}
     sets = build_sets(root)
     load_before, started = quiet_load(), dt.datetime.now().astimezone()
     q_lines = [
@@ -364,15 +398,19 @@ def main() -> int:
             f"{'-' if mean is None else f'{mean:.1f} dB'} | {'-' if worst is None else f'{worst:.1f} dB'} |"
         )
         samples = max(3, round(SETS[name]["samples"] * args.scale))
-        line, figs = speed_row(name, samples, measure(set_path, samples, trees, args))
+        line, figs = speed_row(name, samples, measure(set_path, samples, servers, args))
         s_lines.append(line)
         figures[name] = {"mean_psnr": mean, "worst_psnr": worst, **figs}
+    for server in servers.values():
+        server.close()
     print(f"Date: {started:%Y-%m-%d %H:%M %Z}. Machine: {describe(('torch', 'PIL', 'numpy'))}.")
     print(f"Load average (1 / 5 / 15 min): {load_before} before, {quiet_load()} after.\n")
     print("Quality (each transform's uint8 output, fast vs exact; PSNR over the outputs fast decode changed):\n")
     print("\n".join(q_lines))
     print(
-        f"\nSpeed (parse_row on rows in memory, 1 process each run, {args.pairs} rounds: median times, medians of same-round ratios):\n"
+        f"\nSpeed (parse_row on rows in memory, one process per src tree, {args.pairs} rounds; seconds are the "
+        "runs' median CPU time, ratios the median over rounds of same-round CPU-time ratios; the wall-clock "
+        "columns show how much the shared machine stretched them):\n"
     )
     print("\n".join(s_lines))
     if args.json:
