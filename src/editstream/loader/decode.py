@@ -18,11 +18,8 @@ each of its decode calls:
 
 from __future__ import annotations
 
-import math
 import threading
 import warnings
-from collections.abc import Callable
-from dataclasses import dataclass
 from io import BytesIO
 from typing import Any
 
@@ -97,6 +94,18 @@ def pil_img2rgb(image: Image.Image) -> Image.Image:
     return image.convert("RGB")
 
 
+def owned_rgb(image: Image.Image) -> Image.Image:
+    """:func:`pil_img2rgb` of an image the caller just decoded and nobody else holds.
+
+    An RGB image without a ``transparency`` entry is returned as it is: ``pil_img2rgb`` would
+    hand back a copy with the same pixels (``convert`` to the same mode copies), which costs
+    a pass over every decoded pixel (1-5 % of the exact path's time).
+    """
+    if image.mode == "RGB" and image.info.get("transparency") is None:
+        return image
+    return pil_img2rgb(image)
+
+
 def _factory(kind: str) -> Any:
     """Pillow's own opener for format ``kind`` (the one ``Image.open`` would pick), plugins loaded as needed."""
     if kind not in Image.OPEN:
@@ -106,7 +115,7 @@ def _factory(kind: str) -> Any:
     return Image.OPEN[kind][0]
 
 
-def _opened(raw: bytes, max_pixels: int) -> Image.Image:
+def opened_image(raw: bytes, max_pixels: int = DEFAULT_MAX_IMAGE_PIXELS) -> Image.Image:
     """``raw`` opened (header read, pixels not decoded yet) after the per-call limits are checked."""
     size = image_size(raw)
     factory = None
@@ -125,7 +134,7 @@ def _opened(raw: bytes, max_pixels: int) -> Image.Image:
     return image
 
 
-def _load(image: Image.Image) -> Image.Image:
+def load_pixels(image: Image.Image) -> Image.Image:
     """Decode the pixels of an opened image, truncated images grey-filled (see the module docstring)."""
     with warnings.catch_warnings(), _truncated_flag().scoped():
         warnings.simplefilter("ignore", Image.DecompressionBombWarning)
@@ -135,7 +144,7 @@ def _load(image: Image.Image) -> Image.Image:
 
 def open_image(data: bytes | bytearray | memoryview, *, max_pixels: int = DEFAULT_MAX_IMAGE_PIXELS) -> Image.Image:
     """A decoded (loaded) PIL image of ``data``, within the limits; raises for bytes no decoder accepts."""
-    return _load(_opened(bytes(data), max_pixels))
+    return load_pixels(opened_image(bytes(data), max_pixels))
 
 
 def decode_image(data: bytes | bytearray | memoryview, *, max_pixels: int = DEFAULT_MAX_IMAGE_PIXELS) -> Image.Image:
@@ -144,71 +153,4 @@ def decode_image(data: bytes | bytearray | memoryview, *, max_pixels: int = DEFA
     Raises :class:`ImageRejected` for an image over the limits and ``PIL.UnidentifiedImageError``
     / ``OSError`` for bytes no decoder accepts.
     """
-    return pil_img2rgb(open_image(data, max_pixels=max_pixels))
-
-
-# --------------------------------------------------------------------------- opt-in fast decode
-
-FAST_DECODE_MARGIN = 1.5
-"""Fast decode keeps a reduced JPEG at least this many times its largest target on each side.
-
-Chosen by measurement on 16 generated photographic JPEGs (``editstream.testing.photos``,
-1024-4000 px; decode plus the VAE 512 and ViT 490 resizes, against the exact path): a margin of
-1 is 5.2x faster but its worst image is at 34 dB PSNR, since a JPEG decoded at nearly its
-target size is barely filtered by the resize; 1.5 is 4.7x faster, mean 46 dB, worst 37 dB;
-2 reduces fewer images (3.0x, mean 51 dB, worst 38 dB)."""
-
-
-@dataclass(frozen=True, eq=False)
-class ReducedImage:
-    """An RGB image a JPEG decoder produced at ``1/scale`` of the stored size (reduced DCT scale).
-
-    ``source_size`` is the stored ``(width, height)``: :class:`~editstream.loader.transforms.ImageTransform`
-    sizes its output from it, so shapes and token counts are those of the full decode; only
-    pixel values differ. ``box`` is the region of ``image`` covering the whole source.
-    """
-
-    image: Image.Image
-    source_size: tuple[int, int]
-    scale: int
-
-    @property
-    def size(self) -> tuple[int, int]:
-        """The stored size (as ``PIL.Image.size`` of the full decode would be)."""
-        return self.source_size
-
-    @property
-    def box(self) -> tuple[float, float, float, float]:
-        """``(0, 0, width / scale, height / scale)``: the source's extent in ``image`` pixels."""
-        width, height = self.source_size
-        return (0.0, 0.0, width / self.scale, height / self.scale)
-
-
-def decode_image_reduced(
-    data: bytes | bytearray | memoryview,
-    target: Callable[[int, int], tuple[int, int]],
-    *,
-    max_pixels: int = DEFAULT_MAX_IMAGE_PIXELS,
-) -> Image.Image | ReducedImage:
-    """Decode like :func:`decode_image`, but a JPEG much larger than its target at a reduced scale.
-
-    ``target(width, height)`` gives the largest ``(width, height)`` the image will be resized to.
-    When the stored size is at least ``2 * FAST_DECODE_MARGIN`` times that on both sides, the
-    JPEG is decoded at 1/2, 1/4 or 1/8 scale (Pillow's ``draft``: the largest that keeps the
-    margin) and returned as a :class:`ReducedImage`; anything else (other formats, smaller
-    images, JPEGs the decoder cannot scale) is decoded exactly and returned as a PIL image. The
-    limits and the truncated-image behaviour are those of :func:`decode_image`.
-    """
-    image = _opened(bytes(data), max_pixels)
-    width, height = image.size
-    want_w, want_h = target(width, height)
-    request = (max(1, math.ceil(want_w * FAST_DECODE_MARGIN)), max(1, math.ceil(want_h * FAST_DECODE_MARGIN)))
-    if image.format != "JPEG" or min(width // request[0], height // request[1]) < 2:
-        return pil_img2rgb(_load(image))
-    if image.draft(None, request) is None:
-        return pil_img2rgb(_load(image))
-    scale = int(image.decoderconfig[0])  # type: ignore[attr-defined]  # set by JpegImageFile.draft
-    rgb = pil_img2rgb(_load(image))
-    if scale < 2:
-        return rgb
-    return ReducedImage(rgb, (width, height), scale)
+    return owned_rgb(open_image(data, max_pixels=max_pixels))

@@ -9,9 +9,10 @@ and calls its transform exactly as the reference does.
   parallel to ``image_tensor_list``) so the packer and the consumer can normalize later to the
   same bits. A transform that is not an ``ImageTransform`` (or overrides its ``__call__``) is
   called as usual and its image recorded with ``None``: packed as the float32 path packs it.
-- ``fast_decode=True``: JPEGs much larger than every target are decoded at a reduced DCT scale
-  (:func:`~editstream.loader.decode.decode_image_reduced`), when every transform the image
-  goes to is an ``ImageTransform`` (so the output size is still computed from the stored size).
+- ``fast_decode=True``: images are decoded by :func:`~editstream.loader.fast_decode.decode_image_reduced`
+  (JPEGs much larger than every target at a reduced DCT scale, other large images box-reduced
+  once, smaller targets resized from the largest output), when every transform the image goes
+  to is an ``ImageTransform`` (so the output size is still computed from the stored size).
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ from typing import Any
 
 import torch
 
-from .decode import decode_image, decode_image_reduced
+from .decode import decode_image
+from .fast_decode import decode_image_reduced
 from .transforms import ImageTransform, Normalization
 
 IMAGE_DTYPES = ("float32", "uint8")

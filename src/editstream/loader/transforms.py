@@ -7,8 +7,8 @@ float32 with the same operation order.
 The two halves are also available apart, for the opt-in uint8 hand-off: ``to_uint8`` gives the
 resized pixels and :func:`normalize_pixels` is the one implementation of the float32 step,
 which the consumer side runs on CPU too, so both sides produce the same bits by construction.
-A :class:`~editstream.loader.decode.ReducedImage` (opt-in fast decode) is resized to the size
-its full decode would get.
+A :class:`~editstream.loader.fast_decode.ReducedImage` (opt-in fast decode) is resized to the
+size its full decode would get.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import numpy as np
 import torch
 from PIL import Image
 
-from .decode import ReducedImage
+from .fast_decode import ReducedImage
 
 DEFAULT_MAX_PIXELS = 14 * 14 * 9 * 1024
 
@@ -149,9 +149,8 @@ class ImageTransform:
     def _resized(self, img: Image.Image | ReducedImage, img_num: int) -> Image.Image:
         if isinstance(img, ReducedImage):
             # Sized from the stored size, so shapes and token counts match the full decode.
-            w, h = self.target_size(*img.source_size, img_num=img_num)
             _check_rgb(img.image)
-            return img.image.resize((w, h), Image.Resampling.BICUBIC, box=img.box)
+            return img.resized(self.target_size(*img.source_size, img_num=img_num))
         _check_rgb(img)
         w, h = self.target_size(*img.size, img_num=img_num)
         # Always resize, even to the same size (Pillow then copies): keeps the reference path.
