@@ -1,6 +1,7 @@
 """Stop a 2-rank job mid-epoch, finish the epoch on 3 ranks: every row exactly once (elastic epochs).
 
     python examples/elastic_resume.py [--out demo-out/elastic] [--backend webdataset] [--stop-after 2]
+                                      [--streams 6] [--finish-ranks 3]
 
 makes synthetic edit and text-to-image data, then runs two torchrun jobs on CPU (gloo):
 
@@ -35,7 +36,6 @@ from editstream import BagelDataloaderConfig, BagelDatasetConfig, ByteTokenizer
 
 VAE = {"image_stride": 16, "max_image_size": 128, "min_image_size": 32}
 VIT = {"image_stride": 14, "max_image_size": 112, "min_image_size": 28}
-STREAMS = 6
 PACKING = {
     "expected_num_tokens": 512,
     "max_num_tokens": 544,
@@ -52,11 +52,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--stop-after", type=int, default=2, help="steps of the first job before it stops")
     ap.add_argument("--phase", choices=["first", "finish"], default=None, help="(set by the script for torchrun)")
     ap.add_argument("--workers", type=int, default=2, help="DataLoader workers per rank in this phase")
+    ap.add_argument("--streams", type=int, default=6, help="logical streams (elastic_streams)")
+    ap.add_argument("--finish-ranks", type=int, default=3, help="ranks of the job that finishes the epoch")
     return ap.parse_args(argv)
 
 
 def make_data(root: Path) -> None:
-    """Synthetic edit (3 files x 2 row groups x 4 rows) and text-to-image data, with bad rows, both backends."""
+    """Synthetic edit (3 files x 2 row groups x 6 rows) and text-to-image data, with bad rows, both backends."""
     from editstream import convert, write_synthetic_dataset
 
     for name, schema, seed in (("edit", "unified_edit", 5), ("t2i", "t2i_pretrain", 6)):
@@ -67,7 +69,7 @@ def make_data(root: Path) -> None:
             schema=schema,
             num_files=3,
             row_groups_per_file=2,
-            rows_per_group=4,
+            rows_per_group=6,
             seed=seed,
             corrupt_fraction=0.1,
             max_side=64,
@@ -75,7 +77,7 @@ def make_data(root: Path) -> None:
         convert(str(root / name / "pq"), str(root / name / "wds"), workers=1, progress=False, overwrite=True)
 
 
-def build_loader(root: Path, backend: str, rank: int, world_size: int, workers: int) -> Any:
+def build_loader(root: Path, backend: str, rank: int, world_size: int, workers: int, streams: int) -> Any:
     sub = "wds" if backend == "webdataset" else "pq"
     groups = {
         "unified_edit": {
@@ -99,7 +101,7 @@ def build_loader(root: Path, backend: str, rank: int, world_size: int, workers: 
         "t2i_pretrain": {"t2i": {"data_dir": str(root / "t2i" / sub)}},
     }
     config = BagelDatasetConfig(
-        grouped_datasets=groups, dataset_info=info, elastic=True, elastic_streams=STREAMS, **PACKING
+        grouped_datasets=groups, dataset_info=info, elastic=True, elastic_streams=streams, **PACKING
     )
     tokenizer = ByteTokenizer()
     return (
@@ -130,7 +132,7 @@ def run_phase(args: argparse.Namespace) -> None:
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
     root = Path(args.out)
-    loader = build_loader(root / "data", args.backend, rank, world, args.workers)
+    loader = build_loader(root / "data", args.backend, rank, world, args.workers, args.streams)
     batches: list[list[list[Any]]] = []
     if args.phase == "first":
         steps = editstream.EpochSteps(loader)
@@ -178,6 +180,8 @@ def torchrun(nproc: int, args: argparse.Namespace, phase: str, workers: int) -> 
         phase,
         "--workers",
         str(workers),
+        "--streams",
+        str(args.streams),
     ]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
@@ -185,8 +189,8 @@ def torchrun(nproc: int, args: argparse.Namespace, phase: str, workers: int) -> 
         raise SystemExit(f"torchrun {phase} failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}")
 
 
-def one_process_epoch(root: Path, backend: str) -> collections.Counter[str]:
-    loader = build_loader(root / "data", backend, 0, 1, 0)
+def one_process_epoch(root: Path, backend: str, streams: int) -> collections.Counter[str]:
+    loader = build_loader(root / "data", backend, 0, 1, 0, streams)
     return collections.Counter(json.dumps(rows_of(b)) for b in loader)
 
 
@@ -201,10 +205,10 @@ def main(argv: list[str] | None = None) -> int:
         old.unlink()
     make_data(root / "data")
     torchrun(2, args, "first", workers=2)
-    torchrun(3, args, "finish", workers=1)
+    torchrun(args.finish_ranks, args, "finish", workers=1)
     results = {p.stem: json.loads(p.read_text()) for p in sorted(root.glob("*-rank*.json"))}
     seen = collections.Counter(json.dumps(b) for r in results.values() for b in r["batches"])
-    expected = one_process_epoch(root, args.backend)
+    expected = one_process_epoch(root, args.backend, args.streams)
     rows = [tuple(map(str, row)) for b in seen for row in json.loads(b) for _ in range(seen[b])]
     print(f"{'job':<8} {'rank':>4} {'steps':>6} {'batches':>8} {'idle steps':>10}")
     for name, r in results.items():

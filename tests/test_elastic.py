@@ -118,7 +118,7 @@ def test_iterating_again_runs_the_next_epoch_in_a_new_order(data, reference):
     assert collections.Counter(first) == reference[0]
     second_rows = [row for batch in second for row in batch]
     assert second != first and len(second_rows) == len(set(second_rows))
-    assert loader.dataset.epoch == 2
+    assert loader.dataset.epoch == 1  # the epoch the second iteration ran
 
 
 @pytest.mark.parametrize("backend", ["parquet", "webdataset"])

@@ -244,11 +244,12 @@ class PackedDataset(torch.utils.data.IterableDataset[dict[str, Any]]):
 
     def _run_elastic(self) -> Iterator[dict[str, Any]]:
         pending, self._elastic_pending = self._elastic_pending, None
+        if pending is None and self._elastic is not None:
+            self.epoch += 1  # a new iteration after one that ran (to its end or not): the next epoch
         runtime = ElasticRuntime(self, self.epoch, pending)
         runtime.open()
         self._elastic = runtime
-        yield from runtime.batches()
-        self.start_epoch(runtime.epoch + 1)
+        yield from runtime.batches()  # the finished runtime stays: its state says "epoch done"
 
     def _run(self) -> Iterator[dict[str, Any]]:
         worker_id = st.current_worker_id()

@@ -2,7 +2,7 @@
 
 DataLoader workers run copies of the dataset made when an iteration starts, so the main process
 is where the next epoch must be chosen and where a merged, layout-free state must be put: this
-subclass starts the next elastic epoch on each new iteration, hands a ``merge_states`` result to
+subclass starts the next elastic epoch on each new iteration after the first, hands a ``merge_states`` result to
 the dataset (the workers' copies then take their streams from it), and takes a complete epoch's
 state as "start the next one". For a dataset that is not elastic it is torchdata's loader as is.
 """
@@ -15,6 +15,9 @@ from typing import Any
 
 from .elastic import MERGED_FORMAT
 from .merge import elastic_epoch_of, merge_states
+
+ITERATOR_FINISHED = "_iterator_finished"
+"""torchdata's key for a loader state taken after its iteration ended (the next one starts afresh)."""
 
 
 def _all_done(state: Any) -> bool:
@@ -39,17 +42,15 @@ def stateful_loader_class() -> type[Any]:
         """torchdata's ``StatefulDataLoader``; with an elastic dataset, also epoch-aware and merge-aware."""
 
         _resume_next = True
-        _last_epoch: int | None = None
 
         def _elastic(self) -> bool:
             return bool(getattr(self.dataset, "elastic", False))
 
         def __iter__(self) -> Any:
-            if self._elastic():
-                # Workers iterate copies; the dataset here moves on by itself only without workers.
-                if not self._resume_next and self.dataset.epoch == self._last_epoch:
-                    self.dataset.start_epoch(self.dataset.epoch + 1)
-                self._last_epoch = self.dataset.epoch
+            # Workers iterate copies of the dataset, so the next epoch is chosen here; without
+            # workers the dataset itself moves to the next epoch when iterated again.
+            if self._elastic() and self.num_workers > 0 and not self._resume_next:
+                self.dataset.start_epoch(self.dataset.epoch + 1)
             self._resume_next = False
             return super().__iter__()
 
@@ -63,7 +64,8 @@ def stateful_loader_class() -> type[Any]:
                 super().load_state_dict({})
                 return
             epoch = elastic_epoch_of(state_dict)
-            if epoch is not None and _all_done(state_dict):
+            finished = isinstance(state_dict, Mapping) and bool(state_dict.get(ITERATOR_FINISHED))
+            if epoch is not None and (finished or _all_done(state_dict)):
                 self.dataset.start_epoch(epoch + 1)
                 super().load_state_dict({})
                 return
