@@ -16,10 +16,12 @@ pytestmark = [pytest.mark.torchrun, pytest.mark.slow]
 
 
 @pytest.mark.parametrize(
-    ("backend", "streams", "finish_ranks"), [("parquet", 6, 3), ("webdataset", 6, 3), ("webdataset", 3, 2)]
+    ("backend", "streams", "finish_ranks", "uneven"),
+    [("parquet", 6, 3, False), ("webdataset", 6, 3, False), ("webdataset", 3, 2, True)],
 )
-def test_a_two_rank_job_stopped_mid_epoch_finishes_on_other_ranks(tmp_path, backend, streams, finish_ranks):
-    """3 streams on 2 ranks: rank 0 runs streams 0 and 2, rank 1 only stream 1, so their epochs end apart."""
+def test_a_two_rank_job_stopped_mid_epoch_finishes_on_other_ranks(tmp_path, backend, streams, finish_ranks, uneven):
+    """3 streams on 2 ranks (``uneven``): rank 0 runs streams 0 and 2, rank 1 only stream 1, and with
+    this data their epochs end a step apart, so one rank takes an idle step while the other trains."""
     out = tmp_path / "elastic"
     args = ["--out", str(out), "--backend", backend, "--streams", str(streams), "--finish-ranks", str(finish_ranks)]
     proc = subprocess.run(
@@ -40,6 +42,6 @@ def test_a_two_rank_job_stopped_mid_epoch_finishes_on_other_ranks(tmp_path, back
     assert all(r["steps"] == 2 for r in jobs["first"])
     finish_steps = {r["steps"] for r in jobs["finish"]}
     assert len(finish_steps) == 1  # every rank took the same number of steps: nobody waited on a peer
-    # the streams end unevenly over the ranks here: some rank spent steps without a batch
-    assert sum(r["idle_steps"] for r in jobs["finish"]) > 0
+    if uneven:
+        assert sum(r["idle_steps"] for r in jobs["finish"]) > 0
     assert all(len(r["batches"]) + r["idle_steps"] == r["steps"] for r in jobs["finish"])
