@@ -1,6 +1,7 @@
 """The pipelined converter (rows decoded on a reader thread while the writer writes) writes the
 same bytes as the sequential one did: every output file of four conversions is compared with
-digests recorded before the pipeline existed, on one and two workers."""
+digests recorded before the pipeline existed, on one and two workers, and with the reader off,
+one row per batch or a deep queue."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
-from editstream.conversion import convert
+from editstream.conversion import convert, parquet_rows
 from editstream.testing.synth import write_synthetic_dataset
 
 GOLDEN = json.loads((Path(__file__).parent / "fixtures" / "convert_golden.json").read_text())
@@ -65,4 +66,18 @@ def output_digests(src: Path, dst: Path) -> dict[str, str]:
 def test_every_output_file_matches_the_sequential_converter(golden_src, tmp_path, case, workers):
     dst = tmp_path / case
     convert(str(golden_src), str(dst), workers=workers, progress=False, **CASES[case])
+    assert output_digests(golden_src, dst) == GOLDEN["outputs"][case]
+
+
+@pytest.mark.parametrize(
+    ("prefetch", "batch_bytes"),
+    [(0, parquet_rows.BATCH_BYTES), (1, 1), (4, 30_000)],
+    ids=["sequential", "one-row-batches", "deep-queue"],
+)
+@pytest.mark.parametrize("case", ["rowgroup", "size"])
+def test_reader_depth_and_batch_size_change_no_byte(golden_src, tmp_path, monkeypatch, case, prefetch, batch_bytes):
+    monkeypatch.setattr(parquet_rows, "PREFETCH_BATCHES", prefetch)
+    monkeypatch.setattr(parquet_rows, "BATCH_BYTES", batch_bytes)
+    dst = tmp_path / case
+    convert(str(golden_src), str(dst), workers=1, progress=False, **CASES[case])  # in this process: patched
     assert output_digests(golden_src, dst) == GOLDEN["outputs"][case]
