@@ -31,6 +31,15 @@ def running_executor(engine: str, workers: int | None, ray_address: str | None) 
         runner.close()
 
 
+def warm_workers(engine: str, workers: int | None) -> None:
+    """Start the fork server of a local multi-worker conversion now (``start_fork_server``), so
+    its imports of pyarrow & co. run while this process checks the source and plans the shards."""
+    from ..conversion.executors import default_workers, start_fork_server
+
+    if engine == "local" and (workers if workers is not None else default_workers()) > 1:
+        start_fork_server()
+
+
 def foreign_files_problem(dst: str, names: list[str]) -> UsageProblem:
     """The usage error for a DST that holds files editstream did not write (``names``, the first few shown)."""
     shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
