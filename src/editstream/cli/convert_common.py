@@ -32,12 +32,11 @@ def running_executor(engine: str, workers: int | None, ray_address: str | None) 
 
 
 def warm_workers(engine: str, workers: int | None) -> None:
-    """Start the fork server of a local multi-worker conversion now (``start_fork_server``), so
+    """Start the fork server of a local multi-worker conversion now (``executors.warm_up``), so
     its imports of pyarrow & co. run while this process checks the source and plans the shards."""
-    from ..conversion.executors import default_workers, start_fork_server
+    from ..conversion.executors import warm_up
 
-    if engine == "local" and (workers if workers is not None else default_workers()) > 1:
-        start_fork_server()
+    warm_up(engine, workers)
 
 
 def foreign_files_problem(dst: str, names: list[str]) -> UsageProblem:

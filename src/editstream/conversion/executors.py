@@ -131,6 +131,15 @@ def start_fork_server(preload: tuple[str, ...] = PRELOAD) -> bool:
     return True
 
 
+def warm_up(engine: str = "auto", workers: int | None = None) -> bool:
+    """Start the fork server now (``start_fork_server``) when ``engine`` and ``workers`` make a
+    local process pool, so its imports overlap with the caller's checks and planning."""
+    n = default_workers() if workers is None else workers
+    if engine not in ("auto", "local", "process") or (n == 1 and engine != "process"):
+        return False
+    return start_fork_server()
+
+
 class ProcessPoolExecutor:
     """Runs tasks on ``workers`` processes; each worker builds its own filesystems."""
 
