@@ -27,7 +27,7 @@ _BATCH_ROWS = 256
 BATCH_BYTES = 2 << 20
 """Decoded bytes per batch the reader thread hands over (one row when a row is larger)."""
 PREFETCH_BATCHES = 2
-"""Batches decoded ahead of the writer at most; 0 decodes on the caller's thread, one batch at a time."""
+"""Batches decoded ahead of the rows being checked and written, at most; 0 decodes on the task's thread."""
 
 
 def _open_checked(task: ShardTask, file: str, stack: contextlib.ExitStack) -> pq.ParquetFile:
