@@ -16,7 +16,7 @@ import click
 
 from ..format import detect as d
 from .app import SETTINGS, main
-from .convert_common import foreign_files_problem, running_executor
+from .convert_common import foreign_files_problem, running_executor, warm_workers
 from .convert_from import ADAPTER_OPTIONS, refuse_adapter_options
 from .errors import UsageProblem
 from .options import AdapterChoice, KindChoice, SizeType, storage_options, with_storage_options
@@ -211,6 +211,8 @@ def convert(ctx: click.Context, src: str, dst: str, **kw: Any) -> None:
         convert_from(ctx, src, dst, adapting, dict(kw, layout=layout), so)
         return
     refuse_adapter_options(ctx)
+    if not kw["dry_run"]:
+        warm_workers(kw["engine"], kw["workers"])
     schema = kw.pop("schema")
     found = parquet_source(src, so)
     _check_jsonl(src, found, schema)

@@ -104,11 +104,40 @@ class InProcessExecutor:
         pass
 
 
+PRELOAD = ("editstream.conversion.run", "editstream.conversion.verify")
+"""Modules the fork server imports once for every worker it forks (pyarrow, PIL and the converter)."""
+
+
 def default_start_method() -> str:
     """``forkserver`` where available, else ``spawn``: never plain fork, since s3fs, aiohttp and
     arrow's thread pools in the parent do not survive a fork."""
     methods = multiprocessing.get_all_start_methods()
     return "forkserver" if "forkserver" in methods else "spawn"
+
+
+def start_fork_server(preload: tuple[str, ...] = PRELOAD) -> bool:
+    """Start the fork server that this process's pools fork their workers from, ``preload``
+    imported in it, without waiting for it: its imports run beside the caller's own.
+
+    Returns ``False`` where workers are spawned instead (no fork server). A pool made later
+    uses the running server; a caller that makes none leaves it to exit with this process.
+    """
+    if default_start_method() != "forkserver":
+        return False
+    from multiprocessing import forkserver
+
+    multiprocessing.get_context("forkserver").set_forkserver_preload(list(preload))
+    forkserver.ensure_running()
+    return True
+
+
+def warm_up(engine: str = "auto", workers: int | None = None) -> bool:
+    """Start the fork server now (``start_fork_server``) when ``engine`` and ``workers`` make a
+    local process pool, so its imports overlap with the caller's checks and planning."""
+    n = default_workers() if workers is None else workers
+    if engine not in ("auto", "local", "process") or (n == 1 and engine != "process"):
+        return False
+    return start_fork_server()
 
 
 class ProcessPoolExecutor:
@@ -120,7 +149,7 @@ class ProcessPoolExecutor:
         *,
         start_method: str | None = None,
         max_in_flight: int | None = None,
-        preload: tuple[str, ...] = ("editstream.conversion", "editstream.conversion.verify"),
+        preload: tuple[str, ...] = PRELOAD,
     ) -> None:
         if workers < 1:
             raise ValueError(f"workers must be >= 1, got {workers}")

@@ -2,7 +2,9 @@
 
 Each task opens only its own files, checks their columns and row counts against the plan,
 and yields its rows in slice order; a bad row's entry names its file, row group and row, with
-the first problem its kind's checks find and whether the parser always fails on it.
+the first problem its kind's checks find and whether the parser always fails on it. The rows
+are decoded on a reader thread (``io.prefetch``), batches of about ``BATCH_BYTES`` at most
+``PREFETCH_BATCHES`` ahead, so decoding overlaps with checking, encoding and writing them.
 """
 
 from __future__ import annotations
@@ -15,12 +17,17 @@ import pyarrow.parquet as pq
 
 from ..format import manifest as mf
 from ..io import storage
-from ..io.parquet import iter_row_group_rows, open_parquet
+from ..io.parquet import batch_rows_for_bytes, iter_row_group_batches, open_parquet
+from ..io.prefetch import prefetched
 from ..kinds import DatasetKind
 from .badrows import DROP_NOTE, BadRow, checked_problems
 from .task import ParquetPart, ShardTask
 
 _BATCH_ROWS = 256
+BATCH_BYTES = 2 << 20
+"""Decoded bytes per batch the reader thread hands over (one row when a row is larger)."""
+PREFETCH_BATCHES = 2
+"""Batches decoded ahead of the rows being checked and written, at most; 0 decodes on the task's thread."""
 
 
 def _open_checked(task: ShardTask, file: str, stack: contextlib.ExitStack) -> pq.ParquetFile:
@@ -52,8 +59,8 @@ def _slice_stop(task: ShardTask, pf: pq.ParquetFile, s: mf.RowSlice) -> int:
     return stop
 
 
-def iter_parquet_rows(task: ShardTask) -> Iterator[tuple[mf.RowSlice, int, dict[str, Any]]]:
-    """``(slice, row index in its row group, row)`` for every row of the task, in order."""
+def _task_batches(task: ShardTask) -> Iterator[tuple[mf.RowSlice, int, list[dict[str, Any]]]]:
+    """``(slice, index of the first row in its row group, rows)`` for every batch of the task, in order."""
     with contextlib.ExitStack() as files:
         open_file: tuple[str, pq.ParquetFile] | None = None
         for s in task.slices:
@@ -63,10 +70,18 @@ def iter_parquet_rows(task: ShardTask) -> Iterator[tuple[mf.RowSlice, int, dict[
             pf = open_file[1]
             stop = _slice_stop(task, pf, s)
             url = storage.join(task.src_root, s.file)
-            for row_index, row in iter_row_group_rows(
-                pf, url, s.row_group, s.start, stop, batch_size=_BATCH_ROWS, binary_views=True
+            size = batch_rows_for_bytes(pf, s.row_group, BATCH_BYTES, _BATCH_ROWS)
+            for first, rows in iter_row_group_batches(
+                pf, url, s.row_group, s.start, stop, batch_size=size, binary_views=True
             ):
-                yield s, row_index, row
+                yield s, first, rows
+
+
+def iter_parquet_rows(task: ShardTask) -> Iterator[tuple[mf.RowSlice, int, dict[str, Any]]]:
+    """``(slice, row index in its row group, row)`` for every row of the task, in order."""
+    for s, first, rows in prefetched(_task_batches(task), PREFETCH_BATCHES, name="parquet-reader"):
+        for row_index, row in enumerate(rows, start=first):
+            yield s, row_index, row
 
 
 def parquet_bad_row(

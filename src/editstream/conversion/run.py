@@ -23,7 +23,7 @@ from ..io import storage
 from .badrows import DROP_NOTE
 from .config import ConvertConfig
 from .dst import check_dst, tidy_dst
-from .executors import Executor, import_ray, make_executor
+from .executors import Executor, import_ray, make_executor, warm_up
 from .lifetime import sigterm_as_interrupt
 from .lock import ConversionLock
 from .notes import REPORT_KEYS, report_entries
@@ -105,6 +105,8 @@ def convert(
     )
     if executor is None and cfg.engine == "ray":
         import_ray()  # a missing optional extra fails before any reads or writes
+    if executor is None:
+        warm_up(cfg.engine, cfg.workers)  # the fork server imports while the source is planned
     t0 = time.perf_counter()
     plan = plan_conversion(cfg)
     if cfg.drop_bad_rows:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import decimal
+import functools
 import json
 import math
 from collections.abc import Callable, Mapping, Sequence
@@ -23,6 +24,8 @@ from .keys import safe_component
 
 JSON_SUFFIX = "json"
 _TAG_PREFIX = "$"
+_SELF_ENCODED = frozenset({str, int, bool, type(None)})
+"""Exact types whose values ``_Encoder.value`` returns unchanged (floats are checked for NaN/inf)."""
 
 
 class RowCodecError(ValueError):
@@ -67,7 +70,11 @@ class _Encoder:
             self.members.append((name, data))
             return {"$bytes": name}
         if isinstance(v, list):
-            return [self.value(item, path + [str(i)], column) for i, item in enumerate(v)]
+            # plain scalars (most list items: phrasings, tags) are their own JSON: no walk, no path
+            return [
+                item if type(item) in _SELF_ENCODED else self.value(item, path + [str(i)], column)
+                for i, item in enumerate(v)
+            ]
         if isinstance(v, tuple):
             return {"$tuple": [self.value(item, path + [str(i)], column) for i, item in enumerate(v)]}
         if isinstance(v, dict):
@@ -100,6 +107,12 @@ def _tag_scalar(v: Any) -> dict[str, Any] | None:
     return None
 
 
+@functools.lru_cache(maxsize=1024)
+def _column_part(column: str) -> str:
+    """A column's name as the first part of its members' names (``safe_component``, computed once)."""
+    return safe_component(column)
+
+
 def encode_members(row: Mapping[str, Any], key: str, columns: Sequence[str] | None = None) -> list[tuple[str, bytes]]:
     """Members of one sample as ``(suffix, data)`` pairs, sorted by suffix (no key prefix).
 
@@ -112,7 +125,10 @@ def encode_members(row: Mapping[str, Any], key: str, columns: Sequence[str] | No
     if columns is not None and list(row) != list(columns):
         raise RowCodecError(f"sample {key!r}: columns {list(row)} do not match the dataset's columns {list(columns)}")
     enc = _Encoder(key)
-    doc = {column: enc.value(v, [safe_component(column)], column) for column, v in row.items()}
+    doc = {
+        column: v if type(v) in _SELF_ENCODED else enc.value(v, [_column_part(column)], column)
+        for column, v in row.items()
+    }
     text = json.dumps(doc, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
     enc.members.append((JSON_SUFFIX, text.encode("utf-8")))
     enc.members.sort(key=lambda item: item[0])

@@ -135,7 +135,7 @@ def batch_rows(batch: pa.RecordBatch | pa.Table, *, binary_views: bool = False) 
     return [dict(zip(names, values)) for values in zip(*columns)]
 
 
-def iter_row_group_rows(
+def iter_row_group_batches(
     pf: pq.ParquetFile,
     url: str,
     row_group: int,
@@ -144,8 +144,9 @@ def iter_row_group_rows(
     *,
     batch_size: int = STREAM_BATCH_ROWS,
     binary_views: bool = False,
-) -> Iterator[tuple[int, dict[str, Any]]]:
-    """``(row index, row)`` for rows ``[start, stop)`` of one row group, decoded a batch at a time.
+) -> Iterator[tuple[int, list[dict[str, Any]]]]:
+    """``(index of the first row, rows)`` for rows ``[start, stop)`` of one row group, a decoded
+    batch of at most ``batch_size`` rows at a time.
 
     This is the one way rows leave a parquet file in editstream. Errors name the file, the
     row group and the row reached.
@@ -161,12 +162,39 @@ def iter_row_group_rows(
             hi = n if stop is None else min(n, stop - index)
             if hi > lo:
                 part = batch if (lo == 0 and hi == n) else batch.slice(lo, hi - lo)
-                yield from enumerate(batch_rows(part, binary_views=binary_views), start=index + lo)
+                yield index + lo, batch_rows(part, binary_views=binary_views)
             index += n
             if stop is not None and index >= stop:
                 return
     except (pa.ArrowException, OSError) as exc:
         raise OSError(f"cannot read row group {row_group} of {url} (at row {index}): {exc}") from exc
+
+
+def iter_row_group_rows(
+    pf: pq.ParquetFile,
+    url: str,
+    row_group: int,
+    start: int = 0,
+    stop: int | None = None,
+    *,
+    batch_size: int = STREAM_BATCH_ROWS,
+    binary_views: bool = False,
+) -> Iterator[tuple[int, dict[str, Any]]]:
+    """``(row index, row)`` for rows ``[start, stop)`` of one row group (``iter_row_group_batches``, row by row)."""
+    for first, rows in iter_row_group_batches(
+        pf, url, row_group, start, stop, batch_size=batch_size, binary_views=binary_views
+    ):
+        yield from enumerate(rows, start=first)
+
+
+def batch_rows_for_bytes(pf: pq.ParquetFile, row_group: int, target_bytes: int, most: int) -> int:
+    """How many rows of ``row_group`` make a batch of about ``target_bytes`` (decoded), from the
+    footer's sizes: between 1 and ``most``."""
+    meta = pf.metadata.row_group(row_group)
+    if meta.num_rows <= 0:
+        return most
+    per_row = max(1, meta.total_byte_size // meta.num_rows)
+    return max(1, min(most, target_bytes // per_row))
 
 
 def read_row_group_rows(
