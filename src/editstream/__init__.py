@@ -40,6 +40,8 @@ _EXPORTS = {
     "write_synthetic_vlm_dataset": "editstream.testing.synth_vlm",
     "RetryPolicy": "editstream.io.retry",
     "convert": "editstream.conversion.run",
+    "iter_rows": "editstream.loader.raw_rows",
+    "RawRow": "editstream.loader.raw_rows",
 }
 
 if TYPE_CHECKING:  # the same names, visible to type checkers and IDEs without importing at run time
@@ -56,6 +58,8 @@ if TYPE_CHECKING:  # the same names, visible to type checkers and IDEs without i
     from editstream.loader.datasets.text_to_image import T2IIterableDataset as T2IIterableDataset
     from editstream.loader.decode import pil_img2rgb as pil_img2rgb
     from editstream.loader.distributed import DistributedIterableDataset as DistributedIterableDataset
+    from editstream.loader.raw_rows import RawRow as RawRow
+    from editstream.loader.raw_rows import iter_rows as iter_rows
     from editstream.loader.tokenizer import ByteTokenizer as ByteTokenizer
     from editstream.loader.transforms import ImageTransform as ImageTransform
     from editstream.loader.video import FrameSampler as FrameSampler
