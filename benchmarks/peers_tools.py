@@ -230,14 +230,19 @@ def _row_groups(src: Path) -> list[tuple[str, int]]:
 
 
 def litdata_rows(item: tuple[str, int]) -> Iterator[dict[str, Any]]:
-    """litdata ``optimize``'s function: the rows of one parquet row group, as dicts; the image list is
-    pickled (litdata's serializers take no list of bytes: they would flatten it and fail)."""
+    """litdata ``optimize``'s function: the rows of one parquet row group, as dicts. The image list is
+    pickled (litdata's serializers take no list of bytes), and a null string or blob is written empty:
+    litdata infers each field's format per chunk, and a None makes two chunks disagree (it then fails)."""
     import pickle
 
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
     path, rg = item
-    for row in pq.ParquetFile(path).read_row_group(rg).to_pylist():
+    table = pq.ParquetFile(path).read_row_group(rg)
+    empty = {f.name: b"" if pa.types.is_binary(f.type) else "" for f in table.schema if not pa.types.is_list(f.type)}
+    for row in table.to_pylist():
+        row = {k: empty.get(k) if v is None else v for k, v in row.items()}
         row[IMAGE_COLUMN] = pickle.dumps(row[IMAGE_COLUMN])
         yield row
 
@@ -325,7 +330,13 @@ _START: list[float] = []
 
 
 def started() -> None:
-    """The timed part starts now: after the tool's imports (and, for the decode limit, loading the rows)."""
+    """The timed part starts now: after the tool's imports (and, for the decode limit, loading the rows).
+
+    PIL's image plugins are loaded first too (the first ``Image.open`` of a WebP would load them all),
+    so no tool pays that one-off inside its timed pass."""
+    from PIL import Image
+
+    Image.init()
     _START[:] = [time.perf_counter()]
 
 
