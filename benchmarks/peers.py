@@ -59,13 +59,21 @@ class Peer:
     requirements: tuple[str, ...]
     prepare: str | None
     """What its users run to prepare: ``None`` (reads editstream's shards as they are)."""
+    module: str
+    """What its users import: checked after every install, so a peer that cannot import is reported as such."""
 
 
 PEERS = (
-    Peer("webdataset", "stock webdataset 1.0.2", ("webdataset==1.0.2",), None),
-    Peer("energon", "Megatron-Energon 7.4.1", ("megatron-energon==7.4.1",), "`energon prepare` (indexes the shards)"),
-    Peer("litdata", "LitData 0.2.76", ("litdata==0.2.76", PYARROW), "`litdata.optimize`, 2 workers"),
-    Peer("mosaic", "MosaicML streaming 0.13.0", ("mosaicml-streaming==0.13.0", PYARROW), "`MDSWriter`"),
+    Peer("webdataset", "stock webdataset 1.0.2", ("webdataset==1.0.2",), None, "webdataset"),
+    Peer(
+        "energon",
+        "Megatron-Energon 7.4.1",
+        ("megatron-energon==7.4.1",),
+        "`energon prepare` (indexes the shards)",
+        "megatron.energon",
+    ),
+    Peer("litdata", "LitData 0.2.76", ("litdata==0.2.76", PYARROW), "`litdata.optimize`, 2 workers", "litdata"),
+    Peer("mosaic", "MosaicML streaming 0.13.0", ("mosaicml-streaming==0.13.0", PYARROW), "`MDSWriter`", "streaming"),
 )
 
 
@@ -87,7 +95,7 @@ def ensure_venv(peer: Peer, root: Path) -> Path:
     marker = venv / "editstream-peer.txt"
     python = venv / "bin" / "python"
     if marker.exists() and marker.read_text() == pins and python.exists():
-        return python
+        return _imports(peer, python)
     shutil.rmtree(venv, ignore_errors=True)
     print(f"creating {venv} ({pins}) ...", file=sys.stderr, flush=True)
     _setup([sys.executable, "-m", "venv", str(venv)])
@@ -95,6 +103,21 @@ def ensure_venv(peer: Peer, root: Path) -> Path:
     (venv / "constraints.txt").write_text(TORCH + "\n")  # a peer cannot move torch to another build
     _setup([str(python), "-m", "pip", "install", "-q", "-c", str(venv / "constraints.txt"), PILLOW, *peer.requirements])
     marker.write_text(pins)
+    return _imports(peer, python)
+
+
+TORCHVISION_HINT = (
+    " (PyPI's torchvision is built for the CUDA torch, which the benchmark never installs; "
+    "with the CPU torch==2.13.0 its operators do not load)"
+)
+
+
+def _imports(peer: Peer, python: Path) -> Path:
+    """``python`` once ``import peer.module`` works there; a RunError with the import's cause otherwise."""
+    done = subprocess.run([str(python), "-c", f"import {peer.module}"], capture_output=True, text=True)
+    if done.returncode != 0:
+        hint = TORCHVISION_HINT if "torchvision" in done.stderr else ""
+        raise RunError(f"`import {peer.module}` fails: {one_line(done.stderr)}{hint}")
     return python
 
 

@@ -213,9 +213,9 @@ def _peer_rows(by_name: dict[str, Bench], add: Add) -> None:
         add(
             f"against the peers: {goal['goal']}",
             goal["figure"],
-            "see the peers table",
+            goal["peer"],
             goal["ratio"],
-            "as named",
+            goal["target"],
             goal["holds"],
         )
     if failed:
