@@ -31,7 +31,6 @@ import argparse
 import json
 import os
 import shutil
-import statistics
 import subprocess
 import sys
 import time
@@ -260,10 +259,15 @@ def run_peer(runner: Runner, peer: Peer, repeat: int) -> PeerResult:
 
 
 def run_own(runner: Runner, repeat: int) -> dict[str, Any]:
-    """The decode limit (1 and 2 processes) and the dataset path beside stock webdataset's decoder."""
+    """The decode limit (1 and 2 processes), each beside editstream's decoded run in pairs, and the
+    dataset path beside stock webdataset's own decoder."""
     own: dict[str, Any] = {"limit": {}, "dataset": {}}
     for workers in (0, 2):
-        own["limit"][workers] = statistics.median(runner.rate("editstream", "limit", workers) for _ in range(repeat))
+        limit = []
+        for _ in range(repeat):
+            ours = runner.rate("editstream", "decoded", workers)
+            limit.append((ours, runner.rate("editstream", "limit", workers)))
+        own["limit"][workers] = limit
         pairs = []
         if "webdataset" in runner.pythons:
             for _ in range(repeat):

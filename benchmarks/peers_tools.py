@@ -191,8 +191,8 @@ def webdataset_run(measure: str, data: Path, workers: int, count: Count) -> None
         ds = wds.WebDataset(urls, shardshuffle=False).map(lambda s: len(decode_images(member_images(s))))
         drain(loader(ds, workers), count, int)
     elif measure == "dataset":
-        ds = wds.WebDataset(urls, shardshuffle=False).decode("pilrgb").map(lambda s: len(member_images(s)))
-        drain(loader(ds, workers), count, int)
+        ds = wds.WebDataset(urls, shardshuffle=False).decode("pilrgb").map(member_images)  # the decoded images
+        drain(loader(ds, workers), count, len)
     else:
         raise SystemExit(f"webdataset has no {measure} measure")
 
