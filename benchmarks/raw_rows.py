@@ -4,11 +4,11 @@ Uses the converter benchmark's synthetic unified_edit parquet (``benchmarks/conv
 ``make_source``, cached under ``--out``) and its ``editstream convert`` output (rowgroup layout,
 cached beside it), page cache warm, and times one pass over every row of:
 
-1. the WebDataset backend: ``TarSource.iter_unit_rows`` over every unit (what a dataset's
+1. the WebDataset backend: ``editstream.iter_rows(shards)``, every unit once (what a dataset's
    ``parse_row`` receives: the row dict, bytes values, JSON columns decoded);
 2. stock webdataset: ``webdataset.WebDataset(urls, shardshuffle=False)`` over the same shards
    (a dict of raw member bytes per sample, nothing decoded);
-3. the parquet backend: ``ParquetSource.iter_unit_rows`` over every unit;
+3. the parquet backend: ``editstream.iter_rows(parquet_dir)``;
 4. pyarrow: ``ParquetFile(path).iter_batches()`` and ``batch.to_pylist()`` per file.
 
 Each is run ``--repeat`` times in turns; the table shows the best. ``--profile NAME`` runs one
@@ -28,7 +28,6 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -49,17 +48,12 @@ def converted(root: Path, src: Path) -> Path:
     return dst
 
 
-def editstream_rows(source: Any, roots: list[str], files: int) -> Callable[[], int]:
+def editstream_rows(root: Path, backend: str) -> Callable[[], int]:
+    """One pass of ``editstream.iter_rows`` over ``root`` (listing included, as a reader pays it)."""
+    from editstream import iter_rows
+
     def run() -> int:
-        n = 0
-        units = source.list_units(roots, [files])
-        plan = getattr(source, "plan_units", None)
-        if plan is not None:  # as the dataset loop does: the units to come, read ahead
-            plan(iter(units))
-        for unit in units:
-            for _ in source.iter_unit_rows(unit, None):
-                n += 1
-        return n
+        return sum(1 for _ in iter_rows(str(root), backend=backend))
 
     return run
 
@@ -91,22 +85,18 @@ def pyarrow_rows(src: Path) -> Callable[[], int]:
 
 
 def runs(src: Path, dst: Path) -> dict[str, Callable[[], int]]:
-    from editstream.loader.sources.parquet import ParquetSource
-    from editstream.loader.sources.webdataset import TarSource
-
-    files = len(list(src.glob("*.parquet")))
     return {
-        "webdataset": editstream_rows(TarSource(dataset_name="bench"), [str(dst)], files),
+        "webdataset": editstream_rows(dst, "webdataset"),
         "stock webdataset": wds_rows(dst),
-        "parquet": editstream_rows(ParquetSource(dataset_name="bench"), [str(src)], files),
+        "parquet": editstream_rows(src, "parquet"),
         "pyarrow": pyarrow_rows(src),
     }
 
 
 LABELS = {
-    "webdataset": "editstream, WebDataset backend (`TarSource`)",
+    "webdataset": "editstream, WebDataset backend (`iter_rows`)",
     "stock webdataset": "stock webdataset `WebDataset(urls)`",
-    "parquet": "editstream, parquet backend (`ParquetSource`)",
+    "parquet": "editstream, parquet backend (`iter_rows`)",
     "pyarrow": "pyarrow `iter_batches().to_pylist()`",
 }
 PEERS = {"webdataset": ("stock webdataset", 4.0), "parquet": ("pyarrow", 2.0)}

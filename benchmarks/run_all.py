@@ -11,7 +11,10 @@ threads or memory), and keeps the table each prints:
 - ``memory.py``: peak RSS of one worker for a small and a big shard;
 - ``soak.py``: a stream through injected S3 faults equals the fault-free stream;
 - ``vlm_sft.py``: vlm_sft conversion and loading;
-- ``handoff.py`` (float32 vs uint8 hand-off) and ``fast_decode.py`` (opt-in fast decode).
+- ``handoff.py`` (float32 vs uint8 hand-off) and ``fast_decode.py`` (opt-in fast decode);
+- ``peers.py``: editstream beside stock webdataset, Megatron-Energon, LitData and MosaicML
+  streaming (each in a venv of its own, kept under ``bench-out/peers-venvs/``): preparation,
+  raw rows/s and decoded samples/s.
 
 It then writes ``benchmarks/RESULTS.md``: the machine and date, a summary of the figures with
 their ratios to the peers and goals, and every benchmark's own table (a hand-written
@@ -102,12 +105,13 @@ def benches(out: str) -> list[Bench]:
             ["--pairs", "3", "--max-wait", "600"],
             ["--pairs", "1", "--scale", "0.3", "--max-wait", "0"],
         ),
+        Bench("peers", "peers.py", ["--repeat", "3"], ["--quick"]),
     ]
 
 
 def run(bench: Bench, quick: bool, out: Path) -> None:
     args = list(bench.quick if quick else bench.full)
-    if bench.name in ("convert", "raw_rows", "s3_latency"):
+    if bench.name in ("convert", "raw_rows", "s3_latency", "peers"):
         args += ["--out", str(out)]
     elif bench.name in ("loader", "memory", "vlm_sft", "fast_decode"):
         args += ["--out", str(out / bench.name)]
@@ -201,6 +205,25 @@ def _opt_in_rows(by_name: dict[str, Bench], add: Add) -> None:
                 add(f"exact decode, {images}", "bit-identical tensors", "the same", exact, ">= 1.2x", exact >= 1.2)
 
 
+def _peer_rows(by_name: dict[str, Bench], add: Add) -> None:
+    """The summary rows of the peer benchmark: its goals (raw rows, preparation, decode share) as it judged them."""
+    peers = by_name.get("peers")
+    if not peers or not peers.data:
+        return
+    failed = [name for name, fig in peers.data["peers"].items() if fig.get("error")]
+    for goal in peers.data["goals"]:
+        add(
+            f"against the peers: {goal['goal']}",
+            goal["figure"],
+            goal["peer"],
+            goal["ratio"],
+            goal["target"],
+            goal["holds"],
+        )
+    if failed:
+        add("against the peers: peers that failed to install or run", ", ".join(failed), "-", None, "-", None)
+
+
 def summary(by_name: dict[str, Bench]) -> list[str]:
     """The issue's rows: what editstream does, the peer, the ratio, the goal, whether it holds."""
     rows: list[tuple[str, str, str, str, str, str]] = []
@@ -262,6 +285,7 @@ def summary(by_name: dict[str, Bench]) -> list[str]:
                 None,
             )
     _opt_in_rows(by_name, add)
+    _peer_rows(by_name, add)
     conv = by_name.get("convert")
     if conv and conv.data:
         sec = conv.data["seconds"]

@@ -42,6 +42,8 @@ _EXPORTS = {
     "convert": "editstream.conversion.run",
     "merge_states": "editstream.packing.merge",
     "EpochSteps": "editstream.packing.steps",
+    "iter_rows": "editstream.loader.raw_rows",
+    "RawRow": "editstream.loader.raw_rows",
 }
 
 if TYPE_CHECKING:  # the same names, visible to type checkers and IDEs without importing at run time
@@ -58,6 +60,8 @@ if TYPE_CHECKING:  # the same names, visible to type checkers and IDEs without i
     from editstream.loader.datasets.text_to_image import T2IIterableDataset as T2IIterableDataset
     from editstream.loader.decode import pil_img2rgb as pil_img2rgb
     from editstream.loader.distributed import DistributedIterableDataset as DistributedIterableDataset
+    from editstream.loader.raw_rows import RawRow as RawRow
+    from editstream.loader.raw_rows import iter_rows as iter_rows
     from editstream.loader.tokenizer import ByteTokenizer as ByteTokenizer
     from editstream.loader.transforms import ImageTransform as ImageTransform
     from editstream.loader.video import FrameSampler as FrameSampler

@@ -35,7 +35,7 @@ from ..io.ranged import open_read
 from ..io.storage import StorageOptions
 from ..kinds import DatasetKind, SourceShape, UnknownKindError, all_kinds, detect_kind, get_kind, resolve
 from ..loader.rows import BadSample
-from ..loader.sources.foreign import ForeignTarSource, default_columns, expand_shards
+from ..loader.sources.foreign import ForeignTarSource, expand_shards, foreign_kind
 from .record import Layout, PreviewFunction, Record
 
 __all__ = ["Layout", "NoPreviewError", "Record", "collect", "foreign_kind", "preview_function", "to_record"]
@@ -59,11 +59,6 @@ def to_record(kind: DatasetKind | str, title: str, row: Mapping[str, Any]) -> Re
     record = preview_function(found)(title, row)
     record.kind = found.name
     return record
-
-
-def foreign_kind() -> DatasetKind:
-    """The kind foreign shards are read as by default: the first kind the foreign source has a member map for."""
-    return next(k for k in all_kinds() if default_columns(k.columns) is not None)
 
 
 def _manifest_kind(root: str, schema: str) -> DatasetKind:

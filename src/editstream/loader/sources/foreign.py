@@ -30,7 +30,7 @@ from ...io import storage
 from ...io.ranged import RangedReader, open_read
 from ...io.retry import RetryPolicy
 from ...io.storage import StorageOptions
-from ...kinds import get_kind
+from ...kinds import DatasetKind, all_kinds, get_kind
 from ..drops import DropLog
 from ..rows import BadSample, Position, Row
 from ..units import Unit, check_counts, path_of, repeat_to, warn_unread
@@ -47,6 +47,11 @@ def default_columns(columns: Mapping[str, str]) -> dict[str, list[str]] | None:
     if not columns or not set(columns) <= set(DEFAULT_MEMBERS):
         return None
     return {column: list(DEFAULT_MEMBERS[column]) for column in columns}
+
+
+def foreign_kind() -> DatasetKind:
+    """The kind foreign shards are read as by default: the first kind the foreign source has a member map for."""
+    return next(k for k in all_kinds() if default_columns(k.columns) is not None)
 
 
 def is_foreign_entry(entry: Any, storage_options: StorageOptions | None = None) -> bool:
