@@ -94,12 +94,9 @@ SMALL_PACKING = {
 """Packing knobs small enough for the test data: a few samples per packed sequence."""
 
 
-def make_real_packer(root: Path, backend: str, *, num_workers: int = 0, seed: int = 42) -> PackedDataset:
-    """A ``PackedDataset`` over the real edit and t2i datasets of :func:`synth_pipeline_data`.
-
-    Both groups read ``backend``; the budget (512 tokens, 544 at most, a buffer of 4) makes
-    the buffer fill and sequences hold several samples. ``set_epoch(seed)`` is called.
-    """
+def pipeline_groups(root: Path, backend: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``(grouped_datasets, dataset_info)`` over the edit and t2i datasets of :func:`synth_pipeline_data`,
+    both groups reading ``backend`` (edit weighs 2, t2i 1)."""
     sub = BACKEND_DIRS[backend]
     groups = {
         "unified_edit": {
@@ -122,6 +119,16 @@ def make_real_packer(root: Path, backend: str, *, num_workers: int = 0, seed: in
         "unified_edit": {"edit": {"data_dir": str(root / "edit" / sub)}},
         "t2i_pretrain": {"t2i": {"data_dir": str(root / "t2i" / sub)}},
     }
+    return groups, info
+
+
+def make_real_packer(root: Path, backend: str, *, num_workers: int = 0, seed: int = 42) -> PackedDataset:
+    """A ``PackedDataset`` over the real edit and t2i datasets of :func:`synth_pipeline_data`.
+
+    Both groups read ``backend``; the budget (512 tokens, 544 at most, a buffer of 4) makes
+    the buffer fill and sequences hold several samples. ``set_epoch(seed)`` is called.
+    """
+    groups, info = pipeline_groups(root, backend)
     tokenizer = ByteTokenizer()
     packer = make_bagel_multimodal_dataset(
         tokenizer=tokenizer,

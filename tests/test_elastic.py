@@ -15,13 +15,11 @@ import pytest
 import editstream
 from editstream import BagelDataloaderConfig, BagelDatasetConfig, ByteTokenizer, merge_states
 from helpers import (
-    BACKEND_DIRS,
     BACKEND_PAIRS,
     SMALL_PACKING,
-    VAE,
-    VIT,
     check_state_contract,
     json_roundtrip,
+    pipeline_groups,
     synth_pipeline_data,
     torch_roundtrip,
 )
@@ -38,28 +36,7 @@ def data(tmp_path_factory):
 
 
 def dataset_config(root, backend, **overrides):
-    sub = BACKEND_DIRS[backend]
-    groups = {
-        "unified_edit": {
-            "dataset_names": ["edit"],
-            "weight": 2.0,
-            "num_used_data": [2],
-            "image_transform_args": dict(VAE),
-            "vit_image_transform_args": dict(VIT),
-            "backend": backend,
-        },
-        "t2i_pretrain": {
-            "dataset_names": ["t2i"],
-            "weight": 1.0,
-            "num_used_data": [2],
-            "image_transform_args": dict(VAE),
-            "backend": backend,
-        },
-    }
-    info = {
-        "unified_edit": {"edit": {"data_dir": str(root / "edit" / sub)}},
-        "t2i_pretrain": {"t2i": {"data_dir": str(root / "t2i" / sub)}},
-    }
+    groups, info = pipeline_groups(root, backend)
     settings = {**SMALL_PACKING, "elastic": True, "elastic_streams": STREAMS, **overrides}
     return BagelDatasetConfig(grouped_datasets=groups, dataset_info=info, **settings)
 

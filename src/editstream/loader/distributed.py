@@ -20,6 +20,12 @@ DataStatus = list[WorkerStatus | None]
 """Per worker id, its :data:`WorkerStatus` (``None``: the worker has not yielded yet)."""
 
 
+def current_worker_id() -> int:
+    """The DataLoader worker id of this process (0 in the main process)."""
+    info = torch.utils.data.get_worker_info()
+    return info.id if info is not None else 0
+
+
 class DistributedIterableDataset(torch.utils.data.IterableDataset[dict[str, Any]]):
     """Rank/worker-aware iterable dataset with resumable per-worker status.
 

@@ -12,26 +12,19 @@ import logging
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-import torch
-
 from ..format.columns import ColumnTypeError
 from ..kinds import DatasetKind, kind_of_dataset
-from .distributed import DistributedIterableDataset, WorkerStatus
+from .distributed import DistributedIterableDataset, WorkerStatus, current_worker_id
 from .draws import apply_point, draw_point
 from .drops import FATAL, FailureBudget, error_text
 from .reasons import judge
 from .recreate import ParseOrigin, RecreateError, gather_rows
-from .rows import BadSample, DropRow, Position, RowSource
+from .rows import BadSample, DropRow, Position, RowSource, close_rows
 from .units import Unit
 
 logger = logging.getLogger("editstream")
 
 __all__ = ["BadSample", "DropRow", "SourceIterableDataset"]
-
-
-def _worker_id() -> int:
-    info = torch.utils.data.get_worker_info()
-    return info.id if info is not None else 0
 
 
 def _unit_order(units: Sequence[Unit], start: int) -> Iterator[Unit]:
@@ -133,17 +126,10 @@ class SourceIterableDataset(DistributedIterableDataset):
             full_pass = start_unit == 0 and after is None
             yielded = 0
             for unit_position in range(start_unit, len(units)):
-                unit = units[unit_position]
-                rows = self.source.iter_unit_rows(unit, after)
+                for data in self._read_unit(units[unit_position], unit_position, after, worker_id):
+                    yielded += 1
+                    yield data
                 after = None
-                try:
-                    for data in self._parse_unit(unit, unit_position, rows, worker_id):
-                        yielded += 1
-                        yield data
-                finally:
-                    close = getattr(rows, "close", None)
-                    if close is not None:
-                        close()
             if full_pass and yielded == 0:
                 raise self._empty_pass_error(worker_id, len(units))
             start_unit = 0
@@ -161,16 +147,19 @@ class SourceIterableDataset(DistributedIterableDataset):
         The elastic mode's reading: a sample's ``data_indexes`` starts with its unit's global id
         (its place in ``units``), so it names the row whatever rank or worker reads it.
         """
-        worker_id = _worker_id()
+        worker_id = current_worker_id()
         for k in range(start, len(order)):
-            unit = units[order[k]]
-            rows = self.source.iter_unit_rows(unit, after if k == start else None)
-            try:
-                yield from self._parse_unit(unit, order[k], rows, worker_id)
-            finally:
-                close = getattr(rows, "close", None)
-                if close is not None:
-                    close()
+            yield from self._read_unit(units[order[k]], order[k], after if k == start else None, worker_id)
+
+    def _read_unit(
+        self, unit: Unit, unit_position: int, after: Position | None, worker_id: int
+    ) -> Iterator[dict[str, Any]]:
+        """The samples of one unit after ``after``; its row stream is closed however reading ends."""
+        rows = self.source.iter_unit_rows(unit, after)
+        try:
+            yield from self._parse_unit(unit, unit_position, rows, worker_id)
+        finally:
+            close_rows(rows)
 
     def _empty_pass_error(self, worker_id: int, count: int) -> RuntimeError:
         """The error for a whole pass over ``count`` units that yielded nothing.
@@ -248,7 +237,7 @@ class SourceIterableDataset(DistributedIterableDataset):
         if units is None:
             units, worker_id = self.get_data_paths_per_worker()
         else:
-            worker_id = _worker_id()
+            worker_id = current_worker_id()
         rows = gather_rows(self.source, units, origins, self.dataset_name)
         samples = []
         for origin in origins:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .draws import RngPoint
-from .rows import BadSample, Position, RowSource
+from .rows import BadSample, Position, RowSource, close_rows
 from .units import Unit
 
 
@@ -49,9 +49,7 @@ def _scan(source: RowSource, unit: Unit, after: Position | None, wanted: set[Pos
                 if len(found) == len(wanted):
                     break
     finally:
-        close = getattr(rows, "close", None)
-        if close is not None:
-            close()
+        close_rows(rows)
     return found
 
 

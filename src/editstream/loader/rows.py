@@ -66,6 +66,13 @@ class ListingRowSource(RowSource, Protocol):
         ...
 
 
+def close_rows(rows: Iterator[Any]) -> None:
+    """Close a unit's row stream (a generator holding a file or a read-ahead) if it can be closed."""
+    close = getattr(rows, "close", None)
+    if close is not None:
+        close()
+
+
 class DropRow(Exception):
     """Raised by a ``parse_row`` to drop its row under a named reason (the cause, if any, chained).
 

@@ -22,6 +22,7 @@ import numpy as np
 import torch
 
 from ..loader.datasets.registry import DATASET_REGISTRY
+from ..loader.distributed import current_worker_id
 from ..loader.draws import apply_point, capture_point
 from ..loader.drops import DropLog
 from ..loader.iteration import SourceIterableDataset
@@ -252,7 +253,7 @@ class PackedDataset(torch.utils.data.IterableDataset[dict[str, Any]]):
         yield from runtime.batches()  # the finished runtime stays: its state says "epoch done"
 
     def _run(self) -> Iterator[dict[str, Any]]:
-        worker_id = st.current_worker_id()
+        worker_id = current_worker_id()
         pending, self._pending = self._pending, None
         live = st.LiveIteration(worker_id=worker_id)
         if pending is not None and pending["started"]:
@@ -322,7 +323,7 @@ class PackedDataset(torch.utils.data.IterableDataset[dict[str, Any]]):
             "rank": self.local_rank,
             "world_size": self.world_size,
             "num_workers": self.num_workers,
-            "worker_id": live.worker_id if live is not None else st.current_worker_id(),
+            "worker_id": live.worker_id if live is not None else current_worker_id(),
             "data_seed": self._data_seed,
             "global_seed": self._global_seed,
             "buffer": buffer,

@@ -84,12 +84,16 @@ def merge_states(states: Sequence[Any]) -> dict[str, Any]:
     }
 
 
-def elastic_epoch_of(state: Any) -> int | None:
-    """The epoch of the elastic state(s) inside ``state`` (a loader's state, say), or None if it has none."""
-    if isinstance(state, Mapping) and state.get("format") == MERGED_FORMAT:
-        return int(state["epoch"])
+def saved_progress(state: Any) -> tuple[int, bool] | None:
+    """``(epoch, every stream of the run there and done)`` of the elastic state(s) inside ``state`` (a loader's state, a
+    merged one), or None when it holds none (or none usable: a snapshot behind its batches)."""
     try:
-        parts = list(_elastic_parts(state, "state"))
+        parts = [state] if isinstance(state, Mapping) and state.get("format") == MERGED_FORMAT else None
+        parts = parts or [part for _, part in _elastic_parts(state, "state")]
     except ValueError:
         return None
-    return int(parts[0][1]["epoch"]) if parts else None
+    if not parts:
+        return None
+    streams = {key: stream for part in parts for key, stream in part["streams"].items()}
+    every_stream = len(streams) == int(parts[0]["num_streams"])  # a rank's own part may be done while others run
+    return int(parts[0]["epoch"]), every_stream and all(stream.get("done") for stream in streams.values())

@@ -13,7 +13,6 @@ state after every batch only counts the words to its newest point.
 from __future__ import annotations
 
 import base64
-import ctypes
 import random
 from collections.abc import Sequence
 from typing import Any
@@ -21,7 +20,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..loader.draws import MT_WORDS, RngPoint
+from ..loader.draws import MT_WORDS, RngPoint, mt_words
 
 CHAIN_FORMAT = "editstream.rng-chain/1"
 MAX_BLOCKS = 512
@@ -39,10 +38,13 @@ def _unb64(text: str) -> bytes:
     return base64.b64decode(text.encode("ascii"), validate=True)
 
 
+def _internal_words(internal: tuple[int, ...]) -> Words:
+    return np.asarray(internal[:MT_WORDS], dtype=np.uint32).tobytes(), int(internal[MT_WORDS])
+
+
 def python_words(point: RngPoint) -> Words:
     """The Mersenne Twister position of the point's Python ``random`` state."""
-    internal = point.python[1]
-    return np.asarray(internal[:MT_WORDS], dtype=np.uint32).tobytes(), int(internal[MT_WORDS])
+    return _internal_words(point.python[1])
 
 
 class _PythonStepper:
@@ -59,8 +61,7 @@ class _PythonStepper:
             self.rng.getrandbits(32 * n)
 
     def get(self) -> Words:
-        internal = self.rng.getstate()[1]
-        return np.asarray(internal[:MT_WORDS], dtype=np.uint32).tobytes(), int(internal[MT_WORDS])
+        return _internal_words(self.rng.getstate()[1])
 
 
 class _NumpyStepper:
@@ -77,8 +78,7 @@ class _NumpyStepper:
             self.rng.bytes(4 * n)
 
     def get(self) -> Words:
-        raw = ctypes.string_at(self.rng._bit_generator.ctypes.state_address, MT_WORDS * 4 + 4)
-        return raw[: MT_WORDS * 4], int.from_bytes(raw[MT_WORDS * 4 :], "little", signed=True)
+        return mt_words(self.rng)
 
 
 Stepper = _PythonStepper | _NumpyStepper
@@ -106,7 +106,7 @@ class ChainEncoder:
 
     def __init__(self) -> None:
         self._python = _PythonStepper()
-        self._numpy = _NumpyStepper() if _numpy_direct_read_works() else None
+        self._numpy = _NumpyStepper()
         self._known: dict[tuple[str, int, int], tuple[RngPoint, RngPoint, int | None]] = {}
 
     def _count(self, name: str, a: RngPoint, b: RngPoint) -> int | None:
@@ -116,10 +116,8 @@ class ChainEncoder:
             return hit[2]
         if name == "python":
             n = words_between(self._python, python_words(a), python_words(b))
-        elif self._numpy is not None:
-            n = words_between(self._numpy, (a.numpy_key, a.numpy_pos), (b.numpy_key, b.numpy_pos))
         else:
-            n = None
+            n = words_between(self._numpy, (a.numpy_key, a.numpy_pos), (b.numpy_key, b.numpy_pos))
         self._known[key] = (a, b, n)
         return n
 
@@ -158,17 +156,6 @@ class ChainEncoder:
             "numpy": numpy_,
             "torch": {"bases": torch_bases, "at": torch_at},
         }
-
-
-def _numpy_direct_read_works() -> bool:
-    try:
-        stepper = _NumpyStepper()
-        stepper.rng.seed(7)
-        stepper.advance(3)
-        _, key, pos, _, _ = stepper.rng.get_state()
-        return stepper.get() == (np.asarray(key, dtype=np.uint32).tobytes(), int(pos))
-    except (AttributeError, TypeError, ValueError, OSError):
-        return False
 
 
 def _decode_stream(stream: dict[str, Any], stepper: Stepper, count: int) -> list[Words]:

@@ -34,19 +34,8 @@ STATE_KEYS = (
 )
 
 
-def current_worker_id() -> int:
-    """The DataLoader worker id of this process (0 in the main process)."""
-    info = torch.utils.data.get_worker_info()
-    return info.id if info is not None else 0
-
-
-def capture_rng() -> dict[str, Any]:
-    """The global ``random`` / ``numpy`` / ``torch`` RNG states."""
-    return {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
-
-
 def restore_rng(states: Mapping[str, Any]) -> None:
-    """Put back states from :func:`capture_rng` (also after a JSON round trip turned tuples into lists)."""
+    """Put back the RNG states of a format-1 state (also after a JSON round trip turned tuples into lists)."""
     version, internal, gauss = states["python"]
     random.setstate((version, tuple(internal), gauss))
     np.random.set_state(tuple(states["numpy"]))

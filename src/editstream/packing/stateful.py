@@ -14,18 +14,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from .elastic import MERGED_FORMAT
-from .merge import elastic_epoch_of, merge_states
+from .merge import saved_progress
 
 ITERATOR_FINISHED = "_iterator_finished"
 """torchdata's key for a loader state taken after its iteration ended (the next one starts afresh)."""
-
-
-def _all_done(state: Any) -> bool:
-    try:
-        merged = merge_states([state])
-    except ValueError:
-        return False
-    return all(stream.get("done") for stream in merged["streams"].values())
 
 
 @functools.cache
@@ -63,14 +55,14 @@ def stateful_loader_class() -> type[Any]:
                 self.dataset.load_state_dict(state_dict)
                 super().load_state_dict({})
                 return
-            epoch = elastic_epoch_of(state_dict)
+            progress = saved_progress(state_dict)
             finished = isinstance(state_dict, Mapping) and bool(state_dict.get(ITERATOR_FINISHED))
-            if epoch is not None and (finished or _all_done(state_dict)):
-                self.dataset.start_epoch(epoch + 1)
+            if progress is not None and (finished or progress[1]):
+                self.dataset.start_epoch(progress[0] + 1)
                 super().load_state_dict({})
                 return
-            if epoch is not None:
-                self.dataset.epoch = epoch
+            if progress is not None:
+                self.dataset.epoch = progress[0]
             super().load_state_dict(state_dict)
 
     return EditstreamDataLoader
