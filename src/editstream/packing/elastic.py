@@ -88,8 +88,6 @@ class StreamRun:
     """One logical stream inside a worker: its packer loop, buffer, draws and RNG point."""
 
     stream: int
-    epoch: int
-    orders: list[list[int]]
     draws: GroupDraws
     buffer: SampleBuffer
     rng: RngPoint
@@ -155,13 +153,13 @@ class ElasticRuntime:
             buffer, point = restore_buffer(
                 saved["buffer"], saved["rng"], self.packer.group_names, self.datasets, self.unit_lists
             )
-            run = StreamRun(stream, self.epoch, orders, draws, buffer, point, started=True, done=bool(saved["done"]))
+            run = StreamRun(stream, draws, buffer, point, started=True, done=bool(saved["done"]))
         else:
             seed = stream_seed(self.packer.seed_base(), self.epoch, stream)
             random.seed(seed)
             np.random.seed(seed)
             torch.manual_seed(seed)
-            run = StreamRun(stream, self.epoch, orders, draws, SampleBuffer(), capture_point())
+            run = StreamRun(stream, draws, SampleBuffer(), capture_point())
         run.batches = lossless_batches(self.packer, run.draws, run.buffer)
         return run
 
@@ -211,7 +209,7 @@ class ElasticRuntime:
         buffer, chain = buffer_state(run.buffer, run.rng, self.packer.group_names, run.encoder)
         return {
             "stream": run.stream,
-            "epoch": run.epoch,
+            "epoch": self.epoch,
             "started": run.started,
             "done": run.done,
             "groups": [
