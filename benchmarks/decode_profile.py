@@ -63,7 +63,7 @@ def stage_times(data: bytes, transforms: tuple, repeat: int) -> dict[str, float]
 
 
 def profile(rows: list[dict]) -> None:
-    from editstream.loader.rows import Row
+    from editstream.data.rows import Row
 
     ds = fd.edit_dataset(False)
     random.seed(0)

@@ -191,9 +191,12 @@ def timed_run(rows: list[dict], path: str, samples: int) -> dict[str, Any]:
     import xxhash
 
     try:
-        from editstream.loader.rows import Row
-    except ImportError:  # trees from before loader/rows.py
-        from editstream.loader.iteration import Row  # type: ignore[attr-defined,no-redef]
+        from editstream.data.rows import Row
+    except ImportError:  # trees from before data/rows.py
+        try:
+            from editstream.loader.rows import Row  # type: ignore[no-redef]
+        except ImportError:  # trees from before loader/rows.py
+            from editstream.loader.iteration import Row  # type: ignore[attr-defined,no-redef]
 
     ds = reference_dataset() if path == "reference" else edit_dataset(path == "fast")
     random.seed(1)

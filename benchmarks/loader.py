@@ -127,7 +127,7 @@ def load_rows(ds: Any) -> dict[Any, list[dict]]:
 
 def worker_rows(ds: Any, rows: dict[Any, list[dict]], worker: int, num_workers: int) -> Iterator[tuple[list, dict]]:
     """``(data_indexes, row)`` in the order DataLoader worker ``worker`` of ``num_workers`` reads them, forever."""
-    from editstream.loader.rows import Row
+    from editstream.data.rows import Row
 
     units = ds.worker_units(worker, num_workers)
     while True:

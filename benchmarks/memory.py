@@ -217,10 +217,10 @@ def child_main(spec: dict[str, Any]) -> dict[str, Any]:
 
     import pyarrow.parquet  # noqa: F401
 
-    import editstream.loader.sources.parquet
-    import editstream.loader.sources.webdataset  # noqa: F401
+    import editstream.data.sources.parquet
+    import editstream.data.sources.webdataset  # noqa: F401
     from editstream import ByteTokenizer, ImageTransform, UnifiedEditIterableDataset
-    from editstream.loader.sources.webdataset import DEFAULT_BLOCK_SIZE
+    from editstream.data.sources.webdataset import DEFAULT_BLOCK_SIZE
 
     start_rss = current_rss_mb()
     start_peak = peak_rss_mb()

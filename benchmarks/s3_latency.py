@@ -62,7 +62,7 @@ def subset_root(root: Path, src: Path, files: int) -> Path:
 
 def read_all(url: str, options: dict[str, Any], readahead_bytes: int | None) -> tuple[int, float, int]:
     """Rows, seconds and the most bytes the read-ahead held, for one pass over every unit."""
-    from editstream.loader.sources.webdataset import TarSource
+    from editstream.data.sources.webdataset import TarSource
 
     source = TarSource(dataset_name="bench", storage_options=options, readahead_bytes=readahead_bytes)
     units = source.list_units([url], [10**6])[: len(source._shards)]

@@ -22,19 +22,22 @@ ALLOWED = {
     # A dataset kind is a record over format's vocabulary; it names its dataset, preview and
     # synth code by dotted path, so it imports nothing above format.
     "kinds": {"io", "format"},
-    "conversion": {"io", "format", "kinds"},
-    "loader": {"io", "format", "kinds"},
-    "packing": {"io", "format", "kinds", "loader"},
-    "testing": {"io", "format", "kinds", "conversion", "loader"},  # test tooling sits above both (the soak uses both)
+    # Opening data (units, rows, the row sources of every backend) sits under both the converter
+    # and the loader, so each reads data the one way.
+    "data": {"io", "format", "kinds"},
+    "conversion": {"io", "format", "kinds", "data"},
+    "loader": {"io", "format", "kinds", "data"},
+    "packing": {"io", "format", "kinds", "data", "loader"},
+    "testing": {"io", "format", "kinds", "data", "conversion", "loader"},  # test tooling sits above both (the soak uses both)
     # The command line sits above everything (it was the top-level cli.py module).
-    "cli": {"io", "format", "kinds", "conversion", "loader", "packing", "testing", "preview", "adapters"},
-    "preview": {"io", "format", "kinds", "loader"},
+    "cli": {"io", "format", "kinds", "data", "conversion", "loader", "packing", "testing", "preview", "adapters"},
+    "preview": {"io", "format", "kinds", "data", "loader"},
     # Source adapters turn public datasets' own schemas into a kind's rows, then hand them to the
     # converter through its public API; the cli wires them in, nothing below imports them.
-    "adapters": {"io", "format", "kinds", "conversion"},
+    "adapters": {"io", "format", "kinds", "data", "conversion"},
     # NeMo Automodel's module tree, served by editstream's loader and packer (and the hook that
     # points NeMo's recipe at them); it may import everything below the command line.
-    "nemo": {"io", "format", "kinds", "conversion", "loader", "packing", "testing", "preview", "adapters"},
+    "nemo": {"io", "format", "kinds", "data", "conversion", "loader", "packing", "testing", "preview", "adapters"},
 }
 MAX_FILE_LINES = 500
 MAX_CLASS_LINES = 300

@@ -21,7 +21,7 @@ from editstream.conversion.verify import verify
 from editstream.format import manifest as mf
 from editstream.format import tarblock as tb
 from editstream.format.tarwriter import _header
-from editstream.loader.sources.webdataset import TarSource
+from editstream.data.sources.webdataset import TarSource
 from editstream.testing.synth import write_synthetic_dataset
 
 EDITSTREAM = Path(sys.executable).with_name("editstream")

@@ -19,7 +19,7 @@ import torch
 
 from editstream import ByteTokenizer, ImageTransform, UnifiedEditIterableDataset
 from editstream.io.retry import RetryPolicy
-from editstream.loader.drops import FailureBudgetExceeded
+from editstream.data.drops import FailureBudgetExceeded
 from editstream.testing.faultproxy import FaultPlan, FaultProxy
 from helpers import VAE, VIT, synth_and_convert
 

@@ -8,7 +8,7 @@ import random
 import pytest
 
 from editstream import ParquetStandardIterableDataset, SftJSONLIterableDataset
-from editstream.loader.drops import FailureBudgetExceeded
+from editstream.data.drops import FailureBudgetExceeded
 from test_units import take, write_files
 
 

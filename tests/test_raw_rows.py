@@ -12,7 +12,7 @@ from tests.helpers import synth_and_convert
 
 import editstream
 from editstream.loader.raw_rows import BadRawRow, RawRow
-from editstream.loader.rows import DropRow
+from editstream.data.rows import DropRow
 from editstream.testing.synth import write_synthetic_dataset
 
 

@@ -19,7 +19,7 @@ import torch
 
 from editstream import ByteTokenizer, FrameSampler, ImageTransform, SftJSONLIterableDataset, convert
 from editstream.format.manifest import Manifest
-from editstream.loader.prefetch import prefetch_ordered
+from editstream.io.fetchahead import prefetch_ordered
 from editstream.testing.synth_vlm import write_synthetic_vlm_dataset
 from helpers import assert_batches_equal, first
 

@@ -34,7 +34,7 @@ def _parquet_schema(found: d.PathKind, so: dict[str, Any] | None) -> str | None:
 
 
 def _foreign(entry: str) -> Resolved:
-    from ..loader.sources.foreign import foreign_kind
+    from ..data.sources.foreign import foreign_kind
 
     return Resolved(entry, "webdataset", foreign_kind().name, foreign=True)
 

@@ -9,8 +9,9 @@ from typing import Any
 
 import torch
 
-from .drops import DropLog
-from .units import Unit, rank_units, resolve_rank_and_world, worker_units
+from ..data.drops import DropLog
+from ..data.units import Unit
+from .units import rank_units, resolve_rank_and_world, worker_units
 
 DEFAULT_EPOCH_SEED = 42
 

@@ -12,15 +12,15 @@ import logging
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from ..data.drops import FATAL, FailureBudget, error_text
+from ..data.rows import BadSample, DropRow, Position, RowSource, close_rows
+from ..data.units import Unit
 from ..format.columns import ColumnTypeError
 from ..kinds import DatasetKind, kind_of_dataset
 from .distributed import DistributedIterableDataset, WorkerStatus, current_worker_id
 from .draws import apply_point, draw_point
-from .drops import FATAL, FailureBudget, error_text
 from .reasons import judge
 from .recreate import ParseOrigin, RecreateError, gather_rows
-from .rows import BadSample, DropRow, Position, RowSource, close_rows
-from .units import Unit
 
 logger = logging.getLogger("editstream")
 

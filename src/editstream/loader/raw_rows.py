@@ -19,6 +19,10 @@ from collections.abc import Callable, Collection, Generator, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..data.drops import DropLog
+from ..data.rows import BadSample, ListingRowSource, Position
+from ..data.sources.foreign import foreign_kind, is_foreign_entry
+from ..data.units import Unit
 from ..format import detect as d
 from ..format.manifest import Manifest
 from ..io.parquet import open_parquet
@@ -26,10 +30,6 @@ from ..io.storage import StorageOptions, list_files
 from ..kinds import DatasetKind, SourceShape, detect_kind, get_kind
 from .backends import check_backend
 from .datasets.standard import count_source_files, make_source
-from .drops import DropLog
-from .rows import BadSample, ListingRowSource, Position
-from .sources.foreign import foreign_kind, is_foreign_entry
-from .units import Unit
 
 __all__ = ["BadRawRow", "RawRow", "RawRows", "iter_rows"]
 

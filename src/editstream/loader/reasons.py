@@ -22,9 +22,9 @@ from typing import Any
 
 from PIL import Image, UnidentifiedImageError
 
+from ..data.drops import error_text
 from ..kinds import DatasetKind, Part, RowProblem
 from .decode import ImageRejected
-from .drops import error_text
 
 IMAGE_ERRORS: tuple[type[BaseException], ...] = (
     UnidentifiedImageError,

@@ -14,9 +14,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..data.rows import BadSample, Position, RowSource, close_rows
+from ..data.units import Unit
 from .draws import RngPoint
-from .rows import BadSample, Position, RowSource, close_rows
-from .units import Unit
 
 
 @dataclass(frozen=True)

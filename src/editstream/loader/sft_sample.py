@@ -17,33 +17,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
+from ..data.rows import MediaReader
 from .pixels import NORMALIZATION_KEY, share_one_storage, transform_image
 
 VIDEO_MARKER = "<video>"
 IMAGE_MARKER = "<image>"
-
-
-class MediaReader(Protocol):
-    """Where one row's media come from."""
-
-    def image_bytes(self, name: Any) -> bytes:
-        """The encoded bytes of image ``name``; raises when they cannot be read."""
-        ...
-
-    def frames(self, name: Any, frame_sampler: Any) -> list[Any]:
-        """The frames ``frame_sampler`` chooses from the video or frame folder ``name``."""
-        ...
-
-
-@dataclass(frozen=True)
-class LineRow:
-    """The row of one JSONL-line unit: the line exactly as read, and where its media come from."""
-
-    line: str
-    media: MediaReader
 
 
 def read_row(

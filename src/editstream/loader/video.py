@@ -227,6 +227,13 @@ class FrameSampler:
             )
         return self.sample_video(file_name, storage_options)
 
+    reads_storage = True
+    """Sources pass ``storage_options`` to :meth:`__call__` (a user's own sampler gets the path alone)."""
+
+    def sample_folder_bytes(self, blobs: Sequence[bytes]) -> list[Any]:
+        """The choice :meth:`__call__` makes for a folder, given its frames' encoded bytes in frame order."""
+        return self.sample_folder_frames([decode_frame(blob) for blob in blobs])
+
     def sample_folder_frames(self, frames: Sequence[Any]) -> list[Any]:
         """The choice :meth:`__call__` makes for a folder, given its frames decoded in frame order."""
         return pick_folder_frames(frames, self.max_num_frames, sample=self.sample, min_num_frames=self.min_num_frames)

@@ -14,9 +14,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..data.units import Unit
 from ..loader.draws import RngPoint
 from ..loader.recreate import ParseOrigin, RecreateError
-from ..loader.units import Unit
 from .groups import GroupDataset
 from .rngchain import ChainEncoder, decode_points
 

@@ -21,10 +21,10 @@ from typing import Any
 import numpy as np
 import torch
 
+from ..data.drops import DropLog
 from ..loader.datasets.registry import DATASET_REGISTRY
 from ..loader.distributed import current_worker_id
 from ..loader.draws import apply_point, capture_point
-from ..loader.drops import DropLog
 from ..loader.iteration import SourceIterableDataset
 from ..loader.pixels import check_image_dtype
 from ..loader.units import resolve_rank_and_world

@@ -20,9 +20,10 @@ from typing import Any, Protocol
 import numpy as np
 import torch
 
+from ..data.units import Unit
 from ..loader.draws import RngPoint, apply_point, capture_point
 from ..loader.iteration import SourceIterableDataset
-from ..loader.units import Unit, epoch_order, stream_share
+from ..loader.units import epoch_order, stream_share
 from .buffer import SampleBuffer, buffer_state, restore_buffer
 from .loop import GroupDraws, Packer, lossless_batches
 from .rngchain import ChainEncoder

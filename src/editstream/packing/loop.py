@@ -14,7 +14,7 @@ import random
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
-from ..loader.drops import DropLog
+from ..data.drops import DropLog
 from ..loader.iteration import SourceIterableDataset
 from ..loader.recreate import ParseOrigin
 from .accumulator import SequenceStatus

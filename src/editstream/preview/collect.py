@@ -15,6 +15,8 @@ import json
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
+from ..data.rows import BadSample
+from ..data.sources.foreign import ForeignTarSource, expand_shards, foreign_kind
 from ..format import detect as d
 from ..format.manifest import Manifest
 from ..format.rowcodec import decode_sample
@@ -34,8 +36,6 @@ from ..io.parquet import iter_row_group_rows, open_parquet
 from ..io.ranged import open_read
 from ..io.storage import StorageOptions
 from ..kinds import DatasetKind, SourceShape, UnknownKindError, all_kinds, detect_kind, get_kind, resolve
-from ..loader.rows import BadSample
-from ..loader.sources.foreign import ForeignTarSource, expand_shards, foreign_kind
 from .record import Layout, PreviewFunction, Record
 
 __all__ = ["Layout", "NoPreviewError", "Record", "collect", "foreign_kind", "preview_function", "to_record"]

@@ -42,20 +42,20 @@ import numbers
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from ...data.drops import FATAL
+from ...data.rows import LineRow, Position
+from ...data.sources.jsonl import JsonlLineSource
+from ...data.sources.sft_shards import ShardLineSource
+from ...data.units import Unit
 from ...format.sft import MediaOutsideError
+from ...io.fetchahead import DEFAULT_PREFETCH_BYTES, DEFAULT_PREFETCH_ITEMS
 from ...io.retry import RetryPolicy
 from ...io.storage import StorageOptions
 from ..backends import check_backend
 from ..distributed import DataStatus, WorkerStatus
-from ..drops import FATAL
 from ..iteration import DropRow, SourceIterableDataset
 from ..pixels import check_fast_decode, check_image_dtype, load_image
-from ..prefetch import DEFAULT_PREFETCH_BYTES, DEFAULT_PREFETCH_ITEMS
-from ..rows import Position
-from ..sft_sample import LineRow, build_sample, read_row
-from ..sources.jsonl import JsonlLineSource
-from ..sources.sft_shards import ShardLineSource
-from ..units import Unit
+from ..sft_sample import build_sample, read_row
 
 
 def _as_list(value: Any) -> list[Any]:

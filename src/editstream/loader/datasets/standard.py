@@ -11,20 +11,20 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+from ...data.drops import DropLog
+from ...data.rows import ListingRowSource
+from ...data.sources.foreign import ForeignTarSource, expand_shards, is_foreign_entry
+from ...data.sources.parquet import ParquetSource
+from ...data.sources.webdataset import TarSource
+from ...data.units import Unit
 from ...format.columns import ColumnTypeError
 from ...format.manifest import Manifest
 from ...io.storage import StorageOptions, list_files
 from ...kinds import UnknownKindError, get_kind
 from ..backends import check_backend
 from ..distributed import DataStatus
-from ..drops import DropLog
 from ..iteration import SourceIterableDataset
 from ..pixels import check_fast_decode, check_image_dtype, load_image, share_one_storage
-from ..rows import ListingRowSource
-from ..sources.foreign import ForeignTarSource, expand_shards, is_foreign_entry
-from ..sources.parquet import ParquetSource
-from ..sources.webdataset import TarSource
-from ..units import Unit
 
 SOURCE_OPTIONS = {
     "parquet": ("retry",),

@@ -22,10 +22,8 @@ from ...format.sft import contained_media_path
 from ...io import storage
 from ...io.lines import read_jsonl_lines
 from ...io.storage import StorageOptions
-from ..rows import Position
-from ..sft_sample import LineRow
+from ..rows import LineRow, Position
 from ..units import Unit, line_of
-from ..video import FrameSampler
 
 Place = tuple[int, int]
 """``(entry index, line index)``: where a unit's line is, in the listing's entries."""
@@ -112,7 +110,7 @@ class DirectoryMedia:
 
     def frames(self, name: Any, frame_sampler: Any) -> list[Any]:
         path = contained_media_path(self.image_dir, name, self.allow_outside)
-        if isinstance(frame_sampler, FrameSampler):
+        if getattr(frame_sampler, "reads_storage", False):  # editstream's FrameSampler reads fsspec URLs
             return frame_sampler(path, storage_options=self.storage_options)
         result: list[Any] = frame_sampler(path)  # a user's own sampler gets the path, as in the reference
         return result

@@ -37,16 +37,14 @@ from ...format.sft import (
 )
 from ...format.tarreader import iter_samples
 from ...io import storage
+from ...io.fetchahead import DEFAULT_PREFETCH_BYTES, DEFAULT_PREFETCH_ITEMS, ProcessLocalPool, prefetch_ordered
 from ...io.lines import read_jsonl_lines
 from ...io.ranged import read_range
 from ...io.retry import RetryPolicy
 from ...io.storage import StorageOptions
 from ..drops import FATAL
-from ..prefetch import DEFAULT_PREFETCH_BYTES, DEFAULT_PREFETCH_ITEMS, ProcessLocalPool, prefetch_ordered
-from ..rows import BadSample, Position
-from ..sft_sample import LineRow
+from ..rows import BadSample, LineRow, Position
 from ..units import Unit, line_of
-from ..video import decode_frame
 from .jsonl import LineEntry, LineListing, Place
 
 logger = logging.getLogger("editstream")
@@ -101,12 +99,12 @@ class SampleMedia:
         if is_frame_folder(name):
             if not isinstance(value, dict):
                 raise NotADirectoryError(f"media {name!r} was converted as a file, not a frame folder")
-            frames = []
+            blobs = []
             for entry in sort_frames(value):
                 if not isinstance(value[entry], bytes):
                     raise IsADirectoryError(f"frame folder entry {name + entry!r} was not a readable file")
-                frames.append(decode_frame(value[entry]))
-            return frame_sampler.sample_folder_frames(frames)
+                blobs.append(value[entry])
+            return frame_sampler.sample_folder_bytes(blobs)
         if not isinstance(value, bytes):
             raise IsADirectoryError(f"media {name!r} is a folder, not a video file")
         return frame_sampler.sample_video(io.BytesIO(value))

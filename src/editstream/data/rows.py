@@ -83,3 +83,23 @@ class DropRow(Exception):
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
         self.reason = reason
+
+
+class MediaReader(Protocol):
+    """Where one row's media come from."""
+
+    def image_bytes(self, name: Any) -> bytes:
+        """The encoded bytes of image ``name``; raises when they cannot be read."""
+        ...
+
+    def frames(self, name: Any, frame_sampler: Any) -> list[Any]:
+        """The frames ``frame_sampler`` chooses from the video or frame folder ``name``."""
+        ...
+
+
+@dataclass(frozen=True)
+class LineRow:
+    """The row of one JSONL-line unit: the line exactly as read, and where its media come from."""
+
+    line: str
+    media: MediaReader
