@@ -279,3 +279,74 @@ def test_kind_names_live_in_their_kind_modules_only():
         if KIND_NAMES.search(p.read_text())
     }
     assert {f: names for f, names in spelled.items() if f not in KIND_FILES} == {}
+
+
+# --------------------------------------------------------------------------- shapes and units as types
+
+SHAPE_MODULES = {"kinds/shapes.py", "data/shapes.py", "conversion/shapes.py"}
+"""The one dispatch on a source shape per layer; elsewhere a shape is asked, never compared."""
+UNIT_MODULES = {"data/units.py"}
+"""Where the unit types are defined (and plain values typed, :func:`~editstream.data.units.as_unit`)."""
+
+
+def _parents(tree: ast.AST) -> dict[ast.AST, ast.AST]:
+    return {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+
+
+def shape_tests(source: str) -> list[int]:
+    """Lines naming a ``SourceShape`` member other than where a kind declares it (``source=`` or the
+    record's default): comparing shapes is the shape modules' job."""
+    tree = ast.parse(source)
+    parents = _parents(tree)
+    lines = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "SourceShape":
+            parent = parents.get(node)
+            declared = isinstance(parent, ast.keyword) and parent.arg == "source"
+            default = isinstance(parent, ast.AnnAssign) and parent.value is node
+            if not (declared or default):
+                lines.append(node.lineno)
+    return lines
+
+
+def _names_a_unit(node: ast.AST) -> bool:
+    name = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else ""
+    return name == "unit" or name.endswith("_unit")
+
+
+def unit_shape_tests(source: str) -> list[int]:
+    """Lines that take a unit apart by shape: ``isinstance(unit, ...)`` or ``unit[0]``-style indexing."""
+    lines = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Subscript) and _names_a_unit(node.value) and isinstance(node.slice, ast.Constant):
+            lines.append(node.lineno)
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id == "isinstance"
+            and node.args
+            and _names_a_unit(node.args[0])
+        ):
+            lines.append(node.lineno)
+    return lines
+
+
+@pytest.mark.parametrize("path", _modules(), ids=lambda p: str(p.relative_to(SRC)))
+def test_no_shape_or_unit_shape_is_tested_outside_their_modules(path):
+    relative = str(path.relative_to(SRC))
+    source = path.read_text()
+    assert relative in SHAPE_MODULES or shape_tests(source) == [], f"{relative} compares source shapes"
+    assert relative in UNIT_MODULES or unit_shape_tests(source) == [], f"{relative} takes units apart by shape"
+
+
+def test_the_shape_and_unit_checks_see_a_planted_violation():
+    planted = (
+        "KIND = DatasetKind(name='x', source=SourceShape.JSONL_MEDIA)\n"
+        "if kind.source is SourceShape.JSONL_MEDIA:\n"
+        "    pass\n"
+        "path = unit if isinstance(unit, str) else unit[0]\n"
+        "rg = self.current_unit[1]\n"
+    )
+    assert shape_tests(planted) == [2]
+    assert sorted(set(unit_shape_tests(planted))) == [4, 5]
+    assert unit_shape_tests("typed = as_unit(unit)\nfor rg, first in typed.row_group_reads(after, n): pass\n") == []

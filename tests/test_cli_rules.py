@@ -7,6 +7,7 @@ command does not take). Every test drives the real CLI in a subprocess.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -91,10 +92,13 @@ def test_stream_never_suggests_a_schema_it_does_not_take(data):
     assert "--schema generic" not in result.stderr
 
 
-def test_stream_says_it_does_not_read_jsonl_media_data(data):
+def test_stream_reads_jsonl_media_data_with_its_media_dir(data):
     result = run_cli("stream", "vlm/data.jsonl", cwd=data)
-    assert_error(result, 2, "is a JSONL file (JSONL + media data), which stream does not read")
-    assert "SftJSONLIterableDataset" in result.stderr
+    assert_error(result, 2, "is a JSONL file, and its image and video names need --media-dir DIR")
+    result = run_cli("-q", "stream", "vlm/data.jsonl", "--media-dir", "vlm/media", "--samples", "4", cwd=data)
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout)
+    assert (summary["schema"], summary["backend"], summary["samples"]) == ("vlm_sft", "parquet", 4)
 
 
 # --------------------------------------------------------------------------- global flags after the subcommand

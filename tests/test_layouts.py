@@ -115,7 +115,7 @@ def pass_rows(data_dir, num_used, backend):
     rows_per_unit = {"parquet": 5, "webdataset": None}[backend]  # parquet units: row groups of 5 rows
     units = ds.data_paths
     if rows_per_unit is None:
-        total = sum(ds.source._shards[u].num_samples for u in units)
+        total = sum(s.num_samples for u in units for s in ds.source.shard_layout.shards_of(u))
     else:
         total = len(units) * rows_per_unit
     return Counter(s["rid"] for s in ids(ds, total))

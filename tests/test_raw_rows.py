@@ -11,7 +11,7 @@ from PIL import Image
 from tests.helpers import synth_and_convert
 
 import editstream
-from editstream.loader.raw_rows import BadRawRow, RawRow
+from editstream.data.raw_rows import BadRawRow, RawRow
 from editstream.data.rows import DropRow
 from editstream.testing.synth import write_synthetic_dataset
 
@@ -62,7 +62,7 @@ def test_backend_and_kind_are_detected_and_checked(edit_data, tmp_path):
     rows = editstream.iter_rows(str(edit_data / "wds"))
     assert (rows.backend, rows.kind.name) == ("webdataset", "unified_edit")
     assert editstream.iter_rows(str(edit_data / "pq"), backend="parquet").backend == "parquet"
-    with pytest.raises(ValueError, match="holds parquet data, not webdataset"):
+    with pytest.raises(ValueError, match="holds parquet files, not converted shards"):
         editstream.iter_rows(str(edit_data / "pq"), backend="webdataset")
     with pytest.raises(ValueError, match="neither parquet files"):
         editstream.iter_rows(str(tmp_path))

@@ -42,12 +42,14 @@ _EXPORTS = {
     "convert": "editstream.conversion.run",
     "merge_states": "editstream.packing.merge",
     "EpochSteps": "editstream.packing.steps",
-    "iter_rows": "editstream.loader.raw_rows",
-    "RawRow": "editstream.loader.raw_rows",
+    "iter_rows": "editstream.data.raw_rows",
+    "RawRow": "editstream.data.raw_rows",
 }
 
 if TYPE_CHECKING:  # the same names, visible to type checkers and IDEs without importing at run time
     from editstream.conversion.run import convert as convert
+    from editstream.data.raw_rows import RawRow as RawRow
+    from editstream.data.raw_rows import iter_rows as iter_rows
     from editstream.io.retry import RetryPolicy as RetryPolicy
     from editstream.loader.datasets.edit import UnifiedEditIterableDataset as UnifiedEditIterableDataset
     from editstream.loader.datasets.interleave import InterleavedBaseIterableDataset as InterleavedBaseIterableDataset
@@ -60,8 +62,6 @@ if TYPE_CHECKING:  # the same names, visible to type checkers and IDEs without i
     from editstream.loader.datasets.text_to_image import T2IIterableDataset as T2IIterableDataset
     from editstream.loader.decode import pil_img2rgb as pil_img2rgb
     from editstream.loader.distributed import DistributedIterableDataset as DistributedIterableDataset
-    from editstream.loader.raw_rows import RawRow as RawRow
-    from editstream.loader.raw_rows import iter_rows as iter_rows
     from editstream.loader.tokenizer import ByteTokenizer as ByteTokenizer
     from editstream.loader.transforms import ImageTransform as ImageTransform
     from editstream.loader.video import FrameSampler as FrameSampler

@@ -19,7 +19,7 @@ from typing import Any
 import yaml
 
 from ..format.columns import normalize_type
-from ..kinds import DatasetKind, SourceShape, UnknownKindError, all_kinds, get_kind
+from ..kinds import DatasetKind, UnknownKindError, all_kinds, get_kind
 from .where import FilterError, parse_filter
 
 INSTRUCTION_FORMATS = ("string", "list", "json")
@@ -165,7 +165,7 @@ def _chain_pair(kind: DatasetKind) -> tuple[str, str] | None:
 def default_kind(origin: str = "<mapping>") -> str:
     """The kind a mapping without ``kind:`` targets: the one registered kind whose columns are an
     edit chain (a single image list and instruction list); an error when none or several are."""
-    chains = [k.name for k in all_kinds() if k.source is SourceShape.PARQUET and _chain_pair(k) is not None]
+    chains = [k.name for k in all_kinds() if k.source.takes_columns and _chain_pair(k) is not None]
     if len(chains) != 1:
         raise _error(origin, "kind", f"is required: the registered edit-chain kinds are {chains}", None)
     return chains[0]

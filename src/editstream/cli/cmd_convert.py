@@ -21,14 +21,7 @@ from .convert_from import ADAPTER_OPTIONS, refuse_adapter_options
 from .errors import UsageProblem
 from .options import AdapterChoice, KindChoice, SizeType, storage_options, with_storage_options
 from .paths import check_bucket, parquet_columns, parquet_source
-from .usage import check_convert_usage
-
-
-def _catch_all() -> str:
-    """The kind that converts any parquet columns as they are (the one with no columns to require)."""
-    from ..kinds import SourceShape, all_kinds
-
-    return next(k.name for k in all_kinds() if k.source is SourceShape.PARQUET and not k.columns)
+from .usage import catch_all_kind, check_convert_usage
 
 
 def check_schema_fits(found: d.PathKind, schema: str, so: dict[str, Any] | None) -> None:
@@ -47,16 +40,16 @@ def check_schema_fits(found: d.PathKind, schema: str, so: dict[str, Any] | None)
     advice = (
         f"these columns are {fits} data: pass --schema {fits} or leave --schema out"
         if fits
-        else f"pass --schema {_catch_all()} to convert the rows as they are"
+        else f"pass --schema {catch_all_kind()} to convert the rows as they are"
     )
     raise UsageProblem(f"--schema {schema} needs columns {list(kind.columns)}; {found.url} has {columns}", advice)
 
 
 def _check_jsonl(src: str, found: d.PathKind, schema: str | None) -> None:
     """A JSONL SRC needs a JSONL + media kind (or none given: conversion picks it)."""
-    from ..kinds import SourceShape, get_kind
+    from ..kinds import get_kind
 
-    if found.kind == d.JSONL_FILE and schema is not None and get_kind(schema).source is not SourceShape.JSONL_MEDIA:
+    if found.kind == d.JSONL_FILE and schema is not None and not get_kind(schema).source.reads_lines:
         raise UsageProblem(f"{src} is a JSONL file (JSONL + media data); --schema {schema} needs a parquet directory")
 
 

@@ -15,7 +15,7 @@ from .paths import converted_root
 
 
 def _find(dst: str, key: str, opts: dict[str, Any] | None) -> dict[str, bytes]:
-    from ..conversion.inspect import find_members
+    from ..data.members import find_members
 
     try:
         return find_members(dst, key, storage_options=opts)
@@ -67,13 +67,14 @@ def inspect(
 ) -> None:
     """Show what DST holds: shards, samples, bytes, images per sample, image formats and sizes."""
     from ..conversion import inspect as ins
+    from ..data import members
 
     opts = storage_options(storage_option, endpoint_url)
     if sum(x is not None for x in (key, list_keys or None, extract)) > 1:
         raise UsageProblem("--sample, --list and --extract do one thing each", "give one of them")
     converted_root(dst, opts, "inspect")
     if list_keys:
-        for sample_key, shard in ins.list_keys(dst, storage_options=opts):
+        for sample_key, shard in members.list_keys(dst, storage_options=opts):
             click.echo(f"{sample_key}\t{shard}")
         return
     if extract is not None:

@@ -11,43 +11,19 @@ from typing import Any
 
 import click
 
+from ..data.backends import BACKENDS
 from ..format import detect as d
 from .app import main
 from .errors import DataProblem, UsageProblem
 from .options import AdapterChoice, storage_options
-from .paths import check_bucket, missing_path, unfinished_conversion
-
-_OK = {
-    "auto": None,
-    "parquet": {d.PARQUET_DIR},
-    "webdataset": {d.CONVERTED, d.SHARD_DIR, d.SHARD_PATTERN, d.TAR_FILE},
-}
+from .paths import check_bucket
+from .resolve import open_problem
 
 
 def _kinds() -> list[str]:
     from ..kinds import all_kinds
 
     return [kind.name for kind in all_kinds() if kind.preview is not None]
-
-
-def _check(data: str, backend: str, opts: dict[str, Any] | None) -> None:
-    if d.names_pattern(data, opts):
-        kind = d.SHARD_PATTERN
-    else:
-        check_bucket(data, opts)
-        found = d.detect(data, opts)
-        kind = found.kind
-        if kind == d.MISSING:
-            raise missing_path(data, "DATA")
-        if kind == d.PARTIAL:
-            raise unfinished_conversion(found)
-    allowed = _OK[backend]
-    if allowed is not None and kind not in allowed:
-        other = "webdataset" if backend == "parquet" else "parquet"
-        raise UsageProblem(
-            f"DATA {data} is {kind.replace('_', ' ')}, which --backend {backend} does not read",
-            f"use --backend {other} or leave --backend out",
-        )
 
 
 def adapted_records(
@@ -94,10 +70,11 @@ def adapted_records(
 @click.option("-n", "--samples", "n", type=click.IntRange(min=1), default=16, show_default=True, help="Records shown.")
 @click.option(
     "--backend",
-    type=click.Choice(["auto", "parquet", "webdataset"]),
+    type=click.Choice(["auto", *BACKENDS]),
     default="auto",
     show_default=True,
-    help="auto: by what DATA holds; parquet: a parquet directory; webdataset: a converted root or shards.",
+    help="auto: by what DATA holds; parquet (or source): the data as published (a parquet directory, a JSONL "
+    "file); webdataset: a converted root or shards.",
 )
 @click.option(
     "--media-dir",
@@ -136,6 +113,7 @@ def preview(
     JSONL of VLM conversations with --media-dir, or a public dataset's Hub parquet with --from NAME),
     each drawn as its kind says: edit chains as rows of thumbnails with their instructions, images
     with their captions, prompt or conversation."""
+    from ..data.layouts import LayoutError
     from ..preview.collect import NoPreviewError, collect
     from ..preview.render import save_png, to_html, to_png
 
@@ -152,11 +130,19 @@ def preview(
         if stray:
             advice = "add --from NAME or --mapping FILE, or leave them out"
             raise UsageProblem(f"{', '.join(stray)} apply to --from/--mapping only", advice)
-        _check(data, backend, opts)
+        if not d.names_pattern(data, opts):
+            check_bucket(data, opts)
         try:
             records = collect(
-                data, n, media_dir=media_dir, storage_options=opts, allow_outside_media_dir=allow_outside_media_dir
+                data,
+                n,
+                backend=None if backend == "auto" else backend,
+                media_dir=media_dir,
+                storage_options=opts,
+                allow_outside_media_dir=allow_outside_media_dir,
             )
+        except LayoutError as exc:
+            raise open_problem(data, exc) from None
         except NoPreviewError as exc:
             advice = f"install the package of its kind; preview knows {', '.join(_kinds())}"
             raise DataProblem(str(exc), advice) from None

@@ -10,6 +10,7 @@ from typing import Any
 
 import click
 
+from ..data.backends import BACKENDS
 from .app import main
 from .errors import UsageProblem
 from .options import KindChoice, storage_options, trainable, with_storage_options
@@ -22,33 +23,38 @@ def _required(cls: type) -> set[str]:
     return {p.name for p in params if p.default is inspect.Parameter.empty and p.kind is not p.VAR_KEYWORD}
 
 
-def _dataset(found: list[Resolved], opts: dict[str, Any] | None, workers: int, kw: dict[str, Any]) -> Any:
-    """The kind's training dataset over the DATA entries, built through the kind registry: the standard
-    parquet-slice arguments by keyword, and a ViT transform only when the class requires one."""
-    from ..kinds import get_kind
-    from ..loader.datasets.standard import count_source_files
+def _dataset(found: list[Resolved], workers: int, kw: dict[str, Any]) -> Any:
+    """The kind's training dataset over the DATA entries: what the data layer says reads each entry
+    whole (or ``--num-used`` of it), the standard arguments by keyword, and a ViT transform or a frame
+    sampler only when the class requires one."""
     from ..loader.tokenizer import ByteTokenizer
     from ..loader.transforms import ImageTransform
+    from ..loader.video import FrameSampler
 
-    backend, schema = found[0].backend, found[0].schema
-    cls = get_kind(schema).dataset_class()
-    entries = [r.entry for r in found]
-    num_used = kw["num_used"]
-    counts = [num_used if num_used is not None else count_source_files(e, backend, opts) for e in entries]
-    args: dict[str, Any] = dict(
-        dataset_name=schema,
+    handle = found[0].handle
+    cls = handle.kind.dataset_class()
+    args: dict[str, Any] = handle.dataset_arguments()
+    for extra in found[1:]:
+        more = extra.handle.dataset_arguments()
+        for key, value in more.items():
+            if isinstance(value, list):
+                args[key] = [*args[key], *value]
+    if kw["num_used"] is not None:
+        args["num_used_data"] = [kw["num_used"]] * len(args["num_used_data"])
+    args.update(
+        dataset_name=handle.kind.name,
         transform=ImageTransform(kw["vae_max"], min(256, kw["vae_max"]), 16),
         tokenizer=ByteTokenizer(),
-        data_dir_list=entries,
-        num_used_data=counts,
         local_rank=kw["rank"],
         world_size=kw["world_size"],
         num_workers=max(workers, 1),
-        backend=backend,
-        storage_options=opts,
+        storage_options=handle.storage_options,
     )
-    if "vit_transform" in _required(cls):
+    required = _required(cls)
+    if "vit_transform" in required:
         args["vit_transform"] = ImageTransform(kw["vit_max"], min(224, kw["vit_max"]), 14)
+    if "frame_sampler" in required:
+        args["frame_sampler"] = FrameSampler(max_num_frames=8, min_num_frames=1)
     return cls(**args)
 
 
@@ -70,11 +76,12 @@ def _check_rank(rank: int | None, world_size: int | None) -> None:
 @click.argument("data", nargs=-1, required=True)
 @click.option(
     "--backend",
-    type=click.Choice(["auto", "parquet", "webdataset"]),
+    type=click.Choice(["auto", *BACKENDS]),
     default="auto",
     show_default=True,
-    help="auto: by what DATA holds; parquet: directories of *.parquet; webdataset: converted roots "
-    "(manifest.json) or tar shards by pattern ('shards-{000..099}.tar', a .tar, a directory of them).",
+    help="auto: by what DATA holds; parquet (or source): the data as published (directories of *.parquet, "
+    "a JSONL file); webdataset: converted roots (manifest.json) or tar shards by pattern "
+    "('shards-{000..099}.tar', a .tar, a directory of them).",
 )
 @click.option(
     "--schema",
@@ -104,18 +111,24 @@ def _check_rank(rank: int | None, world_size: int | None) -> None:
 @click.option(
     "--vit-max", type=click.IntRange(min=14), default=490, show_default=True, help="ViT transform max image side."
 )
+@click.option(
+    "--media-dir",
+    default=None,
+    help="For a JSONL DATA (LLaVA-style lines): the directory its image and video names are relative to.",
+)
 @with_storage_options
 def stream(
     data: tuple[str, ...], backend: str, schema: str | None, samples: int, workers: int, seed: int, **kw: Any
 ) -> None:
-    """Stream samples from DATA (parquet directories, converted roots, or shard patterns) through
-    the dataset class of its kind and report throughput and drops (all worker processes)."""
+    """Stream samples from DATA (parquet directories, converted roots, shard patterns, or a JSONL file
+    with --media-dir) through the dataset class of its kind and report throughput and drops (all
+    worker processes)."""
     opts = storage_options(kw.pop("storage_option"), kw.pop("endpoint_url"))
-    found = resolve(data, backend, schema, opts)  # before torch loads: mistakes fail fast
+    found = resolve(data, backend, schema, opts, kw.pop("media_dir"))  # before torch loads: mistakes fail fast
     _check_rank(kw["rank"], kw["world_size"])
     import torch
 
-    ds = _dataset(found, opts, workers, kw)
+    ds = _dataset(found, workers, kw)
     ds.set_epoch(seed)
     random.seed(seed)
     loader = torch.utils.data.DataLoader(

@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from ..kinds import DatasetKind, SourceShape, all_kinds, get_kind
+from ..kinds import DatasetKind, all_kinds, get_kind
 
 
 class KindChoice(click.Choice[str]):
@@ -55,8 +55,8 @@ class AdapterChoice(click.Choice[str]):
 
 
 def trainable(kind: DatasetKind) -> bool:
-    """Kinds with a training dataset whose source is parquet slices (what ``stream`` builds)."""
-    return kind.dataset is not None and kind.source is SourceShape.PARQUET
+    """Kinds with a training dataset (what ``stream`` builds)."""
+    return kind.dataset is not None
 
 
 def storage_options(pairs: tuple[str, ...], endpoint_url: str | None) -> dict[str, Any] | None:

@@ -18,9 +18,9 @@ from .paths import parquet_columns
 
 def catch_all_kind() -> str:
     """The kind that converts any parquet columns as they are (the one with no columns to require)."""
-    from ..kinds import SourceShape, all_kinds
+    from ..kinds import all_kinds
 
-    return next(k.name for k in all_kinds() if k.source is SourceShape.PARQUET and not k.columns)
+    return next(k.name for k in all_kinds() if k.source.takes_columns and not k.columns)
 
 
 def _same_place(a: str, b: str) -> bool:
@@ -52,12 +52,12 @@ def check_convert_usage(
 
 def _check_detectable(src: str, found: d.PathKind, so: dict[str, Any] | None) -> None:
     """A parquet SRC without ``--schema`` must have the columns of a kind detection recognises."""
-    from ..kinds import SourceShape, all_kinds, detect_kind
+    from ..kinds import all_kinds, detect_kind
 
     columns = parquet_columns(found, so)
     if detect_kind(columns) is not None:
         return
-    names = ", ".join(k.name for k in all_kinds() if k.source is SourceShape.PARQUET and k.detectable and k.columns)
+    names = ", ".join(k.name for k in all_kinds() if k.source.takes_columns and k.detectable and k.columns)
     raise UsageProblem(
         f"cannot tell the dataset kind of {src} from its columns {columns} ({names} need other columns)",
         f"pass --schema NAME; --schema {catch_all_kind()} converts the rows as they are",

@@ -3,19 +3,15 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from ..format.digest import DEFAULT_DIGEST, check_algorithm
 from ..format.manifest import LAYOUTS
-from ..kinds import SourceShape, get_kind
+from ..kinds import get_kind
 from .executors import ENGINES
-
-DEFAULT_SHARD_SIZE = 256 * 1024 * 1024
-"""Target shard size of the ``size`` layout when neither a size nor a sample count is given."""
-DEFAULT_LINES_PER_SHARD = 1000
-"""Lines per shard of a JSONL + media conversion when neither a size nor a sample count is given."""
+from .shapes import strategy_of
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -44,15 +40,10 @@ class ConvertConfig:
     """JSONL + media kinds only: read media names outside ``media_dir`` (absolute, ``..``) instead of
     refusing them. Off by default: a JSONL must not copy arbitrary files into shards."""
 
-    @property
-    def source_shape(self) -> SourceShape:
-        """How the source is laid out: the named kind's shape (parquet when the kind is to be detected)."""
-        return SourceShape.PARQUET if self.schema is None else get_kind(self.schema).source
-
     def __post_init__(self) -> None:
         if self.schema is not None:
             get_kind(self.schema)
-        _SHAPE_OPTIONS[self.source_shape](self)
+        strategy_of(self.schema).check_options(self)
         check_algorithm(self.digest)
         if self.engine not in ENGINES:
             raise ValueError(f"engine must be one of {ENGINES}, got {self.engine!r}")
@@ -70,36 +61,6 @@ class ConvertConfig:
             raise ValueError(f"workers must be >= 1, got {self.workers}")
         if self.src.rstrip("/") == self.dst.rstrip("/"):
             raise ValueError("src and dst must differ")
-
-
-def _check_parquet_options(cfg: ConvertConfig) -> None:
-    if cfg.media_dir is not None:
-        raise ValueError("media_dir applies to sources of a JSONL + media kind only")
-    if cfg.allow_outside_media_dir:
-        raise ValueError("allow_outside_media_dir applies to sources of a JSONL + media kind only")
-
-
-def _check_lines_options(cfg: ConvertConfig) -> None:
-    what = f"a {cfg.schema} (JSONL + media) conversion"
-    if not cfg.media_dir:
-        raise ValueError(
-            f"{what} needs media_dir (--media-dir): the directory its image and "
-            "video names are relative to, given as the source backend's data_dir"
-        )
-    if cfg.layout != "size":
-        raise ValueError(f"{what} writes shards of consecutive lines (layout='size')")
-    if cfg.drop_bad_rows:
-        raise ValueError(f"drop_bad_rows does not apply to {what}: every line is kept so the loader drops it")
-    if cfg.parquet_info is not None:
-        raise ValueError(f"parquet_info does not apply to {what}")
-
-
-_SHAPE_OPTIONS: dict[SourceShape, Callable[[ConvertConfig], None]] = {
-    SourceShape.PARQUET: _check_parquet_options,
-    SourceShape.JSONL_MEDIA: _check_lines_options,
-}
-"""The options each source shape accepts, checked before any I/O (``shapes`` holds the rest of
-what differs between them; this table stays here so a config is complete without the planners)."""
 
 
 _SIZE_UNITS = {

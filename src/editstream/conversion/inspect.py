@@ -7,21 +7,14 @@ sample with one ranged read through the ``.tar.idx`` when the key names its sour
 
 from __future__ import annotations
 
-import io
 import statistics
 from collections import Counter
-from collections.abc import Iterator
 from typing import Any
 
-from ..format import manifest as mf
-from ..format.idx import read_idx, sample_range
+from ..data.members import find_members, iter_members, open_converted
 from ..format.images import IMAGE_EXTENSIONS, image_size, sniff_extension
-from ..format.keys import make_key, parse_key
 from ..format.rowcodec import decode_sample
-from ..format.tarreader import iter_samples
-from ..io import storage
 from ..io.progress import Progress
-from ..io.ranged import open_read
 from ..kinds import UnknownKindError, get_kind
 from .shapes import strategy_of
 
@@ -94,23 +87,17 @@ def inspect_dataset(
     not parse (planted garbage, a truncated file) counts in ``images_with_bad_headers`` and not
     under a format, so ``images_per_sample`` adds up to the formats plus the bad ones.
     """
-    m = mf.Manifest.read(root, storage_options)
+    converted = open_converted(root, storage_options)
+    m = converted.manifest
     columns, mixed_media = _image_columns(m.schema), strategy_of(m.schema).mixed_media
     stats = _ImageStats()
     scanned = 0
     limit = m.num_samples if max_samples is None else min(max_samples, m.num_samples)
     with Progress("inspect", limit, "samples", progress) as bar:
-        for shard in m.shards:
-            if scanned >= limit:
-                break
-            url = storage.join(root, shard.path)
-            with open_read(url, storage_options) as f:
-                for _key, _, members in iter_samples(f, source=url):
-                    if scanned >= limit:
-                        break
-                    scanned += 1
-                    stats.add(_image_members(columns, mixed_media, members))
-                    bar.update(1)
+        for _key, members in iter_members(converted, limit):
+            scanned += 1
+            stats.add(_image_members(columns, mixed_media, members))
+            bar.update(1)
     return {
         "root": root,
         "schema": m.schema,
@@ -132,53 +119,6 @@ def inspect_dataset(
         "image_height": _spread(stats.heights),
         "images_with_bad_headers": stats.bad,
     }
-
-
-def list_keys(root: str, *, storage_options: dict[str, Any] | None = None) -> Iterator[tuple[str, str]]:
-    """``(key, shard path)`` of every sample in shard order, from the manifest alone: every key
-    names its source row (a JSONL line is row ``i`` of the file's one row group), so no shard is read."""
-    m = mf.Manifest.read(root, storage_options)
-    stems = {f.path: f.key_stem for f in m.source_files}
-    for shard in m.shards:
-        for s, row in shard.kept_rows():
-            yield make_key(stems[s.file], s.row_group, row), shard.path
-
-
-def _locate(m: mf.Manifest, key: str) -> tuple[mf.ShardInfo, int] | None:
-    """``(shard, sample index)`` of ``key`` from the manifest alone, when the key names its row."""
-    position = parse_key(key)
-    if position is None:
-        return None
-    files = [f.path for f in m.source_files if f.key_stem == position.stem]
-    if not files:
-        return None
-    for shard in m.shards:
-        index = shard.sample_index(files[0], position.row_group, position.row)
-        if index is not None:
-            return shard, index
-    return None
-
-
-def find_members(root: str, key: str, *, storage_options: dict[str, Any] | None = None) -> dict[str, bytes]:
-    """The members (``{suffix: bytes}``) of the sample ``key``; ``KeyError`` when no shard holds it."""
-    m = mf.Manifest.read(root, storage_options)
-    located = _locate(m, key)
-    if located is not None:
-        shard, index = located
-        offsets, end = read_idx(storage.join(root, shard.idx_path), storage_options)
-        start, stop = sample_range(offsets, end, index)
-        url = storage.join(root, shard.path)
-        data = storage.read_bytes(url, storage_options, start=start, end=stop)
-        for got, _, members in iter_samples(io.BytesIO(data), start_offset=0, end_offset=len(data), source=url):
-            if got == key:
-                return members
-    for shard in m.shards:  # keys not derived from their row: scan
-        url = storage.join(root, shard.path)
-        with open_read(url, storage_options) as f:
-            for got, _, members in iter_samples(f, source=url):
-                if got == key:
-                    return members
-    raise KeyError(f"no sample with key {key!r} in {root}")
 
 
 def find_sample(root: str, key: str, *, storage_options: dict[str, Any] | None = None) -> dict[str, Any]:

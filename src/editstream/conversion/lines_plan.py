@@ -15,17 +15,21 @@ import hashlib
 import json
 import os
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..format import manifest as mf
 from ..format.keys import key_stems
 from ..format.sft import COLUMNS, LINES_COPY, SftInfo, media_path, outside_media_dir, referenced_media
 from ..io import storage
 from ..io.lines import decode_lines, line_start_offsets
-from ..kinds import SourceShape
-from .config import DEFAULT_LINES_PER_SHARD, ConvertConfig
 from .records import ShardResult
 from .task import LinePart, Plan, ShardTask
+
+if TYPE_CHECKING:
+    from .config import ConvertConfig
+
+DEFAULT_LINES_PER_SHARD = 1000
+"""Lines per shard of a JSONL + media conversion when neither a size nor a sample count is given."""
 
 _SAMPLE_OVERHEAD = 1536  # tar headers and the JSON member of one line, for the shard_size estimate
 _MEMBER_OVERHEAD = 1024  # a tar header plus padding per media member
@@ -137,7 +141,6 @@ def plan_lines_conversion(cfg: ConvertConfig) -> Plan:
     return Plan(
         tasks=tasks,
         schema=cfg.schema,
-        shape=SourceShape.JSONL_MEDIA,
         columns=COLUMNS,
         files=[name],
         row_groups={name: [num_lines]},
@@ -155,3 +158,19 @@ def lines_manifest_extra(plan: Plan, results: list[ShardResult]) -> dict[str, An
     missing = sum(1 for r in results for b in r.bad_rows if b.missing)
     info = SftInfo(**plan.extra[plan.schema], missing_media=missing)
     return {plan.schema: info.to_dict()}
+
+
+def check_lines_options(cfg: ConvertConfig) -> None:
+    """The options a JSONL + media conversion takes: a media directory, the size layout, no parquet options."""
+    what = f"a {cfg.schema} (JSONL + media) conversion"
+    if not cfg.media_dir:
+        raise ValueError(
+            f"{what} needs media_dir (--media-dir): the directory its image and "
+            "video names are relative to, given as the source backend's data_dir"
+        )
+    if cfg.layout != "size":
+        raise ValueError(f"{what} writes shards of consecutive lines (layout='size')")
+    if cfg.drop_bad_rows:
+        raise ValueError(f"drop_bad_rows does not apply to {what}: every line is kept so the loader drops it")
+    if cfg.parquet_info is not None:
+        raise ValueError(f"parquet_info does not apply to {what}")

@@ -5,17 +5,23 @@ from __future__ import annotations
 import contextlib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from ..data.layouts import ParquetDirectory, kind_of_columns
 from ..format import manifest as mf
 from ..format.keys import key_stems
 from ..io import storage
 from ..io.parquet import open_parquet
 from ..io.parquet_info import ParquetInfo
-from ..kinds import SourceShape, all_kinds, detect_kind, get_kind
-from .config import DEFAULT_SHARD_SIZE, ConvertConfig
+from ..kinds import get_kind
 from .kindcheck import check_columns
 from .task import ParquetPart, Plan, ShardTask
+
+if TYPE_CHECKING:
+    from .config import ConvertConfig
+
+DEFAULT_SHARD_SIZE = 256 * 1024 * 1024
+"""Target shard size of the ``size`` layout when neither a size nor a sample count is given."""
 
 _ROW_OVERHEAD_ESTIMATE = 2048  # tar headers and JSON per row, for the size layout's plan
 
@@ -49,7 +55,7 @@ def _read_source(cfg: ConvertConfig) -> _Source:
     """List the source and read the footers the plan needs: all of them for the size layout or
     where parquet_info does not give a file's row groups, else just the first (for the columns)."""
     so = cfg.storage_options
-    urls = storage.list_files(cfg.src, ".parquet", so)
+    urls = ParquetDirectory(cfg.src, so).files()
     if not urls:
         raise FileNotFoundError(f"no *.parquet files in {cfg.src}")
     names = [u.rsplit("/", 1)[-1] for u in urls]
@@ -73,13 +79,7 @@ def _schema_of(cfg: ConvertConfig, src: _Source) -> tuple[str, tuple[tuple[str, 
                 f"{list(columns)}; all files of a dataset must share one schema"
             )
     column_names = [c for c, _ in columns]
-    kind = get_kind(cfg.schema) if cfg.schema else detect_kind(column_names)
-    if kind is None:
-        names = [repr(k.name) for k in all_kinds() if k.source is SourceShape.PARQUET]
-        choices = " or ".join([", ".join(names[:-1]), names[-1]] if len(names) > 1 else names)
-        raise ValueError(
-            f"cannot detect the schema of {cfg.src} from its columns {column_names}; pass schema={choices}"
-        )
+    kind = get_kind(cfg.schema) if cfg.schema else kind_of_columns(cfg.src, column_names)
     check_columns(kind, column_names, dict(columns), where=src.urls[0])
     return kind.name, columns
 
@@ -130,7 +130,6 @@ def plan_parquet_conversion(cfg: ConvertConfig) -> Plan:
     return Plan(
         tasks=tasks,
         schema=schema,
-        shape=SourceShape.PARQUET,
         columns=columns,
         files=src.names,
         row_groups=row_groups,
@@ -250,3 +249,11 @@ def _plan_size_layout(
             cutter.add_row_group(name, rg, n, per_row)
     cutter.flush()
     return cutter.tasks
+
+
+def check_parquet_options(cfg: ConvertConfig) -> None:
+    """A parquet conversion takes no JSONL + media options."""
+    if cfg.media_dir is not None:
+        raise ValueError("media_dir applies to sources of a JSONL + media kind only")
+    if cfg.allow_outside_media_dir:
+        raise ValueError("allow_outside_media_dir applies to sources of a JSONL + media kind only")

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from ..data.layouts import ParquetDirectory
 from ..format import manifest as mf
 from ..io import storage
 from ..io.parquet import row_group_sizes
@@ -22,7 +23,7 @@ def check_parquet_root(root: str, m: mf.Manifest, source: str | None, so: dict[s
         return []
     problems: list[Problem] = []
     try:
-        urls = storage.list_files(source, ".parquet", so)
+        urls = ParquetDirectory(source, so).files()
     except FileNotFoundError as exc:
         return [Problem("source", None, str(exc))]
     names = [u.rsplit("/", 1)[-1] for u in urls]

@@ -37,7 +37,7 @@ from .records import (
     shard_is_intact,
     write_records_for,
 )
-from .shapes import plan_conversion, strategy_for
+from .shapes import plan_conversion, strategy_of
 from .shard import convert_shard
 from .source import absolute, resolve_source
 from .task import Plan
@@ -214,7 +214,7 @@ def _write_report(cfg: ConvertConfig, plan: Plan, manifest: mf.Manifest, ordered
         "schema": plan.schema,
         "drop_bad_rows": cfg.drop_bad_rows,
         "num_bad_rows": manifest.num_bad_rows,
-        "note": strategy_for(plan.shape).report_note(cfg.drop_bad_rows),
+        "note": strategy_of(plan.schema).report_note(cfg.drop_bad_rows),
         "bad_rows": [b.to_json() for r in ordered for b in r.bad_rows],
         **report_entries([n for r in ordered for n in r.notes]),
     }
@@ -248,7 +248,7 @@ def _build_manifest(cfg: ConvertConfig, plan: Plan, results: list[ShardResult]) 
                     sizes[s.row_group] = max(sizes[s.row_group], s.stop)
         row_groups[name] = sizes
     extra: dict[str, Any] = {"plan_fingerprint": plan.fingerprint()}
-    extra.update(strategy_for(plan.shape).manifest_extra(plan, results))
+    extra.update(strategy_of(plan.schema).manifest_extra(plan, results))
     return mf.Manifest(
         schema=plan.schema,
         columns=[{"name": n, "type": t} for n, t in plan.columns],

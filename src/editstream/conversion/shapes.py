@@ -4,29 +4,31 @@ Everything that differs between the shapes is a field of a :class:`SourceStrateg
 source is planned into shard tasks, how a task's rows are read and a bad one reported, what
 the manifest and report add, how ``verify`` checks the root against its source and whether it
 compares rows, and whether ``inspect`` must tell images from other media. The generic code
-(``run``, ``shard``, ``verify``, ``inspect``) asks :func:`strategy_for` and never a kind's name.
+(``run``, ``shard``, ``verify``, ``inspect``) asks :func:`strategy_of` and never a kind's name.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..format import manifest as mf
 from ..io.storage import StorageOptions
 from ..kinds import DatasetKind, SourceShape, UnknownKindError, get_kind
 from .badrows import BadRow
-from .config import ConvertConfig
-from .lines_plan import lines_manifest_extra, plan_lines_conversion
+from .lines_plan import check_lines_options, lines_manifest_extra, plan_lines_conversion
 from .lines_rows import iter_line_rows, line_bad_row, line_place, lines_report_note
 from .lines_verify import check_lines_root, lines_media_comparison
-from .parquet_plan import plan_parquet_conversion
+from .parquet_plan import check_parquet_options, plan_parquet_conversion
 from .parquet_rows import iter_parquet_rows, parquet_bad_row, parquet_report_note, parquet_row_place
 from .parquet_verify import check_parquet_root
 from .problems import Problem
 from .records import ShardResult
 from .task import Plan, ShardTask
+
+if TYPE_CHECKING:
+    from .config import ConvertConfig
 
 TaskRows = Iterator[tuple[mf.RowSlice, int, dict[str, Any]]]
 """``(slice, row index in its row group, row)`` for every row of a task, in order."""
@@ -55,6 +57,8 @@ class SourceStrategy:
     """How the converter, ``verify`` and ``inspect`` handle one source shape."""
 
     shape: SourceShape
+    check_options: Callable[[ConvertConfig], None]
+    """Refuse, before any I/O, the options this shape does not take."""
     plan: Callable[[ConvertConfig], Plan]
     """Cut the source into shard tasks."""
     rows: Callable[[ShardTask], TaskRows]
@@ -74,11 +78,14 @@ class SourceStrategy:
     manifest_extra: Callable[[Plan, list[ShardResult]], dict[str, Any]] = _no_extra
     """Records the manifest's ``extra`` gets once every shard is written."""
     sample_check: SampleCheckOf = _no_sample_check
+    fixed_layout: str | None = None
+    """The shard layout every conversion of this shape writes (``None``: the one asked for)."""
     """What ``verify`` compares every sample with beyond its source row (a JSONL line's media files now)."""
 
 
 PARQUET_SLICES = SourceStrategy(
     shape=SourceShape.PARQUET,
+    check_options=check_parquet_options,
     plan=plan_parquet_conversion,
     rows=iter_parquet_rows,
     bad_row=parquet_bad_row,
@@ -90,6 +97,7 @@ PARQUET_SLICES = SourceStrategy(
 )
 JSONL_LINES = SourceStrategy(
     shape=SourceShape.JSONL_MEDIA,
+    check_options=check_lines_options,
     plan=plan_lines_conversion,
     rows=iter_line_rows,
     bad_row=line_bad_row,
@@ -100,6 +108,7 @@ JSONL_LINES = SourceStrategy(
     mixed_media=True,
     manifest_extra=lines_manifest_extra,
     sample_check=lines_media_comparison,
+    fixed_layout="size",
 )
 _BY_SHAPE = {s.shape: s for s in (PARQUET_SLICES, JSONL_LINES)}
 

@@ -23,7 +23,7 @@ from ..kinds import get_kind
 from .badrows import BadRow
 from .notes import RowNote, notes_of
 from .records import IdxDigest, ShardResult, open_output, reuse, write_output, write_record
-from .shapes import strategy_for
+from .shapes import strategy_of
 from .task import ShardTask
 
 
@@ -41,7 +41,7 @@ class _ShardWork:
 def _write_rows(task: ShardTask, writer: TarWriter) -> _ShardWork:
     """Every row of the task as a sample (a bad one listed, and left out with ``drop_bad_rows``; a
     kept row's notes listed)."""
-    shape = strategy_for(task.part.shape)
+    shape = strategy_of(task.schema)
     kind = get_kind(task.schema)
     stems = dict(task.stems)
     column_names = [c for c, _ in task.columns]

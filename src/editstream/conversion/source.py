@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import os
 
+from ..data.layouts import JsonlFile
 from ..io import storage
-from ..kinds import DatasetKind, SourceShape, all_kinds, get_kind
+from .shapes import strategy_of
 
 
 def absolute(url: str) -> str:
@@ -17,25 +18,20 @@ def absolute(url: str) -> str:
     return os.path.abspath(url) if storage.is_local(url) and "://" not in url else url
 
 
-def _lines_kind() -> DatasetKind:
-    """The kind a ``.jsonl`` source is taken to be when none is named: the first JSONL + media kind registered."""
-    for kind in all_kinds():
-        if kind.source is SourceShape.JSONL_MEDIA:
-            return kind
-    raise ValueError("no JSONL + media dataset kind is registered to convert a .jsonl source")
-
-
 def resolve_source(src: str, schema: str | None, layout: str) -> tuple[str | None, str]:
     """``(schema, layout)`` for converting ``src``: a JSONL + media kind (named, or taken from a
-    ``.jsonl`` source when no kind is named) writes shards of consecutive lines (layout ``size``);
-    a ``.jsonl`` source with a parquet kind named is an error naming the kind it needs."""
+    ``.jsonl`` source when no kind is named) writes shards of consecutive lines (its shape's fixed
+    layout); a ``.jsonl`` source with a parquet kind named is an error naming the kind it needs."""
     if schema is None:
-        return (_lines_kind().name, "size") if src.endswith(".jsonl") else (None, layout)
-    kind = get_kind(schema)
-    if kind.source is SourceShape.JSONL_MEDIA:
-        return kind.name, "size"
+        if not src.endswith(".jsonl"):
+            return None, layout
+        schema = JsonlFile(src).detect_kind().name
+    fixed = strategy_of(schema).fixed_layout
+    if fixed is not None:
+        return schema, fixed
     if src.endswith(".jsonl"):
         raise ValueError(
-            f"{src} is a JSONL file (a {_lines_kind().name} source); schema {schema!r} needs a parquet directory"
+            f"{src} is a JSONL file (a {JsonlFile(src).detect_kind().name} source); schema {schema!r} needs a "
+            "parquet directory"
         )
     return schema, layout

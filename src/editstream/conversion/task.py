@@ -1,4 +1,4 @@
-"""What a conversion plans: ``ShardTask`` (one shard) and ``Plan`` (all of them plus the source's shape).
+"""What a conversion plans: ``ShardTask`` (one shard) and ``Plan`` (all of them, and what the manifest needs).
 
 A ``ShardTask`` is a pure, picklable description of one shard: the parts every source shape
 shares (output name, row slices, key stems, kind, columns, digest) and a ``part`` saying where
@@ -16,7 +16,6 @@ from typing import Any, ClassVar
 
 from ..format import manifest as mf
 from ..format.digest import DEFAULT_DIGEST
-from ..kinds import SourceShape
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -24,7 +23,6 @@ class ParquetPart:
     """Where a parquet task's rows are checked against: the one row group of a rowgroup-layout
     shard, and the row counts the plan expects of the slices."""
 
-    shape: ClassVar[SourceShape] = SourceShape.PARQUET
     source_file: str | None = None
     """For the rowgroup layout: the one source file (relative) the shard holds."""
     row_group: int | None = None
@@ -41,7 +39,6 @@ class ParquetPart:
 class LinePart:
     """Where a JSONL task's lines are in its file, and where their media are read from."""
 
-    shape: ClassVar[SourceShape] = SourceShape.JSONL_MEDIA
     byte_start: int
     byte_stop: int
     sha256: str
@@ -109,7 +106,6 @@ class Plan:
 
     tasks: list[ShardTask]
     schema: str
-    shape: SourceShape
     columns: tuple[tuple[str, str], ...]
     files: list[str]
     """Source file names relative to the source root, sorted."""

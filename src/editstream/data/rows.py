@@ -6,14 +6,13 @@ Every backend (parquet row groups, converted tar shards, foreign shards, JSONL l
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from .units import Unit
-
-Position = tuple[int, ...]
-"""Where a row sits inside its unit: ``(row,)``, ``(row_group, row)``, or ``()`` for a one-row unit."""
+from ..format.sft import LINE_COLUMN, MEDIA_COLUMN, MediaOutsideError, referenced_media
+from .units import Position, Unit
 
 
 class Row(dict[str, Any]):
@@ -96,6 +95,12 @@ class MediaReader(Protocol):
         """The frames ``frame_sampler`` chooses from the video or frame folder ``name``."""
         ...
 
+    def stored(self, name: str, is_folder: bool, entries: int | None = None) -> Any:
+        """Media ``name`` as the converter stores it: a file's bytes, a frame folder's ``{entry: bytes}``
+        (its first ``entries`` frames in frame order), ``None`` when it is missing; raises
+        :class:`~editstream.format.sft.MediaOutsideError` for a name outside the media directory."""
+        ...
+
 
 @dataclass(frozen=True)
 class LineRow:
@@ -103,3 +108,23 @@ class LineRow:
 
     line: str
     media: MediaReader
+
+    def record(self, entries: int | None = None, videos: bool = True) -> tuple[dict[str, Any], list[str]]:
+        """The line as a converted sample holds it (``{"line": ..., "media": {name: stored}}``), its media read
+        now (a frame folder's first ``entries`` frames; video files only with ``videos``), and the names
+        refused for being outside the media directory (left out of ``media``)."""
+        try:
+            item = json.loads(self.line)
+        except ValueError:
+            item = None
+        video_line = isinstance(item, dict) and "image" not in item
+        media: dict[str, Any] = {}
+        refused: list[str] = []
+        for name, is_folder in referenced_media(item):
+            if video_line and not is_folder and not videos:
+                continue
+            try:
+                media[name] = self.media.stored(name, is_folder, entries)
+            except MediaOutsideError:
+                refused.append(name)
+        return {LINE_COLUMN: self.line, MEDIA_COLUMN: media}, list(dict.fromkeys(refused))

@@ -8,35 +8,126 @@ its units with these helpers, so both backends choose the same files in the same
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, NamedTuple
 
 logger = logging.getLogger("editstream")
 
-Unit = str | tuple[str, int] | tuple[str, str]
-"""What one rank/worker owns, as its source lists it: a ``(path, row_group)`` pair, a path / URL
-string (a whole file, a shard), or a ``(line, media_dir)`` pair (a JSONL line). Units are sorted
-before the epoch shuffle, so one source's units are all of one shape."""
+
+class FileUnit(str):
+    """A whole parquet file (text-to-image units), as its path or URL; equal to the plain string.
+
+    Its rows' positions are ``(row_group, row)``."""
+
+    __slots__ = ()
+
+    @property
+    def path(self) -> str:
+        return str(self)
+
+    def row_group_reads(self, after: Position | None, num_row_groups: int) -> Iterator[tuple[int, int]]:
+        """``(row_group, first row)`` to read, in order, to resume after ``after`` (``None``: from the start)."""
+        first = after[0] if after else 0
+        for row_group in range(first, num_row_groups):
+            yield row_group, (after[1] + 1 if after and row_group == first else 0)
+
+    def position(self, row_group: int, row: int) -> Position:
+        return (row_group, row)
+
+    def where(self, position: Position | None = None) -> dict[str, Any]:
+        """Where the unit (and a row of it) is, for drop logs and errors."""
+        found: dict[str, Any] = {"file": self.path}
+        if position is not None:
+            found.update(row_group=position[0], row=position[1])
+        return found
+
+    def where_in_shards(self, position: Position | None, shard_of: Callable[[int], str]) -> dict[str, Any]:
+        """:meth:`where`, with the URL of the converted shard of the row's row group (``shard_of(row_group)``)."""
+        found = self.where(position)
+        if position is not None:
+            found["shard"] = shard_of(position[0])
+        return found
 
 
-def path_of(unit: Unit) -> str:
-    """The path / URL of a whole-file or shard unit; a ``TypeError`` for a pair."""
-    if not isinstance(unit, str):
-        raise TypeError(f"expected a file or shard unit (a path), got {unit!r}")
-    return unit
+class ShardUnit(str):
+    """One tar shard (a ``size``-layout shard, a foreign shard), as its URL; equal to the plain string.
+
+    Its rows' positions are ``(sample,)``, the sample's index in the shard."""
+
+    __slots__ = ()
+
+    @property
+    def url(self) -> str:
+        return str(self)
+
+    def first_sample(self, after: Position | None) -> int:
+        """The sample to resume at, after ``after``."""
+        return after[0] + 1 if after else 0
+
+    def where(self, position: Position | None = None) -> dict[str, Any]:
+        found: dict[str, Any] = {"shard": self.url}
+        if position is not None:
+            found["sample"] = position[0]
+        return found
 
 
-def row_group_of(unit: Unit) -> tuple[str, int]:
-    """The ``(path, row_group)`` of a row-group unit; a ``TypeError`` for any other shape."""
-    if isinstance(unit, str) or not isinstance(unit[1], int):
-        raise TypeError(f"expected a (path, row_group) unit, got {unit!r}")
-    return unit[0], unit[1]
+class RowGroupUnit(NamedTuple):
+    """One row group of a parquet file (or the ``rowgroup``-layout shard converted from it).
+
+    Its rows' positions are ``(row,)``."""
+
+    path: str
+    row_group: int
+
+    def row_group_reads(self, after: Position | None, num_row_groups: int = 0) -> Iterator[tuple[int, int]]:
+        yield self.row_group, (after[0] + 1 if after else 0)
+
+    def position(self, row_group: int, row: int) -> Position:
+        return (row,)
+
+    def where(self, position: Position | None = None) -> dict[str, Any]:
+        found: dict[str, Any] = {"file": self.path, "row_group": self.row_group}
+        if position is not None:
+            found["row"] = position[0]
+        return found
+
+    def where_in_shards(self, position: Position | None, shard_of: Callable[[int], str]) -> dict[str, Any]:
+        found: dict[str, Any] = {"file": self.path, "row_group": self.row_group, "shard": shard_of(self.row_group)}
+        if position is not None:
+            found["row"] = position[0]
+        return found
 
 
-def line_of(unit: Unit) -> tuple[str, str]:
-    """The ``(line, media_dir)`` of a JSONL-line unit; a ``TypeError`` for any other shape."""
-    if isinstance(unit, str) or not isinstance(unit[1], str):
-        raise TypeError(f"expected a (line, media_dir) unit, got {unit!r}")
-    return unit[0], unit[1]
+class LineUnit(NamedTuple):
+    """One JSONL line (newline kept) and the media directory its names are relative to: one row."""
+
+    line: str
+    media_dir: str
+
+
+Unit = FileUnit | ShardUnit | RowGroupUnit | LineUnit
+"""What one rank/worker owns. Units are sorted before the epoch shuffle, and each type sorts,
+compares and hashes as the plain string or tuple the reference lists (so ``data_paths`` reads
+the same and a reference-style subclass may assign plain values; :func:`as_unit` types them)."""
+
+Position = tuple[int, ...]
+"""Where a row sits inside its unit: ``(row,)``, ``(row_group, row)``, or ``()`` for a one-row unit."""
+
+
+def as_unit(value: Any, whole: type[FileUnit] | type[ShardUnit] = FileUnit) -> Any:
+    """``value`` as a typed unit: a string is ``whole`` (a file or a shard), a ``(path, row_group)`` pair a
+    :class:`RowGroupUnit`, a ``(line, media_dir)`` pair a :class:`LineUnit`; anything else a ``TypeError``.
+    Typed units pass through, so a source may be given the plain values a reference-style subclass lists."""
+    if isinstance(value, (FileUnit, ShardUnit, RowGroupUnit, LineUnit)):
+        return value
+    if isinstance(value, str):
+        return whole(value)
+    if isinstance(value, tuple) and len(value) == 2 and isinstance(value[0], str):
+        if isinstance(value[1], int) and not isinstance(value[1], bool):
+            return RowGroupUnit(value[0], value[1])
+        if isinstance(value[1], str):
+            return LineUnit(value[0], value[1])
+    raise TypeError(f"{value!r} is not a unit (a path, a (path, row_group) pair or a (line, media_dir) pair)")
 
 
 def repeat_to(paths: list[str], num_used: int) -> list[str]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .record import Certainty, DatasetKind, Part, RowCheck, RowNotes, RowProblem, SourceShape, resolve
+from .record import Certainty, DatasetKind, Part, RowCheck, RowNotes, RowProblem, resolve
 from .registry import (
     ENTRY_POINT_GROUP,
     UnknownKindError,
@@ -14,6 +14,7 @@ from .registry import (
     register,
     unregister,
 )
+from .shapes import SourceShape
 
 __all__ = [
     "ENTRY_POINT_GROUP",

@@ -14,6 +14,8 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from .shapes import SourceShape
+
 
 class Certainty(enum.Enum):
     """Whether a row's parser always fails on a problem, or only in epochs whose draws reach it."""
@@ -43,15 +45,6 @@ class RowProblem:
 
     def __str__(self) -> str:
         return self.text
-
-
-class SourceShape(enum.Enum):
-    """How a kind's source data is laid out before conversion."""
-
-    PARQUET = "parquet"
-    """Parquet files whose row groups are sliced into shards."""
-    JSONL_MEDIA = "jsonl+media"
-    """One JSONL file (a line is a sample) plus a directory of the media the lines name."""
 
 
 RowCheck = Callable[[Mapping[str, Any]], Iterator[RowProblem]]

@@ -13,7 +13,8 @@ from typing import Any
 
 from ..format.images import image_decode_note, image_header_problem
 from ..format.sft import LINE_COLUMN, MEDIA_COLUMN, OPT_OUT, outside_media_dir, referenced_media
-from .record import DatasetKind, Part, RowProblem, SourceShape
+from .record import DatasetKind, Part, RowProblem
+from .shapes import SourceShape
 
 
 def missing_media(row: Mapping[str, Any]) -> list[str]:

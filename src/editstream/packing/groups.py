@@ -18,8 +18,8 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from ..data.backends import BACKENDS
 from ..io.parquet_info import ParquetInfo
-from ..loader.backends import BACKENDS
 from ..loader.transforms import ImageTransform
 from ..loader.video import FrameSampler
 

@@ -32,8 +32,8 @@ from ...io.retry import RetryPolicy
 from ...io.storage import StorageOptions
 from ...kinds import DatasetKind, all_kinds, get_kind
 from ..drops import DropLog
-from ..rows import BadSample, Position, Row
-from ..units import Unit, check_counts, path_of, repeat_to, warn_unread
+from ..rows import BadSample, Row
+from ..units import Position, ShardUnit, Unit, as_unit, check_counts, repeat_to, warn_unread
 
 DEFAULT_MEMBERS: dict[str, list[str]] = {
     "image": ["jpg", "jpeg", "png", "webp"],
@@ -155,7 +155,7 @@ class ForeignTarSource:
             except FileNotFoundError as exc:
                 raise FileNotFoundError(f"dataset {self.dataset_name!r}: {exc}") from None
             warn_unread(self.dataset_name, str(entry), int(num_used), len(shards), "shards")
-            units.extend(repeat_to(shards, int(num_used)))
+            units.extend(ShardUnit(url) for url in repeat_to(shards, int(num_used)))
         return units
 
     def _start_offset(self, url: str, first: int) -> int | None:
@@ -168,7 +168,7 @@ class ForeignTarSource:
 
     def iter_unit_rows(self, unit: Unit, after: Position | None) -> Iterator[tuple[Position, Any]]:
         """The samples of a shard after sample ``after[0]`` (from its start when ``None``)."""
-        url = path_of(unit)
+        url = str(unit)
         index = after[0] + 1 if after else 0
         start = 0
         if index:
@@ -204,10 +204,8 @@ class ForeignTarSource:
 
     def describe(self, unit: Unit, position: Position | None = None) -> dict[str, Any]:
         """Where a shard (and a sample in it) is."""
-        where: dict[str, Any] = {"shard": unit}
-        if position is not None:
-            where["sample"] = position[0]
-        return where
+        found: dict[str, Any] = as_unit(unit, ShardUnit).where(position)
+        return found
 
 
 def _first_value(members: Mapping[str, bytes], candidates: Sequence[str], column_type: str) -> Any:

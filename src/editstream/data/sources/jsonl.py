@@ -18,12 +18,12 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ...format.sft import contained_media_path
+from ...format.sft import contained_media_path, media_path, sort_frames
 from ...io import storage
 from ...io.lines import read_jsonl_lines
 from ...io.storage import StorageOptions
 from ..rows import LineRow, Position
-from ..units import Unit, line_of
+from ..units import LineUnit, Unit, as_unit
 
 Place = tuple[int, int]
 """``(entry index, line index)``: where a unit's line is, in the listing's entries."""
@@ -75,12 +75,21 @@ class LineListing:
                 rng.seed(shuffle_seed)
                 rng.shuffle(order)
             for line_index in order[:count]:
-                unit = (entry.lines[line_index], entry.image_dir)
+                unit = LineUnit(entry.lines[line_index], entry.image_dir)
                 units.append(unit)
                 places.setdefault(unit, (entry_index, line_index))
         self._places = places
         self._origins = [entry.origin for entry in entries]
         return units
+
+    def listing_lists(self, entries: Sequence[Any]) -> tuple[Sequence[str] | None, Sequence[str]]:
+        """``(jsonl_path_list, data_dir_list)`` of the entries a raw listing is given."""
+        raise NotImplementedError
+
+    def list_units(self, entries: Sequence[Any], num_used_data: Sequence[int]) -> list[Unit]:
+        """The lines of ``entries`` in file order, none shuffled: the raw-row reader's listing."""
+        jsonl_path_list, data_dir_list = self.listing_lists(entries)
+        return self.list_lines(jsonl_path_list, data_dir_list, num_used_data, False, 0, random.Random(0))
 
     def place(self, unit: Unit) -> Place:
         """Where the line of ``unit`` is (its first occurrence, for a line listed twice)."""
@@ -115,17 +124,47 @@ class DirectoryMedia:
         result: list[Any] = frame_sampler(path)  # a user's own sampler gets the path, as in the reference
         return result
 
+    def stored(self, name: str, is_folder: bool, entries: int | None = None) -> Any:
+        path = contained_media_path(self.image_dir, name, self.allow_outside)
+        if not is_folder:
+            return _bytes_or_none(path, self.storage_options)
+        try:
+            names = storage.list_names(path, self.storage_options)
+        except OSError:
+            return None
+        return {
+            entry: _bytes_or_none(media_path(path, entry), self.storage_options)
+            for entry in sort_frames(names)[:entries]
+        }
+
+
+def _bytes_or_none(url: str, storage_options: StorageOptions | None) -> bytes | None:
+    try:
+        return storage.read_bytes(url, storage_options)
+    except OSError:
+        return None
+
 
 class JsonlLineSource(LineListing):
     """Lines from JSONL files, media from the directories paired with them (read when a row asks)."""
 
     def __init__(
-        self, *, dataset_name: str, storage_options: StorageOptions | None = None, allow_outside_media_dir: bool = False
+        self,
+        *,
+        dataset_name: str,
+        storage_options: StorageOptions | None = None,
+        allow_outside_media_dir: bool = False,
+        media_dirs: Sequence[str] = (),
     ) -> None:
         super().__init__()
         self.dataset_name = dataset_name
         self.storage_options = storage_options
         self.allow_outside_media_dir = allow_outside_media_dir
+        self.media_dirs = list(media_dirs)
+        """The media directory of each JSONL a raw listing (:meth:`list_units`) is given."""
+
+    def listing_lists(self, entries: Sequence[Any]) -> tuple[Sequence[str] | None, Sequence[str]]:
+        return list(entries), self.media_dirs
 
     def read_entries(self, jsonl_path_list: Sequence[str] | None, data_dir_list: Sequence[str]) -> list[LineEntry]:
         """Every line of each JSONL, paired with its media directory (the strings as given)."""
@@ -146,7 +185,7 @@ class JsonlLineSource(LineListing):
         """The one row of a line unit (nothing once ``after`` says it was read)."""
         if after is not None:
             return
-        line, image_dir = line_of(unit)
+        line, image_dir = as_unit(unit)
         yield (), LineRow(line, DirectoryMedia(image_dir, self.storage_options, self.allow_outside_media_dir))
 
     def plan_units(self, units: Iterable[Unit]) -> None:

@@ -21,8 +21,8 @@ from ...io.parquet_info import ParquetInfo
 from ...io.retry import RetryPolicy
 from ...io.storage import StorageOptions
 from ..drops import DropLog
-from ..rows import Position, Row
-from ..units import Unit, check_counts, path_of, repeat_to, row_group_of, warn_unread
+from ..rows import Row
+from ..units import FileUnit, Position, RowGroupUnit, Unit, as_unit, check_counts, repeat_to, warn_unread
 
 GRANULARITIES = ("row_group", "file")
 
@@ -79,39 +79,22 @@ class ParquetSource:
         if problems:
             raise ColumnTypeError(f"dataset {self.dataset_name!r}: {url}: {'; '.join(problems)}")
 
-    def _iter_file_rows(
-        self, url: str, row_groups: Sequence[int] | None, start: Position | None
-    ) -> Iterator[tuple[Position, Row]]:
-        """Rows of ``url``'s row groups (all when ``row_groups`` is None), after ``start``.
-
-        ``start`` is ``(row_group, row)``: reading resumes at ``row + 1`` of that row group and
-        skips earlier row groups. Positions yielded are ``(row_group, row)``. Row groups stream a
-        small batch at a time, so memory stays bounded whatever their size. The file's column
-        types are checked against the dataset's before any row is read.
-        """
-        with open_parquet(url, self.storage_options, streaming=True, retry=self.retry) as pf:
-            self._check_columns(url, pf)
-            groups = range(pf.metadata.num_row_groups) if row_groups is None else row_groups
-            first_rg, first_row = (start[0], start[1] + 1) if start is not None else (-1, 0)
-            for rg in groups:
-                if rg < first_rg:
-                    continue
-                skip = first_row if rg == first_rg else 0
-                for i, values in iter_row_group_rows(pf, url, rg, skip):
-                    yield (rg, i), Row(values)
+    def _iter_file_rows(self, unit: FileUnit | RowGroupUnit, after: Position | None) -> Iterator[tuple[Position, Row]]:
+        """Rows of the unit's row groups after ``after``, a small batch at a time (memory stays bounded
+        whatever the row group's size); the file's column types are checked before any row is read."""
+        with open_parquet(unit.path, self.storage_options, streaming=True, retry=self.retry) as pf:
+            self._check_columns(unit.path, pf)
+            for rg, first in unit.row_group_reads(after, pf.metadata.num_row_groups):
+                for i, values in iter_row_group_rows(pf, unit.path, rg, first):
+                    yield unit.position(rg, i), Row(values)
 
     def list_units(self, data_dir_list: Sequence[str], num_used_data: Sequence[int]) -> list[Unit]:
         """Files (whole-file units) or ``(file, row_group)`` pairs, in listing order; unreadable files are dropped."""
         files = list_parquet_files(self.dataset_name, data_dir_list, num_used_data, self.storage_options)
         if self.granularity == "file":
-            return list(files)
+            return [FileUnit(path) for path in files]
         counts = self._row_group_counts(sorted(set(files)))
-        units: list[Unit] = []
-        for path in files:
-            n = counts.get(path)
-            if n is not None:
-                units.extend((path, rg) for rg in range(n))
-        return units
+        return [RowGroupUnit(path, rg) for path in files if path in counts for rg in range(counts[path])]
 
     def _row_group_counts(self, files: list[str]) -> dict[str, int]:
         """Row-group count per file: from ``parquet_info`` or the footer; unreadable files dropped."""
@@ -141,25 +124,12 @@ class ParquetSource:
 
     def iter_unit_rows(self, unit: Unit, after: Position | None) -> Iterator[tuple[Position, Row]]:
         """Rows of one unit after the resume position ``after`` (``None``: from the start)."""
-        if self.granularity == "file":
-            yield from self._iter_file_rows(path_of(unit), None, after)
-            return
-        path, rg = row_group_of(unit)
-        start = (rg, after[0]) if after is not None else None
-        for (_, row_index), row in self._iter_file_rows(path, [rg], start):
-            yield (row_index,), row
+        yield from self._iter_file_rows(as_unit(unit), after)
 
     def plan_units(self, units: Iterable[Unit]) -> None:
         """Nothing to plan: a unit's file is opened when it is read (parquet reads its footer first)."""
 
     def describe(self, unit: Unit, position: Position | None = None) -> dict[str, Any]:
         """Where a unit (and a row in it) is, for drop logs and errors."""
-        if self.granularity == "file":
-            where: dict[str, Any] = {"file": unit}
-            if position is not None:
-                where.update(row_group=position[0], row=position[1])
-            return where
-        where = {"file": unit[0], "row_group": unit[1]}
-        if position is not None:
-            where["row"] = position[0]
-        return where
+        found: dict[str, Any] = as_unit(unit).where(position)
+        return found

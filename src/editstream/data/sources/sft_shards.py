@@ -44,7 +44,7 @@ from ...io.retry import RetryPolicy
 from ...io.storage import StorageOptions
 from ..drops import FATAL
 from ..rows import BadSample, LineRow, Position
-from ..units import Unit, line_of
+from ..units import Unit, as_unit
 from .jsonl import LineEntry, LineListing, Place
 
 logger = logging.getLogger("editstream")
@@ -108,6 +108,14 @@ class SampleMedia:
         if not isinstance(value, bytes):
             raise IsADirectoryError(f"media {name!r} is a folder, not a video file")
         return frame_sampler.sample_video(io.BytesIO(value))
+
+    def stored(self, name: str, is_folder: bool, entries: int | None = None) -> Any:
+        if not self.allow_outside:
+            check_media_name(name)
+        value = self.media.get(name)
+        if isinstance(value, dict):
+            return {entry: value[entry] for entry in sort_frames(value)[:entries]}
+        return value
 
 
 @dataclass(frozen=True)
@@ -182,6 +190,9 @@ class ShardLineSource(LineListing):
         self._planned: Generator[tuple[Item, Future[SampleMedia]], None, None] | None = None
 
     # ---- listing -------------------------------------------------------------------------
+    def listing_lists(self, entries: Sequence[Any]) -> tuple[Sequence[str] | None, Sequence[str]]:
+        return None, list(entries)
+
     def read_entries(self, jsonl_path_list: Sequence[str] | None, data_dir_list: Sequence[str]) -> list[LineEntry]:
         """Every line of each converted root (from its ``lines.jsonl``), paired with its recorded media dir.
 
@@ -270,7 +281,7 @@ class ShardLineSource(LineListing):
         a new plan (an empty one ends it) cancels the fetches of the previous one not started yet."""
         if self._planned is not None:
             self._planned.close()
-        items = ((self.place(unit), line_of(unit)[0]) for unit in units)
+        items = ((self.place(unit), as_unit(unit).line) for unit in units)
         self._planned = prefetch_ordered(
             items,
             self.fetch,
@@ -295,7 +306,7 @@ class ShardLineSource(LineListing):
         """The one row of a line unit (a :class:`BadSample` when its sample cannot be read)."""
         if after is not None:
             return
-        line = line_of(unit)[0]
+        line = as_unit(unit).line
         try:
             media = self._media((self.place(unit), line))
         except FATAL:

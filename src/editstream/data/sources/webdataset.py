@@ -16,13 +16,12 @@ import itertools
 import logging
 import os
 from collections.abc import Generator, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from ...format.columns import ColumnTypeError, column_type_problems
 from ...format.idx import read_idx
-from ...format.keys import make_key, parse_key
-from ...format.manifest import Manifest, ManifestError, ShardInfo
+from ...format.keys import make_key
+from ...format.manifest import Manifest, ManifestError
 from ...format.rowcodec import decode_sample
 from ...format.tarblock import DEFAULT_MAX_MEMBER_SIZE
 from ...format.tarreader import iter_samples
@@ -31,10 +30,11 @@ from ...io.ranged import RangedReader, open_local_range
 from ...io.readahead import ByteBudget, ReadAhead, process_budget
 from ...io.retry import RetryPolicy
 from ...io.storage import StorageOptions
-from ...kinds import DatasetKind, SourceShape, UnknownKindError, get_kind
+from ...kinds import DatasetKind, UnknownKindError, get_kind
 from ..drops import DropLog
-from ..rows import BadSample, Position, Row
-from ..units import Unit, check_counts, path_of, repeat_to, warn_unread
+from ..rows import BadSample, Row
+from ..units import Position, Unit, check_counts
+from .shard_layouts import LAYOUTS, PositionOf, RowGroupShards, ShardMismatchError, ShardRef, SizeShards
 
 logger = logging.getLogger("editstream")
 
@@ -46,34 +46,6 @@ def _kind_named(name: str) -> DatasetKind | None:
         return get_kind(name)
     except UnknownKindError:
         return None
-
-
-def _files_of(shard: ShardInfo) -> set[str]:
-    """The source files (relative names) a shard holds rows of."""
-    return {s.file for s in shard.rows}
-
-
-class ShardMismatchError(Exception):
-    """A shard does not match its manifest entry (keys, sample count, end offset)."""
-
-
-@dataclass(frozen=True)
-class ShardRef:
-    """Where one unit's rows live: the shard's URL, its idx URL and its manifest entry."""
-
-    url: str
-    idx_url: str
-    info: ShardInfo
-    stems: Mapping[str, str]
-    """Key stem of each source file (relative name) the shard holds rows of."""
-
-    @property
-    def num_bytes(self) -> int:
-        return self.info.num_bytes
-
-    @property
-    def num_samples(self) -> int:
-        return self.info.num_samples
 
 
 class TarSource:
@@ -104,9 +76,7 @@ class TarSource:
         self.max_member_size = max_member_size
         self.prefetch_enabled = prefetch
         self.column_types = dict(column_types or {})
-        self.layout: str | None = None
-        self._shards: dict[Any, ShardRef] = {}  # (file_id, rg) or shard URL -> shard
-        self._file_row_groups: dict[str, int] = {}
+        self._layout: RowGroupShards | SizeShards | None = None
         if readahead_bytes is not None and readahead_bytes <= 0:
             raise ValueError(f"readahead_bytes must be > 0, got {readahead_bytes}")
         self.readahead_bytes = readahead_bytes
@@ -120,18 +90,26 @@ class TarSource:
         units: list[Unit] = []
         for root, num_used in zip(data_dir_list, num_used_data):
             manifest = self._read_manifest(root)
-            if self.layout is None:
-                self.layout = manifest.layout
-            elif manifest.layout != self.layout:
+            if self._layout is None:
+                self._layout = LAYOUTS[manifest.layout](self.dataset_name, self.granularity)
+            elif manifest.layout != self._layout.name:
                 raise ValueError(
                     f"dataset {self.dataset_name!r}: {root} has layout {manifest.layout!r} but "
-                    f"earlier roots have {self.layout!r}; convert all with the same --layout"
+                    f"earlier roots have {self._layout.name!r}; convert all with the same --layout"
                 )
-            if manifest.layout == "rowgroup":
-                units.extend(self._rowgroup_units(root, manifest, int(num_used)))
-            else:
-                units.extend(self._size_units(root, manifest, int(num_used)))
+            units.extend(self._layout.list_units(root, manifest, int(num_used)))
         return units
+
+    @property
+    def layout(self) -> str | None:
+        """The converted roots' layout (``rowgroup`` or ``size``), known once they are listed."""
+        return None if self._layout is None else self._layout.name
+
+    @property
+    def shard_layout(self) -> RowGroupShards | SizeShards:
+        if self._layout is None:
+            raise RuntimeError(f"dataset {self.dataset_name!r}: the converted roots were not listed yet")
+        return self._layout
 
     def _read_manifest(self, root: str) -> Manifest:
         try:
@@ -139,7 +117,7 @@ class TarSource:
         except ManifestError as exc:
             raise ManifestError(f"dataset {self.dataset_name!r}: {exc}") from None
         kind = _kind_named(manifest.schema)
-        if kind is not None and kind.source is SourceShape.JSONL_MEDIA:
+        if kind is not None and kind.source.reads_lines:
             reader = "its own dataset" if kind.dataset is None else kind.dataset.rpartition(":")[2]
             raise ManifestError(
                 f"dataset {self.dataset_name!r}: {root} is a {kind.name} conversion (JSONL lines); "
@@ -151,71 +129,6 @@ class TarSource:
                 f"dataset {self.dataset_name!r}: {root} (converted from {manifest.source_root}): {'; '.join(problems)}"
             )
         return manifest
-
-    def _rowgroup_units(self, root: str, manifest: Manifest, num_used: int) -> list[Unit]:
-        """Units named after the source parquet files (``source_root/name``), as the parquet
-        backend names them when given the conversion's source directory: same sort, same order."""
-
-        def file_id(relative: str) -> str:
-            return storage.join(manifest.source_root, relative)
-
-        stems = {f.path: f.key_stem for f in manifest.source_files}
-        for shard in manifest.shards:
-            assert shard.source_file is not None  # the manifest validates the rowgroup layout
-            self._shards[(file_id(shard.source_file), shard.row_group)] = ShardRef(
-                storage.join(root, shard.path), storage.join(root, shard.idx_path), shard, stems
-            )
-        if not manifest.source_files:
-            raise FileNotFoundError(f"dataset {self.dataset_name!r}: {root} lists no source files")
-        counts = {file_id(f.path): f.num_row_groups for f in manifest.source_files}
-        self._file_row_groups.update(counts)
-        warn_unread(self.dataset_name, root, num_used, len(counts))
-        chosen = repeat_to(sorted(counts), num_used)
-        if self.granularity == "file":
-            files: list[Unit] = list(chosen)
-            return files
-        return [(path, rg) for path in chosen for rg in range(counts[path])]
-
-    def _size_units(self, root: str, manifest: Manifest, num_used: int) -> list[Unit]:
-        """Shards as units, chosen by ``num_used`` *source files*, as the parquet backend counts:
-        ``num_used = k * F + r`` (``F`` source files) reads every shard ``k`` times, then the shards
-        holding rows of the first ``r`` files only (sorted, as parquet lists them). So the default,
-        every source file once, reads every shard once, and flipping ``backend:`` keeps the rows.
-        A shard that holds rows of a chosen file and of an unchosen one is left out, with a warning."""
-        stems = {f.path: f.key_stem for f in manifest.source_files}
-        urls: list[str] = []
-        shards = sorted(manifest.shards, key=lambda s: s.path)
-        for shard in shards:
-            url = storage.join(root, shard.path)
-            self._shards[url] = ShardRef(url, storage.join(root, shard.idx_path), shard, stems)
-            urls.append(url)
-        if not urls:
-            raise FileNotFoundError(f"dataset {self.dataset_name!r}: {root} holds no shards")
-        files = sorted(f.path for f in manifest.source_files)
-        warn_unread(self.dataset_name, root, num_used, len(files))
-        copies, extra = divmod(num_used, len(files))
-        chosen = set(files[:extra])
-        partial = [s for s in shards if chosen & _files_of(s) and not _files_of(s) <= chosen]
-        if partial:
-            rows = sum(s.stop - s.start for shard in partial for s in shard.rows if s.file in chosen)
-            logger.warning(
-                "dataset %s: num_used_data %d for %s (%d source files, size layout): %d rows of the first %d "
-                "source file(s) share shards with later files (%s) and are not read in the last pass; "
-                "give a multiple of %d to read whole copies",
-                self.dataset_name,
-                num_used,
-                root,
-                len(files),
-                rows,
-                extra,
-                ", ".join(s.path for s in partial),
-                len(files),
-            )
-        tail = [url for url, s in zip(urls, shards) if _files_of(s) <= chosen]
-        units: list[Unit] = []
-        units.extend(urls * copies)
-        units.extend(tail)
-        return units
 
     # ---- reading -------------------------------------------------------------------------
     def readahead(self) -> ReadAhead:
@@ -240,40 +153,25 @@ class TarSource:
             self.readahead().plan((s.url, 0, s.num_bytes) for unit in units for s in self._unit_shards(unit))
 
     def _all_local(self) -> bool:
-        return all(storage.is_local(s.url) for s in self._shards.values())
+        return all(storage.is_local(s.url) for s in self.shard_layout.shards.values())
 
     def _unit_shards(self, unit: Unit) -> list[ShardRef]:
-        if self.layout == "size":
-            return [self._shards[unit]]
-        if self.granularity == "file":
-            return [self._shards[(unit, rg)] for rg in range(self._file_row_groups[path_of(unit)])]
-        return [self._shards[unit]]
+        return self.shard_layout.shards_of(unit)
 
     def iter_unit_rows(self, unit: Unit, after: Position | None) -> Iterator[tuple[Position, Any]]:
-        if self.layout == "size":
-            yield from self._read_shard(self._shards[unit], after[0] + 1 if after else 0, by_index=True)
-            return
-        if self.granularity == "file":
-            first_rg = after[0] if after else 0
-            for rg in range(first_rg, self._file_row_groups[path_of(unit)]):
-                first_row = after[1] + 1 if after and rg == first_rg else 0
-                for (row,), row_value in self._read_shard(self._shards[(unit, rg)], first_row):
-                    yield (rg, row), row_value
-            return
-        yield from self._read_shard(self._shards[unit], after[0] + 1 if after else 0)
+        for shard, index, position_of in self.shard_layout.reads(unit, after):
+            yield from self._read_shard(shard, index, position_of)
 
-    def _read_shard(self, shard: ShardRef, first: int, by_index: bool = False) -> Iterator[tuple[Position, Any]]:
-        """Rows of one shard from row (or, ``by_index``, sample) ``first`` on.
+    def _read_shard(self, shard: ShardRef, index: int, position_of: PositionOf) -> Iterator[tuple[Position, Any]]:
+        """Rows of one shard from sample ``index`` on.
 
-        A resume (``first > 0``) reads the idx and starts at that sample's byte offset: one
-        small ranged read, no rescan of the samples before it. The key found there must be the
-        manifest's key for that sample; when it is not (a wrong idx), the shard is read from
-        its start instead, skipping to the sample, so no row is skipped or repeated.
+        A resume (``index > 0``) reads the idx and starts at that sample's byte offset: one small
+        ranged read, no rescan of the samples before it. The key found there must be the
+        manifest's key for that sample; when it is not (a wrong idx), the shard is read from its
+        start instead, skipping to the sample, so no row is skipped or repeated.
         """
-        index = 0
         start = 0
-        if first > 0:
-            index = first if by_index else self._samples_before(shard, first)
+        if index > 0:
             if index >= shard.num_samples:
                 return
             offsets, _ = read_idx(shard.idx_url, self.storage_options)
@@ -302,7 +200,7 @@ class TarSource:
         count = index
         while head is not None:
             key, members = head
-            position: Position = (count,) if by_index else (self._row_of(shard, key),)
+            position = position_of(count, key)
             count += 1
             try:
                 row: Any = Row(decode_sample(key, members))
@@ -343,31 +241,5 @@ class TarSource:
         s, row = next(itertools.islice(shard.info.kept_rows(), index, None))
         return make_key(shard.stems[s.file], s.row_group, row)
 
-    @staticmethod
-    def _samples_before(shard: ShardRef, row: int) -> int:
-        info = shard.info
-        assert info.source_file is not None and info.row_group is not None
-        index = info.samples_before(info.source_file, info.row_group, row)
-        return info.num_samples if index is None else index
-
-    def _row_of(self, shard: ShardRef, key: str) -> int:
-        position = parse_key(key)
-        if position is None or position.row_group != shard.info.row_group:
-            raise ShardMismatchError(f"{shard.url}: sample key {key!r} is not from row group {shard.info.row_group}")
-        return position.row
-
     def describe(self, unit: Unit, position: Position | None = None) -> dict[str, Any]:
-        if self.layout == "size":
-            where: dict[str, Any] = {"shard": unit}
-            if position is not None:
-                where["sample"] = position[0]
-            return where
-        if self.granularity == "file":
-            where = {"file": unit}
-            if position is not None:
-                where.update(row_group=position[0], row=position[1], shard=self._shards[(unit, position[0])].url)
-            return where
-        where = {"file": unit[0], "row_group": unit[1], "shard": self._shards[unit].url}
-        if position is not None:
-            where["row"] = position[0]
-        return where
+        return self.shard_layout.where(unit, position)

@@ -42,6 +42,7 @@ import numbers
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from ...data.backends import check_backend
 from ...data.drops import FATAL
 from ...data.rows import LineRow, Position
 from ...data.sources.jsonl import JsonlLineSource
@@ -51,7 +52,6 @@ from ...format.sft import MediaOutsideError
 from ...io.fetchahead import DEFAULT_PREFETCH_BYTES, DEFAULT_PREFETCH_ITEMS
 from ...io.retry import RetryPolicy
 from ...io.storage import StorageOptions
-from ..backends import check_backend
 from ..distributed import DataStatus, WorkerStatus
 from ..iteration import DropRow, SourceIterableDataset
 from ..pixels import check_fast_decode, check_image_dtype, load_image

@@ -1,7 +1,7 @@
 """Dataset bases that read rows from a backend chosen by a flag and hand them to ``parse_row``.
 
 ``ParquetStandardIterableDataset`` keeps the reference's name and constructor; its
-``backend`` keyword picks where rows come from (:data:`~editstream.loader.backends.BACKENDS`:
+``backend`` keyword picks where rows come from (:data:`~editstream.data.backends.BACKENDS`:
 ``"parquet"``, alias ``"source"``, or ``"webdataset"``), so any subclass that defines
 ``parse_row`` runs on either backend with no second class.
 """
@@ -11,83 +11,18 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from ...data.drops import DropLog
+from ...data.backends import check_backend
+from ...data.layouts import SourceRequest
+from ...data.open import dataset_source
 from ...data.rows import ListingRowSource
-from ...data.sources.foreign import ForeignTarSource, expand_shards, is_foreign_entry
-from ...data.sources.parquet import ParquetSource
-from ...data.sources.webdataset import TarSource
 from ...data.units import Unit
 from ...format.columns import ColumnTypeError
 from ...format.manifest import Manifest
-from ...io.storage import StorageOptions, list_files
+from ...io.storage import StorageOptions
 from ...kinds import UnknownKindError, get_kind
-from ..backends import check_backend
 from ..distributed import DataStatus
 from ..iteration import SourceIterableDataset
 from ..pixels import check_fast_decode, check_image_dtype, load_image, share_one_storage
-
-SOURCE_OPTIONS = {
-    "parquet": ("retry",),
-    "webdataset": ("retry", "block_size", "max_member_size", "prefetch", "columns", "readahead_bytes"),
-}
-"""Keyword arguments each backend's source takes beyond the common ones."""
-
-
-def make_source(
-    backend: str,
-    *,
-    dataset_name: str,
-    granularity: str,
-    parquet_info: Mapping[str, Any] | None,
-    storage_options: StorageOptions | None,
-    drops: DropLog,
-    column_types: Mapping[str, str] | None = None,
-    data_dir_list: Sequence[Any] = (),
-    schema: str | None = None,
-    **options: Any,
-) -> ListingRowSource:
-    """Build the row source for ``backend``; an unknown backend or option is a clear error.
-
-    On the webdataset backend, entries that name shards (brace patterns, globs, ``.tar`` URLs,
-    lists of them) are foreign shards without a manifest (``sources.foreign``); ``columns`` maps
-    their members to the dataset's columns, by default from the ``schema`` kind's columns."""
-    backend = check_backend(backend, f"dataset {dataset_name!r}")
-    unknown = sorted(set(options) - set(SOURCE_OPTIONS[backend]))
-    if unknown:
-        raise TypeError(
-            f"dataset {dataset_name!r}: unknown keyword argument(s) {unknown} for backend "
-            f"{backend!r} (it takes {list(SOURCE_OPTIONS[backend])})"
-        )
-    common: dict[str, Any] = dict(
-        dataset_name=dataset_name,
-        granularity=granularity,
-        storage_options=storage_options,
-        drops=drops,
-        column_types=column_types,
-    )
-    if backend == "parquet":
-        return ParquetSource(parquet_info=parquet_info, **common, **options)
-    foreign = [is_foreign_entry(e, storage_options) for e in data_dir_list]
-    if any(foreign):
-        if not all(foreign):
-            raise ValueError(
-                f"dataset {dataset_name!r}: data_dir_list mixes shard patterns with converted roots; "
-                f"give one kind per dataset"
-            )
-        return ForeignTarSource(schema=schema, **common, **options)
-    if "columns" in options:
-        raise TypeError(f"dataset {dataset_name!r}: columns applies to foreign shards (patterns), not converted roots")
-    return TarSource(**common, **options)
-
-
-def count_source_files(data_dir: Any, backend: str, storage_options: StorageOptions | None = None) -> int:
-    """Parquet files a data directory holds (for a converted root: its source files; for a shard
-    pattern: its shards), the ``num_used_data`` entry that uses every file once."""
-    if check_backend(backend, "count_source_files") == "webdataset":
-        if is_foreign_entry(data_dir, storage_options):
-            return len(expand_shards(data_dir, storage_options))
-        return len(Manifest.read(data_dir, storage_options).source_files)
-    return len(list_files(data_dir, ".parquet", storage_options))
 
 
 class ParquetStandardIterableDataset(SourceIterableDataset):
@@ -144,18 +79,16 @@ class ParquetStandardIterableDataset(SourceIterableDataset):
         self.storage_options = storage_options
         self.set_data_status(data_status)
         self.data_dir_list = [data_dir_list] if isinstance(data_dir_list, str) else list(data_dir_list)
-        self.source = make_source(
-            self.backend,
+        request = SourceRequest(
             dataset_name=dataset_name,
+            kind=self.kind,
+            drops=self.drops,
             granularity=self.unit_granularity,
             parquet_info=parquet_info,
-            storage_options=storage_options,
-            drops=self.drops,
             column_types=self.columns(),
-            data_dir_list=self.data_dir_list,
-            schema=None if self.kind is None else self.kind.name,
-            **backend_options,
+            options=backend_options,
         )
+        self.source = dataset_source(self.data_dir_list, self.backend, request, storage_options)
         self.num_used_data = [num_used_data] if isinstance(num_used_data, int) else list(num_used_data)
         self.parquet_info = parquet_info
 

@@ -1,8 +1,9 @@
-"""The backend flag every dataset class and the packer's group configs accept: one table, one rule.
+"""The backend flag every dataset class, group config and command accepts: one table, one rule.
 
-``"parquet"`` reads a dataset's source files (parquet files, or a JSONL and its media), and
-``"source"`` is another name for it (the natural word for JSONL data); ``"webdataset"`` reads
-shards converted by ``editstream convert`` (or foreign WebDataset shards).
+``"parquet"`` reads the data as published (parquet files, a JSONL and its media) and ``"source"`` is
+another name for it (the natural word for JSONL data); ``"webdataset"`` reads tar shards (converted
+by ``editstream convert``, or foreign). Kept apart from the data layer's readers so the command line
+can offer the choices without importing them.
 """
 
 from __future__ import annotations

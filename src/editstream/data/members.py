@@ -1,0 +1,88 @@
+"""The samples of a converted root as their tar members: read in shard order, or one found by its key.
+
+What ``inspect`` counts and ``inspect --key`` / ``--extract`` show. A key names its source row
+(file stem, row group, row), so the manifest alone says which shard holds it and the ``.tar.idx``
+where: one ranged read. Keys that do not name their row are found by a scan.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterator
+from typing import Any
+
+from ..format import manifest as mf
+from ..format.idx import read_idx, sample_range
+from ..format.keys import make_key, parse_key
+from ..format.tarreader import iter_samples
+from ..io import storage
+from ..io.ranged import open_read
+from .layouts import ConvertedRoot, LayoutError, recognise
+
+
+def open_converted(root: str, storage_options: dict[str, Any] | None = None) -> ConvertedRoot:
+    """The converted root at ``root``; a :class:`LayoutError` saying what ``root`` holds otherwise."""
+    layout = recognise(root, storage_options)
+    if not isinstance(layout, ConvertedRoot):
+        raise LayoutError(f"{root} holds {layout.holds}, not a converted root (no manifest.json)", found=None)
+    return layout
+
+
+def iter_members(root: ConvertedRoot, limit: int | None = None) -> Iterator[tuple[str, dict[str, bytes]]]:
+    """``(key, members)`` of the root's samples in shard order, the first ``limit`` (all when ``None``)."""
+    seen = 0
+    for shard in root.manifest.shards:
+        url = storage.join(root.url, shard.path)
+        with open_read(url, root.storage_options) as f:
+            for key, _, members in iter_samples(f, source=url):
+                if limit is not None and seen >= limit:
+                    return
+                seen += 1
+                yield key, members
+
+
+def list_keys(root: str, *, storage_options: dict[str, Any] | None = None) -> Iterator[tuple[str, str]]:
+    """``(key, shard path)`` of every sample in shard order, from the manifest alone: every key
+    names its source row (a JSONL line is row ``i`` of the file's one row group), so no shard is read."""
+    m = mf.Manifest.read(root, storage_options)
+    stems = {f.path: f.key_stem for f in m.source_files}
+    for shard in m.shards:
+        for s, row in shard.kept_rows():
+            yield make_key(stems[s.file], s.row_group, row), shard.path
+
+
+def _locate(m: mf.Manifest, key: str) -> tuple[mf.ShardInfo, int] | None:
+    """``(shard, sample index)`` of ``key`` from the manifest alone, when the key names its row."""
+    position = parse_key(key)
+    if position is None:
+        return None
+    files = [f.path for f in m.source_files if f.key_stem == position.stem]
+    if not files:
+        return None
+    for shard in m.shards:
+        index = shard.sample_index(files[0], position.row_group, position.row)
+        if index is not None:
+            return shard, index
+    return None
+
+
+def find_members(root: str, key: str, *, storage_options: dict[str, Any] | None = None) -> dict[str, bytes]:
+    """The members (``{suffix: bytes}``) of the sample ``key``; ``KeyError`` when no shard holds it."""
+    m = mf.Manifest.read(root, storage_options)
+    located = _locate(m, key)
+    if located is not None:
+        shard, index = located
+        offsets, end = read_idx(storage.join(root, shard.idx_path), storage_options)
+        start, stop = sample_range(offsets, end, index)
+        url = storage.join(root, shard.path)
+        data = storage.read_bytes(url, storage_options, start=start, end=stop)
+        for got, _, members in iter_samples(io.BytesIO(data), start_offset=0, end_offset=len(data), source=url):
+            if got == key:
+                return members
+    for shard in m.shards:  # keys not derived from their row: scan
+        url = storage.join(root, shard.path)
+        with open_read(url, storage_options) as f:
+            for got, _, members in iter_samples(f, source=url):
+                if got == key:
+                    return members
+    raise KeyError(f"no sample with key {key!r} in {root}")

@@ -1,0 +1,34 @@
+"""How a kind's source data is laid out before conversion, and what every layer may ask of a shape.
+
+A kind names its shape; what differs between the shapes is answered by the shape itself (its
+properties here) or by the one dispatch of each layer on it (``data.shapes`` for reading,
+``conversion.shapes`` for converting). Nothing else compares shapes.
+"""
+
+from __future__ import annotations
+
+import enum
+
+
+class SourceShape(enum.Enum):
+    """How a kind's source data is laid out before conversion."""
+
+    PARQUET = "parquet"
+    """Parquet files whose row groups are sliced into shards."""
+    JSONL_MEDIA = "jsonl+media"
+    """One JSONL file (a line is a sample) plus a directory of the media the lines name."""
+
+    @property
+    def source_suffix(self) -> str | None:
+        """The suffix of the one file a source of this shape is (``None``: a directory of files)."""
+        return ".jsonl" if self is SourceShape.JSONL_MEDIA else None
+
+    @property
+    def reads_lines(self) -> bool:
+        """Whether a sample is one line of a file plus the media it names (not a table row)."""
+        return self is SourceShape.JSONL_MEDIA
+
+    @property
+    def takes_columns(self) -> bool:
+        """Whether the kind's rows are table rows with columns (a parquet source's columns)."""
+        return self is SourceShape.PARQUET
