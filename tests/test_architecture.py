@@ -28,7 +28,8 @@ ALLOWED = {
     "conversion": {"io", "format", "kinds", "data"},
     "loader": {"io", "format", "kinds", "data"},
     "packing": {"io", "format", "kinds", "data", "loader"},
-    "testing": {"io", "format", "kinds", "data", "conversion", "loader"},  # test tooling sits above both (the soak uses both)
+    # test tooling sits above both (the soak uses both)
+    "testing": {"io", "format", "kinds", "data", "conversion", "loader"},
     # The command line sits above everything (it was the top-level cli.py module).
     "cli": {"io", "format", "kinds", "data", "conversion", "loader", "packing", "testing", "preview", "adapters"},
     "preview": {"io", "format", "kinds", "data", "loader"},

@@ -18,10 +18,10 @@ from editstream.conversion import convert, plan_conversion
 from editstream.conversion.config import ConvertConfig
 from editstream.conversion.records import PROGRESS_DIR, write_records_for
 from editstream.conversion.verify import verify
+from editstream.data.sources.webdataset import TarSource
 from editstream.format import manifest as mf
 from editstream.format import tarblock as tb
 from editstream.format.tarwriter import _header
-from editstream.data.sources.webdataset import TarSource
 from editstream.testing.synth import write_synthetic_dataset
 
 EDITSTREAM = Path(sys.executable).with_name("editstream")

@@ -18,8 +18,8 @@ import pytest
 import torch
 
 from editstream import ByteTokenizer, ImageTransform, UnifiedEditIterableDataset
-from editstream.io.retry import RetryPolicy
 from editstream.data.drops import FailureBudgetExceeded
+from editstream.io.retry import RetryPolicy
 from editstream.testing.faultproxy import FaultPlan, FaultProxy
 from helpers import VAE, VIT, synth_and_convert
 

@@ -22,7 +22,7 @@ import pytest
 
 import editstream
 from editstream import ByteTokenizer, ImageTransform, UnifiedEditIterableDataset
-from editstream.data.layouts import LayoutError, register_layout, unregister_layout
+from editstream.data.layouts import LayoutError, unregister_layout
 from editstream.data.open import open_data
 from editstream.testing.synth import write_synthetic_dataset
 from editstream.testing.synth_vlm import write_synthetic_vlm_dataset
@@ -100,10 +100,9 @@ def planted(tmp_path_factory):
     (parquet,) = sorted((root / "pq").glob("*.parquet"))
     pf = pq.ParquetFile(parquet)
     (root / "arrow").mkdir()
-    with pa.OSFile(str(root / "arrow" / "rows.arrow"), "wb") as sink:
-        with pa.ipc.new_file(sink, pf.schema_arrow) as writer:
-            for rg in range(pf.metadata.num_row_groups):
-                writer.write_table(pf.read_row_group(rg))
+    with pa.OSFile(str(root / "arrow" / "rows.arrow"), "wb") as sink, pa.ipc.new_file(sink, pf.schema_arrow) as out:
+        for rg in range(pf.metadata.num_row_groups):
+            out.write_table(pf.read_row_group(rg))
     (root / "plugin").mkdir()
     (root / "plugin" / "planted_layout.py").write_text(textwrap.dedent(PLANTED))
     sys.path.insert(0, str(root / "plugin"))
