@@ -25,7 +25,7 @@ import torch
 import torch.distributed as dist
 
 from editstream import BagelDataloaderConfig, BagelDatasetConfig, ByteTokenizer
-from editstream.loader.datasets.standard import count_source_files
+from editstream.data.open import entry_count
 
 VAE_ARGS = {"image_stride": 16, "max_image_size": 128, "min_image_size": 32}
 VIT_ARGS = {"image_stride": 14, "max_image_size": 112, "min_image_size": 28}
@@ -51,9 +51,7 @@ def make_loader(args: argparse.Namespace, rank: int | None = None, world_size: i
     info = {"data_dir": args.data}
     if storage_options:
         info["storage_options"] = storage_options
-    num_used = (
-        args.num_used if args.num_used is not None else count_source_files(args.data, args.backend, storage_options)
-    )
+    num_used = args.num_used if args.num_used is not None else entry_count(args.data, args.backend, storage_options)
     grouped = {
         "unified_edit": {
             "dataset_names": ["data"],

@@ -14,7 +14,7 @@ from typing import Any
 
 import click
 
-from ..format import detect as d
+from ..data.layouts import JsonlFile, ParquetDirectory
 from .app import SETTINGS, main
 from .convert_common import foreign_files_problem, running_executor, warm_workers
 from .convert_from import ADAPTER_OPTIONS, refuse_adapter_options
@@ -24,12 +24,12 @@ from .paths import check_bucket, parquet_columns, parquet_source
 from .usage import catch_all_kind, check_convert_usage
 
 
-def check_schema_fits(found: d.PathKind, schema: str, so: dict[str, Any] | None) -> None:
+def check_schema_fits(found: ParquetDirectory | JsonlFile, schema: str, so: dict[str, Any] | None) -> None:
     """A ``--schema`` that lacks columns of the data is a usage error naming the kind that fits."""
     from ..kinds import detect_kind, get_kind
 
     kind = get_kind(schema)
-    if found.kind != d.PARQUET_DIR or not kind.columns:
+    if not isinstance(found, ParquetDirectory) or not kind.columns:
         return
     columns = parquet_columns(found, so)
     missing = [c for c in kind.columns if c not in columns]
@@ -45,11 +45,11 @@ def check_schema_fits(found: d.PathKind, schema: str, so: dict[str, Any] | None)
     raise UsageProblem(f"--schema {schema} needs columns {list(kind.columns)}; {found.url} has {columns}", advice)
 
 
-def _check_jsonl(src: str, found: d.PathKind, schema: str | None) -> None:
+def _check_jsonl(src: str, found: ParquetDirectory | JsonlFile, schema: str | None) -> None:
     """A JSONL SRC needs a JSONL + media kind (or none given: conversion picks it)."""
     from ..kinds import get_kind
 
-    if found.kind == d.JSONL_FILE and schema is not None and not get_kind(schema).source.reads_lines:
+    if isinstance(found, JsonlFile) and schema is not None and not get_kind(schema).source.reads_lines:
         raise UsageProblem(f"{src} is a JSONL file (JSONL + media data); --schema {schema} needs a parquet directory")
 
 

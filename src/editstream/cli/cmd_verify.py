@@ -7,6 +7,7 @@ import sys
 
 import click
 
+from ..data.layouts import LayoutError, recognise
 from ..format import detect as d
 from .app import SETTINGS, main
 from .errors import UsageProblem
@@ -39,11 +40,18 @@ def verify(
     converted_root(dst, opts, "verify")
     if source is not None:
         check_bucket(source, opts)
-        kind = d.detect(source, opts).kind
-        if kind == d.MISSING:
-            raise UsageProblem(f"--source {source} does not exist", "give the parquet directory DST was converted from")
-        if kind == d.PARQUET_FILE:
-            raise UsageProblem(f"--source {source} is one parquet file", "give the directory DST was converted from")
+        try:
+            recognise(source, opts)
+        except LayoutError as exc:
+            found = exc.found.kind if exc.found is not None else None
+            if found == d.MISSING:
+                raise UsageProblem(
+                    f"--source {source} does not exist", "give the parquet directory DST was converted from"
+                ) from None
+            if found == d.PARQUET_FILE:
+                raise UsageProblem(
+                    f"--source {source} is one parquet file", "give the directory DST was converted from"
+                ) from None
     report = run(
         dst, source=source, workers=workers, storage_options=opts, progress=not (no_progress or SETTINGS.quiet)
     )

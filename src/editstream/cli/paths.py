@@ -11,6 +11,7 @@ import os
 import shlex
 from typing import Any
 
+from ..data.layouts import ConvertedRoot, ForeignShards, JsonlFile, Layout, LayoutError, ParquetDirectory, recognise
 from ..format import detect as d
 from ..io import storage
 from .errors import CREDENTIALS_ADVICE, DataProblem, UsageProblem
@@ -58,61 +59,64 @@ def unfinished_conversion(found: d.PathKind) -> DataProblem:
     )
 
 
-def converted_root(url: str, storage_options: dict[str, Any] | None, command: str) -> d.PathKind:
-    """``url`` must be a finished conversion (``manifest.json``); anything else is refused with its fix."""
+def _recognised(url: str, storage_options: dict[str, Any] | None, what: str) -> Layout | d.PathKind:
+    """The layout at ``url``, or what the path is when it is none (a missing path and an unfinished
+    conversion are refused here, with their fix)."""
     check_bucket(url, storage_options)
-    found = d.detect(url, storage_options)
-    if found.kind == d.CONVERTED:
+    try:
+        return recognise(url, storage_options)
+    except LayoutError as exc:
+        found = exc.found if exc.found is not None else d.PathKind(url, d.OTHER_DIR)
+        if found.kind == d.MISSING:
+            raise missing_path(url, what) from None
+        if found.kind == d.PARTIAL:
+            raise unfinished_conversion(found) from None
         return found
-    if found.kind == d.MISSING:
-        raise missing_path(url, "the dataset root")
-    if found.kind == d.PARTIAL:
-        raise unfinished_conversion(found)
-    if found.kind == d.TAR_FILE:
+
+
+def converted_root(url: str, storage_options: dict[str, Any] | None, command: str) -> ConvertedRoot:
+    """``url`` must be a finished conversion (``manifest.json``); anything else is refused with its fix."""
+    found = _recognised(url, storage_options, "the dataset root")
+    if isinstance(found, ConvertedRoot):
+        return found
+    if isinstance(found, ForeignShards) and str(found.url).endswith(".tar"):
         raise UsageProblem(
             f"{url} is one shard, not a converted dataset root",
             f"give the directory that holds manifest.json: editstream {command} {parent_of(url)}",
         )
-    if found.kind in (d.PARQUET_DIR, d.PARQUET_FILE):
+    if isinstance(found, ParquetDirectory) or (isinstance(found, d.PathKind) and found.kind == d.PARQUET_FILE):
         raise UsageProblem(
             f"{url} is parquet data, not a converted dataset root (no manifest.json)",
             f"convert it first: editstream convert {url} DST",
         )
-    if found.kind in (d.SHARD_DIR, d.SHARD_PATTERN):
-        pattern = d.shards_in(url) if found.kind == d.SHARD_DIR else url
+    if isinstance(found, ForeignShards):
         raise UsageProblem(
             f"{url} holds tar shards without an editstream manifest.json (not written by editstream convert)",
-            f"stream or preview them by pattern, e.g. editstream stream {shlex.quote(pattern)}",
+            f"stream or preview them by pattern, e.g. editstream stream {shlex.quote(str(found.url))}",
         )
     raise UsageProblem(
         f"{url} is not a converted dataset root (no manifest.json)", "give the DST of editstream convert"
     )
 
 
-def parquet_source(url: str, storage_options: dict[str, Any] | None) -> d.PathKind:
+def parquet_source(url: str, storage_options: dict[str, Any] | None) -> ParquetDirectory | JsonlFile:
     """``url`` must be a directory of parquet files or a JSONL file (of a JSONL + media kind)."""
-    check_bucket(url, storage_options)
-    found = d.detect(url, storage_options)
-    if found.kind in (d.PARQUET_DIR, d.JSONL_FILE):
+    found = _recognised(url, storage_options, "SRC")
+    if isinstance(found, (ParquetDirectory, JsonlFile)):
         return found
-    if found.kind == d.MISSING:
-        raise missing_path(url, "SRC")
-    if found.kind == d.PARQUET_FILE:
+    if isinstance(found, d.PathKind) and found.kind == d.PARQUET_FILE:
         raise UsageProblem(
             f"SRC {url} is a file; convert takes the directory that holds the *.parquet files",
             f"give its directory: editstream convert {parent_of(url)} DST",
         )
-    if found.kind in (d.CONVERTED, d.PARTIAL, d.SHARD_DIR, d.TAR_FILE):
+    if isinstance(found, (ConvertedRoot, ForeignShards)):
         raise UsageProblem(f"SRC {url} holds tar shards, not parquet files", "give the parquet directory as SRC")
     raise DataProblem(f"no *.parquet files in {url}", "give the directory that holds the parquet files")
 
 
-def parquet_columns(found: d.PathKind, storage_options: dict[str, Any] | None) -> list[str]:
-    """The column names of the first parquet file of the parquet directory ``found``."""
-    from ..io.parquet import open_parquet
-
-    files = storage.list_files(found.url, ".parquet", storage_options)  # symlinks followed, as the sources list
-    if not files:
-        raise DataProblem(f"no *.parquet files in {found.url}", "give the directory that holds the parquet files")
-    with open_parquet(files[0], storage_options) as pf:
-        return [f.name for f in pf.schema_arrow]
+def parquet_columns(found: ParquetDirectory, storage_options: dict[str, Any] | None = None) -> list[str]:
+    """The column names of the first parquet file of a parquet directory."""
+    try:
+        return found.columns()
+    except LayoutError as exc:
+        raise DataProblem(exc.message, exc.fix) from None

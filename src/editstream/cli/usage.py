@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from ..format import detect as d
+from ..data.layouts import JsonlFile, ParquetDirectory
 from ..io import storage
 from .errors import UsageProblem
 from .paths import parquet_columns
@@ -31,13 +31,18 @@ def _same_place(a: str, b: str) -> bool:
 
 
 def check_convert_usage(
-    src: str, dst: str, found: d.PathKind, schema: str | None, media_dir: str | None, so: dict[str, Any] | None
+    src: str,
+    dst: str,
+    found: ParquetDirectory | JsonlFile,
+    schema: str | None,
+    media_dir: str | None,
+    so: dict[str, Any] | None,
 ) -> None:
     """``convert``'s arguments fit together: DST is not SRC, ``--media-dir`` goes with a JSONL SRC
     (and a JSONL SRC needs it), and a parquet SRC whose columns fit no kind is given ``--schema``."""
     if _same_place(src, dst):
         raise UsageProblem(f"SRC and DST are the same place ({src})", "give DST a new or empty directory")
-    if found.kind == d.JSONL_FILE:
+    if isinstance(found, JsonlFile):
         if not media_dir:
             raise UsageProblem(
                 f"SRC {src} is a JSONL file, and its image and video names need --media-dir DIR",
@@ -50,7 +55,7 @@ def check_convert_usage(
         _check_detectable(src, found, so)
 
 
-def _check_detectable(src: str, found: d.PathKind, so: dict[str, Any] | None) -> None:
+def _check_detectable(src: str, found: ParquetDirectory, so: dict[str, Any] | None) -> None:
     """A parquet SRC without ``--schema`` must have the columns of a kind detection recognises."""
     from ..kinds import all_kinds, detect_kind
 

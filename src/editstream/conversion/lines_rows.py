@@ -16,14 +16,15 @@ every problem found, never drops it.
 from __future__ import annotations
 
 import hashlib
-import json
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
+from ..data.rows import LineRow
+from ..data.sources.jsonl import DirectoryMedia
 from ..format import manifest as mf
-from ..format.sft import LINE_COLUMN, MEDIA_COLUMN, media_path, outside_media_dir, referenced_media
+from ..format.sft import LINE_COLUMN, MEDIA_COLUMN
 from ..io import storage
 from ..io.lines import decode_lines
 from ..io.retry import RetryPolicy
@@ -33,46 +34,18 @@ from .task import LinePart, ShardTask
 
 _FETCH_THREADS = 8
 _LINES_AHEAD = 16
-_ABSENT = (FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError)
-"""Errors that mean "this media is not there" (recorded as ``None``) rather than a storage fault."""
 
 
-class MediaReader:
-    """Reads the media of one line under a media directory."""
+def line_media(media_dir: str, storage_options: dict[str, Any] | None, allow_outside: bool) -> Callable[[str], Any]:
+    """``line -> {name: stored media}`` as a converted sample holds it; names outside the media directory are
+    left out, unread, unless ``allow_outside`` (the data layer reads them: ``DirectoryMedia``)."""
 
-    def __init__(self, media_dir: str, storage_options: dict[str, Any] | None, allow_outside: bool = False) -> None:
-        self.media_dir = media_dir
-        self.storage_options = storage_options
-        self.allow_outside = allow_outside
-        self.retry = RetryPolicy()
-
-    def file(self, url: str) -> bytes | None:
-        try:
-            return self.retry.call(lambda: storage.read_bytes(url, self.storage_options))
-        except _ABSENT:
-            return None
-
-    def folder(self, url: str) -> dict[str, bytes | None] | None:
-        try:
-            names = self.retry.call(lambda: storage.list_names(url, self.storage_options))
-        except _ABSENT:
-            return None
-        return {name: self.file(media_path(url, name)) for name in names}
-
-    def __call__(self, line: str) -> dict[str, Any]:
-        """``{name: bytes | None}`` (a folder: ``{name/: {entry: bytes | None}}``) for one line;
-        names outside the media directory are left out, unread, unless ``allow_outside``."""
-        try:
-            item = json.loads(line)
-        except (ValueError, RecursionError):
-            return {}
-        media: dict[str, Any] = {}
-        for name, is_folder in referenced_media(item):
-            if name in media or (not self.allow_outside and outside_media_dir(name)):
-                continue
-            url = media_path(self.media_dir, name)
-            media[name] = self.folder(url) if is_folder else self.file(url)
+    def read(line: str) -> dict[str, Any]:
+        stored, _ = LineRow(line, DirectoryMedia(media_dir, storage_options, allow_outside)).record()
+        media: dict[str, Any] = stored[MEDIA_COLUMN]
         return media
+
+    return read
 
 
 def _line_part(task: ShardTask) -> LinePart:
@@ -104,7 +77,7 @@ def iter_line_rows(task: ShardTask) -> Iterator[tuple[mf.RowSlice, int, dict[str
     row index and the slice is the task's one line range."""
     lines = task_lines(task)
     part = _line_part(task)
-    read_media = MediaReader(part.media_dir, task.storage_options, part.allow_outside)
+    read_media = line_media(part.media_dir, task.storage_options, part.allow_outside)
     s = task.slices[0]
     first = s.start
     with ThreadPoolExecutor(max_workers=_FETCH_THREADS, thread_name_prefix="editstream-media") as pool:

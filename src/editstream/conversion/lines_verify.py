@@ -26,7 +26,7 @@ from ..format.sft import LINE_COLUMN, MEDIA_COLUMN, SftInfo, media_path
 from ..io import storage
 from ..io.lines import LineDecodeError, decode_lines
 from .lines_plan import resolve_media_dir
-from .lines_rows import MediaReader
+from .lines_rows import line_media
 from .problems import Problem
 
 
@@ -58,7 +58,7 @@ class MediaComparison:
         converted = row.get(MEDIA_COLUMN)
         if not isinstance(line, str) or not isinstance(converted, dict):
             return []  # not a converted line: the decode and key checks report it
-        now = MediaReader(self.media_dir, self.storage_options, self.allow_outside)(line)
+        now = line_media(self.media_dir, self.storage_options, self.allow_outside)(line)
         out = []
         for name in dict.fromkeys([*converted, *now]):
             url = media_path(self.media_dir, name)

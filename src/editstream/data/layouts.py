@@ -108,8 +108,10 @@ class Layout:
         raise NotImplementedError
 
     def source(self, entries: Sequence[Any], request: SourceRequest) -> ListingRowSource:
-        """The row source reading ``entries`` (all of this layout) for ``request``: the kind's shape builds it."""
-        raise NotImplementedError
+        """The row source reading ``entries`` (all of this layout) for ``request``: the kind's shape builds
+        it; a layout of its own (:func:`register_layout`) may build its own."""
+        source: ListingRowSource = data_shape(request.kind).source(self.title, entries, request, self.storage_options)
+        return source
 
     def dataset_arguments(self, kind: DatasetKind, media_dir: str | None = None) -> dict[str, Any]:
         """The keyword arguments of ``kind``'s training dataset that read this entry whole."""
@@ -162,9 +164,6 @@ class ParquetDirectory(Layout):
     def count(self) -> int:
         return len(self.files())
 
-    def source(self, entries: Sequence[Any], request: SourceRequest) -> ListingRowSource:
-        return data_shape(request.kind).parquet_source(entries, request, self.storage_options)
-
 
 @dataclass(frozen=True)
 class ConvertedRoot(Layout):
@@ -198,9 +197,6 @@ class ConvertedRoot(Layout):
     def count(self) -> int:
         return data_shape(self.detect_kind()).converted_count(self.manifest)
 
-    def source(self, entries: Sequence[Any], request: SourceRequest) -> ListingRowSource:
-        return data_shape(request.kind).converted_source(entries, request, self.storage_options)
-
 
 @dataclass(frozen=True)
 class ForeignShards(Layout):
@@ -215,9 +211,6 @@ class ForeignShards(Layout):
 
     def count(self) -> int:
         return len(expand_shards(self.url, self.storage_options))
-
-    def source(self, entries: Sequence[Any], request: SourceRequest) -> ListingRowSource:
-        return data_shape(request.kind).foreign_source(entries, request, self.storage_options)
 
 
 @dataclass(frozen=True)
@@ -240,9 +233,6 @@ class JsonlFile(Layout):
 
     def count(self) -> int:
         return len(read_jsonl_lines(self.url, self.storage_options))
-
-    def source(self, entries: Sequence[Any], request: SourceRequest) -> ListingRowSource:
-        return data_shape(request.kind).jsonl_source(entries, request, self.storage_options)
 
 
 Recogniser = Callable[[d.PathKind, StorageOptions | None], Layout | None]

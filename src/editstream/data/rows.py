@@ -115,13 +115,13 @@ class LineRow:
         refused for being outside the media directory (left out of ``media``)."""
         try:
             item = json.loads(self.line)
-        except ValueError:
+        except (ValueError, RecursionError):
             item = None
         video_line = isinstance(item, dict) and "image" not in item
         media: dict[str, Any] = {}
         refused: list[str] = []
         for name, is_folder in referenced_media(item):
-            if video_line and not is_folder and not videos:
+            if name in media or (video_line and not is_folder and not videos):
                 continue
             try:
                 media[name] = self.media.stored(name, is_folder, entries)

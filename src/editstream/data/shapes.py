@@ -8,13 +8,13 @@ dataset's arguments; a shape that cannot read a layout says so. No other module 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..format.manifest import Manifest
 from ..format.sft import SftInfo
 from ..io.storage import StorageOptions
-from ..kinds import DatasetKind, SourceShape, UnknownKindError, get_kind
+from ..kinds import DatasetKind, SourceShape
 from .rows import ListingRowSource
 from .sources.foreign import ForeignTarSource
 from .sources.jsonl import JsonlLineSource
@@ -32,146 +32,121 @@ SOURCE_OPTIONS = {
 """Keyword arguments each backend's source takes beyond the common ones (parquet-slice kinds)."""
 
 
-def _named(request: SourceRequest) -> str:
-    return "this" if request.kind is None else request.kind.name
-
-
 class ShapeMismatch(ValueError):
     """A kind whose shape does not read this layout (JSONL lines from a parquet directory, say)."""
 
 
-class ParquetSlices:
-    """Rows of parquet row groups (or whole files), on parquet, converted shards or foreign shards."""
+Builder = Callable[[Sequence[Any], "SourceRequest", StorageOptions | None], ListingRowSource]
+"""``(entries, request, storage options)`` -> the row source reading the entries."""
 
-    name = "parquet"
 
-    def _common(self, backend: str, request: SourceRequest) -> dict[str, Any]:
-        unknown = sorted(set(request.options) - set(SOURCE_OPTIONS[backend]))
-        if unknown:
-            raise TypeError(
-                f"dataset {request.dataset_name!r}: unknown keyword argument(s) {unknown} for backend "
-                f"{backend!r} (it takes {list(SOURCE_OPTIONS[backend])})"
+class DataShape:
+    """How one shape is read: a source builder per layout it reads (by the layout's ``title``)."""
+
+    builders: dict[str, Builder] = {}
+
+    def source(self, title: str, entries: Sequence[Any], request: SourceRequest, so: StorageOptions | None) -> Any:
+        """The row source reading ``entries`` (all of the layout called ``title``); a :class:`ShapeMismatch`
+        naming what the kind reads when it does not read that layout."""
+        builder = self.builders.get(title)
+        if builder is None:
+            kind = "this" if request.kind is None else request.kind.name
+            raise ShapeMismatch(
+                f"dataset {request.dataset_name!r}: {entries[0]} is {title}; {kind} data is read from "
+                f"{' or '.join(self.builders)}"
             )
-        return dict(
-            dataset_name=request.dataset_name,
-            granularity=request.granularity,
-            drops=request.drops,
-            column_types=request.column_types,
-            **request.options,
-        )
-
-    def parquet_source(
-        self, entries: Sequence[Any], request: SourceRequest, so: StorageOptions | None
-    ) -> ListingRowSource:
-        return ParquetSource(parquet_info=request.parquet_info, storage_options=so, **self._common("parquet", request))
-
-    def converted_source(
-        self, entries: Sequence[Any], request: SourceRequest, so: StorageOptions | None
-    ) -> ListingRowSource:
-        if "columns" in request.options:
-            raise TypeError(
-                f"dataset {request.dataset_name!r}: columns applies to foreign shards (patterns), not converted roots"
-            )
-        return TarSource(storage_options=so, **self._common("webdataset", request))
-
-    def foreign_source(
-        self, entries: Sequence[Any], request: SourceRequest, so: StorageOptions | None
-    ) -> ListingRowSource:
-        return ForeignTarSource(
-            storage_options=so,
-            schema=None if request.kind is None else request.kind.name,
-            **self._common("webdataset", request),
-        )
-
-    def jsonl_source(
-        self, entries: Sequence[Any], request: SourceRequest, so: StorageOptions | None
-    ) -> ListingRowSource:
-        raise ShapeMismatch(
-            f"dataset {request.dataset_name!r}: {entries[0]} is a JSONL file; {_named(request)} data is read "
-            f"from parquet files or shards"
-        )
+        return builder(entries, request, so)
 
     def converted_count(self, manifest: Manifest) -> int:
-        """Source files a converted root holds rows of (the count that reads each once)."""
-        return len(manifest.source_files)
+        """The ``num_used_data`` entry that reads a converted root of this shape once."""
+        raise NotImplementedError
 
     def dataset_arguments(self, backend: str, entry: Any, count: int, media_dir: str | None) -> dict[str, Any]:
         """The training dataset's arguments that read ``entry`` whole on ``backend``."""
         return {"data_dir_list": [entry], "num_used_data": [count], "backend": backend}
 
 
-class JsonlLines:
-    """One sample per JSONL line, with the media it names: from the JSONL and a media directory, or
-    from a root converted from them."""
-
-    name = "jsonl+media"
-
-    def parquet_source(
-        self, entries: Sequence[Any], request: SourceRequest, so: StorageOptions | None
-    ) -> ListingRowSource:
-        raise ShapeMismatch(
-            f"dataset {request.dataset_name!r}: {_named(request)} data is a JSONL file and its media directory, "
-            f"not the parquet files of {entries[0]}"
+def _options(backend: str, request: SourceRequest) -> dict[str, Any]:
+    """The arguments every parquet-slice source takes, and the backend's own options (unknown ones refused)."""
+    unknown = sorted(set(request.options) - set(SOURCE_OPTIONS[backend]))
+    if unknown:
+        raise TypeError(
+            f"dataset {request.dataset_name!r}: unknown keyword argument(s) {unknown} for backend "
+            f"{backend!r} (it takes {list(SOURCE_OPTIONS[backend])})"
         )
+    return dict(
+        dataset_name=request.dataset_name,
+        granularity=request.granularity,
+        drops=request.drops,
+        column_types=request.column_types,
+        **request.options,
+    )
 
-    def foreign_source(
-        self, entries: Sequence[Any], request: SourceRequest, so: StorageOptions | None
-    ) -> ListingRowSource:
-        raise ShapeMismatch(
-            f"dataset {request.dataset_name!r}: {_named(request)} data is read from a JSONL file or a root converted "
-            f"from one, not from foreign shards ({entries[0]})"
-        )
 
-    def jsonl_source(
-        self, entries: Sequence[Any], request: SourceRequest, so: StorageOptions | None
-    ) -> ListingRowSource:
-        if request.media_dir is None:
-            raise ShapeMismatch(
-                f"{entries[0]} is a JSONL file; its image and video names need a media directory (media_dir)"
-            )
-        return JsonlLineSource(
-            dataset_name=request.dataset_name,
-            storage_options=so,
-            allow_outside_media_dir=request.allow_outside_media_dir,
-            media_dirs=[request.media_dir] * len(entries),
-        )
+def _parquet(entries: Sequence[Any], request: SourceRequest, so: StorageOptions | None) -> ListingRowSource:
+    return ParquetSource(parquet_info=request.parquet_info, storage_options=so, **_options("parquet", request))
 
-    def converted_source(
-        self, entries: Sequence[Any], request: SourceRequest, so: StorageOptions | None
-    ) -> ListingRowSource:
-        return ShardLineSource(
-            dataset_name=request.dataset_name,
-            storage_options=so,
-            allow_outside_media_dir=request.allow_outside_media_dir,
-            **request.options,
+
+def _converted(entries: Sequence[Any], request: SourceRequest, so: StorageOptions | None) -> ListingRowSource:
+    if "columns" in request.options:
+        raise TypeError(
+            f"dataset {request.dataset_name!r}: columns applies to foreign shards (patterns), not converted roots"
         )
+    return TarSource(storage_options=so, **_options("webdataset", request))
+
+
+def _foreign(entries: Sequence[Any], request: SourceRequest, so: StorageOptions | None) -> ListingRowSource:
+    schema = None if request.kind is None else request.kind.name
+    return ForeignTarSource(storage_options=so, schema=schema, **_options("webdataset", request))
+
+
+def _jsonl(entries: Sequence[Any], request: SourceRequest, so: StorageOptions | None) -> ListingRowSource:
+    if request.media_dir is None:
+        raise ShapeMismatch(f"{entries[0]} is a JSONL file; its image and video names need a media directory")
+    return JsonlLineSource(
+        dataset_name=request.dataset_name,
+        storage_options=so,
+        allow_outside_media_dir=request.allow_outside_media_dir,
+        media_dirs=[request.media_dir] * len(entries),
+    )
+
+
+def _line_roots(entries: Sequence[Any], request: SourceRequest, so: StorageOptions | None) -> ListingRowSource:
+    return ShardLineSource(
+        dataset_name=request.dataset_name,
+        storage_options=so,
+        allow_outside_media_dir=request.allow_outside_media_dir,
+        **request.options,
+    )
+
+
+class ParquetSlices(DataShape):
+    """Rows of parquet row groups (or whole files), on parquet, converted shards or foreign shards."""
+
+    builders = {"a parquet directory": _parquet, "a converted root": _converted, "foreign tar shards": _foreign}
 
     def converted_count(self, manifest: Manifest) -> int:
-        """Lines a converted root holds (the count that reads each once)."""
+        return len(manifest.source_files)  # the source files it holds rows of
+
+
+class JsonlLines(DataShape):
+    """One sample per JSONL line with the media it names: a JSONL and its media directory, or a root
+    converted from them (which holds the lines, so its dataset is given no JSONL)."""
+
+    builders = {"a JSONL file": _jsonl, "a converted root": _line_roots}
+
+    def converted_count(self, manifest: Manifest) -> int:
         return SftInfo.from_manifest(manifest, manifest.source_root).num_lines
 
     def dataset_arguments(self, backend: str, entry: Any, count: int, media_dir: str | None) -> dict[str, Any]:
-        """The JSONL dataset's arguments that read ``entry`` whole: the JSONL and its media directory on
-        the source backend; the converted root alone (it holds the lines) on the webdataset backend."""
         if backend == "webdataset":
             return {"jsonl_path_list": None, "data_dir_list": [entry], "num_used_data": [count], "backend": backend}
         return {"jsonl_path_list": [entry], "data_dir_list": [media_dir], "num_used_data": [count], "backend": backend}
 
 
-DataShape = ParquetSlices | JsonlLines
 _BY_SHAPE: dict[SourceShape, DataShape] = {SourceShape.PARQUET: ParquetSlices(), SourceShape.JSONL_MEDIA: JsonlLines()}
 
 
 def data_shape(kind: DatasetKind | None) -> DataShape:
     """How data of ``kind`` is read (parquet slices for a dataset class of no registered kind)."""
     return _BY_SHAPE[SourceShape.PARQUET if kind is None else kind.source]
-
-
-def shape_named(schema: str | None) -> DataShape:
-    """The shape of the kind called ``schema`` (parquet slices when unnamed or not registered here)."""
-    if schema is None:
-        return _BY_SHAPE[SourceShape.PARQUET]
-    try:
-        return data_shape(get_kind(schema))
-    except UnknownKindError:
-        return _BY_SHAPE[SourceShape.PARQUET]

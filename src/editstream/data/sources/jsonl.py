@@ -21,9 +21,13 @@ from typing import Any
 from ...format.sft import contained_media_path, media_path, sort_frames
 from ...io import storage
 from ...io.lines import read_jsonl_lines
+from ...io.retry import RetryPolicy
 from ...io.storage import StorageOptions
 from ..rows import LineRow, Position
 from ..units import LineUnit, Unit, as_unit
+
+ABSENT = (FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError)
+"""Errors that mean "this media is not there" (stored as ``None``) rather than a storage fault."""
 
 Place = tuple[int, int]
 """``(entry index, line index)``: where a unit's line is, in the listing's entries."""
@@ -112,6 +116,7 @@ class DirectoryMedia:
         self.image_dir = image_dir
         self.storage_options = storage_options
         self.allow_outside = allow_outside
+        self.retry = RetryPolicy()
 
     def image_bytes(self, name: Any) -> bytes:
         path = contained_media_path(self.image_dir, name, self.allow_outside)
@@ -125,24 +130,24 @@ class DirectoryMedia:
         return result
 
     def stored(self, name: str, is_folder: bool, entries: int | None = None) -> Any:
+        """A file's bytes or a folder's ``{entry: bytes}`` (listing order, the reference's ``os.listdir``; or
+        the first ``entries`` in frame order), ``None`` where absent; storage faults are retried, then raised
+        (a conversion must not record readable media as missing)."""
         path = contained_media_path(self.image_dir, name, self.allow_outside)
         if not is_folder:
-            return _bytes_or_none(path, self.storage_options)
+            return self._file(path)
         try:
-            names = storage.list_names(path, self.storage_options)
-        except OSError:
+            names = self.retry.call(lambda: storage.list_names(path, self.storage_options))
+        except ABSENT:
             return None
-        return {
-            entry: _bytes_or_none(media_path(path, entry), self.storage_options)
-            for entry in sort_frames(names)[:entries]
-        }
+        chosen = names if entries is None else sort_frames(names)[:entries]
+        return {entry: self._file(media_path(path, entry)) for entry in chosen}
 
-
-def _bytes_or_none(url: str, storage_options: StorageOptions | None) -> bytes | None:
-    try:
-        return storage.read_bytes(url, storage_options)
-    except OSError:
-        return None
+    def _file(self, url: str) -> bytes | None:
+        try:
+            return self.retry.call(lambda: storage.read_bytes(url, self.storage_options))
+        except ABSENT:
+            return None
 
 
 class JsonlLineSource(LineListing):
