@@ -7,7 +7,7 @@ import io
 import pytest
 from PIL import Image
 
-from editstream.conversion.kindcheck import check_columns
+from editstream.conversion.parquet_plan import check_columns
 from editstream.format.images import image_header_problem, image_size
 from editstream.kinds import detect_kind, get_kind
 

@@ -29,7 +29,7 @@ from ..io import storage
 from ..io.lines import decode_lines
 from ..io.retry import RetryPolicy
 from ..kinds import DatasetKind
-from .badrows import BadRow, checked_problems
+from .report import BadRow, checked_problems
 from .task import LinePart, ShardTask
 
 _FETCH_THREADS = 8

@@ -3,18 +3,19 @@
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..data.layouts import ParquetDirectory, kind_of_columns
 from ..format import manifest as mf
+from ..format.columns import ColumnTypeError, column_type_problems
 from ..format.keys import key_stems
 from ..io import storage
 from ..io.parquet import open_parquet
 from ..io.parquet_info import ParquetInfo
-from ..kinds import get_kind
-from .kindcheck import check_columns
+from ..kinds import DatasetKind, get_kind
 from .task import ParquetPart, Plan, ShardTask
 
 if TYPE_CHECKING:
@@ -257,3 +258,21 @@ def check_parquet_options(cfg: ConvertConfig) -> None:
         raise ValueError("media_dir applies to sources of a JSONL + media kind only")
     if cfg.allow_outside_media_dir:
         raise ValueError("allow_outside_media_dir applies to sources of a JSONL + media kind only")
+
+
+def check_columns(
+    kind: DatasetKind, columns: Iterable[str], types: Mapping[str, str] | None = None, where: str = ""
+) -> None:
+    """Raise ``ValueError`` naming the missing columns when ``columns`` lack one of ``kind``'s, and
+    :class:`~editstream.format.columns.ColumnTypeError` when ``types`` (column -> arrow type) shows a
+    column of another type than the kind's parser reads."""
+    columns = list(columns)
+    missing = [c for c in kind.columns if c not in set(columns)]
+    if missing:
+        raise ValueError(
+            f"schema {kind.name!r} needs columns {list(kind.columns)}; missing {missing} (found {sorted(columns)})"
+        )
+    if types is not None:
+        problems = column_type_problems(types, kind.columns)
+        if problems:
+            raise ColumnTypeError(f"{where or 'source'}: {'; '.join(problems)} (schema {kind.name!r})")

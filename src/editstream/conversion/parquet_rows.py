@@ -20,7 +20,7 @@ from ..io import storage
 from ..io.parquet import batch_rows_for_bytes, iter_row_group_batches, open_parquet
 from ..io.prefetch import prefetched
 from ..kinds import DatasetKind
-from .badrows import DROP_NOTE, BadRow, checked_problems
+from .report import DROP_NOTE, BadRow, checked_problems
 from .task import ParquetPart, ShardTask
 
 _BATCH_ROWS = 256

@@ -25,8 +25,7 @@ from ..format.sft import LINES_COPY
 from ..format.tarblock import END_OF_ARCHIVE
 from ..io import storage
 from ..io.ranged import open_read
-from .badrows import BadRow
-from .notes import RowNote
+from .report import BadRow, RowNote
 from .task import ShardTask
 
 log = logging.getLogger(__name__)

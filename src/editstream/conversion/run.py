@@ -20,13 +20,11 @@ from ..format.digest import DEFAULT_DIGEST
 from ..format.idx import idx_path_for
 from ..format.sft import LINES_COPY
 from ..io import storage
-from .badrows import DROP_NOTE
 from .config import ConvertConfig
 from .dst import check_dst, tidy_dst
 from .executors import Executor, import_ray, make_executor, warm_up
 from .lifetime import sigterm_as_interrupt
 from .lock import ConversionLock
-from .notes import REPORT_KEYS, report_entries
 from .progress import ShardProgress
 from .records import (
     LocalSyncer,
@@ -37,6 +35,7 @@ from .records import (
     shard_is_intact,
     write_records_for,
 )
+from .report import DROP_NOTE, REPORT_KEYS, report_entries
 from .shapes import plan_conversion, strategy_of
 from .shard import convert_shard
 from .source import absolute, resolve_source

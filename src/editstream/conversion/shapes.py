@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any
 from ..format import manifest as mf
 from ..io.storage import StorageOptions
 from ..kinds import DatasetKind, SourceShape, UnknownKindError, get_kind
-from .badrows import BadRow
 from .lines_plan import check_lines_options, lines_manifest_extra, plan_lines_conversion
 from .lines_rows import iter_line_rows, line_bad_row, line_place, lines_report_note
 from .lines_verify import check_lines_root, lines_media_comparison
@@ -25,6 +24,7 @@ from .parquet_rows import iter_parquet_rows, parquet_bad_row, parquet_report_not
 from .parquet_verify import check_parquet_root
 from .problems import Problem
 from .records import ShardResult
+from .report import BadRow
 from .task import Plan, ShardTask
 
 if TYPE_CHECKING:

@@ -20,9 +20,8 @@ from ..format.tarwriter import TarWriter
 from ..io import storage
 from ..io.retry import RetryPolicy
 from ..kinds import get_kind
-from .badrows import BadRow
-from .notes import RowNote, notes_of
 from .records import IdxDigest, ShardResult, open_output, reuse, write_output, write_record
+from .report import BadRow, RowNote, notes_of
 from .shapes import strategy_of
 from .task import ShardTask
 

@@ -1,0 +1,122 @@
+"""What report.json says of rows: bad rows (its kind's checks find the row bad) and image notes
+(the row trains, but its parser decodes an image to other pixels than the file holds).
+
+Both name where the row is in one shape for every source shape: a parquet row its row group and
+row, a JSONL line its line number. A note is not a bad row: the row is kept and counted good, and
+``report.json`` lists notes under ``image_notes`` (only when there are any, so a report without
+them keeps its bytes). Both travel in done records, so a resumed conversion reports what an
+uninterrupted one does; they are serialised only at the file boundary.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from typing import Any
+
+from ..kinds import Certainty, DatasetKind, RowCheck, RowProblem
+
+
+@dataclass(frozen=True, kw_only=True)
+class BadRow:
+    """One row (or line) its kind's checks find bad, where it is, and whether it was left out."""
+
+    file: str
+    row_group: int | None = None
+    """Parquet rows: the row's row group and its index in it."""
+    row: int | None = None
+    line: int | None = None
+    """JSONL lines: the line number, counted from 1 as an editor shows it."""
+    key: str
+    reason: str
+    fails: Certainty | None = None
+    """Parquet rows: whether the training-time parser always fails on the row, or only if its draws reach it."""
+    shard: str
+    dropped: bool
+    missing: tuple[str, ...] = ()
+    """JSONL lines: the media names that could not be read at conversion time."""
+
+    def to_json(self) -> dict[str, Any]:
+        """The report.json entry: fields in declaration order, those that do not apply left out."""
+        d = _entry(self)
+        if self.fails is not None:
+            d["fails"] = self.fails.value
+        d.pop("missing", None)
+        if self.missing:
+            d["missing"] = list(self.missing)
+        return d
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> BadRow:
+        """The entry ``to_json`` wrote (a ``TypeError`` or ``ValueError`` when it is not one)."""
+        fails = d.get("fails")
+        return cls(
+            **{**d, "fails": None if fails is None else Certainty(fails), "missing": tuple(d.get("missing", ()))}
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
+class RowNote:
+    """One note on one row (or JSONL line): where the row is and what its parser does to it."""
+
+    file: str
+    row_group: int | None = None
+    """Parquet rows: the row's row group and its index in it."""
+    row: int | None = None
+    line: int | None = None
+    """JSONL lines: the line number, counted from 1."""
+    key: str
+    shard: str
+    note: str
+
+    def to_json(self) -> dict[str, Any]:
+        """The report.json entry: fields in declaration order, those that do not apply left out."""
+        return _entry(self)
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> RowNote:
+        """The entry ``to_json`` wrote (a ``TypeError`` when it is not one)."""
+        return cls(**d)
+
+
+def _entry(record: BadRow | RowNote) -> dict[str, Any]:
+    return {f.name: getattr(record, f.name) for f in fields(record) if getattr(record, f.name) is not None}
+
+
+def checked_problems(check_row: RowCheck, row: Mapping[str, Any], first_only: bool = False) -> list[RowProblem]:
+    """The row's problems (the first alone with ``first_only``); a check that raises on the row
+    marks the row bad with the error, so one odd row cannot stop a conversion."""
+    try:
+        problems = check_row(row)
+        if first_only:
+            first = next(problems, None)
+            return [first] if first is not None else []
+        return list(problems)
+    except Exception as exc:  # noqa: BLE001 - a check that trips over a row marks the row bad
+        return [RowProblem(f"schema check failed: {type(exc).__name__}: {exc}")]
+
+
+def notes_of(kind: DatasetKind, row: Mapping[str, Any]) -> list[str]:
+    """The kind's notes on ``row``; a note check (a plug-in's) that raises on the row gives a note
+    saying so, so it neither stops the conversion nor goes unsaid."""
+    try:
+        return list(kind.row_notes(row))
+    except Exception as exc:  # noqa: BLE001 - notes are advisory, a failing check is reported as one
+        return [f"note check failed: {type(exc).__name__}: {exc}"]
+
+
+DROP_NOTE = (
+    "bad rows were dropped (--drop-bad-rows): row positions no longer match the parquet "
+    "source, so the WebDataset backend does not reproduce the parquet backend's samples"
+)
+"""What report.json (and a warning) says when bad rows were left out of the shards."""
+
+REPORT_KEYS = ("num_image_notes", "image_notes")
+"""The keys report.json gets when a conversion has notes (none otherwise)."""
+
+
+def report_entries(notes: list[RowNote]) -> dict[str, Any]:
+    """report.json's notes: ``{}`` when there are none, so reports without notes keep their bytes."""
+    if not notes:
+        return {}
+    return {REPORT_KEYS[0]: len(notes), REPORT_KEYS[1]: [n.to_json() for n in notes]}
