@@ -644,6 +644,8 @@ import runpy, signal, sys
 from editstream.conversion import shard
 
 after = int(sys.argv.pop(1))
+resume = sys.argv.pop(1) == "resume"
+signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1})
 real_write_rows = shard._write_rows
 written = 0
 
@@ -651,8 +653,11 @@ def write_rows(task, writer):
     global written
     work = real_write_rows(task, writer)
     written += 1
-    if written > after:  # this shard's rows are written, the shard is not committed yet
+    if written == after + 1:  # this shard's rows are written, the shard is not committed yet
         print("paused", flush=True)
+        if resume:
+            signal.sigwait({signal.SIGUSR1})
+            return work
         while True:
             signal.pause()
     return work
@@ -663,11 +668,13 @@ runpy.run_module("editstream.cli", run_name="__main__", alter_sys=True)
 """
 
 
-def paused_convert_command(after_shards: int, *args: str) -> list[str]:
+def paused_convert_command(after_shards: int, *args: str, resume_on_usr1: bool = False) -> list[str]:
     """``editstream convert ARGS`` (use ``--workers 1``: shards are written in this process) that
     stops inside the shard after ``after_shards`` finished ones, prints ``paused`` on stdout and
-    waits for a signal: a kill or an interrupt lands at a known point instead of a raced one."""
-    return [sys.executable, "-c", _PAUSED_CONVERT, str(after_shards), "convert", *args]
+    waits for a signal: a kill or an interrupt lands at a known point instead of a raced one.
+    With ``resume_on_usr1`` a SIGUSR1 lets it go on, so a test can change the source meanwhile."""
+    mode = "resume" if resume_on_usr1 else "wait"
+    return [sys.executable, "-c", _PAUSED_CONVERT, str(after_shards), mode, "convert", *args]
 
 
 def error_lines(result: subprocess.CompletedProcess) -> list[str]:

@@ -49,14 +49,20 @@ def golden_src(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def output_digests(src: Path, dst: Path) -> dict[str, str]:
-    """sha256 (16 hex digits) of every file under ``dst``, with the two values that depend on where
-    the source is (its path, and the plan's fingerprint, a hash over that path) written as
-    ``<SRC>`` and ``<PLAN>``: everything else is compared byte for byte."""
+    """sha256 (16 hex digits) of every file under ``dst``, with the values that depend on where the
+    source is (its path, and the plan's fingerprint, a hash over that path and the files' identities)
+    written as ``<SRC>`` and ``<PLAN>``, and the manifest's record of those identities left out:
+    everything else is compared byte for byte."""
     fingerprint = json.loads((dst / "manifest.json").read_text())["extra"]["plan_fingerprint"]
     out = {}
     for path in sorted(dst.rglob("*")):
         if path.is_file():
-            data = path.read_bytes().replace(str(src).encode(), b"<SRC>").replace(fingerprint.encode(), b"<PLAN>")
+            data = path.read_bytes()
+            if path.name == "manifest.json":  # the source files' identities (mtimes, inodes) are the machine's too
+                doc = json.loads(data)
+                doc["extra"].pop("source_identities")
+                data = (json.dumps(doc, indent=1) + "\n").encode()
+            data = data.replace(str(src).encode(), b"<SRC>").replace(fingerprint.encode(), b"<PLAN>")
             out[str(path.relative_to(dst))] = hashlib.sha256(data).hexdigest()[:16]
     return out
 

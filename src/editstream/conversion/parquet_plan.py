@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ..data.identity import Identity, identities
 from ..data.layouts import ParquetDirectory, kind_of_columns
 from ..format import manifest as mf
 from ..format.columns import ColumnTypeError, column_type_problems
 from ..format.keys import key_stems
-from ..io import storage
 from ..io.parquet import open_parquet
 from ..io.parquet_info import ParquetInfo
 from ..kinds import DatasetKind, get_kind
@@ -50,6 +49,8 @@ class _Source:
     names: list[str]
     footers: dict[int, _Footer]
     counts: dict[int, int]
+    identities: dict[str, Identity]
+    """Each file's identity (by URL), taken when the source is listed."""
 
 
 def _read_source(cfg: ConvertConfig) -> _Source:
@@ -59,6 +60,7 @@ def _read_source(cfg: ConvertConfig) -> _Source:
     urls = ParquetDirectory(cfg.src, so).files()
     if not urls:
         raise FileNotFoundError(f"no *.parquet files in {cfg.src}")
+    taken = identities(urls, so)
     names = [u.rsplit("/", 1)[-1] for u in urls]
     info = ParquetInfo.load(cfg.parquet_info, so)
     counts = {i: n for i, url in enumerate(urls) if (n := info.num_row_groups(url)) is not None}
@@ -67,7 +69,7 @@ def _read_source(cfg: ConvertConfig) -> _Source:
         need.insert(0, 0)
     with ThreadPoolExecutor(max_workers=min(16, len(need))) as pool:
         footers = dict(zip(need, pool.map(lambda i: _read_footer(urls[i], so), need)))
-    return _Source(urls, names, footers, counts)
+    return _Source(urls, names, footers, counts, taken)
 
 
 def _schema_of(cfg: ConvertConfig, src: _Source) -> tuple[str, tuple[tuple[str, str], ...]]:
@@ -124,11 +126,7 @@ def plan_parquet_conversion(cfg: ConvertConfig) -> Plan:
         tasks = _plan_rowgroup_layout(src.names, row_groups, num_rgs, stems, common)
     else:
         tasks = _plan_size_layout(cfg, src, stems, row_groups, common)
-    source_bytes = 0
-    for url in src.urls:
-        with contextlib.suppress(OSError):
-            source_bytes += storage.size(url, cfg.storage_options)
-    return Plan(
+    plan = Plan(
         tasks=tasks,
         schema=schema,
         columns=columns,
@@ -136,8 +134,10 @@ def plan_parquet_conversion(cfg: ConvertConfig) -> Plan:
         row_groups=row_groups,
         num_row_groups=num_rgs,
         stems=stems,
-        source_bytes=source_bytes,
+        source_bytes=sum(identity["size"] for identity in src.identities.values()),
     )
+    plan.with_identities(dict(zip(src.names, src.identities.values())))
+    return plan
 
 
 def _plan_rowgroup_layout(

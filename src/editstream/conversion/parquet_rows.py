@@ -10,11 +10,13 @@ are decoded on a reader thread (``io.prefetch``), batches of about ``BATCH_BYTES
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import Iterator
 from typing import Any
 
 import pyarrow.parquet as pq
 
+from ..data.identity import check_unchanged
 from ..format import manifest as mf
 from ..io import storage
 from ..io.parquet import batch_rows_for_bytes, iter_row_group_batches, open_parquet
@@ -33,6 +35,9 @@ PREFETCH_BATCHES = 2
 def _open_checked(task: ShardTask, file: str, stack: contextlib.ExitStack) -> pq.ParquetFile:
     """Open one source file of the task; its columns must be the plan's."""
     url = storage.join(task.src_root, file)
+    planned = dict(task.sources).get(file)
+    if planned is not None:
+        check_unchanged(url, json.loads(planned), task.storage_options)
     pf = stack.enter_context(open_parquet(url, task.storage_options))
     got = tuple((f.name, str(f.type)) for f in pf.schema_arrow)
     if got != task.columns:

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .. import __version__
+from ..data.identity import difference
 from ..format import manifest as mf
 from ..format.digest import DEFAULT_DIGEST
 from ..format.idx import idx_path_for
@@ -39,8 +40,10 @@ from .report import DROP_NOTE, REPORT_KEYS, report_entries
 from .shapes import plan_conversion, strategy_of
 from .shard import convert_shard
 from .source import absolute, resolve_source
-from .task import Plan
+from .task import Plan, ShardTask
 
+SOURCE_IDENTITIES = "source_identities"
+"""The manifest's ``extra`` record of each source file's identity when it was converted (``data.identity``)."""
 log = logging.getLogger(__name__)
 
 
@@ -156,20 +159,43 @@ def _prepare_dst(cfg: ConvertConfig, plan: Plan) -> mf.Manifest | None:
         remove_previous(cfg.dst, so)
     elif storage.exists(storage.join(cfg.dst, mf.MANIFEST_NAME), so):
         existing = mf.Manifest.read(cfg.dst, so)
-        if existing.extra.get("plan_fingerprint") != plan.fingerprint():
-            raise FileExistsError(
-                f"{cfg.dst} already holds a finished conversion of other input or options; "
-                f"pass overwrite=True (--overwrite) to replace it"
-            )
-        if all(shard_is_intact(cfg.dst, s, so) for s in existing.shards):
+        kept = _tasks_still_done(cfg, existing, plan)
+        if len(kept) == len(plan.tasks) and all(shard_is_intact(cfg.dst, s, so) for s in existing.shards):
             return existing
         storage.remove(storage.join(cfg.dst, mf.MANIFEST_NAME), so)
-        write_records_for(existing, plan.tasks, cfg.dst, so)
+        write_records_for(existing, kept, cfg.dst, so)
     storage.makedirs(cfg.dst, so)
     outputs = {t.shard_path for t in plan.tasks} | {idx_path_for(t.shard_path) for t in plan.tasks}
     clean_stale_temp_files(cfg.dst, outputs | {mf.MANIFEST_NAME, mf.REPORT_NAME, LINES_COPY, *plan.side_files})
     tidy_dst(cfg, plan)  # orphans of earlier runs removed, the shard count noted for a partial DST
     return None
+
+
+def _tasks_still_done(cfg: ConvertConfig, existing: mf.Manifest, plan: Plan) -> list[ShardTask]:
+    """The tasks a finished DST already holds the shards of: all of them when it is this very conversion;
+    when only source files changed since (their identities), the tasks that read none of them, so a re-run
+    converts the changed part; a conversion of other input or options is refused."""
+    recorded = existing.extra.get("plan_fingerprint")
+    old = existing.extra.get(SOURCE_IDENTITIES)
+    if recorded == plan.fingerprint() or (old is None and recorded == plan.fingerprint({})):
+        return list(plan.tasks)  # this conversion (made before source identities were recorded, or not)
+    if not isinstance(old, dict):
+        old = {}
+    changed = sorted(f for f, identity in plan.sources.items() if old and old.get(f) != identity)
+    if not changed or recorded != plan.fingerprint(old):
+        what = f" (source files changed since: {', '.join(changed)})" if changed else ""
+        raise FileExistsError(
+            f"{cfg.dst} already holds a finished conversion of other input or options{what}; "
+            f"pass overwrite=True (--overwrite) to replace it"
+        )
+    for name in changed:
+        log.warning(
+            "%s changed since %s was converted (%s): converting its shards again",
+            name,
+            cfg.dst,
+            difference(old[name], plan.sources[name]),
+        )
+    return [t for t in plan.tasks if not any(f in changed for f, _ in t.sources)]
 
 
 def _run_tasks(cfg: ConvertConfig, plan: Plan, executor: Executor | None) -> list[ShardResult]:
@@ -248,6 +274,8 @@ def _build_manifest(cfg: ConvertConfig, plan: Plan, results: list[ShardResult]) 
         row_groups[name] = sizes
     extra: dict[str, Any] = {"plan_fingerprint": plan.fingerprint()}
     extra.update(strategy_of(plan.schema).manifest_extra(plan, results))
+    if plan.sources:
+        extra[SOURCE_IDENTITIES] = plan.sources
     return mf.Manifest(
         schema=plan.schema,
         columns=[{"name": n, "type": t} for n, t in plan.columns],

@@ -9,8 +9,10 @@ earlier run's shard can be kept.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar
 
@@ -76,13 +78,19 @@ class ShardTask:
     storage_options: dict[str, Any] | None = None
     digest: str = DEFAULT_DIGEST
     """Digest algorithm of the shard and its idx (``xxh3_128`` or ``sha256``)."""
+    sources: tuple[tuple[str, str], ...] = ()
+    """``(source file, its identity as JSON)`` for each file the task reads (``data.identity``): checked
+    when the file is opened, and part of the fingerprint, so a changed source is never trusted."""
 
     def describe(self) -> str:
         """How errors name this task."""
         return f"shard {self.shard_path} (from {self.src_root})"
 
-    def fingerprint(self) -> str:
-        """A hash of what determines the shard's bytes; a done record must match it to be reused."""
+    def fingerprint(self, sources: Mapping[str, Any] | None = None) -> str:
+        """A hash of what determines the shard's bytes; a done record must match it to be reused.
+
+        ``sources`` (file -> identity) stands in for the task's own source identities: ``{}`` leaves
+        them out (as a plan made before they were recorded), a manifest's shows whether only they changed."""
         whole = self.part.row_group is not None
         d = {
             "format_version": mf.FORMAT_VERSION,
@@ -97,7 +105,17 @@ class ShardTask:
             "digest": self.digest,
             **self.part.fingerprint_fields(),
         }
+        if sources is None:
+            identity = dict(self.sources)
+        else:
+            identity = {f: _as_json(sources.get(f)) for f, _ in self.sources} if sources else {}
+        if identity:
+            d["sources"] = identity
         return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()
+
+
+def _as_json(identity: Any) -> str:
+    return json.dumps(identity, sort_keys=True)
 
 
 @dataclass
@@ -120,10 +138,23 @@ class Plan:
     """Kind-specific manifest records (``extra`` of the manifest), part of the fingerprint."""
     side_files: dict[str, bytes] = field(default_factory=dict)
     """Small files the converted root holds besides its shards (name -> bytes), written before them."""
+    sources: dict[str, Any] = field(default_factory=dict)
+    """The identity of every source file (relative name -> ``data.identity`` identity), as planned."""
 
-    def fingerprint(self) -> str:
-        """A hash of every task's fingerprint (and the extra records): equal plans write equal outputs."""
-        parts = [t.fingerprint() for t in self.tasks]
+    def with_identities(self, identities: Mapping[str, Any]) -> None:
+        """Record each source file's identity in the plan and in the tasks that read it."""
+        self.sources = dict(identities)
+        self.tasks = [
+            dataclasses.replace(
+                t, sources=tuple((f, _as_json(identities[f])) for f in sorted({s.file for s in t.slices}))
+            )
+            for t in self.tasks
+        ]
+
+    def fingerprint(self, sources: Mapping[str, Any] | None = None) -> str:
+        """A hash of every task's fingerprint (and the extra records): equal plans write equal outputs.
+        ``sources`` stands in for the source identities (see :meth:`ShardTask.fingerprint`)."""
+        parts = [t.fingerprint(sources) for t in self.tasks]
         if self.extra:
             parts.append(json.dumps(self.extra, sort_keys=True))
         return hashlib.sha256("\n".join(parts).encode()).hexdigest()
