@@ -21,7 +21,8 @@ from ..format import manifest as mf
 from ..io import storage
 from ..io.parquet import batch_rows_for_bytes, iter_row_group_batches, open_parquet
 from ..io.prefetch import prefetched
-from ..kinds import DatasetKind
+from ..io.text import UndecodableRow
+from ..kinds import DatasetKind, RowProblem
 from .report import DROP_NOTE, BadRow, checked_problems
 from .task import ParquetPart, ShardTask
 
@@ -92,17 +93,22 @@ def iter_parquet_rows(task: ShardTask) -> Iterator[tuple[mf.RowSlice, int, dict[
 def parquet_bad_row(
     task: ShardTask, kind: DatasetKind, s: mf.RowSlice, row_index: int, key: str, row: dict[str, Any]
 ) -> BadRow | None:
-    """The report entry of a row its kind finds bad (its first problem), or ``None``."""
-    problems = checked_problems(kind.row_problems, row, first_only=True)
-    if not problems:
-        return None
+    """The report entry of a row its kind finds bad (its first problem), or ``None``; a row with text
+    that is not UTF-8 is bad whatever its kind (the loader cannot read it)."""
+    if isinstance(row, UndecodableRow):
+        problem = RowProblem(row.problem())
+    else:
+        problems = checked_problems(kind.row_problems, row, first_only=True)
+        if not problems:
+            return None
+        problem = problems[0]
     return BadRow(
         file=s.file,
         row_group=s.row_group,
         row=row_index,
         key=key,
-        reason=problems[0].text,
-        fails=problems[0].certainty,
+        reason=problem.text,
+        fails=problem.certainty,
         shard=task.shard_path,
         dropped=task.drop_bad_rows,
     )

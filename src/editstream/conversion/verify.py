@@ -18,15 +18,13 @@ Problems are collected (never raised) so one run reports everything that is wron
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from typing import IO, Any
 
 from ..data.layouts import ConvertedRoot
-from ..data.rows import close_rows
-from ..data.sources.parquet import ParquetSource
-from ..data.units import Position, RowGroupUnit
 from ..format import manifest as mf
 from ..format.digest import new_hasher
 from ..format.idx import read_idx
@@ -35,6 +33,7 @@ from ..format.rowcodec import RowCodecError, decode_sample
 from ..format.tarblock import BLOCK, TarFormatError
 from ..format.tarreader import iter_samples
 from ..io import storage
+from ..io.parquet import iter_row_group_rows, open_parquet
 from ..io.progress import Progress
 from ..io.ranged import open_read
 from ..kinds import UnknownKindError, get_kind
@@ -174,24 +173,29 @@ class _ShardVerifier:
 
     def _source_rows(self) -> Iterator[dict[str, Any] | None]:
         """The source rows of the shard's samples, in order (streamed); ``None`` once unreadable."""
+        so = self.check.storage_options
         assert self.check.source is not None
-        source = ParquetSource(dataset_name="verify", storage_options=self.check.storage_options)
         current: tuple[str, int] | None = None
-        rows: Iterator[tuple[Position, Any]] = iter(())
-        for s, row_index in self.info.kept_rows():
-            if current != (s.file, s.row_group):
-                current = (s.file, s.row_group)
-                close_rows(rows)
-                unit = RowGroupUnit(storage.join(self.check.source, s.file), s.row_group)
-                rows = source.iter_unit_rows(unit, (s.start - 1,) if s.start else None)
-            yield self._source_row(rows, s, row_index)
-        close_rows(rows)
+        rows: Iterator[tuple[int, dict[str, Any]]] = iter(())
+        with contextlib.ExitStack() as files:
+            for s, row_index in self.info.kept_rows():
+                if current != (s.file, s.row_group):
+                    current = (s.file, s.row_group)
+                    files.close()
+                    url = storage.join(self.check.source, s.file)
+                    try:
+                        pf = files.enter_context(open_parquet(url, so, streaming=True))
+                        rows = iter_row_group_rows(pf, url, s.row_group, s.start)
+                    except (OSError, IndexError) as exc:
+                        self.problem("source", f"cannot read {s.file} row group {s.row_group}: {exc}")
+                        rows = iter(())
+                yield self._source_row(rows, s, row_index)
 
     def _source_row(
-        self, rows: Iterator[tuple[Position, Any]], s: mf.RowSlice, row_index: int
+        self, rows: Iterator[tuple[int, dict[str, Any]]], s: mf.RowSlice, row_index: int
     ) -> dict[str, Any] | None:
         try:
-            for (index,), row in rows:
+            for index, row in rows:
                 if index == row_index:
                     return dict(row)
         except (OSError, IndexError) as exc:
@@ -241,7 +245,7 @@ class _ShardVerifier:
                 if want is not None and key != want:
                     self.problem("key", f"sample {i} has key {key!r}, expected {want!r}")
                 try:
-                    row = decode_sample(key, members)
+                    row = decode_sample(key, members, invalid_text=True)
                 except RowCodecError as exc:
                     self.problem("decode", str(exc))
                     continue

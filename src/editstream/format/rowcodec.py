@@ -19,6 +19,7 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from ..io.text import InvalidText
 from .images import sniff_extension
 from .keys import safe_component
 
@@ -64,6 +65,8 @@ class _Encoder:
             if math.isfinite(v):
                 return v
             return {"$float": "nan" if math.isnan(v) else ("inf" if v > 0 else "-inf")}
+        if isinstance(v, InvalidText):  # kept exactly, so both backends drop the row at the same place
+            return {"$invalid_utf8": v.raw.hex()}
         if isinstance(v, (bytes, bytearray, memoryview)):
             data = v  # memoryviews (zero-copy arrow slices) are written as they are
             name = self._member_name(path, data)
@@ -151,10 +154,15 @@ _PLAIN = frozenset({str, int, float, bool, type(None)})
 """JSON values that decode to themselves (checked by exact type: JSON makes no subclasses)."""
 
 
-def _decode_value(v: Any, members: Mapping[str, bytes], key: str, used: set[str]) -> Any:
+def _decode_value(v: Any, members: Mapping[str, bytes], key: str, used: set[str], invalid: bool = False) -> Any:
     t = type(v)
     if t is list:
-        return [item if type(item) in _PLAIN else _decode_value(item, members, key, used) for item in v]
+        return [item if type(item) in _PLAIN else _decode_value(item, members, key, used, invalid) for item in v]
+    if t is dict and len(v) == 1 and "$invalid_utf8" in v:
+        text = InvalidText(bytes.fromhex(v["$invalid_utf8"]))
+        if not invalid:
+            raise RowCodecError(f"sample {key!r} holds text that is {text.reason} (a bad row of its source)")
+        return text
     if t is not dict:
         return v
     if len(v) == 1:
@@ -166,22 +174,26 @@ def _decode_value(v: Any, members: Mapping[str, bytes], key: str, used: set[str]
                 used.add(payload)
                 return members[payload]
             if tag == "$tuple":
-                return tuple(_decode_value(item, members, key, used) for item in payload)
+                return tuple(_decode_value(item, members, key, used, invalid) for item in payload)
             if tag == "$dict":
-                return {k: _decode_value(item, members, key, used) for k, item in payload.items()}
+                return {k: _decode_value(item, members, key, used, invalid) for k, item in payload.items()}
             if tag == "$timedelta":
                 return _dt.timedelta(days=payload[0], seconds=payload[1], microseconds=payload[2])
             if tag in _SIMPLE_TAGS:
                 return _SIMPLE_TAGS[tag](payload)
             raise RowCodecError(f"sample {key!r}: unknown tag {tag!r} in the JSON member")
-    return {k: _decode_value(item, members, key, used) for k, item in v.items()}
+    return {k: _decode_value(item, members, key, used, invalid) for k, item in v.items()}
 
 
-def decode_sample(key: str, members: Mapping[str, bytes], *, strict: bool = True) -> dict[str, Any]:
+def decode_sample(
+    key: str, members: Mapping[str, bytes], *, strict: bool = True, invalid_text: bool = False
+) -> dict[str, Any]:
     """The original row of a sample from its members (keyed by suffix, as ``iter_samples`` gives).
 
     With ``strict``, a member that the JSON does not reference is an error, so a damaged or
-    foreign sample is reported instead of silently losing data.
+    foreign sample is reported instead of silently losing data. A row whose source text was not
+    UTF-8 (``io.text``) is an error (the loader's bad row) unless ``invalid_text``, which gives its
+    :class:`~editstream.io.text.InvalidText` values (``verify`` compares them with the source).
     """
     raw = members.get(JSON_SUFFIX)
     if raw is None:
@@ -194,7 +206,10 @@ def decode_sample(key: str, members: Mapping[str, bytes], *, strict: bool = True
         raise RowCodecError(f"sample {key!r}: JSON member is a {type(doc).__name__}, expected an object")
     used: set[str] = set()
     try:
-        row = {column: v if type(v) in _PLAIN else _decode_value(v, members, key, used) for column, v in doc.items()}
+        row = {
+            column: v if type(v) in _PLAIN else _decode_value(v, members, key, used, invalid_text)
+            for column, v in doc.items()
+        }
     except RowCodecError:
         raise
     except (TypeError, ValueError, LookupError, AttributeError, ArithmeticError, RecursionError) as exc:

@@ -19,6 +19,7 @@ import pyarrow.parquet as pq
 from . import storage
 from .ranged import open_read
 from .retry import RetryPolicy
+from .text import UndecodableRow, column_values, rows_with_invalid_text
 
 STREAM_BATCH_ROWS = 32
 """Rows decoded at a time by the loader: a few batches of rows in memory, not a row group."""
@@ -114,12 +115,17 @@ def batch_rows(batch: pa.RecordBatch | pa.Table, *, binary_views: bool = False) 
 
     With ``binary_views``, binary values (top level or in a list) are ``memoryview`` slices of
     arrow's buffers instead of ``bytes`` copies: equal content, no copy. The converter uses
-    this to stream image bytes into tar shards without touching them.
+    this to stream image bytes into tar shards without touching them. A row with text that is
+    not UTF-8 is an :class:`~editstream.io.text.UndecodableRow` (``io.text``); the others are as ever.
     """
     if not binary_views:
-        return batch.to_pylist()
+        try:
+            return batch.to_pylist()
+        except UnicodeDecodeError:
+            return rows_with_invalid_text(batch)
     columns: list[list[Any]] = []
-    for arr in batch.columns:
+    bad: dict[int, list[str]] = {}
+    for name, arr in zip(batch.schema.names, batch.columns):
         if isinstance(arr, pa.ChunkedArray):
             arr = arr.combine_chunks()
         t = arr.type
@@ -128,11 +134,17 @@ def batch_rows(batch: pa.RecordBatch | pa.Table, *, binary_views: bool = False) 
         elif (pa.types.is_list(t) or pa.types.is_large_list(t)) and _is_binary(t.value_type):
             columns.append(_list_of_binary_views(arr))
         else:
-            columns.append(arr.to_pylist())
+            values, undecodable = column_values(arr)
+            columns.append(values)
+            for i in (i for i, flag in enumerate(undecodable) if flag):
+                bad.setdefault(i, []).append(name)
     names = batch.schema.names
     if not columns:
         return [{} for _ in range(batch.num_rows)]
-    return [dict(zip(names, values)) for values in zip(*columns)]
+    rows = [dict(zip(names, values)) for values in zip(*columns)]
+    for i, bad_columns in bad.items():
+        rows[i] = UndecodableRow(rows[i], bad_columns)
+    return rows
 
 
 def iter_row_group_batches(

@@ -20,8 +20,9 @@ from ...io.parquet import iter_row_group_rows, num_row_groups, open_parquet
 from ...io.parquet_info import ParquetInfo
 from ...io.retry import RetryPolicy
 from ...io.storage import StorageOptions
+from ...io.text import UndecodableRow
 from ..drops import DropLog
-from ..rows import Row
+from ..rows import BadSample, Row
 from ..units import FileUnit, Position, RowGroupUnit, Unit, as_unit, check_counts, repeat_to, warn_unread
 
 GRANULARITIES = ("row_group", "file")
@@ -48,6 +49,13 @@ def list_parquet_files(
         warn_unread(dataset_name, data_dir, int(num_used), len(files))
         out.extend(repeat_to(files, int(num_used)))
     return out
+
+
+def _row_of(values: dict[str, Any]) -> Row | BadSample:
+    """A row, or a :class:`BadSample` (naming the column) for a row with text that is not UTF-8."""
+    if isinstance(values, UndecodableRow):
+        return BadSample(ValueError(values.problem()), {"column": values.columns[0]})
+    return Row(values)
 
 
 class ParquetSource:
@@ -79,14 +87,16 @@ class ParquetSource:
         if problems:
             raise ColumnTypeError(f"dataset {self.dataset_name!r}: {url}: {'; '.join(problems)}")
 
-    def _iter_file_rows(self, unit: FileUnit | RowGroupUnit, after: Position | None) -> Iterator[tuple[Position, Row]]:
+    def _iter_file_rows(
+        self, unit: FileUnit | RowGroupUnit, after: Position | None
+    ) -> Iterator[tuple[Position, Row | BadSample]]:
         """Rows of the unit's row groups after ``after``, a small batch at a time (memory stays bounded
         whatever the row group's size); the file's column types are checked before any row is read."""
         with open_parquet(unit.path, self.storage_options, streaming=True, retry=self.retry) as pf:
             self._check_columns(unit.path, pf)
             for rg, first in unit.row_group_reads(after, pf.metadata.num_row_groups):
                 for i, values in iter_row_group_rows(pf, unit.path, rg, first):
-                    yield unit.position(rg, i), Row(values)
+                    yield unit.position(rg, i), _row_of(values)
 
     def list_units(self, data_dir_list: Sequence[str], num_used_data: Sequence[int]) -> list[Unit]:
         """Files (whole-file units) or ``(file, row_group)`` pairs, in listing order; unreadable files are dropped."""
@@ -122,7 +132,7 @@ class ParquetSource:
                     counts[path] = result
         return counts
 
-    def iter_unit_rows(self, unit: Unit, after: Position | None) -> Iterator[tuple[Position, Row]]:
+    def iter_unit_rows(self, unit: Unit, after: Position | None) -> Iterator[tuple[Position, Row | BadSample]]:
         """Rows of one unit after the resume position ``after`` (``None``: from the start)."""
         yield from self._iter_file_rows(as_unit(unit), after)
 

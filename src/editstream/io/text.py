@@ -1,0 +1,122 @@
+"""Text columns holding bytes that are not UTF-8: one bad value makes one bad row, never a bad batch.
+
+``pyarrow`` refuses to turn a batch into Python values when one string in it is not valid
+UTF-8, which would take every row of the batch (or the whole conversion) down with it. Here the
+columns of such a batch are converted one by one, and the rows of a failing column one by one:
+an undecodable string becomes an :class:`InvalidText` (its raw bytes, where decoding failed) and
+its row an :class:`UndecodableRow`, so the converter reports the row as bad, by column, and the
+loader drops that row alone.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+
+
+@dataclass(frozen=True)
+class InvalidText:
+    """A text value whose bytes are not valid UTF-8."""
+
+    raw: bytes
+
+    @property
+    def reason(self) -> str:
+        """Where decoding fails, in words."""
+        try:
+            self.raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            return f"not valid UTF-8 (byte {exc.start}: {exc.reason})"
+        return "valid UTF-8"  # pragma: no cover - made only of undecodable bytes
+
+    def __str__(self) -> str:
+        return f"<{len(self.raw)} bytes {self.reason}>"
+
+
+class UndecodableRow(dict[str, Any]):
+    """A row some of whose text is not UTF-8 (those values are :class:`InvalidText`); ``columns`` names them."""
+
+    def __init__(self, values: dict[str, Any], columns: list[str]) -> None:
+        super().__init__(values)
+        self.columns = columns
+
+    def problem(self) -> str:
+        """The row's problem in one line: the columns and the first bad value's reason."""
+        first = next((v for v in _walk(self[self.columns[0]]) if isinstance(v, InvalidText)), None)
+        reason = first.reason if first is not None else "not valid UTF-8"
+        return f"column {self.columns[0]!r} holds text that is {reason}" + (
+            f" (also {self.columns[1:]})" if len(self.columns) > 1 else ""
+        )
+
+
+def _walk(value: Any) -> Any:
+    yield value
+    if isinstance(value, list):
+        for item in value:
+            yield from _walk(item)
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _walk(item)
+
+
+def _as_bytes_type(t: pa.DataType) -> pa.DataType:
+    """``t`` with every text type replaced by the binary type of the same layout."""
+    if pa.types.is_string(t):
+        return pa.binary()
+    if pa.types.is_large_string(t):
+        return pa.large_binary()
+    if pa.types.is_list(t):
+        return pa.list_(_as_bytes_type(t.value_type))
+    if pa.types.is_large_list(t):
+        return pa.large_list(_as_bytes_type(t.value_type))
+    if pa.types.is_struct(t):
+        return pa.struct([pa.field(f.name, _as_bytes_type(f.type), f.nullable) for f in t])
+    return t
+
+
+def _revive(value: Any, t: pa.DataType) -> Any:
+    """A value read with text as bytes, with its text decoded again (:class:`InvalidText` where it cannot be)."""
+    if value is None:
+        return None
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        try:
+            return value.decode("utf-8")
+        except UnicodeDecodeError:
+            return InvalidText(value)
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return [_revive(item, t.value_type) for item in value]
+    if pa.types.is_struct(t):
+        return {f.name: _revive(value[f.name], f.type) for f in t}
+    return value
+
+
+def column_values(arr: pa.Array) -> tuple[list[Any], list[bool]]:
+    """The Python values of one column, and per row whether one of its strings is not UTF-8."""
+    try:
+        return arr.to_pylist(), []
+    except UnicodeDecodeError:
+        pass
+    as_bytes = arr.view(_as_bytes_type(arr.type)).to_pylist()
+    values = [_revive(v, arr.type) for v in as_bytes]
+    bad = [any(isinstance(x, InvalidText) for x in _walk(v)) for v in values]
+    return values, bad
+
+
+def rows_with_invalid_text(batch: pa.RecordBatch | pa.Table) -> list[dict[str, Any]]:
+    """The rows of a batch ``to_pylist()`` refuses, column by column: rows with undecodable text as
+    :class:`UndecodableRow`, the others as plain dicts equal to what ``to_pylist()`` gives."""
+    names = batch.schema.names
+    columns: list[list[Any]] = []
+    bad_columns: list[list[str]] = [[] for _ in range(batch.num_rows)]
+    for name, arr in zip(names, batch.columns):
+        if isinstance(arr, pa.ChunkedArray):
+            arr = arr.combine_chunks()
+        values, bad = column_values(arr)
+        columns.append(values)
+        for i, is_bad in enumerate(bad):
+            if is_bad:
+                bad_columns[i].append(name)
+    rows = [dict(zip(names, values)) for values in zip(*columns)] if columns else [{} for _ in bad_columns]
+    return [UndecodableRow(row, bad) if bad else row for row, bad in zip(rows, bad_columns)]
