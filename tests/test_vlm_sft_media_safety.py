@@ -227,3 +227,61 @@ def test_a_vlm_sft_root_relabelled_by_hand_fails_verify(converted):
     assert "[schema] the manifest's schema is 'generic', but extra holds the record of a 'vlm_sft' conversion" in (
         result.stdout
     )
+
+
+@pytest.fixture
+def linked(hostile: dict) -> dict:
+    """The hostile media dir plus ``img/link.png``, a symbolic link out of it to the secret image,
+    and a frame folder ``clip/`` whose second frame is such a link; a JSONL naming both."""
+    media = Path(hostile["media"])
+    secret = hostile["tmp"] / "secret.png"
+    (media / "img" / "link.png").symlink_to(secret)
+    (media / "clip").mkdir()
+    (media / "clip" / "f_1.png").write_bytes(_png((9, 9, 9)))
+    (media / "clip" / "f_2.png").symlink_to(secret)
+    jsonl = hostile["tmp"] / "data" / "linked.jsonl"
+    jsonl.write_text(_line("img/a.png") + _line("img/link.png") + _line("img/b.png"))
+    return {**hostile, "jsonl": str(jsonl), "secret": secret.read_bytes()}
+
+
+def test_a_link_out_of_the_media_dir_is_refused_like_a_name_outside_it(linked):
+    out = linked["tmp"] / "out-links"
+    convert(linked["jsonl"], str(out), media_dir=linked["media"], progress=False)
+    (bad,) = json.loads((out / "report.json").read_text())["bad_rows"]
+    assert bad["line"] == 2 and "img/link.png" in bad["reason"] and "refused" in bad["reason"]
+    assert linked["secret"] not in _shard_bytes(out)
+    drops = []
+    for ds in (_dataset(linked["jsonl"], linked["media"], "parquet"), _dataset(None, str(out), "webdataset")):
+        _take(ds, 4)
+        drops.append({d.location["line"] for d in ds.drops.recent if d.reason == "media_outside"})
+    assert drops == [{2}, {2}]
+    opted = linked["tmp"] / "out-opted"
+    convert(linked["jsonl"], str(opted), media_dir=linked["media"], progress=False, allow_outside_media_dir=True)
+    assert linked["secret"] in _shard_bytes(opted)
+
+
+def test_a_frame_that_links_out_of_the_media_dir_is_not_read(linked):
+    from editstream.data.rows import LineRow
+    from editstream.data.sources.jsonl import DirectoryMedia
+
+    line = json.dumps({"video": "clip/", "conversations": [{"from": "human", "value": "<video>"}, ANSWER]})
+    stored, refused = LineRow(line, DirectoryMedia(linked["media"])).record()
+    assert refused == ["clip/"] and "clip/" not in stored["media"]
+    stored, _ = LineRow(line, DirectoryMedia(linked["media"], allow_outside=True)).record()
+    assert stored["media"]["clip/"]["f_2.png"] == linked["secret"]
+    from editstream.format.sft import MediaOutsideError
+    from editstream.loader.video import FrameSampler
+
+    with pytest.raises(MediaOutsideError, match="symbolic link"):  # the source backend's frame read
+        DirectoryMedia(linked["media"]).frames("clip/", FrameSampler(max_num_frames=2, min_num_frames=1))
+
+
+def test_a_media_dir_that_is_a_file_is_refused(hostile):
+    archive = hostile["tmp"] / "media.tar.gz"
+    archive.write_bytes(b"not a directory")
+    out = hostile["tmp"] / "out"
+    result = run_cli("convert", hostile["jsonl"], str(out), "--media-dir", str(archive), "--no-progress")
+    assert result.returncode == 2 and "is a file, not a directory" in result.stderr
+    with pytest.raises(NotADirectoryError, match="is a file"):
+        convert(hostile["jsonl"], str(out), media_dir=str(archive), progress=False)
+    assert not out.exists()

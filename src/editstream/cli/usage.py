@@ -48,6 +48,12 @@ def check_convert_usage(
                 f"SRC {src} is a JSONL file, and its image and video names need --media-dir DIR",
                 f"editstream convert {src} {dst} --media-dir DIR (the source backend's data_dir)",
             )
+        fs, path = storage.url_to_fs(media_dir, so)
+        if fs.isfile(path):
+            raise UsageProblem(
+                f"--media-dir {media_dir} is a file, not a directory",
+                "give the directory the JSONL's image and video names are relative to (unpack an archive first)",
+            )
         return
     if media_dir is not None:
         raise UsageProblem(f"--media-dir is for a JSONL SRC; {src} is a parquet directory", "leave --media-dir out")

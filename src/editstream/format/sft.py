@@ -20,6 +20,7 @@ user gave it, and the copy's name, size and hash.
 
 from __future__ import annotations
 
+import os
 import posixpath
 import re
 from collections.abc import Iterable
@@ -88,7 +89,7 @@ def outside_media_dir(name: str) -> bool:
     The check is on the name alone, so it is the same for a local directory and an ``s3://``
     prefix, and both backends decide alike: an absolute name, a URL (``scheme://``) or one whose
     normalised form climbs out (``..`` first) is outside; ``a/../b`` is ``b`` and inside.
-    Symbolic links under the media directory are followed: whoever put them there chose them.
+    Symbolic links are checked apart, where a local file is opened (:func:`check_links`).
     """
     if name.startswith("/") or "://" in name:
         return True
@@ -106,11 +107,29 @@ def check_media_name(name: Any) -> None:
         raise MediaOutsideError(f"media {name!r} is outside the media directory; refused (opt in with {OPT_OUT})")
 
 
+def check_links(image_dir: str, path: str, name: str) -> None:
+    """Raise :class:`MediaOutsideError` when the local ``path`` (under ``image_dir``) resolves, through a
+    symbolic link, to a file outside ``image_dir``; object-store paths have no links and pass."""
+    if "://" in image_dir and not image_dir.startswith("file://"):
+        return
+    root = os.path.realpath(image_dir.removeprefix("file://"))
+    real = os.path.realpath(path.removeprefix("file://"))
+    if real != root and not real.startswith(root.rstrip(os.sep) + os.sep):
+        raise MediaOutsideError(
+            f"media {name!r} leads outside the media directory through a symbolic link (to {real}); "
+            f"refused (opt in with {OPT_OUT})"
+        )
+
+
 def contained_media_path(image_dir: str, name: Any, allow_outside: bool = False) -> str:
-    """:func:`media_path`, after refusing a name outside ``image_dir`` (unless ``allow_outside``)."""
-    if not allow_outside:
-        check_media_name(name)
-    return media_path(image_dir, name)
+    """:func:`media_path`, after refusing a name outside ``image_dir`` (unless ``allow_outside``): by its
+    text, and for a local directory by where it resolves to (a link out of the directory is refused)."""
+    if allow_outside:
+        return media_path(image_dir, name)
+    check_media_name(name)
+    path = media_path(image_dir, name)
+    check_links(image_dir, path, name)
+    return path
 
 
 def referenced_media(item: Any) -> list[tuple[str, bool]]:

@@ -12,7 +12,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from ..format.images import image_decode_note, image_header_problem
-from ..format.sft import LINE_COLUMN, MEDIA_COLUMN, OPT_OUT, outside_media_dir, referenced_media
+from ..format.sft import LINE_COLUMN, MEDIA_COLUMN, OPT_OUT, referenced_media
 from .record import DatasetKind, Part, RowProblem
 from .shapes import SourceShape
 
@@ -29,9 +29,9 @@ def missing_media(row: Mapping[str, Any]) -> list[str]:
 
 
 def refused_media(item: Any, media: Mapping[str, Any]) -> list[str]:
-    """Names the line references outside the media directory that were not read (left out of
-    ``media``); with the opt-out they were read, so they are in ``media`` and not listed here."""
-    names = [name for name, _ in referenced_media(item) if name not in media and outside_media_dir(name)]
+    """Names the line references that were refused, not read (left out of ``media``: outside the media
+    directory by name or through a symbolic link); with the opt-out they were read and are in ``media``."""
+    names = [name for name, _ in referenced_media(item) if name not in media]
     return list(dict.fromkeys(names))
 
 

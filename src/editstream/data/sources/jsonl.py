@@ -18,7 +18,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ...format.sft import contained_media_path, media_path, sort_frames
+from ...format.sft import check_links, contained_media_path, is_frame_folder, media_path, sort_frames
 from ...io import storage
 from ...io.lines import read_jsonl_lines
 from ...io.retry import RetryPolicy
@@ -124,6 +124,9 @@ class DirectoryMedia:
 
     def frames(self, name: Any, frame_sampler: Any) -> list[Any]:
         path = contained_media_path(self.image_dir, name, self.allow_outside)
+        if not self.allow_outside and is_frame_folder(name) and storage.is_local(path):
+            for entry in storage.list_names(path, self.storage_options):  # a frame linked out is refused too
+                check_links(self.image_dir, media_path(path, entry), name + entry)
         if getattr(frame_sampler, "reads_storage", False):  # editstream's FrameSampler reads fsspec URLs
             return frame_sampler(path, storage_options=self.storage_options)
         result: list[Any] = frame_sampler(path)  # a user's own sampler gets the path, as in the reference
@@ -141,7 +144,14 @@ class DirectoryMedia:
         except ABSENT:
             return None
         chosen = names if entries is None else sort_frames(names)[:entries]
-        return {entry: self._file(media_path(path, entry)) for entry in chosen}
+        return {entry: self._entry(path, name, entry) for entry in chosen}
+
+    def _entry(self, folder: str, name: str, entry: str) -> bytes | None:
+        """A frame folder's entry, refused when it is a link out of the media directory."""
+        path = media_path(folder, entry)
+        if not self.allow_outside:
+            check_links(self.image_dir, path, name + entry)
+        return self._file(path)
 
     def _file(self, url: str) -> bytes | None:
         try:

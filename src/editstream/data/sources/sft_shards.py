@@ -32,7 +32,6 @@ from ...format.sft import (
     SftInfo,
     check_media_name,
     is_frame_folder,
-    outside_media_dir,
     sort_frames,
 )
 from ...format.tarreader import iter_samples
@@ -76,13 +75,11 @@ class SampleMedia:
             raise TypeError(f"a media name must be a string, got {type(name).__name__}")
         if not self.allow_outside:
             check_media_name(name)
-        if name not in self.media:
-            if outside_media_dir(name):
-                raise MediaOutsideError(
-                    f"media {name!r} is outside the media directory and was refused when the dataset was "
-                    f"converted (convert again with {OPT_OUT} to read it)"
-                )
-            raise KeyError(f"media {name!r} is not in the converted sample")
+        if name not in self.media:  # absent (not None, which is missing): the converter refused it
+            raise MediaOutsideError(
+                f"media {name!r} is outside the media directory and was refused when the dataset was "
+                f"converted (convert again with {OPT_OUT} to read it)"
+            )
         value = self.media[name]
         if value is None:
             raise FileNotFoundError(f"media {name!r} was missing when the dataset was converted")
