@@ -184,3 +184,36 @@ def test_a_local_dst_without_permission_gets_a_file_hint(data, tmp_path):
     result = run_cli("convert", "edit/pq", str(dst), "--no-progress", cwd=data)
     assert_error(result, 1, f"permission denied: {dst}", "permissions on that path", "read-only")
     assert "bucket" not in result.stderr and "credentials" not in result.stderr
+
+
+# --------------------------------------------------------------------------- DST a user cannot write
+
+
+def test_a_dst_that_is_a_file_is_one_line_with_the_fix(data, tmp_path):
+    dst = tmp_path / "taken"
+    dst.write_text("mine")
+    result = run_cli("convert", "edit/pq", str(dst), "--no-progress", cwd=data)
+    assert_error(result, 1, f"{dst} is a file, not a directory", "give a new or empty directory")
+    assert "Errno" not in result.stderr and dst.read_text() == "mine"
+    result = run_cli("convert", "edit/pq", str(dst / "sub"), "--no-progress", cwd=data)
+    assert_error(result, 1, "a part of this path is a file, not a directory")
+
+
+def test_a_read_only_file_system_is_one_line_with_the_fix(tmp_path):
+    """The error a read-only mount gives (EROFS, with the path), raised inside a failed shard as the
+    converter raises it, becomes one line naming the path and the fix."""
+    import errno
+
+    from editstream.cli.errors import explain
+
+    path = str(tmp_path / "ro" / "out")
+    try:
+        try:
+            raise OSError(errno.EROFS, os.strerror(errno.EROFS), path)
+        except OSError as cause:
+            raise RuntimeError("shard part-00000-rg00000.tar failed") from cause
+    except RuntimeError as exc:
+        problem = explain(exc)
+    assert problem.format_message() == (
+        f"cannot write {path}: its file system is read-only\n  give a path on a writable file system"
+    )

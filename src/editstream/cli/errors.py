@@ -8,6 +8,7 @@ unreachable endpoint, access denied), so an S3 problem inside a worker still end
 
 from __future__ import annotations
 
+import errno
 import os
 
 import click
@@ -78,11 +79,31 @@ def _local_permission(e: BaseException) -> Problem | None:
     )
 
 
+_LOCAL_PATH_ERRORS = {
+    errno.EEXIST: ("{path} is a file, not a directory", "give a new or empty directory"),
+    errno.ENOTDIR: ("{path}: a part of this path is a file, not a directory", "give a path under directories"),
+    errno.EROFS: ("cannot write {path}: its file system is read-only", "give a path on a writable file system"),
+    errno.ENOSPC: ("no space left to write {path}", "free space on that file system, or give another path"),
+}
+"""Local-path errors a user fixes by giving another path: the message (``{path}`` is the path) and the fix."""
+
+
+def _local_path_error(e: BaseException) -> Problem | None:
+    """An operating-system error about a local path (a DST that is a file, a read-only mount), in one line."""
+    if not isinstance(e, OSError) or e.errno not in _LOCAL_PATH_ERRORS or e.filename is None:
+        return None
+    path = os.fsdecode(e.filename)
+    if "://" in path or (e.errno == errno.EEXIST and not os.path.isfile(path)):
+        return None
+    message, fix = _LOCAL_PATH_ERRORS[e.errno]
+    return DataProblem(message.format(path=path), fix)
+
+
 def _storage_problem(chain: list[BaseException]) -> Problem | None:
     """An S3/storage cause a user can fix, from anywhere in the chain (each hint fits its storage:
     credentials and buckets for S3, file permissions for a local path)."""
     for e in chain:
-        local = _local_permission(e)
+        local = _local_permission(e) or _local_path_error(e)
         if local is not None:
             return local
         name = type(e).__name__
