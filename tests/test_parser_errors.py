@@ -98,3 +98,52 @@ def test_a_jsonl_parser_error_that_is_not_data_counts_against_the_budget(tmp_pat
     with pytest.raises(FailureBudgetExceeded, match="NameError.*undefined_tokenizer_table"):
         take(ds, 1)
     assert ds.drop_counts == {"bad_row": ds.parser_failure_budget + 1}
+
+
+class Exits(ParquetStandardIterableDataset):
+    """A plug-in parser that calls ``sys.exit`` on a row instead of raising."""
+
+    def parse_row(self, row):
+        raise SystemExit(3)
+
+
+class NoTokens(ParquetStandardIterableDataset):
+    """A plug-in parser whose samples lack ``num_tokens``."""
+
+    def parse_row(self, row):
+        return {"sequence_plan": [], "rid": row["rid"]}
+
+
+def exploding_preview(title, row):
+    raise RuntimeError("preview exploded")
+
+
+def test_a_parser_that_exits_is_an_error_naming_the_dataset_and_the_row(tmp_path):
+    write_files(tmp_path, num_files=1, row_groups=1, rows=3)
+    with pytest.raises(RuntimeError, match=r"dataset 'toy' \(class Exits\): parse_row raised SystemExit\(3\)") as err:
+        take(make(Exits, tmp_path, num_used=1), 1)
+    assert "'row_group': 0, 'row': 0" in str(err.value) and "part-000.parquet" in str(err.value)
+
+
+def test_stream_names_the_dataset_and_row_of_a_sample_without_num_tokens(tmp_path):
+    from editstream.cli.cmd_stream import _tokens
+    from editstream.cli.errors import DataProblem
+
+    write_files(tmp_path, num_files=1, row_groups=1, rows=3)
+    ds = make(NoTokens, tmp_path, num_used=1)
+    (sample,) = take(ds, 1)
+    with pytest.raises(DataProblem, match=r"dataset 'toy' \(kind NoTokens\): parse_row returned a sample whose "):
+        _tokens(sample, ds)
+
+
+def test_a_preview_function_that_raises_is_shown_on_its_row():
+    from editstream.kinds import DatasetKind, register, unregister
+    from editstream.preview.collect import to_record
+
+    kind = register(DatasetKind(name="exploding", summary="test", preview="test_parser_errors:exploding_preview"))
+    try:
+        record = to_record(kind, "part-0 row 3", {"x": 1})
+    finally:
+        unregister("exploding")
+    assert record.title == "part-0 row 3" and record.kind == "exploding"
+    assert record.texts == ["(the exploding preview function failed on this row: RuntimeError: preview exploded)"]

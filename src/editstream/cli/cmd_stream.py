@@ -12,7 +12,7 @@ import click
 
 from ..data.backends import BACKENDS
 from .app import main
-from .errors import UsageProblem
+from .errors import DataProblem, UsageProblem
 from .options import KindChoice, storage_options, trainable, with_storage_options
 from .resolve import Resolved, resolve
 
@@ -56,6 +56,21 @@ def _dataset(found: list[Resolved], workers: int, kw: dict[str, Any]) -> Any:
     if "frame_sampler" in required:
         args["frame_sampler"] = FrameSampler(max_num_frames=8, min_num_frames=1)
     return cls(**args)
+
+
+def _tokens(sample: Any, ds: Any) -> int:
+    """A sample's ``num_tokens``; a sample without one is a parser's bug, named with its kind, dataset and row."""
+    tokens = sample.get("num_tokens") if isinstance(sample, dict) else None
+    if isinstance(tokens, int) and not isinstance(tokens, bool):
+        return tokens
+    where = sample.get("data_indexes") if isinstance(sample, dict) else None
+    what = f"a sample whose num_tokens is {tokens!r}" if isinstance(sample, dict) else f"a {type(sample).__name__}"
+    kind = getattr(ds, "kind", None)
+    raise DataProblem(
+        f"dataset {ds.dataset_name!r} (kind {kind.name if kind else type(ds).__name__}): parse_row returned {what} "
+        f"for the row at {where}; a sample needs num_tokens (an int)",
+        "fix the kind's parse_row",
+    )
 
 
 def _check_rank(rank: int | None, world_size: int | None) -> None:
@@ -138,7 +153,7 @@ def stream(
     n = tokens = 0
     for sample in loader:
         n += 1
-        tokens += sample["num_tokens"]
+        tokens += _tokens(sample, ds)
         if n >= samples:
             break
     seconds = time.perf_counter() - t0

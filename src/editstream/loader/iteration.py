@@ -255,6 +255,12 @@ class SourceIterableDataset(DistributedIterableDataset):
         """The sample of one row, or ``None`` after counting why it was dropped."""
         try:
             data = self.parse_row(row)
+        except SystemExit as exc:  # a parser that exits would end the worker without a word
+            where = self.source.describe(unit, position)
+            raise RuntimeError(
+                f"{self._who()}: parse_row raised SystemExit({exc.code!r}) on the row at {where}; "
+                "a parser must raise an error for a bad row, not exit"
+            ) from exc
         except FATAL:
             raise
         except DropRow as drop:
@@ -268,6 +274,12 @@ class SourceIterableDataset(DistributedIterableDataset):
             return None
         self._parser_budget().succeeded()
         return data
+
+    def _who(self) -> str:
+        """The dataset and its kind (or class), as errors name them."""
+        kind = self.kind
+        what = f"kind {kind.name}" if kind is not None else f"class {type(self).__name__}"
+        return f"dataset {self.dataset_name!r} ({what})"
 
     def _drop(self, reason: str, row: Any, error: BaseException | None, unit: Unit, position: Position) -> None:
         """Count a dropped row; an error that is not a data problem also counts against the parser budget."""

@@ -44,7 +44,13 @@ def preview_function(kind: DatasetKind) -> PreviewFunction:
 def to_record(kind: DatasetKind | str, title: str, row: Mapping[str, Any]) -> Record:
     """The record of one ``row`` of ``kind`` (a kind or a kind's name), drawn by the kind's preview function."""
     found = get_kind(kind) if isinstance(kind, str) else kind
-    record = preview_function(found)(title, row)
+    function = preview_function(found)
+    try:
+        record = function(title, row)
+    except Exception as exc:  # noqa: BLE001 - a kind's preview code failing on one row is shown on that row
+        record = Record(
+            title, [], [f"(the {found.name} preview function failed on this row: {type(exc).__name__}: {exc})"]
+        )
     record.kind = found.name
     return record
 
