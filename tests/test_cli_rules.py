@@ -217,3 +217,10 @@ def test_a_read_only_file_system_is_one_line_with_the_fix(tmp_path):
     assert problem.format_message() == (
         f"cannot write {path}: its file system is read-only\n  give a path on a writable file system"
     )
+
+
+def test_stream_counts_samples_over_the_token_limit_and_names_the_first(data):
+    result = run_cli("stream", "edit/pq", "--samples", "4", "--max-tokens-per-sample", "1", cwd=data)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["over_token_limit"] == 4
+    assert "over --max-tokens-per-sample 1: a packer with that limit drops it" in result.stderr

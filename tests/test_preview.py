@@ -158,3 +158,26 @@ def test_a_truncated_jpeg_is_drawn_as_the_loader_trains_on_it(tmp_path):
     assert result.returncode == 0, result.stderr
     truncated = "truncated: trained grey-filled"
     assert _alts_by_section(out) == [["image", truncated], ["image", "undecodable UnidentifiedImageError"]]
+
+
+def test_a_huge_png_is_named_not_decoded_and_a_huge_text_is_cut(tmp_path):
+    """A PNG over the drawing bound is described from its header alone (no pixel is decoded, so a
+    preview's memory does not grow with it); a 30 MB instruction is shown cut, its length said."""
+    import io as _io
+
+    from PIL import Image
+
+    from editstream.preview.record import Record
+    from editstream.preview.render import MAX_TEXT, describe_image, to_html
+
+    buf = _io.BytesIO()
+    Image.new("L", (9000, 8000)).save(buf, format="PNG")  # 72 MP, a few hundred KB compressed
+    thumb, label = describe_image(buf.getvalue())
+    assert label == "9000x8000, not drawn" and max(thumb.size) <= 160
+    big = Image.new("RGB", (2400, 1800), (10, 200, 30))
+    buf = _io.BytesIO()
+    big.save(buf, format="PNG")
+    thumb, label = describe_image(buf.getvalue())
+    assert label is None and thumb.size == (160, 120) and thumb.getpixel((80, 60)) == (10, 200, 30)
+    page = to_html([Record("row 0", [], ["x" * 30_000_000])], "t")
+    assert len(page) < 10_000 and f"+{30_000_000 - MAX_TEXT:,} characters" in page

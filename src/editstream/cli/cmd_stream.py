@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import logging
 import random
 import time
 from typing import Any
@@ -15,6 +16,8 @@ from .app import main
 from .errors import DataProblem, UsageProblem
 from .options import KindChoice, storage_options, trainable, with_storage_options
 from .resolve import Resolved, resolve
+
+log = logging.getLogger("editstream")
 
 
 def _required(cls: type) -> set[str]:
@@ -127,6 +130,14 @@ def _check_rank(rank: int | None, world_size: int | None) -> None:
     "--vit-max", type=click.IntRange(min=14), default=490, show_default=True, help="ViT transform max image side."
 )
 @click.option(
+    "--max-tokens-per-sample",
+    type=click.IntRange(min=1),
+    default=16384,
+    show_default=True,
+    help="Samples over this many tokens are counted (over_token_limit) and the first is named: the recipe's "
+    "max_num_tokens_per_sample, over which the packer drops a sample.",
+)
+@click.option(
     "--media-dir",
     default=None,
     help="For a JSONL DATA (LLaVA-style lines): the directory its image and video names are relative to.",
@@ -150,10 +161,20 @@ def stream(
         ds, batch_size=None, num_workers=workers, generator=torch.Generator().manual_seed(seed)
     )
     t0 = time.perf_counter()
-    n = tokens = 0
+    n = tokens = over = 0
     for sample in loader:
         n += 1
-        tokens += _tokens(sample, ds)
+        size = _tokens(sample, ds)
+        tokens += size
+        if size > kw["max_tokens_per_sample"]:
+            over += 1
+            if over == 1:
+                log.warning(
+                    "sample %s has %d tokens, over --max-tokens-per-sample %d: a packer with that limit drops it",
+                    sample.get("data_indexes"),
+                    size,
+                    kw["max_tokens_per_sample"],
+                )
         if n >= samples:
             break
     seconds = time.perf_counter() - t0
@@ -168,5 +189,6 @@ def stream(
         "seconds": round(seconds, 3),
         "samples_per_s": round(n / seconds, 1) if seconds else None,
         "drops": ds.drop_counts,
+        "over_token_limit": over,
     }
     click.echo(json.dumps(summary, indent=2))

@@ -31,13 +31,35 @@ TRUNCATED_NOTE = "truncated: trained grey-filled"
 """The label of an image whose bytes end early: the loader decodes it with the rest grey, as the reference does."""
 
 
+MAX_DRAWN_PIXELS = 64_000_000
+"""Images larger than this are named, not drawn, unless their decoder can reduce while it decodes
+(JPEG): a preview's memory must not grow with one huge PNG."""
+MAX_TEXT = 2000
+"""Characters of one text a preview shows; the rest is counted, not drawn."""
+
+
+class TooLargeToDraw(ValueError):
+    """An image the preview names instead of decoding (see :data:`MAX_DRAWN_PIXELS`)."""
+
+
 def _strict_thumbnail(data: bytes, side: int) -> Image.Image:
-    """A thumbnail decoded with Pillow's own rules (a truncated image raises)."""
+    """A thumbnail decoded with Pillow's own rules (a truncated image raises): a JPEG at a reduced DCT
+    scale, other formats reduced by a whole factor before any copy is made."""
     with Image.open(io.BytesIO(data)) as image:
         image.draft("RGB", (side, side))
-        thumb = image.convert("RGB")
+        width, height = image.size
+        if width * height > MAX_DRAWN_PIXELS:
+            raise TooLargeToDraw(f"{width}x{height}, not drawn")
+        factor = max(1, min(width, height) // (2 * side))
+        reducible = factor > 1 and image.mode in ("L", "LA", "RGB", "RGBA", "RGBX", "CMYK")
+        thumb = (image.reduce(factor) if reducible else image).convert("RGB")
         thumb.thumbnail((side, side))
         return thumb
+
+
+def shown_text(text: str) -> str:
+    """``text`` cut to :data:`MAX_TEXT` characters, saying how many more there were."""
+    return text if len(text) <= MAX_TEXT else f"{text[:MAX_TEXT]}… (+{len(text) - MAX_TEXT:,} characters)"
 
 
 def _labelled(image: Image.Image, label: str) -> Image.Image:
@@ -63,6 +85,8 @@ def describe_image(data: bytes | None, side: int = THUMB) -> tuple[Image.Image, 
         return _placeholder("missing", side), "missing"
     try:
         return _strict_thumbnail(data, side), None
+    except TooLargeToDraw as large:
+        return _placeholder(str(large).replace(", ", "\n", 1), side), str(large)
     except Exception as strict:  # noqa: BLE001 - a broken image is shown as broken, not fatal
         from ..loader.decode import decode_image
 
@@ -119,9 +143,9 @@ def _cells(record: Record) -> list[tuple[str, Any]]:
         for i, thumb in enumerate(thumbs):
             cells.append(("image", thumb))
             if i < len(thumbs) - 1:
-                cells.append(("text", record.texts[i] if i < len(record.texts) else "(no instruction)"))
+                cells.append(("text", shown_text(record.texts[i]) if i < len(record.texts) else "(no instruction)"))
         return cells
-    return [("image", t) for t in thumbs] + [("text", "\n".join(record.texts))]
+    return [("image", t) for t in thumbs] + [("text", "\n".join(shown_text(t) for t in record.texts))]
 
 
 def to_html(records: list[Record], title: str) -> str:
