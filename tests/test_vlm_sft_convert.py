@@ -22,7 +22,7 @@ from editstream.format import manifest as mf
 from editstream.format.sft import SftInfo
 from editstream.format.tarreader import iter_samples
 from editstream.testing.synth_vlm import write_synthetic_vlm_dataset
-from helpers import assert_batches_equal, first
+from helpers import assert_batches_equal, first, run_cli
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 
@@ -270,3 +270,28 @@ def test_a_vlm_sft_root_is_refused_by_the_row_group_datasets(synth, tmp_path):
     )
     with pytest.raises(mf.ManifestError, match="vlm_sft conversion"):
         ds.set_epoch(0)
+
+
+def test_lines_that_are_not_conversation_records_are_bad_rows_at_conversion(tmp_path):
+    """Metadata of another dataset given as vlm_sft (no conversations) is reported line by line when
+    converted, instead of converting cleanly and being dropped, every line, in training."""
+    media = tmp_path / "media"
+    media.mkdir()
+    lines = [
+        {"image": "a.png", "caption": "a cat"},  # another dataset's metadata
+        {"image": "a.png", "conversations": [{"from": "human", "value": "<image> hi"}]},  # nothing to learn
+        {"image": "a.png", "conversations": ["hi"]},
+        [1, 2],
+    ]
+    jsonl = tmp_path / "meta.jsonl"
+    jsonl.write_text("".join(json.dumps(item) + "\n" for item in lines))
+    result = run_cli("convert", str(jsonl), str(tmp_path / "out"), "--media-dir", str(media), "--no-progress")
+    assert result.returncode == 0, result.stderr
+    assert "4 bad rows kept verbatim" in result.stderr
+    reasons = [b["reason"] for b in json.loads((tmp_path / "out" / "report.json").read_text())["bad_rows"]]
+    assert reasons == [
+        "line has no conversations list (a vlm_sft line is {image or video, conversations})",
+        "no gpt turn: nothing to learn from (the loader drops the line as no_loss_labels)",
+        "conversation turn 0 is not a {from, value} pair of texts",
+        "line is a JSON list, not an object",
+    ]

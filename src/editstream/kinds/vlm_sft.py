@@ -35,10 +35,27 @@ def refused_media(item: Any, media: Mapping[str, Any]) -> list[str]:
     return list(dict.fromkeys(names))
 
 
+def conversation_problem(item: Any) -> str | None:
+    """Why a parsed line is not a VLM conversation record the loader trains on, or ``None``."""
+    if not isinstance(item, dict):
+        return f"line is a JSON {type(item).__name__}, not an object"
+    turns = item.get("conversations")
+    if not isinstance(turns, list) or not turns:
+        return "line has no conversations list (a vlm_sft line is {image or video, conversations})"
+    for i, turn in enumerate(turns):
+        texts = isinstance(turn, dict) and isinstance(turn.get("from"), str) and isinstance(turn.get("value"), str)
+        if not texts:
+            return f"conversation turn {i} is not a {{from, value}} pair of texts"
+    if not any(turn["from"] == "gpt" for turn in turns):
+        return "no gpt turn: nothing to learn from (the loader drops the line as no_loss_labels)"
+    return None
+
+
 def row_problems(row: Mapping[str, Any]) -> Iterator[RowProblem]:
-    """What is known at conversion time: a line that is not JSON, media refused for being outside
-    the media directory, media that is missing, images whose header does not parse. Rules of the
-    conversation (a ``<video>`` marker, a gpt turn) are left to the loader."""
+    """What is known at conversion time: a line that is not JSON, or not a conversation record (no
+    ``conversations`` list of ``{from, value}`` turns, no gpt turn to learn from), media refused for
+    being outside the media directory, media that is missing, images whose header does not parse.
+    The ``<video>`` marker rule is left to the loader (it depends on the frames drawn)."""
     line = row.get(LINE_COLUMN)
     if not isinstance(line, str):
         yield RowProblem(f"line is a {type(line).__name__}, not text", Part.TEXT)
@@ -50,6 +67,10 @@ def row_problems(row: Mapping[str, Any]) -> Iterator[RowProblem]:
         item = json.loads(line)
     except json.JSONDecodeError as exc:
         yield RowProblem(f"line is not valid JSON ({exc})", Part.TEXT)
+        return
+    problem = conversation_problem(item)
+    if problem is not None:
+        yield RowProblem(problem, Part.TEXT)
         return
     media = row.get(MEDIA_COLUMN) or {}
     for name in refused_media(item, media):
