@@ -50,9 +50,9 @@ _EXPORTS = {
 
 if TYPE_CHECKING:  # the same names, visible to type checkers and IDEs without importing at run time
     from editstream.conversion.run import convert as convert
-    from editstream.data.raw_rows import RawRow as RawRow
     from editstream.data.layouts import register_layout as register_layout
     from editstream.data.open import open_data as open_data
+    from editstream.data.raw_rows import RawRow as RawRow
     from editstream.data.raw_rows import iter_rows as iter_rows
     from editstream.io.retry import RetryPolicy as RetryPolicy
     from editstream.loader.datasets.edit import UnifiedEditIterableDataset as UnifiedEditIterableDataset

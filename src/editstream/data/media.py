@@ -1,0 +1,285 @@
+"""Where the images a metadata file names by path are: a folder, or an archive read in place.
+
+A published dataset often ships its metadata (JSON, JSONL, parquet) apart from its images: a
+folder, a ``.tar`` or ``.tar.gz`` archive, an archive split into parts (``x.tar.gz.part001``,
+``x.tar.gz.aa``, ...), a ``.zip``, or WebDataset shards. :func:`open_media` opens any of them,
+locally or on S3, as a :class:`MediaSource` that reads one member by name. Split parts are read
+as one stream without joining them on disk; a ``.tar.gz`` is read through ``indexed_gzip``'s seek
+points. An archive is indexed once (member -> offset and size); with an ``index_dir`` the index
+is kept there, keyed by the archive's identity, so a resumed run does not rescan. Memory stays
+bounded by one member and the gzip seek points (one 32 KiB window per ``GZIP_SPACING`` bytes).
+A name that is not there raises :class:`MediaMissing`, which callers count as a located drop.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import re
+import tarfile
+import zipfile
+from collections.abc import Sequence
+from typing import IO, Any, Protocol
+
+from ..format.sft import contained_media_path
+from ..io import storage
+from ..io.ranged import RetryingFile
+from ..io.storage import StorageOptions
+from .identity import file_identity
+
+GZIP_SPACING = 16 << 20
+"""Uncompressed bytes between two gzip seek points: a 10 GB archive keeps about 20 MB of them."""
+INDEX_VERSION = 1
+ARCHIVE_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".zip")
+_PART = re.compile(r"\.(?:part-?\d+|part-?[a-z]{2,}|[a-z]{2}|\d{3})$")
+"""The suffix of one part of a split archive: ``.part001``, ``.part-aa``, ``.aa``, ``.001``."""
+
+
+class MediaMissing(KeyError):
+    """A name the metadata gives that the media source does not hold."""
+
+
+class MediaSource(Protocol):
+    """Members by name."""
+
+    def read(self, name: str) -> bytes:
+        """The bytes of member ``name``; :class:`MediaMissing` when there is none."""
+        ...
+
+    def names(self) -> list[str]:
+        """Every member name (for an archive: from its index)."""
+        ...
+
+
+def archive_stem(name: str) -> str:
+    """The archive a split part belongs to (``x.tar.gz.part001`` -> ``x.tar.gz``); other names as they are."""
+    found = None if name.endswith(ARCHIVE_SUFFIXES) else _PART.search(name)  # x.tar.gz is no part "gz" of x.tar
+    if found is not None and name[: found.start()].endswith(ARCHIVE_SUFFIXES):
+        return name[: found.start()]
+    return name
+
+
+def is_split_part(url: str) -> bool:
+    """Whether ``url`` names one part of an archive split into pieces."""
+    base = url.rstrip("/").rsplit("/", 1)[-1]
+    return archive_stem(base) != base
+
+
+def split_parts(url: str, storage_options: StorageOptions | None = None) -> list[str]:
+    """Every part of the split archive ``url`` is one of (or names by its stem), in order."""
+    head, _, base = url.rstrip("/").rpartition("/")
+    stem = archive_stem(base)
+    family = _family(base[len(stem) :]) if base != stem else _PART
+    names = storage.list_names(head or ".", storage_options)
+    parts = sorted(n for n in names if n != stem and n.startswith(stem) and family.fullmatch(n[len(stem) :]))
+    if not parts:
+        raise FileNotFoundError(f"no parts of the split archive {stem} in {head or '.'}")
+    return [f"{head}/{n}" if head else n for n in parts]
+
+
+def _family(suffix: str) -> re.Pattern[str]:
+    """The suffixes of the parts numbered like ``suffix``: ``.part007`` -> ``.part`` and 3 digits,
+    ``.ab`` -> 2 letters, ``.part-ab`` -> ``.part-`` and 2 letters."""
+    found = re.fullmatch(r"(\.(?:part-?)?)(\d+|[a-z]+)", suffix)
+    if found is None:
+        return _PART
+    kind = r"\d" if found[2].isdigit() else "[a-z]"
+    return re.compile(re.escape(found[1]) + f"{kind}{{{len(found[2])}}}")
+
+
+class FolderMedia:
+    """Files under a folder; a name outside it (by its text, or through a link) is refused as ever."""
+
+    def __init__(self, url: str, storage_options: StorageOptions | None = None, allow_outside: bool = False) -> None:
+        self.url = url.rstrip("/")
+        self.storage_options = storage_options
+        self.allow_outside = allow_outside
+
+    def read(self, name: str) -> bytes:
+        path = contained_media_path(self.url, name, self.allow_outside)
+        try:
+            return storage.read_bytes(path, self.storage_options)
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+            raise MediaMissing(f"{name!r} is not in {self.url}") from None
+
+    def names(self) -> list[str]:
+        fs, path = storage.url_to_fs(self.url, self.storage_options)
+        prefix = path.rstrip("/") + "/"
+        return sorted(str(p)[len(prefix) :] for p in fs.find(path))
+
+
+class JoinedFile(io.RawIOBase):
+    """The parts of a split archive as one seekable file (each part read in place, in ranged reads)."""
+
+    def __init__(self, urls: Sequence[str], storage_options: StorageOptions | None = None) -> None:
+        super().__init__()
+        self.parts: list[IO[bytes]] = [_open_seekable(u, storage_options) for u in urls]
+        self.starts = [0]
+        for part in self.parts:
+            self.starts.append(self.starts[-1] + part.seek(0, os.SEEK_END))
+        self._pos = 0
+
+    @property
+    def size(self) -> int:
+        return self.starts[-1]
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._pos
+
+    def seek(self, offset: int, whence: int = os.SEEK_SET) -> int:
+        base = {os.SEEK_SET: 0, os.SEEK_CUR: self._pos, os.SEEK_END: self.size}[whence]
+        self._pos = max(0, base + offset)
+        return self._pos
+
+    def readinto(self, buffer: Any) -> int:
+        want = min(len(buffer), self.size - self._pos)
+        done = 0
+        while done < want:
+            i = next(k for k in range(len(self.parts)) if self.starts[k] <= self._pos < self.starts[k + 1])
+            part = self.parts[i]
+            part.seek(self._pos - self.starts[i])
+            chunk = part.read(min(want - done, self.starts[i + 1] - self._pos))
+            if not chunk:
+                break
+            buffer[done : done + len(chunk)] = chunk
+            done += len(chunk)
+            self._pos += len(chunk)
+        return done
+
+    def close(self) -> None:
+        for part in self.parts:
+            part.close()
+        super().close()
+
+
+def _open_seekable(url: str, storage_options: StorageOptions | None) -> IO[bytes]:
+    if storage.is_local(url):
+        return open(storage.local_path(url), "rb")
+    return io.BufferedReader(RetryingFile(url, storage_options=storage_options))
+
+
+class ArchiveMedia:
+    """Members of a tar (plain or gzipped, whole or split) or zip archive, read by offset through an index."""
+
+    def __init__(
+        self, urls: Sequence[str], storage_options: StorageOptions | None = None, index_dir: str | None = None
+    ) -> None:
+        self.urls = list(urls)
+        self.storage_options = storage_options
+        self.index_dir = index_dir
+        self.name = archive_stem(self.urls[0].rstrip("/").rsplit("/", 1)[-1])
+        self.gzipped = self.name.endswith((".gz", ".tgz"))
+        self.zipped = self.name.endswith(".zip")
+        self._raw: Any = (
+            JoinedFile(self.urls, storage_options)
+            if len(self.urls) > 1
+            else _open_seekable(self.urls[0], storage_options)
+        )
+        self._file = self._uncompressed()
+        self._zip = zipfile.ZipFile(self._file) if self.zipped else None
+        self.members = self._index()
+
+    def _key(self) -> str:
+        identity = [file_identity(u, self.storage_options) for u in self.urls]
+        text = json.dumps({"version": INDEX_VERSION, "urls": self.urls, "identity": identity}, sort_keys=True)
+        return hashlib.sha256(text.encode()).hexdigest()[:24]
+
+    def _index_paths(self) -> tuple[str, str] | None:
+        if self.index_dir is None:
+            return None
+        base = storage.join(self.index_dir, f"{self.name}.{self._key()}")
+        return base + ".members.json", base + ".gzidx"
+
+    def _uncompressed(self) -> IO[bytes]:
+        if not self.gzipped:
+            return self._raw
+        try:
+            import indexed_gzip
+        except ImportError as exc:  # pragma: no cover - depends on the environment
+            raise ImportError(
+                f"reading {self.name} in place needs indexed_gzip: pip install 'editstream[archives]'"
+            ) from exc
+
+        paths = self._index_paths()
+        seek_points = paths[1] if paths and storage.is_local(paths[1]) and os.path.exists(paths[1]) else None
+        return indexed_gzip.IndexedGzipFile(fileobj=self._raw, spacing=GZIP_SPACING, index_file=seek_points)
+
+    def _index(self) -> dict[str, tuple[int, int]]:
+        paths = self._index_paths()
+        if paths is not None:
+            try:
+                saved = json.loads(storage.read_bytes(paths[0], self.storage_options))
+                return {name: (int(at), int(size)) for name, (at, size) in saved.items()}
+            except (FileNotFoundError, ValueError, TypeError):
+                pass
+        members = self._scan()
+        if paths is not None:
+            storage.makedirs(self.index_dir or ".", self.storage_options)
+            storage.write_bytes(paths[0], json.dumps(members).encode(), self.storage_options)
+            if self.gzipped and storage.is_local(paths[1]):
+                self._file.export_index(storage.local_path(paths[1]))  # type: ignore[attr-defined]
+        return members
+
+    def _scan(self) -> dict[str, tuple[int, int]]:
+        """Member -> (offset of its data, size), from the archive's headers (tar) or directory (zip)."""
+        if self._zip is not None:
+            return {_plain(i.filename): (-1, i.file_size) for i in self._zip.infolist() if not i.is_dir()}
+        members: dict[str, tuple[int, int]] = {}
+        with tarfile.open(fileobj=self._file, mode="r:") as tar:
+            for info in tar:
+                if info.isfile():
+                    members[_plain(info.name)] = (info.offset_data, info.size)
+        return members
+
+    def names(self) -> list[str]:
+        return sorted(self.members)
+
+    def read(self, name: str) -> bytes:
+        found = self.members.get(_plain(name))
+        if found is None:
+            raise MediaMissing(f"{name!r} is not in {self.name}")
+        offset, size = found
+        if self._zip is not None:
+            return self._zip.read(next(i for i in self._zip.infolist() if _plain(i.filename) == _plain(name)))
+        self._file.seek(offset)
+        data = self._file.read(size)
+        if len(data) != size:
+            raise OSError(f"{self.name}: member {name!r} ends early ({len(data)} of {size} bytes)")
+        return data
+
+    def close(self) -> None:
+        if self._zip is not None:
+            self._zip.close()
+        self._file.close()
+        self._raw.close()
+
+
+def _plain(name: str) -> str:
+    """A member name as metadata names it: without a leading ``./`` or ``/``."""
+    return name.removeprefix("./").lstrip("/")
+
+
+def open_media(
+    url: str | Sequence[str],
+    storage_options: StorageOptions | None = None,
+    *,
+    index_dir: str | None = None,
+    allow_outside: bool = False,
+) -> FolderMedia | ArchiveMedia:
+    """The media source at ``url``: a folder, an archive, one part of a split archive (all its parts are
+    read), or a list of parts in order. ``index_dir`` keeps archive indexes for the next run."""
+    if not isinstance(url, str):
+        return ArchiveMedia(list(url), storage_options, index_dir)
+    if is_split_part(url):
+        return ArchiveMedia(split_parts(url, storage_options), storage_options, index_dir)
+    if url.rstrip("/").endswith(ARCHIVE_SUFFIXES):
+        return ArchiveMedia([url], storage_options, index_dir)
+    return FolderMedia(url, storage_options, allow_outside)

@@ -1,0 +1,118 @@
+"""Media read in place: a folder, a tar, a tar.gz whole or split into parts (by GNU split), a zip,
+locally and on S3; archives indexed once (kept in an index folder) and read member by member."""
+
+from __future__ import annotations
+
+import io
+import subprocess
+import tarfile
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from editstream.data import media as m
+from editstream.data.media import ArchiveMedia, FolderMedia, MediaMissing, open_media
+
+
+@pytest.fixture(scope="module")
+def files() -> dict[str, bytes]:
+    """A few members, one of them bigger than a gzip seek-point interval would be in a small test."""
+    rng = np.random.default_rng(3)
+    return {
+        "images/a.png": rng.bytes(3000),
+        "images/sub/b.jpg": rng.bytes(70_000),
+        "c.webp": b"tiny",
+        "big/d.bin": rng.bytes(1_500_000),
+    }
+
+
+def _tar(path: Path, files: dict[str, bytes], mode: str = "w", prefix: str = "") -> Path:
+    with tarfile.open(path, mode) as tar:
+        for name, data in files.items():
+            info = tarfile.TarInfo(prefix + name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return path
+
+
+@pytest.fixture(scope="module")
+def archives(tmp_path_factory, files) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("media")
+    out = {"tar": _tar(root / "images.tar", files), "tgz": _tar(root / "images.tar.gz", files, "w:gz", "./")}
+    with zipfile.ZipFile(root / "images.zip", "w") as zf:
+        for name, data in files.items():
+            zf.writestr(name, data)
+    out["zip"] = root / "images.zip"
+    folder = root / "folder"
+    for name, data in files.items():
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_bytes(data)
+    out["folder"] = folder
+    split_dir = root / "split"
+    split_dir.mkdir()
+    _tar(split_dir / "all.tar.gz", files, "w:gz")
+    subprocess.run(
+        ["split", "-b", "400000", "-d", "-a", "3", "all.tar.gz", "all.tar.gz.part"], cwd=split_dir, check=True
+    )
+    subprocess.run(["split", "-b", "300000", "all.tar.gz", "all.tar.gz."], cwd=split_dir, check=True)
+    (split_dir / "all.tar.gz").unlink()
+    out["parts"] = split_dir / "all.tar.gz.part000"
+    out["aa"] = split_dir / "all.tar.gz.aa"
+    return out
+
+
+@pytest.mark.parametrize("which", ["tar", "tgz", "zip", "folder", "parts", "aa"])
+def test_every_member_reads_back_by_its_name(archives, files, which):
+    source = open_media(str(archives[which]))
+    assert sorted(source.names()) == sorted(files)
+    for name, data in files.items():
+        assert source.read(name) == data
+    with pytest.raises(MediaMissing):
+        source.read("images/nope.png")
+
+
+def test_split_parts_are_found_in_order_and_read_as_one_stream(archives):
+    parts = m.split_parts(str(archives["parts"]))
+    assert [p.rsplit(".", 1)[-1] for p in parts] == ["part000", "part001", "part002", "part003"]
+    lettered = [p.rsplit(".", 1)[-1] for p in m.split_parts(str(archives["aa"]))]
+    assert lettered == [f"a{c}" for c in "abcdefghij"[: len(lettered)]] and len(lettered) > 4
+    assert isinstance(open_media(str(archives["aa"])), ArchiveMedia)
+    assert m.is_split_part("x.tar.gz.part-ab") and m.is_split_part("x.zip.003") and not m.is_split_part("x.tar.gz")
+
+
+def test_an_archive_is_indexed_once_and_the_index_is_kept(archives, files, tmp_path, monkeypatch):
+    first = open_media(str(archives["tgz"]), index_dir=str(tmp_path / "index"))
+    assert first.read("images/sub/b.jpg") == files["images/sub/b.jpg"]
+    kept = sorted(p.name for p in (tmp_path / "index").iterdir())
+    assert [k.rsplit(".", 2)[-2:] for k in kept] == [["members", "json"], ["tar", "gzidx"]] or len(kept) == 2
+    assert any(k.endswith(".members.json") for k in kept) and any(k.endswith(".gzidx") for k in kept)
+
+    def no_rescan(self):
+        raise AssertionError("the archive was scanned again")
+
+    monkeypatch.setattr(ArchiveMedia, "_scan", no_rescan)
+    again = open_media(str(archives["tgz"]), index_dir=str(tmp_path / "index"))
+    assert again.read("big/d.bin") == files["big/d.bin"]
+
+
+def test_a_folder_refuses_names_outside_it(archives):
+    from editstream.format.sft import MediaOutsideError
+
+    with pytest.raises(MediaOutsideError):
+        FolderMedia(str(archives["folder"])).read("../images.tar")
+
+
+@pytest.mark.s3
+def test_archives_on_s3_read_in_place(s3_bucket, archives, files):
+    import fsspec
+
+    fs = fsspec.filesystem("s3", **s3_bucket.storage_options)
+    for part in m.split_parts(str(archives["parts"])):
+        fs.put(part, f"{s3_bucket.url}/media/{Path(part).name}")
+    fs.put(str(archives["zip"]), f"{s3_bucket.url}/media/images.zip")
+    so = s3_bucket.storage_options
+    for url in (f"{s3_bucket.url}/media/all.tar.gz.part002", f"{s3_bucket.url}/media/images.zip"):
+        source = open_media(url, so)
+        assert source.read("big/d.bin") == files["big/d.bin"] and source.read("c.webp") == b"tiny"
