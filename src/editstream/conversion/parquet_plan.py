@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import contextlib
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..data.layouts import ParquetDirectory, kind_of_columns
 from ..format import manifest as mf
 from ..format.keys import key_stems
-from ..io import storage
+from ..io import service, storage
 from ..io.parquet import open_parquet
 from ..io.parquet_info import ParquetInfo
 from ..kinds import get_kind
@@ -64,8 +63,7 @@ def _read_source(cfg: ConvertConfig) -> _Source:
     need = [i for i in range(len(urls)) if cfg.layout == "size" or i not in counts]
     if 0 not in need:
         need.insert(0, 0)
-    with ThreadPoolExecutor(max_workers=min(16, len(need))) as pool:
-        footers = dict(zip(need, pool.map(lambda i: _read_footer(urls[i], so), need)))
+    footers = dict(zip(need, service.pool().map(lambda i: _read_footer(urls[i], so), need)))
     return _Source(urls, names, footers, counts)
 
 
