@@ -31,10 +31,10 @@ HANG_GUARD = 60.0
 @pytest.fixture
 def io_sizes():
     """``configure``, with the process's sizes put back afterwards."""
-    before = service.config()
+    before = service.carry()
     yield service.configure
-    service.configure(before)
-    service._configured = False
+    service.configure(before or IOConfig())
+    service._configured = before
 
 
 @pytest.fixture(scope="module")
@@ -105,7 +105,7 @@ def test_the_configured_sizes_are_what_a_reader_gets(edit_root, s3_bucket, io_si
         ahead = edit.reads.readahead()
         assert rows == 24 and service.budget().limit == 32 << 10
         assert ahead.account.limit == (cap or 32 << 10) and ahead.depth() <= (cap or 32 << 10) // (4 << 10)
-        assert ahead.peak_bytes <= ahead.account.limit and service.budget().peak <= 32 << 10
+        assert ahead.account.peak <= ahead.account.limit and service.budget().peak <= 32 << 10
         edit.plan_units(iter(()))
     assert 1 <= len(threads) <= 2 and all(t.startswith(service.THREAD_PREFIX) for t in threads), threads
 
@@ -143,7 +143,7 @@ def test_a_pickled_source_carries_the_sizes_to_a_fresh_process(io_sizes):
     blobs = [pickle.dumps(TarSource(dataset_name="t")), pickle.dumps(ShardLineSource(dataset_name="v"))]
     for blob in blobs:
         service.configure(IOConfig())  # what a spawned worker starts with ...
-        service._configured = False
+        service._configured = None
         pickle.loads(blob)
         assert service.config() == IOConfig(max_bytes=200 << 10, threads=5)  # ... until a source arrives
     service.configure(max_bytes=300 << 10)  # a process that configured its own keeps it

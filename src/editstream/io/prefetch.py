@@ -4,10 +4,10 @@ Two shapes of work ahead, both bounded and both in order:
 
 - :func:`prefetched` runs one iterator a few items ahead (the converter decodes parquet batches
   this way: pyarrow releases the GIL while it decodes, so the next batch is decoded while the
-  caller encodes and writes the current one). The iterator is advanced one step at a time, each
-  step a task of the pool, so a paused producer holds no thread; an error of the source is
-  raised in the consumer where the item would have been, and a consumer that stops early
-  (``close()``, an exception, garbage collection) stops it and closes the source.
+  caller encodes and writes the current one). Each ``next`` of the iterator is a task of the
+  pool, so a paused producer holds no thread; an error of the source is raised in the consumer
+  where the item would have been, and a consumer that stops early (``close()``, an exception,
+  garbage collection) stops it and closes the source.
 - :func:`prefetch_ordered` fetches independent items whose order is known ahead (a worker's
   JSONL-line samples scattered over many shards, the media of a converter task's next lines),
   several at once.
@@ -18,11 +18,12 @@ free goes alone once its consumer holds nothing), so they count with every other
 
 from __future__ import annotations
 
+import itertools
 import threading
 from collections import deque
 from collections.abc import Callable, Generator, Iterable, Iterator
 from concurrent.futures import Future
-from typing import Generic, TypeVar, cast
+from typing import TypeVar, cast
 
 from . import service
 
@@ -33,87 +34,42 @@ DEFAULT_PREFETCH_ITEMS = 32
 _END = object()
 
 
-class _Failure:
-    """The source's exception, carried to the consumer."""
-
-    def __init__(self, error: BaseException) -> None:
-        self.error = error
-
-
-class _Steps(Generic[T]):
-    """One iterator advanced on the pool a step at a time, at most ``depth`` items ahead."""
-
-    def __init__(self, source: Iterator[T], depth: int, item_bytes: int) -> None:
-        self._source = source
-        self._depth = depth
-        self._item_bytes = item_bytes
-        self._account = service.account()
-        self._ready: deque[object] = deque()
-        self._step: Future[None] | None = None
-        self._over = False  # the source ended or failed, or the consumer stopped
-        self._handed = 0  # bytes of the item the consumer has now
-        self._changed = threading.Condition()
-
-    def _schedule(self) -> None:
-        """Start the next step if none runs and there is room (called holding ``_changed``)."""
-        if self._step is not None or self._over or len(self._ready) >= self._depth:
-            return
-        if self._account.take(self._item_bytes, force=self._account.used == 0):
-            self._step = service.pool().submit(self._run)
-
-    def _run(self) -> None:
-        item: object
-        try:
-            item = next(self._source)
-        except StopIteration:
-            item = _END
-        except BaseException as exc:  # noqa: BLE001 - handed to the consumer, raised there
-            item = _Failure(exc)
-        with self._changed:
-            self._ready.append(item)
-            self._step = None
-            self._over = self._over or item is _END or isinstance(item, _Failure)
-            self._schedule()
-            self._changed.notify_all()
-
-    def next(self) -> object:
-        """The next item (``_END`` at the end); the one handed out before stops counting."""
-        with self._changed:
-            self._account.give(self._handed)
-            self._schedule()
-            self._changed.wait_for(lambda: bool(self._ready))
-            item = self._ready.popleft()
-            self._handed = self._item_bytes
-        if isinstance(item, _Failure):
-            raise item.error
-        return item
-
-    def stop(self) -> None:
-        """No more steps: cancel a queued one, wait for a running one, hand the bytes back."""
-        with self._changed:
-            self._over = True
-            if self._step is not None and self._step.cancel():
-                self._step = None
-            self._changed.wait_for(lambda: self._step is None)
-        self._account.give_all()
-
-
 def prefetched(source: Iterable[T], depth: int = 2, *, item_bytes: int = 0) -> Iterator[T]:
     """The items of ``source`` in order, produced on the I/O pool at most ``depth`` ahead, each
     counting ``item_bytes`` against the process's budget until the consumer asks for the next.
 
-    ``depth`` < 1 iterates ``source`` on the caller's thread (nothing ahead). The source must not
-    wait for tasks of the I/O pool itself (a step is a leaf task).
+    Step ``k`` (one ``next`` of the source) runs once step ``k - 1`` is done; the pool takes
+    tasks in order, so a step only ever waits for one already running. ``depth`` < 1 iterates
+    ``source`` on the caller's thread (nothing ahead).
     """
     if depth < 1:
         yield from source
         return
-    steps = _Steps(iter(source), depth, item_bytes)
+    items = iter(source)
+    turn = threading.Condition()
+    done = [0, False]  # steps done; whether the consumer has stopped
+
+    def step(k: int) -> object:
+        with turn:
+            turn.wait_for(lambda: done[0] == k or done[1])
+            try:
+                return _END if done[1] else next(items, _END)
+            finally:
+                done[0] += 1
+                turn.notify_all()
+
+    steps = prefetch_ordered(itertools.count(), step, lambda _: item_bytes, max_items=depth)
     try:
-        while (item := steps.next()) is not _END:
+        for _, future in steps:
+            item = future.result()
+            if item is _END:
+                return
             yield cast(T, item)
     finally:
-        steps.stop()
+        steps.close()
+        with turn:  # waits for a step inside the source; the steps after it end at once
+            done[1] = True
+            turn.notify_all()
         close = getattr(source, "close", None)
         if close is not None:
             close()

@@ -39,7 +39,28 @@ def open_local_range(path: str, start: int, end: int) -> Any:
     return f
 
 
-class LocalRangeReader:
+class SequentialReader:
+    """What the tar reader needs of a range reader besides ``read``: a position, no seeking, ``with``."""
+
+    _pos: int
+
+    def tell(self) -> int:
+        return self._pos
+
+    def seekable(self) -> bool:
+        return False
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> SequentialReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class LocalRangeReader(SequentialReader):
     """Sequential reads of bytes ``[start, end)`` of a local file, straight from the file.
 
     Each ``read(n)`` is one read of the file into a new ``bytes`` (no copy in between; the
@@ -66,20 +87,8 @@ class LocalRangeReader:
         self._pos += len(data)
         return data
 
-    def tell(self) -> int:
-        return self._pos
-
-    def seekable(self) -> bool:
-        return False
-
     def close(self) -> None:
         self._f.close()
-
-    def __enter__(self) -> LocalRangeReader:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 class RetryingFile(io.RawIOBase):

@@ -38,7 +38,7 @@ from functools import partial
 from typing import Any
 
 from . import service, storage
-from .ranged import open_local_range, read_range
+from .ranged import SequentialReader, open_local_range, read_range
 from .retry import RetryPolicy
 from .storage import StorageOptions
 
@@ -92,7 +92,7 @@ class ReadAhead:
         self.retry = retry or RetryPolicy()
         self.block_size = block_size
         self.account = service.ByteBudget(cap, service.budget() if budget is None else budget)
-        """This read-ahead's budget inside the shared one (``limit`` is what it may hold)."""
+        """This read-ahead's budget inside the shared one (``limit``: what it may hold; ``peak``: the most it held)."""
         self.max_in_flight = max_in_flight
         self._clock = clock
         self._plan: Iterator[tuple[str, int, int]] = iter(())
@@ -107,21 +107,12 @@ class ReadAhead:
         # to the shared budget, so they never starve the process's other readers.
         weakref.finalize(self, self.account.give_all)
 
-    @property
-    def peak_bytes(self) -> int:
-        """The most bytes this read-ahead has held at once (requested and not yet released)."""
-        return self.account.peak
-
     # ---- plan ----------------------------------------------------------------------------
     def plan(self, ranges: Iterable[tuple[str, int, int]]) -> None:
         """Forget what was planned (cancelling its requests) and read ahead along ``ranges``:
         ``(url, start, end)`` in the order the consumer will open them (may be endless)."""
         self._abandon(len(self._ranges))
         self._plan = iter(ranges)
-
-    def close(self) -> None:
-        """Cancel every request (the pool's threads are the process's, they stay)."""
-        self.plan(())
 
     # ---- consumer ------------------------------------------------------------------------
     def open(self, url: str, start: int, end: int) -> RangeReader:
@@ -254,7 +245,7 @@ def _give_back(account: service.ByteBudget, n: int, _done: object) -> None:
     account.give(n)
 
 
-class RangeReader:
+class RangeReader(SequentialReader):
     """Sequential ``read(n)`` over one range of a :class:`ReadAhead` (a file-like for the tar reader).
 
     A read inside the current block is a single copy; a longer one gathers blocks until ``n``
@@ -300,12 +291,6 @@ class RangeReader:
             self._pos += take
         return bytes(out)
 
-    def tell(self) -> int:
-        return self._pos
-
-    def seekable(self) -> bool:
-        return False
-
     def _release(self) -> None:
         if self._block is not None:
             self._owner.release(self._block)
@@ -315,12 +300,6 @@ class RangeReader:
         self._release()
         self._buf = memoryview(b"")
         self._owner.finished(self._range)
-
-    def __enter__(self) -> RangeReader:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 class SourceReads:
@@ -344,8 +323,6 @@ class SourceReads:
     ) -> None:
         if readahead_bytes is not None and readahead_bytes <= 0:
             raise ValueError(f"dataset {dataset_name!r}: readahead_bytes must be > 0, got {readahead_bytes}")
-        if block_size <= 0:
-            raise ValueError(f"dataset {dataset_name!r}: block_size must be > 0, got {block_size}")
         self.storage_options = storage_options
         self.retry = retry
         self.block_size = block_size

@@ -62,8 +62,7 @@ class ByteBudget:
     @property
     def limit(self) -> int:
         """The most this budget holds (beyond forced takes): its own limit within the outer one."""
-        limits = [n for n in (self.cap, None if self.within is None else self.within.limit) if n is not None]
-        return min(limits)
+        return min(n for n in (self.cap, None if self.within is None else self.within.limit) if n is not None)
 
     def take(self, n: int, *, force: bool = False) -> bool:
         """Hold ``n`` more bytes if they fit (or ``force``); returns whether they were taken."""
@@ -94,13 +93,12 @@ class _Service:
 
     def __init__(self, config: IOConfig) -> None:
         self.pid = os.getpid()
+        self.config = config
         self.budget = ByteBudget(config.max_bytes)
-        self.threads = config.threads
         self.pool: ThreadPoolExecutor | None = None
 
 
-_config = IOConfig()
-_configured = False
+_configured: IOConfig | None = None  # what configure() set, inherited by a fork, carried by a pickle
 _current: _Service | None = None
 _lock = threading.Lock()
 
@@ -118,7 +116,7 @@ def _service() -> _Service:
     global _current
     with _lock:
         if _current is None or _current.pid != os.getpid():
-            _current = _Service(_config)
+            _current = _Service(config())
         return _current
 
 
@@ -129,33 +127,31 @@ def configure(config: IOConfig | None = None, /, **changes: Any) -> IOConfig:
     take it from the sources pickled to them. Readers already running see the new byte limit at
     once; fetches submitted from now on use a pool of the new size.
     """
-    global _config, _configured
-    new = replace(config or _config, **changes)
+    global _configured
+    service = _service()
     with _lock:
-        _config, _configured = new, True
-        current = _current
-        if current is not None and current.pid == os.getpid():
-            current.budget.cap = new.max_bytes
-            if new.threads != current.threads and current.pool is not None:
-                current.pool.shutdown(wait=False)  # what was submitted still runs
-                current.pool = None
-            current.threads = new.threads
+        _configured = new = replace(config or service.config, **changes)
+        service.budget.cap = new.max_bytes
+        if service.pool is not None and new.threads != service.config.threads:
+            service.pool.shutdown(wait=False)  # what was submitted still runs
+            service.pool = None
+        service.config = new
     return new
 
 
 def config() -> IOConfig:
     """This process's I/O sizes."""
-    return _config
+    return _configured or IOConfig()
 
 
 def carry() -> IOConfig | None:
     """The sizes a source pickled for another process takes with it (``None`` when never configured)."""
-    return _config if _configured else None
+    return _configured
 
 
 def adopt(config: IOConfig | None) -> None:
     """Use the sizes a pickled source carried, unless this process configured its own."""
-    if config is not None and not _configured:
+    if config is not None and _configured is None:
         configure(config)
 
 
@@ -169,7 +165,7 @@ def pool() -> ThreadPoolExecutor:
     service = _service()
     with _lock:
         if service.pool is None:
-            service.pool = ThreadPoolExecutor(max_workers=service.threads, thread_name_prefix=THREAD_PREFIX)
+            service.pool = ThreadPoolExecutor(max_workers=service.config.threads, thread_name_prefix=THREAD_PREFIX)
         return service.pool
 
 
