@@ -35,8 +35,8 @@ _END = object()
 
 
 def prefetched(source: Iterable[T], depth: int = 2, *, item_bytes: int = 0) -> Iterator[T]:
-    """The items of ``source`` in order, produced on the I/O pool at most ``depth`` ahead, each
-    counting ``item_bytes`` against the process's budget until the consumer asks for the next.
+    """The items of ``source`` in order, produced on the I/O pool at most ``depth`` ahead of the one
+    the consumer has, each counting ``item_bytes`` against the process's budget until it asks for the next.
 
     Step ``k`` (one ``next`` of the source) runs once step ``k - 1`` is done; the pool takes
     tasks in order, so a step only ever waits for one already running. ``depth`` < 1 iterates
@@ -58,7 +58,7 @@ def prefetched(source: Iterable[T], depth: int = 2, *, item_bytes: int = 0) -> I
                 done[0] += 1
                 turn.notify_all()
 
-    steps = prefetch_ordered(itertools.count(), step, lambda _: item_bytes, max_items=depth)
+    steps = prefetch_ordered(itertools.count(), step, lambda _: item_bytes, max_items=depth + 1)
     try:
         for _, future in steps:
             item = future.result()
