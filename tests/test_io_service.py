@@ -18,11 +18,12 @@ import pytest
 import torch
 
 from editstream import convert
+from editstream.data.sources.foreign import ForeignTarSource
 from editstream.data.sources.sft_shards import ShardLineSource
 from editstream.data.sources.webdataset import TarSource
 from editstream.io import IOConfig, readahead, service
 from editstream.testing.synth_vlm import write_synthetic_vlm_dataset
-from helpers import synth_and_convert
+from helpers import synth_and_convert, write_foreign_shards
 
 HANG_GUARD = 60.0
 """Seconds a wait for a pool task gives up after: a hang guard only (an inherited pool never runs it)."""
@@ -108,6 +109,37 @@ def test_the_configured_sizes_are_what_a_reader_gets(edit_root, s3_bucket, io_si
         assert ahead.account.peak <= ahead.account.limit and service.budget().peak <= 32 << 10
         edit.plan_units(iter(()))
     assert 1 <= len(threads) <= 2 and all(t.startswith(service.THREAD_PREFIX) for t in threads), threads
+
+
+def test_foreign_shards_on_s3_are_read_ahead_across_shards(tmp_path, s3_bucket):
+    so = s3_bucket.storage_options
+    fs = fsspec.filesystem("s3", **so)
+    for path in write_foreign_shards(tmp_path / "shards"):
+        fs.put(path, f"{s3_bucket.name}/foreign/{os.path.basename(path)}")
+    read = {}
+    for options in ({}, {"readahead_bytes": 24 << 10}, {"prefetch": False}):
+        source = ForeignTarSource(
+            dataset_name="f", schema="t2i_pretrain", storage_options=so, block_size=8 << 10, **options
+        )
+        units = source.list_units([f"{s3_bucket.url}/foreign/*.tar"], [len(fs.ls(f"{s3_bucket.name}/foreign"))])
+        source.plan_units(iter(units))
+        ahead = source.reads.readahead()
+        requested_before_open, rows = [], []
+        for unit in units:
+            requested_before_open.append(ahead.requests)
+            rows.extend(
+                (str(unit), pos, row["__key__"], row["image"]) for pos, row in source.iter_unit_rows(unit, None)
+            )
+        source.plan_units(iter(()))
+        read[str(options)] = rows
+        sizes = [fs.size(str(u).removeprefix("s3://")) for u in units]
+        if options.get("prefetch", True):  # the next shard's blocks were asked for before it was opened
+            blocks = [-(-size // (8 << 10)) for size in sizes]
+            assert all(n > sum(blocks[:i]) for i, n in enumerate(requested_before_open) if i), requested_before_open
+        else:
+            assert ahead.max_held == 1
+        assert ahead.account.peak <= options.get("readahead_bytes", service.config().max_bytes)
+    assert read["{}"] and all(rows == read["{}"] for rows in read.values())
 
 
 class _Probe(torch.utils.data.IterableDataset):
