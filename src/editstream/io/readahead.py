@@ -333,14 +333,15 @@ class SourceReads:
         self._pid: int | None = None
 
     def readahead(self) -> ReadAhead:
-        """This process's read-ahead of the source (one block in flight without ``prefetch``)."""
+        """This process's read-ahead of the source: as many blocks in flight as the I/O pool has
+        threads (one without ``prefetch``)."""
         if self._readahead is None or self._pid != os.getpid():
             self._readahead = ReadAhead(
                 storage_options=self.storage_options,
                 retry=self.retry,
                 block_size=self.block_size,
                 cap=self.readahead_bytes,
-                max_in_flight=16 if self.prefetch else 1,
+                max_in_flight=service.config().threads if self.prefetch else 1,
             )
             self._pid = os.getpid()
         return self._readahead
