@@ -73,7 +73,7 @@ def read_all(url: str, options: dict[str, Any], readahead_bytes: int | None) -> 
         for _ in source.iter_unit_rows(unit, None):
             rows += 1
     seconds = time.perf_counter() - t0
-    held = source.readahead().peak_bytes
+    held = source.reads.readahead().account.peak
     source.plan_units(iter(()))
     return rows, seconds, held
 

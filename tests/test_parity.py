@@ -216,7 +216,7 @@ def test_the_read_ahead_budget_changes_nothing_in_the_stream_from_s3(edit_data, 
         ds = edit(f"{s3_bucket.url}/wds", "webdataset", storage_options=so, block_size=8 << 10, readahead_bytes=budget)
         ds.set_epoch(3)
         streams.append(stream(ds, 30, 0, 3))
-        assert ds.source.readahead().budget.limit == (budget or 64 << 20)
+        assert ds.source.reads.readahead().account.limit == (budget or 64 << 20)
     assert_same(*streams)
 
 

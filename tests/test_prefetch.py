@@ -1,5 +1,5 @@
-"""``io.prefetch.prefetched``: items in order from a helper thread, bounded ahead, errors where
-they happened, and a consumer that stops early stops the helper."""
+"""``io.prefetch.prefetched``: items in order from the process's I/O pool, bounded ahead, errors
+where they happened, and a consumer that stops early stops the steps and closes the source."""
 
 from __future__ import annotations
 
@@ -9,10 +9,11 @@ from collections.abc import Iterator
 
 import pytest
 
+from editstream.io import service
 from editstream.io.prefetch import prefetched
 
 
-def test_items_come_in_order_from_a_helper_thread():
+def test_items_come_in_order_from_the_io_pool():
     threads: set[str] = set()
 
     def source() -> Iterator[int]:
@@ -20,8 +21,8 @@ def test_items_come_in_order_from_a_helper_thread():
             threads.add(threading.current_thread().name)
             yield i
 
-    assert list(prefetched(source(), 3, name="helper-under-test")) == list(range(100))
-    assert threads == {"helper-under-test"}
+    assert list(prefetched(source(), 3)) == list(range(100))
+    assert threads and all(name.startswith(service.THREAD_PREFIX) for name in threads), threads
 
 
 def test_depth_zero_iterates_on_the_callers_thread():
@@ -65,7 +66,7 @@ def test_an_error_of_the_source_is_raised_after_the_items_before_it():
     assert got == [1, 2]
 
 
-def test_a_consumer_that_stops_early_stops_the_helper_and_closes_the_source():
+def test_a_consumer_that_stops_early_stops_the_steps_and_closes_the_source():
     closed = threading.Event()
 
     def endless() -> Iterator[int]:
@@ -74,9 +75,12 @@ def test_a_consumer_that_stops_early_stops_the_helper_and_closes_the_source():
         finally:
             closed.set()
 
-    before = set(threading.enumerate())
-    items = prefetched(endless(), 2, name="endless-helper")
+    before = service.budget().used
+    source = endless()
+    items = prefetched(source, 2, item_bytes=1000)
     assert [next(items) for _ in range(3)] == [0, 1, 2]
+    assert 1000 <= service.budget().used - before <= 3000  # the item handed out and at most two ahead
     items.close()
-    assert closed.is_set()
-    assert not [t for t in set(threading.enumerate()) - before if t.name == "endless-helper"]
+    # closing a generator another thread is running fails, so a step still running would show here
+    assert closed.is_set() and source.gi_frame is None
+    assert service.budget().used == before  # every byte handed back

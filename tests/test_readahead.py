@@ -17,8 +17,9 @@ import pytest
 
 from editstream.io import readahead
 from editstream.io.ranged import read_range
-from editstream.io.readahead import ByteBudget, ReadAhead
+from editstream.io.readahead import ReadAhead
 from editstream.io.retry import RetryPolicy
+from editstream.io.service import ByteBudget
 from editstream.testing.faultproxy import FaultPlan, FaultProxy
 
 FAST_RETRY = RetryPolicy(max_attempts=8, initial_backoff=0.01, max_backoff=0.05)
@@ -210,7 +211,7 @@ def test_depth_follows_latency_and_stays_within_the_budget(objects, tmp_path, mo
     # fetches (30 ms) much slower than the consumer: as many requests in flight as the budget holds
     assert fast_consumer.depth() == 10 and fast_consumer.max_held == 10
     assert store.most_active >= 8
-    assert budget.peak <= budget.limit and fast_consumer.peak_bytes <= budget.limit
+    assert budget.peak <= budget.limit and fast_consumer.account.peak <= budget.limit
     # requests overlap across object boundaries: blocks of the next object were requested before it was opened
     assert all(n > i * blocks for i, n in enumerate(requested_before_open) if i > 0), requested_before_open
     assert fast_consumer.requests == 6 * blocks  # each block once

@@ -11,7 +11,6 @@ import pickle
 import random
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
@@ -19,7 +18,7 @@ import torch
 
 from editstream import ByteTokenizer, FrameSampler, ImageTransform, SftJSONLIterableDataset, convert
 from editstream.format.manifest import Manifest
-from editstream.io.fetchahead import prefetch_ordered
+from editstream.io.prefetch import prefetch_ordered
 from editstream.testing.synth_vlm import write_synthetic_vlm_dataset
 from helpers import assert_batches_equal, first
 
@@ -213,15 +212,12 @@ def test_prefetch_keeps_within_its_byte_budget_and_count_cap():
         time.sleep(0.002)
         return i
 
-    with ThreadPoolExecutor(4) as pool:
-        out = []
-        for i, future in prefetch_ordered(
-            range(len(sizes)), fetch, sizes.__getitem__, pool, max_bytes=100, max_items=3
-        ):
-            out.append(future.result())
-            with lock:  # the consumer is done with it: its bytes are released
-                live["bytes"] -= sizes[i]
-                live["items"] -= 1
+    out = []
+    for i, future in prefetch_ordered(range(len(sizes)), fetch, sizes.__getitem__, max_bytes=100, max_items=3):
+        out.append(future.result())
+        with lock:  # the consumer is done with it: its bytes are released
+            live["bytes"] -= sizes[i]
+            live["items"] -= 1
     assert out == list(range(len(sizes)))
     assert live["max_bytes"] <= 100 and live["max_items"] <= 3
 

@@ -14,13 +14,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from ..format import manifest as mf
 from ..format.keys import key_stems
 from ..format.sft import COLUMNS, LINES_COPY, SftInfo, media_path, outside_media_dir, referenced_media
-from ..io import storage
+from ..io import service, storage
 from ..io.lines import decode_lines, line_start_offsets
 from .records import ShardResult
 from .task import LinePart, Plan, ShardTask
@@ -74,8 +73,7 @@ def _line_sizes(data: bytes, media_dir: str, so: dict[str, Any] | None, allow_ou
             found = []
         refs.append([ref for ref in found if allow_outside or not outside_media_dir(ref[0])])
     wanted = sorted({ref for line_refs in refs for ref in line_refs})
-    with ThreadPoolExecutor(max_workers=16) as pool:
-        sizes = dict(zip(wanted, pool.map(lambda r: _media_size(media_path(media_dir, r[0]), r[1], so), wanted)))
+    sizes = dict(zip(wanted, service.pool().map(lambda r: _media_size(media_path(media_dir, r[0]), r[1], so), wanted)))
     out = []
     for line, line_refs in zip(lines, refs):
         media = [sizes[ref] for ref in dict.fromkeys(line_refs)]

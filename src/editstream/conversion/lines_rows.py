@@ -9,16 +9,15 @@ drops it where the reference does. A name outside the media directory is not rea
 (unless the user opted out): it is left out of the sample, the line's report entry says it was
 refused, and both loader backends drop the line as ``media_outside``. Transient storage errors
 are retried; persistent ones fail the task (a conversion must not record readable media as
-missing). Media of the next lines are read ahead on a few threads. A line's report entry lists
-every problem found, never drops it.
+missing). Media of the next lines are read ahead on the process's I/O pool (``_LINES_AHEAD``
+lines; their sizes are not known before they are read, so they hold none of its byte budget).
+A line's report entry lists every problem found, never drops it.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections import deque
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from ..data.rows import LineRow
@@ -27,13 +26,13 @@ from ..format import manifest as mf
 from ..format.sft import LINE_COLUMN, MEDIA_COLUMN
 from ..io import storage
 from ..io.lines import decode_lines
+from ..io.prefetch import prefetch_ordered
 from ..io.retry import RetryPolicy
 from ..kinds import DatasetKind
 from .report import BadRow, checked_problems
 from .task import LinePart, ShardTask
 
-_FETCH_THREADS = 8
-_LINES_AHEAD = 16
+_LINES_AHEAD = 17
 
 
 def line_media(media_dir: str, storage_options: dict[str, Any] | None, allow_outside: bool) -> Callable[[str], Any]:
@@ -79,17 +78,9 @@ def iter_line_rows(task: ShardTask) -> Iterator[tuple[mf.RowSlice, int, dict[str
     part = _line_part(task)
     read_media = line_media(part.media_dir, task.storage_options, part.allow_outside)
     s = task.slices[0]
-    first = s.start
-    with ThreadPoolExecutor(max_workers=_FETCH_THREADS, thread_name_prefix="editstream-media") as pool:
-        ahead: deque[Future[dict[str, Any]]] = deque()
-        upcoming = iter(lines)
-        for index, line in enumerate(lines):
-            while len(ahead) <= _LINES_AHEAD:
-                nxt = next(upcoming, None)
-                if nxt is None:
-                    break
-                ahead.append(pool.submit(read_media, nxt))
-            yield s, first + index, {LINE_COLUMN: line, MEDIA_COLUMN: ahead.popleft().result()}
+    fetched = prefetch_ordered(lines, read_media, lambda _: 0, max_items=_LINES_AHEAD)
+    for index, (line, media) in enumerate(fetched, start=s.start):
+        yield s, index, {LINE_COLUMN: line, MEDIA_COLUMN: media.result()}
 
 
 def line_bad_row(

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -12,6 +11,7 @@ from ..data.layouts import ParquetDirectory, kind_of_columns
 from ..format import manifest as mf
 from ..format.columns import ColumnTypeError, column_type_problems
 from ..format.keys import key_stems
+from ..io import service
 from ..io.parquet import open_parquet
 from ..io.parquet_info import ParquetInfo
 from ..kinds import DatasetKind, get_kind
@@ -67,8 +67,7 @@ def _read_source(cfg: ConvertConfig) -> _Source:
     need = [i for i in range(len(urls)) if cfg.layout == "size" or i not in counts]
     if 0 not in need:
         need.insert(0, 0)
-    with ThreadPoolExecutor(max_workers=min(16, len(need))) as pool:
-        footers = dict(zip(need, pool.map(lambda i: _read_footer(urls[i], so), need)))
+    footers = dict(zip(need, service.pool().map(lambda i: _read_footer(urls[i], so), need)))
     return _Source(urls, names, footers, counts, taken)
 
 

@@ -3,8 +3,9 @@
 Each task opens only its own files, checks their columns and row counts against the plan,
 and yields its rows in slice order; a bad row's entry names its file, row group and row, with
 the first problem its kind's checks find and whether the parser always fails on it. The rows
-are decoded on a reader thread (``io.prefetch``), batches of about ``BATCH_BYTES`` at most
-``PREFETCH_BATCHES`` ahead, so decoding overlaps with checking, encoding and writing them.
+are decoded on the I/O pool (``io.prefetch``), batches of about ``BATCH_BYTES`` at most
+``PREFETCH_BATCHES`` ahead (each counted at ``BATCH_BYTES`` against the process's I/O budget),
+so decoding overlaps with checking, encoding and writing them.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from .task import ParquetPart, ShardTask
 
 _BATCH_ROWS = 256
 BATCH_BYTES = 2 << 20
-"""Decoded bytes per batch the reader thread hands over (one row when a row is larger)."""
+"""Decoded bytes per batch decoded ahead (one row when a row is larger)."""
 PREFETCH_BATCHES = 2
 """Batches decoded ahead of the rows being checked and written, at most; 0 decodes on the task's thread."""
 
@@ -85,7 +86,7 @@ def _task_batches(task: ShardTask) -> Iterator[tuple[mf.RowSlice, int, list[dict
 
 def iter_parquet_rows(task: ShardTask) -> Iterator[tuple[mf.RowSlice, int, dict[str, Any]]]:
     """``(slice, row index in its row group, row)`` for every row of the task, in order."""
-    for s, first, rows in prefetched(_task_batches(task), PREFETCH_BATCHES, name="parquet-reader"):
+    for s, first, rows in prefetched(_task_batches(task), PREFETCH_BATCHES, item_bytes=BATCH_BYTES):
         for row_index, row in enumerate(rows, start=first):
             yield s, row_index, row
 

@@ -14,7 +14,7 @@ import logging
 import os
 import re
 from collections.abc import Mapping
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, wait
 from dataclasses import dataclass, field, replace
 from typing import IO, Any
 
@@ -23,7 +23,7 @@ from ..format.digest import DEFAULT_DIGEST, hexdigest, new_hasher, recorded
 from ..format.idx import IdxError, decode_idx
 from ..format.sft import LINES_COPY
 from ..format.tarblock import END_OF_ARCHIVE
-from ..io import storage
+from ..io import service, storage
 from ..io.ranged import open_read
 from .report import BadRow, RowNote
 from .task import ShardTask
@@ -172,21 +172,20 @@ def _fsync_path(path: str) -> None:
 
 
 class LocalSyncer:
-    """fsyncs finished local shards on a few threads while the conversion goes on, then the
+    """fsyncs finished local shards on the I/O pool while the conversion goes on, then the
     directory, so the manifest is written only over durable files. A no-op for object stores."""
 
     def __init__(self, dst: str) -> None:
         self.dst = dst if storage.is_local(dst) and "://" not in dst else None
-        self._pool = ThreadPoolExecutor(max_workers=4) if self.dst else None
-        self._futures: list[Any] = []
+        self._futures: list[Future[None]] = []
 
     def add(self, relpaths: list[str]) -> None:
-        if self._pool is not None and self.dst is not None:
-            self._futures.extend(self._pool.submit(_fsync_path, os.path.join(self.dst, p)) for p in relpaths)
+        if self.dst is not None:
+            self._futures.extend(service.pool().submit(_fsync_path, os.path.join(self.dst, p)) for p in relpaths)
 
     def finish(self) -> None:
         """Wait for every fsync (re-raising the first error) and sync the directory."""
-        if self._pool is None or self.dst is None:
+        if self.dst is None:
             return
         try:
             for future in self._futures:
@@ -196,9 +195,11 @@ class LocalSyncer:
             self.close()
 
     def close(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=True, cancel_futures=True)
-            self._pool = None
+        """Cancel the fsyncs not started and wait for the running ones."""
+        for future in self._futures:
+            future.cancel()
+        wait(self._futures)
+        self._futures = []
 
 
 def progress_url(dst_root: str, shard_path: str) -> str:

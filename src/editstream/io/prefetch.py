@@ -1,75 +1,117 @@
-"""Run an iterator on a helper thread, a bounded number of items ahead of its consumer.
+"""Work ahead of a consumer on the process's I/O pool, within its byte budget (:mod:`.service`).
 
-The converter decodes parquet batches this way: pyarrow releases the GIL while it decodes, so
-the next batch is decoded while the caller encodes and writes the current one. At most
-``depth`` items wait in the queue (plus the one the helper is producing), so memory stays
-bounded; the items come out in order, an error of the source is raised in the consumer where
-the item would have been, and a consumer that stops early (``close()``, an exception, garbage
-collection) stops the helper and waits for it.
+Two shapes of work ahead, both bounded and both in order:
+
+- :func:`prefetched` runs one iterator a few items ahead (the converter decodes parquet batches
+  this way: pyarrow releases the GIL while it decodes, so the next batch is decoded while the
+  caller encodes and writes the current one). Each ``next`` of the iterator is a task of the
+  pool, so a paused producer holds no thread; an error of the source is raised in the consumer
+  where the item would have been, and a consumer that stops early (``close()``, an exception,
+  garbage collection) stops it and closes the source.
+- :func:`prefetch_ordered` fetches independent items whose order is known ahead (a worker's
+  JSONL-line samples scattered over many shards, the media of a converter task's next lines),
+  several at once.
+
+The bytes of the items ahead are held of the process's budget (an item larger than what is
+free goes alone once its consumer holds nothing), so they count with every other reader's.
 """
 
 from __future__ import annotations
 
-import queue
+import itertools
 import threading
-from collections.abc import Iterable, Iterator
+from collections import deque
+from collections.abc import Callable, Generator, Iterable, Iterator
+from concurrent.futures import Future
 from typing import TypeVar, cast
 
+from . import service
+
 T = TypeVar("T")
+R = TypeVar("R")
 
-_DONE = object()
-
-
-class _Failure:
-    """The source's exception, carried through the queue to the consumer."""
-
-    def __init__(self, error: BaseException) -> None:
-        self.error = error
+DEFAULT_PREFETCH_ITEMS = 32
+_END = object()
 
 
-def prefetched(source: Iterable[T], depth: int = 2, *, name: str = "prefetch") -> Iterator[T]:
-    """The items of ``source`` in order, produced on a helper thread at most ``depth`` ahead.
+def prefetched(source: Iterable[T], depth: int = 2, *, item_bytes: int = 0) -> Iterator[T]:
+    """The items of ``source`` in order, produced on the I/O pool at most ``depth`` ahead of the one
+    the consumer has, each counting ``item_bytes`` against the process's budget until it asks for the next.
 
-    ``depth`` < 1 iterates ``source`` on the caller's thread (no helper, nothing ahead).
+    Step ``k`` (one ``next`` of the source) runs once step ``k - 1`` is done; the pool takes
+    tasks in order, so a step only ever waits for one already running. ``depth`` < 1 iterates
+    ``source`` on the caller's thread (nothing ahead).
     """
     if depth < 1:
         yield from source
         return
-    items: queue.Queue[object] = queue.Queue(maxsize=depth)
-    stop = threading.Event()
+    items = iter(source)
+    turn = threading.Condition()
+    done = [0, False]  # steps done; whether the consumer has stopped
 
-    def put(item: object) -> bool:
-        while not stop.is_set():
+    def step(k: int) -> object:
+        with turn:
+            turn.wait_for(lambda: done[0] == k or done[1])
             try:
-                items.put(item, timeout=0.1)
-                return True
-            except queue.Full:
-                continue
-        return False
+                return _END if done[1] else next(items, _END)
+            finally:
+                done[0] += 1
+                turn.notify_all()
 
-    def produce() -> None:
-        try:
-            for item in source:
-                if not put(item):
-                    return
-        except BaseException as exc:  # noqa: BLE001 - handed to the consumer, raised there
-            put(_Failure(exc))
-            return
-        put(_DONE)
-
-    helper = threading.Thread(target=produce, name=name, daemon=True)
-    helper.start()
+    steps = prefetch_ordered(itertools.count(), step, lambda _: item_bytes, max_items=depth + 1)
     try:
-        while True:
-            item = items.get()
-            if item is _DONE:
+        for _, future in steps:
+            item = future.result()
+            if item is _END:
                 return
-            if isinstance(item, _Failure):
-                raise item.error
             yield cast(T, item)
     finally:
-        stop.set()
-        helper.join()
+        steps.close()
+        with turn:  # waits for a step inside the source; the steps after it end at once
+            done[1] = True
+            turn.notify_all()
         close = getattr(source, "close", None)
         if close is not None:
             close()
+
+
+def prefetch_ordered(
+    items: Iterable[T],
+    fetch: Callable[[T], R],
+    cost: Callable[[T], int],
+    *,
+    max_bytes: int | None = None,
+    max_items: int = DEFAULT_PREFETCH_ITEMS,
+) -> Generator[tuple[T, Future[R]], None, None]:
+    """``(item, future of fetch(item))`` in the order of ``items``, fetched ahead on the I/O pool.
+
+    At most ``max_items`` fetches are in flight or not yet handed out; their ``cost`` (bytes) is
+    held of the process's budget, at most ``max_bytes`` of it when given, from the request until
+    the consumer asks for the next item. Closing the iterator cancels the fetches not started yet.
+    """
+    if max_items <= 0:
+        raise ValueError(f"prefetch limits must be > 0, got max_items={max_items}")
+    account = service.account(max_bytes)
+    pending: deque[tuple[T, Future[R], int]] = deque()
+    source = iter(items)
+    waiting: list[T] = []  # the next item, when it did not fit the budget yet
+    try:
+        while True:
+            while len(pending) < max_items:
+                item = waiting.pop() if waiting else next(source, cast(T, _END))
+                if item is _END:
+                    break
+                size = max(0, int(cost(item)))
+                if not account.take(size, force=account.used == 0):
+                    waiting.append(item)
+                    break
+                pending.append((item, service.pool().submit(fetch, item), size))
+            if not pending:
+                return
+            item, future, size = pending.popleft()
+            yield item, future
+            account.give(size)
+    finally:
+        for _, future, _ in pending:
+            future.cancel()
+        account.give_all()

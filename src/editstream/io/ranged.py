@@ -1,4 +1,4 @@
-"""Ranged reads: one retried ranged request, a sequential streaming reader, and a seekable file.
+"""Ranged reads: one retried ranged request, a local range reader, and a seekable remote file.
 
 Every remote read in editstream goes through here, so one :class:`RetryPolicy` decides what
 is retried and for how long; a connection dropped mid-body costs a re-read of that range and
@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import io
 import os
-from concurrent.futures import Executor, Future
 from typing import IO, Any
 
 from . import storage
@@ -22,144 +21,6 @@ def read_range(
 ) -> bytes:
     """Bytes ``[start, end)`` of ``url`` with one ranged request, retried under ``retry``."""
     return storage.read_bytes(url, storage_options, start, end, retry=retry)
-
-
-class BlockStream:
-    """``read(n)`` over a sequence of blocks; a subclass supplies the blocks through ``_refill``.
-
-    The one copy of the sequential read both ranged readers use (:class:`RangedReader` here and
-    the read-ahead's ``RangeReader``): a read inside the current block is a single copy; a
-    longer one gathers blocks until ``n`` bytes or the end. Not seekable.
-    """
-
-    _pos: int
-    _buf: memoryview
-
-    def _refill(self) -> bool:
-        """Make the next block the current ``_buf``; ``False`` at the end of the stream."""
-        raise NotImplementedError
-
-    def read(self, n: int = -1) -> bytes:
-        """Up to ``n`` bytes (all remaining when ``n < 0``); fewer only at the end."""
-        if 0 <= n <= len(self._buf):  # served from the current block: one copy
-            view = self._buf[:n]
-            self._buf = self._buf[n:]
-            self._pos += n
-            return bytes(view)
-        out = bytearray()
-        while n < 0 or len(out) < n:
-            if not self._buf and not self._refill():
-                break
-            take = len(self._buf) if n < 0 else min(n - len(out), len(self._buf))
-            out += self._buf[:take]
-            self._buf = self._buf[take:]
-            self._pos += take
-        return bytes(out)
-
-    def tell(self) -> int:
-        return self._pos
-
-    def seekable(self) -> bool:
-        return False
-
-    def close(self) -> None:
-        self._buf = memoryview(b"")
-
-    def __enter__(self) -> BlockStream:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-
-class RangedReader(BlockStream):
-    """Sequential reads of ``[start, end)`` of one URL, fetched as ranged reads of ``block_size``.
-
-    Each block is one ranged request retried under ``retry`` from its own start offset, so a
-    connection dropped mid-body costs a re-read of that block and nothing is lost or repeated.
-    With an ``executor`` the next block is fetched in the background while the current one
-    is consumed (hides object-store latency); ``first_block`` may hand in a block that was
-    prefetched before the reader was created. Memory stays at about two blocks.
-    """
-
-    def __init__(
-        self,
-        url: str,
-        *,
-        storage_options: StorageOptions | None = None,
-        start: int = 0,
-        end: int | None = None,
-        block_size: int = 8 << 20,
-        retry: RetryPolicy | None = None,
-        executor: Executor | None = None,
-        first_block: Future[bytes] | None = None,
-    ) -> None:
-        if block_size <= 0:
-            raise ValueError(f"block_size must be > 0, got {block_size}")
-        self.url = url
-        self.storage_options = storage_options
-        self.end = end
-        self.block_size = block_size
-        self.retry = retry or RetryPolicy()
-        self.executor = executor
-        self._pos = start  # offset of the first byte not yet returned by read()
-        self._fetch_pos = start  # offset of the next block to request
-        self._buf = memoryview(b"")
-        self._eof = False
-        self._pending: Future[bytes] | None = first_block
-        if first_block is not None:
-            self._fetch_pos = start + block_size if end is None else min(end, start + block_size)
-        self.requests = 0
-
-    def _fetch(self, a: int, b: int) -> bytes:
-        self.requests += 1
-        return read_range(self.url, a, b, storage_options=self.storage_options, retry=self.retry)
-
-    def _submit_next(self) -> Future[bytes] | None:
-        a = self._fetch_pos
-        if self.end is not None and a >= self.end:
-            return None
-        b = a + self.block_size if self.end is None else min(self.end, a + self.block_size)
-        self._fetch_pos = b
-        if self.executor is not None:
-            return self.executor.submit(self._fetch, a, b)
-        done: Future[bytes] = Future()
-        try:
-            done.set_result(self._fetch(a, b))
-        except BaseException as exc:  # noqa: BLE001 - re-raised by result()
-            done.set_exception(exc)
-        return done
-
-    def _next_block(self) -> bytes:
-        pending = self._pending if self._pending is not None else self._submit_next()
-        self._pending = None
-        if pending is None:
-            return b""
-        expected = None
-        block = pending.result()
-        if self.end is not None:
-            expected = min(self.block_size, self.end - (self._pos + len(self._buf)))
-        if len(block) < (expected if expected is not None else self.block_size):
-            self._eof = True  # a short block is the end of the object (or a truncated object)
-        elif self.executor is not None:
-            self._pending = self._submit_next()
-        return block
-
-    def _refill(self) -> bool:
-        if self._eof:
-            return False
-        block = self._next_block()
-        if not block:
-            self._eof = True
-            return False
-        self._buf = memoryview(block)
-        return True
-
-    def close(self) -> None:
-        if self._pending is not None:
-            self._pending.cancel()
-            self._pending = None
-        super().close()
 
 
 def open_local_range(path: str, start: int, end: int) -> Any:
@@ -178,11 +39,32 @@ def open_local_range(path: str, start: int, end: int) -> Any:
     return f
 
 
-class LocalRangeReader:
+class SequentialReader:
+    """What the tar reader needs of a range reader besides ``read``: a position, no seeking, ``with``."""
+
+    _pos: int
+
+    def tell(self) -> int:
+        return self._pos
+
+    def seekable(self) -> bool:
+        return False
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> SequentialReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class LocalRangeReader(SequentialReader):
     """Sequential reads of bytes ``[start, end)`` of a local file, straight from the file.
 
     Each ``read(n)`` is one read of the file into a new ``bytes`` (no copy in between; the
-    kernel reads ahead); nothing past ``end`` is ever returned, as with :class:`RangedReader`.
+    kernel reads ahead); nothing past ``end`` is ever returned, as with the read-ahead's readers.
     """
 
     def __init__(self, path: str, start: int, end: int) -> None:
@@ -205,20 +87,8 @@ class LocalRangeReader:
         self._pos += len(data)
         return data
 
-    def tell(self) -> int:
-        return self._pos
-
-    def seekable(self) -> bool:
-        return False
-
     def close(self) -> None:
         self._f.close()
-
-    def __enter__(self) -> LocalRangeReader:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 class RetryingFile(io.RawIOBase):

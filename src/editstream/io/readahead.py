@@ -9,10 +9,11 @@ shards), and keeps ranged block requests in flight ahead of the consumer:
   the observed bandwidth) at the consumer's observed pace, ``ceil(fetch / consume) + 2`` blocks,
   at least 2, so a slow (decode-bound) consumer holds two or three blocks and a fast one as many
   as the budget allows;
-- **memory**: every block counts against a :class:`ByteBudget` from its request until the
-  consumer has moved past it; the default budget is shared by all read-aheads of a process
-  (:data:`DEFAULT_BUDGET_BYTES`, 64 MiB per DataLoader worker); a read-ahead with nothing
-  held may always take one block, so it never stalls behind another;
+- **memory**: every block counts against the process's I/O budget (:mod:`editstream.io.service`,
+  shared with every other reader of the process, 64 MiB per DataLoader worker by default)
+  from its request until the consumer has moved past it, within the read-ahead's own cap
+  when it has one; a read-ahead with nothing held may always take one block, so it never
+  stalls behind another; its requests run on the process's I/O pool;
 - **faults**: every block is one ranged request retried under the :class:`RetryPolicy` from
   its own offset, so a dropped connection costs a re-read of that block, nothing is lost or
   repeated; an error is raised when the consumer reaches that block, not before.
@@ -27,90 +28,25 @@ from __future__ import annotations
 
 import math
 import os
-import threading
 import time
 import weakref
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
 
-from .ranged import BlockStream, read_range
+from . import service, storage
+from .ranged import SequentialReader, open_local_range, read_range
 from .retry import RetryPolicy
 from .storage import StorageOptions
 
-DEFAULT_BUDGET_BYTES = 64 << 20
-"""Bytes of blocks requested or held, per process, by default (one DataLoader worker is one process)."""
 MAX_PLANNED_RANGES = 256
 """Ranges taken from the plan ahead of the consumer at most (each holds a few numbers)."""
 MAX_SEARCH = 64
 """Planned ranges looked through for a range the consumer opens (a resume that skips row groups)."""
 _EWMA = 0.3
-
-
-class ByteBudget:
-    """A thread-safe count of bytes held against a limit; ``peak`` is the most ever held."""
-
-    def __init__(self, limit: int) -> None:
-        if limit <= 0:
-            raise ValueError(f"budget limit must be > 0 bytes, got {limit}")
-        self.limit = limit
-        self.used = 0
-        self.peak = 0
-        self._lock = threading.Lock()
-
-    def take(self, n: int, *, force: bool = False) -> bool:
-        """Hold ``n`` more bytes if they fit (or ``force``); returns whether they were taken."""
-        with self._lock:
-            if not force and self.used + n > self.limit:
-                return False
-            self.used += n
-            self.peak = max(self.peak, self.used)
-            return True
-
-    def give(self, n: int) -> None:
-        with self._lock:
-            self.used -= n
-
-
-class _Account:
-    """The bytes one read-ahead holds of a (possibly shared) budget."""
-
-    def __init__(self, budget: ByteBudget | None) -> None:
-        self.budget = budget
-        self.held = 0
-        self.peak = 0
-        self._lock = threading.Lock()
-
-    def take(self, n: int, *, force: bool) -> bool:
-        if self.budget is not None and not self.budget.take(n, force=force):
-            return False
-        with self._lock:
-            self.held += n
-            self.peak = max(self.peak, self.held)
-        return True
-
-    def give(self, n: int) -> None:
-        with self._lock:
-            n = min(n, self.held)
-            self.held -= n
-        if self.budget is not None:
-            self.budget.give(n)
-
-    def give_all(self) -> None:
-        self.give(self.held)
-
-
-_process_budget: tuple[int, ByteBudget] | None = None
-
-
-def process_budget() -> ByteBudget:
-    """The budget all default read-aheads of this process share (a fresh one after a fork)."""
-    global _process_budget
-    pid = os.getpid()
-    if _process_budget is None or _process_budget[0] != pid:
-        _process_budget = (pid, ByteBudget(DEFAULT_BUDGET_BYTES))
-    return _process_budget[1]
 
 
 @dataclass
@@ -140,11 +76,13 @@ class ReadAhead:
         storage_options: StorageOptions | None = None,
         retry: RetryPolicy | None = None,
         block_size: int = 4 << 20,
-        budget: ByteBudget | None = None,
+        budget: service.ByteBudget | None = None,
+        cap: int | None = None,
         max_in_flight: int = 16,
         clock: Callable[[], float] = time.perf_counter,
     ) -> None:
-        """``clock`` measures fetch times (in the fetching thread) and the consumer's pace (in
+        """``budget``: the process's I/O budget unless given; ``cap``: the most this read-ahead holds of
+        it. ``clock`` measures fetch times (in the fetching thread) and the consumer's pace (in
         its thread), in seconds; tests drive the depth with a fake one."""
         if block_size <= 0:
             raise ValueError(f"block_size must be > 0, got {block_size}")
@@ -153,28 +91,21 @@ class ReadAhead:
         self.storage_options = storage_options
         self.retry = retry or RetryPolicy()
         self.block_size = block_size
-        self.budget = budget
+        self.account = service.ByteBudget(cap, service.budget() if budget is None else budget)
+        """This read-ahead's budget inside the shared one (``limit``: what it may hold; ``peak``: the most it held)."""
         self.max_in_flight = max_in_flight
         self._clock = clock
         self._plan: Iterator[tuple[str, int, int]] = iter(())
         self._ranges: deque[_Range] = deque()
         self._held = 0  # blocks requested and not yet released by the consumer
-        self._pool: ThreadPoolExecutor | None = None
-        self._pool_pid: int | None = None
         self._fetch_s: float | None = None
         self._consume_s: float | None = None
         self._last_handed: float | None = None
         self.requests = 0
         self.max_held = 0
-        self._account = _Account(budget)
         # Bytes still counted when this read-ahead is dropped (a stream abandoned mid-way) go back
         # to the shared budget, so they never starve the process's other readers.
-        weakref.finalize(self, self._account.give_all)
-
-    @property
-    def peak_bytes(self) -> int:
-        """The most bytes this read-ahead has held at once (requested and not yet released)."""
-        return self._account.peak
+        weakref.finalize(self, self.account.give_all)
 
     # ---- plan ----------------------------------------------------------------------------
     def plan(self, ranges: Iterable[tuple[str, int, int]]) -> None:
@@ -182,13 +113,6 @@ class ReadAhead:
         ``(url, start, end)`` in the order the consumer will open them (may be endless)."""
         self._abandon(len(self._ranges))
         self._plan = iter(ranges)
-
-    def close(self) -> None:
-        """Cancel every request and stop the threads."""
-        self.plan(())
-        if self._pool is not None:
-            self._pool.shutdown(wait=False, cancel_futures=True)
-            self._pool = None
 
     # ---- consumer ------------------------------------------------------------------------
     def open(self, url: str, start: int, end: int) -> RangeReader:
@@ -234,7 +158,7 @@ class ReadAhead:
         if not block.released:
             block.released = True
             self._held -= 1
-            self._account.give(block.end - block.start)
+            self.account.give(block.end - block.start)
 
     def finished(self, r: _Range) -> None:
         """The consumer closed range ``r``: drop it and whatever of it is still in flight."""
@@ -246,9 +170,7 @@ class ReadAhead:
     # ---- scheduling ----------------------------------------------------------------------
     def depth(self) -> int:
         """Blocks to keep requested ahead: the observed fetch time over the consumer's pace."""
-        cap = self.max_in_flight
-        if self.budget is not None:
-            cap = min(cap, max(1, self.budget.limit // self.block_size))
+        cap = min(self.max_in_flight, max(1, self.account.limit // self.block_size))
         if self._fetch_s is None or self._consume_s is None:
             return min(cap, 2)
         want = math.ceil(self._fetch_s / max(self._consume_s, 1e-4)) + 2
@@ -286,25 +208,19 @@ class ReadAhead:
     def _submit(self, r: _Range, *, force: bool) -> bool:
         a = r.next
         b = min(r.end, a + self.block_size)
-        if not self._account.take(b - a, force=force or self._held == 0):
+        if not self.account.take(b - a, force=force or self._held == 0):
             return False
         r.next = b
         self._held += 1
         self.max_held = max(self.max_held, self._held)
         self.requests += 1
-        r.blocks.append(_Block(a, b, self._executor().submit(self._fetch, r.url, a, b)))
+        r.blocks.append(_Block(a, b, service.pool().submit(self._fetch, r.url, a, b)))
         return True
 
     def _fetch(self, url: str, a: int, b: int) -> tuple[bytes, float]:
         t0 = self._clock()
         data = read_range(url, a, b, storage_options=self.storage_options, retry=self.retry)
         return data, self._clock() - t0
-
-    def _executor(self) -> ThreadPoolExecutor:
-        if self._pool is None or self._pool_pid != os.getpid():
-            self._pool = ThreadPoolExecutor(max_workers=self.max_in_flight, thread_name_prefix="editstream-readahead")
-            self._pool_pid = os.getpid()
-        return self._pool
 
     def _abandon(self, count: int) -> None:
         """Drop the first ``count`` planned ranges and their requests."""
@@ -318,23 +234,23 @@ class ReadAhead:
             r.next = block.start
             if block.future.cancel() or block.future.done():
                 self.release(block)
-            else:  # running: its bytes count until they arrive, then go
+            else:  # running: its bytes count until they arrive, then go (the callback keeps no ref to self)
                 block.released = True
                 self._held -= 1
-                block.future.add_done_callback(_give_back(self._account, block.end - block.start))
+                block.future.add_done_callback(partial(_give_back, self.account, block.end - block.start))
 
 
-def _give_back(account: _Account, n: int) -> Callable[[Future[tuple[bytes, float]]], None]:
-    """A done-callback handing ``n`` bytes back when an abandoned request finally completes."""
-
-    def give(_future: Future[tuple[bytes, float]]) -> None:
-        account.give(n)
-
-    return give
+def _give_back(account: service.ByteBudget, n: int, _done: object) -> None:
+    """Hand ``n`` bytes back when an abandoned request finally completes."""
+    account.give(n)
 
 
-class RangeReader(BlockStream):
-    """Sequential ``read(n)`` over one range of a :class:`ReadAhead` (a file-like for the tar reader)."""
+class RangeReader(SequentialReader):
+    """Sequential ``read(n)`` over one range of a :class:`ReadAhead` (a file-like for the tar reader).
+
+    A read inside the current block is a single copy; a longer one gathers blocks until ``n``
+    bytes or the end of the range. Not seekable.
+    """
 
     def __init__(self, owner: ReadAhead, r: _Range) -> None:
         self._owner = owner
@@ -344,26 +260,106 @@ class RangeReader(BlockStream):
         self._block: _Block | None = None
         self._eof = False
 
-    def _advance(self) -> bool:
-        if self._block is not None:
-            self._owner.release(self._block)
-            self._block = None
+    def _refill(self) -> bool:
+        """Make the range's next block the current one; ``False`` at the end of the range."""
+        if self._eof:
+            return False
+        self._release()
         got = self._owner._next_block(self._range)
         if got is None:
             self._eof = True
             return False
         self._block, data = got
-        if len(data) < self._block.end - self._block.start:
-            self._eof = True
+        self._eof = len(data) < self._block.end - self._block.start
         self._buf = memoryview(data)
         return bool(data)
 
-    def _refill(self) -> bool:
-        return not self._eof and self._advance()
+    def read(self, n: int = -1) -> bytes:
+        """Up to ``n`` bytes (all remaining when ``n < 0``); fewer only at the end."""
+        if 0 <= n <= len(self._buf):  # served from the current block: one copy
+            view = self._buf[:n]
+            self._buf = self._buf[n:]
+            self._pos += n
+            return bytes(view)
+        out = bytearray()
+        while n < 0 or len(out) < n:
+            if not self._buf and not self._refill():
+                break
+            take = len(self._buf) if n < 0 else min(n - len(out), len(self._buf))
+            out += self._buf[:take]
+            self._buf = self._buf[take:]
+            self._pos += take
+        return bytes(out)
 
-    def close(self) -> None:
+    def _release(self) -> None:
         if self._block is not None:
             self._owner.release(self._block)
             self._block = None
-        super().close()
+
+    def close(self) -> None:
+        self._release()
+        self._buf = memoryview(b"")
         self._owner.finished(self._range)
+
+
+class SourceReads:
+    """How one row source reads its shards' byte ranges, in whichever process it runs.
+
+    Local shards are read straight from their files (the kernel reads ahead); remote ones
+    through this process's :class:`ReadAhead` along the planned ranges, or one block at a time
+    without ``prefetch``. The read-ahead is made on first use in each process (a DataLoader
+    worker never inherits one) and left behind when the source is pickled.
+    """
+
+    def __init__(
+        self,
+        dataset_name: str,
+        *,
+        storage_options: StorageOptions | None,
+        retry: RetryPolicy,
+        block_size: int,
+        prefetch: bool,
+        readahead_bytes: int | None,
+    ) -> None:
+        if readahead_bytes is not None and readahead_bytes <= 0:
+            raise ValueError(f"dataset {dataset_name!r}: readahead_bytes must be > 0, got {readahead_bytes}")
+        self.storage_options = storage_options
+        self.retry = retry
+        self.block_size = block_size
+        self.prefetch = prefetch
+        self.readahead_bytes = readahead_bytes
+        """The most this source's read-ahead holds of the process's I/O budget; ``None``: no cap of its own."""
+        self._readahead: ReadAhead | None = None
+        self._pid: int | None = None
+
+    def readahead(self) -> ReadAhead:
+        """This process's read-ahead of the source: as many blocks in flight as the I/O pool has
+        threads (one without ``prefetch``)."""
+        if self._readahead is None or self._pid != os.getpid():
+            self._readahead = ReadAhead(
+                storage_options=self.storage_options,
+                retry=self.retry,
+                block_size=self.block_size,
+                cap=self.readahead_bytes,
+                max_in_flight=service.config().threads if self.prefetch else 1,
+            )
+            self._pid = os.getpid()
+        return self._readahead
+
+    def plan(self, ranges: Iterable[tuple[str, int, int]]) -> None:
+        """Read ``(url, start, end)`` ahead in this order (nothing without ``prefetch``)."""
+        if self.prefetch:
+            self.readahead().plan(ranges)
+
+    def open(self, url: str, start: int, end: int) -> Any:
+        """A sequential reader of bytes ``[start, end)`` of ``url``."""
+        if storage.is_local(url):
+            return open_local_range(storage.local_path(url), start, end)
+        return self.readahead().open(url, start, end)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_readahead": None, "_pid": None, "_io": service.carry()}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        service.adopt(state.pop("_io", None))
+        self.__dict__.update(state)

@@ -9,7 +9,9 @@ member); by default a kind whose columns all have conventional member names
 (:data:`DEFAULT_MEMBERS`) reads img2dataset output: the image from ``jpg``/``jpeg``/``png``/
 ``webp``, captions from ``json``'s ``caption`` field or ``txt``. A resume seeks to the next
 sample's offset, from the shard's ``.tar.idx`` when it has one, else from an index built by
-walking the tar headers (payloads are skipped, not read).
+walking the tar headers (payloads are skipped, not read). Shards on an object store are read
+ahead along the worker's unit order as converted shards are (``prefetch``, ``readahead_bytes``,
+``block_size``: :class:`~editstream.io.readahead.SourceReads`); each shard's size is asked once.
 """
 
 from __future__ import annotations
@@ -27,7 +29,8 @@ from ...format.idx import idx_path_for, read_idx
 from ...format.tarblock import DEFAULT_MAX_MEMBER_SIZE
 from ...format.tarreader import iter_samples, split_name
 from ...io import storage
-from ...io.ranged import RangedReader, open_read
+from ...io.ranged import open_read
+from ...io.readahead import SourceReads
 from ...io.retry import RetryPolicy
 from ...io.storage import StorageOptions
 from ...kinds import DatasetKind, all_kinds, get_kind
@@ -106,9 +109,7 @@ def scan_offsets(url: str, storage_options: StorageOptions | None = None) -> lis
 
 
 class ForeignTarSource:
-    """Row source over foreign shards; see the module docstring. ``prefetch`` and ``readahead_bytes``
-    are taken so one options dict serves both kinds of webdataset entry; foreign shards are read
-    one sequential stream each, without read-ahead."""
+    """Row source over foreign shards; see the module docstring."""
 
     def __init__(
         self,
@@ -131,8 +132,17 @@ class ForeignTarSource:
         self.drops = drops if drops is not None else DropLog(dataset_name)
         self.column_types = dict(column_types or {})
         self.retry = retry or RetryPolicy()
-        self.block_size = block_size
         self.max_member_size = max_member_size
+        self.reads = SourceReads(
+            dataset_name,
+            storage_options=storage_options,
+            retry=self.retry,
+            block_size=block_size,
+            prefetch=prefetch,
+            readahead_bytes=readahead_bytes,
+        )
+        self._sizes: dict[str, int] = {}
+        self._remote = False
         kind_columns = {} if schema is None else dict(get_kind(schema).columns)
         chosen = columns if columns is not None else default_columns(kind_columns)
         if chosen is None:
@@ -155,6 +165,7 @@ class ForeignTarSource:
             except FileNotFoundError as exc:
                 raise FileNotFoundError(f"dataset {self.dataset_name!r}: {exc}") from None
             warn_unread(self.dataset_name, str(entry), int(num_used), len(shards), "shards")
+            self._remote = self._remote or not all(storage.is_local(url) for url in shards)
             units.extend(ShardUnit(url) for url in repeat_to(shards, int(num_used)))
         return units
 
@@ -176,10 +187,7 @@ class ForeignTarSource:
             if found is None:
                 return
             start = found
-        reader = RangedReader(
-            url, storage_options=self.storage_options, start=start, block_size=self.block_size, retry=self.retry
-        )
-        with reader:
+        with self.reads.open(url, start, self._size(url)) as reader:
             for key, _, members in iter_samples(
                 reader, start_offset=start, max_member_size=self.max_member_size, source=url
             ):
@@ -199,8 +207,16 @@ class ForeignTarSource:
             row[column] = value
         return Row(row)
 
+    def _size(self, url: str) -> int:
+        """The shard's size in bytes (asked once per process)."""
+        if url not in self._sizes:
+            self._sizes[url] = self.retry.call(lambda: storage.size(url, self.storage_options), f"size of {url}")
+        return self._sizes[url]
+
     def plan_units(self, units: Iterable[Unit]) -> None:
-        """Nothing to plan: each shard is read as one sequential stream when its turn comes."""
+        """Read the shards of ``units`` ahead in this order when any listed shard is on an object store."""
+        if self._remote:
+            self.reads.plan((url, 0, self._size(url)) for url in map(str, units))
 
     def describe(self, unit: Unit, position: Position | None = None) -> dict[str, Any]:
         """Where a shard (and a sample in it) is."""

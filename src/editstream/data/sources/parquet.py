@@ -9,13 +9,12 @@ Listing follows the reference: per ``(data_dir, num_used)`` pair, the directory'
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pyarrow.parquet as pq
 
 from ...format.columns import ColumnTypeError, column_type_problems
-from ...io import storage
+from ...io import service, storage
 from ...io.parquet import iter_row_group_rows, num_row_groups, open_parquet
 from ...io.parquet_info import ParquetInfo
 from ...io.retry import RetryPolicy
@@ -123,13 +122,13 @@ class ParquetSource:
             except Exception as exc:  # noqa: BLE001 - reported below
                 return path, exc
 
-        workers = 1 if all(storage.is_local(p) for p in missing) else 16
-        with ThreadPoolExecutor(max_workers=workers) as pool:
-            for path, result in pool.map(footer, missing):
-                if isinstance(result, BaseException):
-                    self.drops.record("unreadable_file", {"file": path}, result)
-                else:
-                    counts[path] = result
+        local = all(storage.is_local(p) for p in missing)  # remote footers are read on the I/O pool
+        results = map(footer, missing) if local else service.pool().map(footer, missing)
+        for path, result in results:
+            if isinstance(result, BaseException):
+                self.drops.record("unreadable_file", {"file": path}, result)
+            else:
+                counts[path] = result
         return counts
 
     def iter_unit_rows(self, unit: Unit, after: Position | None) -> Iterator[tuple[Position, Row | BadSample]]:

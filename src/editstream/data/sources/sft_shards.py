@@ -6,7 +6,8 @@ manifest recording the media directory string. Listing reads the manifest and th
 read each), so the units are the source backend's ``(line, media_dir)`` pairs and the epoch
 order is the same. A worker's rows are then a shuffle over all shards: each row is one ranged
 read of its sample (offsets from the shard's idx, read once per shard and process), fetched
-ahead on a few threads within a byte budget along the order the shared loop plans
+ahead on the process's I/O pool within its byte budget (:mod:`editstream.io.service`;
+``prefetch_bytes`` caps this source's share) along the order the shared loop plans
 (:meth:`ShardLineSource.plan_units`), since the order is known.
 """
 
@@ -35,9 +36,9 @@ from ...format.sft import (
     sort_frames,
 )
 from ...format.tarreader import iter_samples
-from ...io import storage
-from ...io.fetchahead import DEFAULT_PREFETCH_BYTES, DEFAULT_PREFETCH_ITEMS, ProcessLocalPool, prefetch_ordered
+from ...io import service, storage
 from ...io.lines import read_jsonl_lines
+from ...io.prefetch import DEFAULT_PREFETCH_ITEMS, prefetch_ordered
 from ...io.ranged import read_range
 from ...io.retry import RetryPolicy
 from ...io.storage import StorageOptions
@@ -50,8 +51,6 @@ logger = logging.getLogger("editstream")
 
 Item = tuple[Place, str]
 """What is fetched: a line's place and its text (checked against the sample)."""
-
-DEFAULT_FETCH_THREADS = 4
 
 
 class SampleMismatchError(Exception):
@@ -164,12 +163,13 @@ class ShardLineSource(LineListing):
         dataset_name: str,
         storage_options: StorageOptions | None = None,
         retry: RetryPolicy | None = None,
-        prefetch_bytes: int = DEFAULT_PREFETCH_BYTES,
+        prefetch_bytes: int | None = None,
         prefetch_samples: int = DEFAULT_PREFETCH_ITEMS,
-        threads: int = DEFAULT_FETCH_THREADS,
         allow_outside_media_dir: bool = False,
     ) -> None:
-        if prefetch_bytes <= 0 or prefetch_samples <= 0:
+        """``prefetch_bytes``: the most of the process's I/O budget the samples fetched ahead hold
+        (``None``: no cap of its own); ``prefetch_samples``: the most fetched ahead at once."""
+        if (prefetch_bytes is not None and prefetch_bytes <= 0) or prefetch_samples <= 0:
             raise ValueError(
                 f"dataset {dataset_name!r}: prefetch_bytes and prefetch_samples must be > 0, "
                 f"got {prefetch_bytes} and {prefetch_samples}"
@@ -181,7 +181,6 @@ class ShardLineSource(LineListing):
         self.prefetch_bytes = prefetch_bytes
         self.prefetch_samples = prefetch_samples
         self.allow_outside_media_dir = allow_outside_media_dir
-        self._pool = ProcessLocalPool(threads, "editstream-sft-fetch")
         self._roots: list[_Root] = []
         self._offsets: dict[str, tuple[list[int], int]] = {}  # idx URL -> (sample offsets, end)
         self._planned: Generator[tuple[Item, Future[SampleMedia]], None, None] | None = None
@@ -269,9 +268,11 @@ class ShardLineSource(LineListing):
 
     def __getstate__(self) -> dict[str, Any]:
         """A copy for another process (a DataLoader worker) leaves the fetches in flight behind."""
-        state = dict(self.__dict__)
-        state["_planned"] = None
-        return state
+        return {**self.__dict__, "_planned": None, "_io": service.carry()}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        service.adopt(state.pop("_io", None))
+        self.__dict__.update(state)
 
     def plan_units(self, units: Iterable[Unit]) -> None:
         """Fetch the samples of ``units`` ahead, in this order, within the byte and sample budgets;
@@ -280,12 +281,7 @@ class ShardLineSource(LineListing):
             self._planned.close()
         items = ((self.place(unit), as_unit(unit).line) for unit in units)
         self._planned = prefetch_ordered(
-            items,
-            self.fetch,
-            self._cost,
-            self._pool.get(),
-            max_bytes=self.prefetch_bytes,
-            max_items=self.prefetch_samples,
+            items, self.fetch, self._cost, max_bytes=self.prefetch_bytes, max_items=self.prefetch_samples
         )
 
     def _media(self, item: Item) -> SampleMedia:

@@ -6,15 +6,15 @@ units are listed from the manifest exactly as the parquet backend lists them (sa
 for bit. Shards of the ``size`` layout are units of their own. Shards are read in blocks by
 ranged requests: a :class:`~editstream.io.readahead.ReadAhead` keeps several block requests in
 flight along the worker's unit order, across shard boundaries, as many as the observed latency
-and bandwidth need within a memory budget (64 MiB per process by default); transient faults are
-retried at each block's own offset, and a resume seeks to the sample's offset from the ``.tar.idx``.
+and bandwidth need within the process's I/O budget (:mod:`editstream.io.service`, 64 MiB by
+default; ``readahead_bytes`` caps this source's share); transient faults are retried at each
+block's own offset, and a resume seeks to the sample's offset from the ``.tar.idx``.
 """
 
 from __future__ import annotations
 
 import itertools
 import logging
-import os
 from collections.abc import Generator, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -26,8 +26,7 @@ from ...format.rowcodec import decode_sample
 from ...format.tarblock import DEFAULT_MAX_MEMBER_SIZE
 from ...format.tarreader import iter_samples
 from ...io import storage
-from ...io.ranged import RangedReader, open_local_range
-from ...io.readahead import ByteBudget, ReadAhead, process_budget
+from ...io.readahead import SourceReads
 from ...io.retry import RetryPolicy
 from ...io.storage import StorageOptions
 from ...kinds import DatasetKind, UnknownKindError, get_kind
@@ -71,18 +70,17 @@ class TarSource:
         self.granularity = granularity
         self.storage_options = storage_options
         self.drops = drops if drops is not None else DropLog(dataset_name)
-        self.retry = retry or RetryPolicy()
-        self.block_size = block_size
         self.max_member_size = max_member_size
-        self.prefetch_enabled = prefetch
         self.column_types = dict(column_types or {})
         self._layout: RowGroupShards | SizeShards | None = None
-        if readahead_bytes is not None and readahead_bytes <= 0:
-            raise ValueError(f"readahead_bytes must be > 0, got {readahead_bytes}")
-        self.readahead_bytes = readahead_bytes
-        """Bytes the read-ahead may hold; ``None``: the process-wide default budget (64 MiB)."""
-        self._readahead: ReadAhead | None = None
-        self._readahead_pid: int | None = None
+        self.reads = SourceReads(
+            dataset_name,
+            storage_options=storage_options,
+            retry=retry or RetryPolicy(),
+            block_size=block_size,
+            prefetch=prefetch,
+            readahead_bytes=readahead_bytes,
+        )
 
     # ---- listing -------------------------------------------------------------------------
     def list_units(self, data_dir_list: Sequence[str], num_used_data: Sequence[int]) -> list[Unit]:
@@ -131,26 +129,11 @@ class TarSource:
         return manifest
 
     # ---- reading -------------------------------------------------------------------------
-    def readahead(self) -> ReadAhead:
-        """This process's read-ahead (created after a DataLoader fork, never inherited)."""
-        if self._readahead is None or self._readahead_pid != os.getpid():
-            budget = process_budget() if self.readahead_bytes is None else ByteBudget(self.readahead_bytes)
-            self._readahead = ReadAhead(
-                storage_options=self.storage_options, retry=self.retry, block_size=self.block_size, budget=budget
-            )
-            self._readahead_pid = os.getpid()
-        return self._readahead
-
-    def __getstate__(self) -> dict[str, Any]:
-        state = dict(self.__dict__)
-        state.update(_readahead=None, _readahead_pid=None)
-        return state
-
     def plan_units(self, units: Iterable[Unit]) -> None:
         """The units this stream will read, in order (may be endless): their shards are read ahead
         (from object stores; local shards are read straight from their files, the kernel reads ahead)."""
-        if self.prefetch_enabled and not self._all_local():
-            self.readahead().plan((s.url, 0, s.num_bytes) for unit in units for s in self._unit_shards(unit))
+        if not self._all_local():
+            self.reads.plan((s.url, 0, s.num_bytes) for unit in units for s in self._unit_shards(unit))
 
     def _all_local(self) -> bool:
         return all(storage.is_local(s.url) for s in self.shard_layout.shards.values())
@@ -215,21 +198,7 @@ class TarSource:
         """``(key, members)`` of the shard's samples from byte ``start``: a local shard straight from
         its file (each member's data one read into its own bytes, no copy in between), a remote
         one in ranged blocks through the read-ahead."""
-        reader: Any
-        if storage.is_local(shard.url):
-            reader = open_local_range(storage.local_path(shard.url), start, shard.num_bytes)
-        elif self.prefetch_enabled:
-            reader = self.readahead().open(shard.url, start, shard.num_bytes)
-        else:
-            reader = RangedReader(
-                shard.url,
-                storage_options=self.storage_options,
-                start=start,
-                end=shard.num_bytes,
-                block_size=self.block_size,
-                retry=self.retry,
-            )
-        with reader:
+        with self.reads.open(shard.url, start, shard.num_bytes) as reader:
             for key, _, members in iter_samples(
                 reader, start_offset=start, max_member_size=self.max_member_size, source=shard.url
             ):

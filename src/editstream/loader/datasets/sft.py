@@ -49,7 +49,7 @@ from ...data.sources.jsonl import JsonlLineSource
 from ...data.sources.sft_shards import ShardLineSource
 from ...data.units import Unit
 from ...format.sft import MediaOutsideError
-from ...io.fetchahead import DEFAULT_PREFETCH_BYTES, DEFAULT_PREFETCH_ITEMS
+from ...io.prefetch import DEFAULT_PREFETCH_ITEMS
 from ...io.retry import RetryPolicy
 from ...io.storage import StorageOptions
 from ..distributed import DataStatus, WorkerStatus
@@ -89,7 +89,7 @@ class SftJSONLIterableDataset(SourceIterableDataset):
         backend: str | None = "parquet",
         storage_options: StorageOptions | None = None,
         retry: RetryPolicy | None = None,
-        prefetch_bytes: int = DEFAULT_PREFETCH_BYTES,
+        prefetch_bytes: int | None = None,
         prefetch_samples: int = DEFAULT_PREFETCH_ITEMS,
         image_dtype: str = "float32",
         fast_decode: bool = False,
