@@ -1,16 +1,23 @@
-"""Dataset kinds: what a kind is (:class:`DatasetKind`) and the registry every layer loops over."""
+"""Dataset kinds: what a kind is (:class:`DatasetKind`) and the registry every layer loops over.
+
+Each built-in kind is a package here: its record (``__init__``), and beside it the training
+dataset, preview and synth modules the record names by dotted path.
+"""
 
 from __future__ import annotations
 
-from .record import Certainty, DatasetKind, Part, RowCheck, RowNotes, RowProblem, resolve
+from .record import Certainty, DatasetKind, KindPathError, Part, RowCheck, RowNotes, RowProblem, resolve
 from .registry import (
     ENTRY_POINT_GROUP,
+    AmbiguousKindError,
+    KindPluginError,
     UnknownKindError,
     all_kinds,
     detect_kind,
     get_kind,
     kind_choices,
     kind_of_dataset,
+    matching_kinds,
     register,
     unregister,
 )
@@ -18,8 +25,11 @@ from .shapes import SourceShape
 
 __all__ = [
     "ENTRY_POINT_GROUP",
+    "AmbiguousKindError",
     "Certainty",
     "DatasetKind",
+    "KindPathError",
+    "KindPluginError",
     "Part",
     "RowCheck",
     "RowNotes",
@@ -31,6 +41,7 @@ __all__ = [
     "get_kind",
     "kind_choices",
     "kind_of_dataset",
+    "matching_kinds",
     "register",
     "resolve",
     "unregister",
