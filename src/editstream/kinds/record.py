@@ -165,11 +165,11 @@ class DatasetKind:
                 self.code(name)
                 continue
             try:
-                found = importlib.util.find_spec(_split(path)[0]) is not None
+                module_name = _split(path)[0]
+                if importlib.util.find_spec(module_name) is None:
+                    raise ModuleNotFoundError(f"No module named {module_name!r}")
             except (ImportError, ValueError) as exc:
                 raise KindPathError(f"dataset kind {self.name!r}: {name}={path!r} names nothing: {exc}") from exc
-            if not found:
-                raise KindPathError(f"dataset kind {self.name!r}: {name}={path!r} names no module that can be found")
 
     def dataset_class(self) -> type:
         """The training dataset class, imported now; a ``ValueError`` naming the kind when it has none."""

@@ -54,7 +54,7 @@ def _plugin_kind(point: EntryPoint) -> DatasetKind:
     try:
         kind = point.load()
     except Exception as exc:  # whatever a plug-in's import raises is reported as that plug-in's failure
-        raise KindPluginError(f"{where} failed to import: {type(exc).__name__}: {exc}") from exc
+        raise KindPluginError(f"{where} failed to import ({type(exc).__name__}: {exc}); fix or uninstall it") from exc
     if not isinstance(kind, DatasetKind):
         raise KindPluginError(f"{where} names a {type(kind).__name__}, not a DatasetKind")
     try:
