@@ -146,7 +146,8 @@ def test_two_kinds_that_fit_equally_are_an_error_naming_both():
     try:
         with pytest.raises(AmbiguousKindError) as caught:
             detect_kind(["image", "captions"])
-        assert "t2i_pretrain ['captions', 'image'], toy_twin ['captions', 'image'] equally" in str(caught.value)
-        assert "name the kind" in str(caught.value)
+        message = str(caught.value)
+        assert "fit the kinds t2i_pretrain ['captions', 'image'], toy_twin ['captions', 'image'] equally" in message
+        assert "name the kind" in message
     finally:
         unregister("toy_twin")

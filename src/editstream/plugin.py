@@ -1,12 +1,11 @@
-"""What a plug-in dataset kind builds on: the one editstream module a kind's package needs to import.
+"""What a plug-in dataset kind builds on: the one editstream module a kind's package imports.
 
-A kind is a :class:`DatasetKind` record (names, columns, typed :class:`RowProblem` checks, the
-dotted paths of its code) named in the ``editstream.kinds`` entry-point group or passed to
-:func:`register`; its training dataset subclasses :class:`RowDataset` and builds samples with
-``new_sample`` / ``add_text`` / ``add_image`` / ``add_video``; its preview returns a :class:`Record`
-laid out by :class:`Layout`; its synth function writes parquet rows with :func:`write_parquet_kind`
-from a :class:`ParquetSynth` and the content makers. Names load on first use, so a kind's record
-module importing this stays as cheap as editstream's own records (every command loads it).
+A kind is a :class:`DatasetKind` record (names, columns, :class:`RowProblem` checks, the dotted
+paths of its code) in the ``editstream.kinds`` entry-point group or given to :func:`register`. Its
+dataset is a :class:`RowDataset` building samples with ``new_sample`` / ``add_text`` / ``add_image``
+/ ``add_video``; its preview returns a :class:`Record`; its synth function writes a
+:class:`ParquetSynth` with :func:`write_parquet_kind`. Names load on first use, so a record module
+importing this stays cheap (every command loads it).
 """
 
 from __future__ import annotations
@@ -15,23 +14,12 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 _EXPORTS = {
-    "Certainty": "editstream.kinds",
-    "DatasetKind": "editstream.kinds",
-    "Part": "editstream.kinds",
-    "RowProblem": "editstream.kinds",
-    "register": "editstream.kinds",
+    **dict.fromkeys(("Certainty", "DatasetKind", "Part", "RowProblem", "register"), "editstream.kinds"),
     "image_header_problem": "editstream.format.images",
     "RowDataset": "editstream.loader.datasets.interleave",
-    "Layout": "editstream.preview.record",
-    "Record": "editstream.preview.record",
-    "ParquetSynth": "editstream.testing.synth",
-    "SynthOptions": "editstream.testing.synth",
-    "SynthRow": "editstream.testing.synth",
-    "write_parquet_kind": "editstream.testing.synth",
-    "IMAGE_FORMATS": "editstream.testing.synth_content",
-    "caption": "editstream.testing.synth_content",
-    "garbage": "editstream.testing.synth_content",
-    "make_image": "editstream.testing.synth_content",
+    **dict.fromkeys(("Layout", "Record"), "editstream.preview.record"),
+    **dict.fromkeys(("ParquetSynth", "SynthOptions", "SynthRow", "write_parquet_kind"), "editstream.testing.synth"),
+    **dict.fromkeys(("IMAGE_FORMATS", "caption", "garbage", "make_image"), "editstream.testing.synth_content"),
 }
 
 if TYPE_CHECKING:  # the same names for type checkers, without importing at run time

@@ -17,7 +17,6 @@ from .registry import (
     get_kind,
     kind_choices,
     kind_of_dataset,
-    matching_kinds,
     register,
     unregister,
 )
@@ -41,7 +40,6 @@ __all__ = [
     "get_kind",
     "kind_choices",
     "kind_of_dataset",
-    "matching_kinds",
     "register",
     "resolve",
     "unregister",

@@ -145,44 +145,26 @@ def kind_choices(trainable: bool = False) -> list[str]:
     return [n for k in all_kinds() if k.dataset is not None or not trainable for n in k.names]
 
 
-def matching_kinds(columns: Iterable[str]) -> list[DatasetKind]:
-    """The detectable kinds whose columns are all in ``columns``, the most specific (most columns)
-    first, in registry order among equals."""
-    present = set(columns)
-    found = [k for k in all_kinds() if k.detectable and k.columns and set(k.columns) <= present]
-    return sorted(found, key=lambda kind: -len(kind.columns))
-
-
 def _described(kinds: Iterable[DatasetKind]) -> str:
     return ", ".join(f"{k.name} {sorted(k.columns)}" for k in kinds)
 
 
 def detect_kind(columns: Iterable[str]) -> DatasetKind | None:
-    """The most specific detectable kind whose columns are all in ``columns``, or ``None``.
+    """The most specific detectable kind (most columns) whose columns are all in ``columns``, or ``None``.
 
     Two that fit with as many columns are an :class:`AmbiguousKindError` naming both; a less specific
     one that fits too is a warning (once per set of columns), since the data may be meant as it."""
     present = sorted(set(columns))
-    found = matching_kinds(present)
-    if not found:
-        return None
-    best, others = found[0], found[1:]
-    equal = [k for k in found if len(k.columns) == len(best.columns)]
+    found = [k for k in all_kinds() if k.detectable and k.columns and set(k.columns) <= set(present)]
+    found.sort(key=lambda kind: -len(kind.columns))
+    equal = [k for k in found if len(k.columns) == len(found[0].columns)]
     if len(equal) > 1:
-        raise AmbiguousKindError(
-            f"the columns {present} fit the dataset kinds {_described(equal)} equally; name the kind (--schema / kind=)"
-        )
-    if others and tuple(present) not in _REPORTED:
+        raise AmbiguousKindError(f"the columns {present} fit the kinds {_described(equal)} equally; name the kind")
+    if len(found) > 1 and tuple(present) not in _REPORTED:
         _REPORTED.add(tuple(present))
-        logger.warning(
-            "editstream: the columns %s fit %s, and also %s with fewer columns; read as %s (name the kind to read "
-            "them as another)",
-            present,
-            _described([best]),
-            _described(others),
-            best.name,
-        )
-    return best
+        text = "editstream: the columns %s fit %s, and also %s with fewer columns; read as %s (name the kind if not)"
+        logger.warning(text, present, _described(equal), _described(found[1:]), found[0].name)
+    return found[0] if found else None
 
 
 def kind_of_dataset(cls: type) -> DatasetKind | None:

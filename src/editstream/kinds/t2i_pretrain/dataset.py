@@ -8,6 +8,7 @@ import random
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ...loader.datasets.interleave import plan_item
 from ...loader.datasets.standard import ParquetStandardIterableDataset
 from ...loader.pixels import NORMALIZATION_KEY, transform_image
 
@@ -56,19 +57,11 @@ class T2IIterableDataset(ParquetStandardIterableDataset):
             caption = self.tokenizer.encode(" ")
         num_tokens += len(caption)
 
-        text_item = {"type": "text", "enable_cfg": 1, "loss": 0, "special_token_loss": 0, "special_token_label": None}
-        image_item = {
-            "type": "vae_image",
-            "enable_cfg": 0,
-            "loss": 1,
-            "special_token_loss": 0,
-            "special_token_label": None,
-        }
         sample = {
             "image_tensor_list": [image],
             "text_ids_list": [caption],
             "num_tokens": num_tokens,
-            "sequence_plan": [text_item, image_item],
+            "sequence_plan": [plan_item("text", 1, 0), plan_item("vae_image", 0, 1)],
         }
         if self.image_dtype == "uint8":
             sample[NORMALIZATION_KEY] = [norm]

@@ -19,7 +19,8 @@ from ..pixels import NORMALIZATION_KEY, append_image, transform_image
 from .standard import ParquetStandardIterableDataset
 
 
-def _plan_item(kind: str, enable_cfg: int, loss: int) -> dict[str, Any]:
+def plan_item(kind: str, enable_cfg: int, loss: int) -> dict[str, Any]:
+    """One entry of a sample's ``sequence_plan``: the item's type, CFG flag and loss flag."""
     return {"type": kind, "enable_cfg": enable_cfg, "loss": loss, "special_token_loss": 0, "special_token_label": None}
 
 
@@ -48,14 +49,15 @@ class InterleavedBaseIterableDataset(DistributedIterableDataset):
         ids = self.tokenizer.encode(text)
         data["num_tokens"] += len(ids)
         data["text_ids_list"].append(ids)
-        data["sequence_plan"].append(_plan_item("text", int(enable_cfg), int(need_loss)))
+        data["sequence_plan"].append(plan_item("text", int(enable_cfg), int(need_loss)))
         return data
 
-    def _vae_tensor(self, image: Any, data: dict[str, Any]) -> Any:
-        tensor, norm = transform_image(self.transform, image, self.image_dtype)
-        height, width = tensor.shape[1:]
-        data["num_tokens"] += height * width // self.transform.stride**2
-        append_image(data, tensor, norm)
+    def _append_image(self, data: dict[str, Any], transform: Any, image: Any, done: Any = None) -> Any:
+        """Append ``image`` through ``transform`` (a copy of ``done``, that transform's output, when given:
+        the transform is deterministic), counting its tokens; returns the tensor and its normalization."""
+        tensor, norm = done if done is not None else transform_image(transform, image, self.image_dtype)
+        data["num_tokens"] += tensor.shape[1] * tensor.shape[2] // transform.stride**2
+        append_image(data, tensor if done is None else tensor.clone(), norm)
         return tensor, norm
 
     def add_image(
@@ -67,24 +69,16 @@ class InterleavedBaseIterableDataset(DistributedIterableDataset):
             raise ValueError("add_image / _add_image needs at least one of need_loss, need_vae, need_vit")
         if need_vit and self.vit_transform is None:
             raise ValueError(f"dataset {self.dataset_name!r}: a ViT image item needs a vit_transform; none was given")
-        vae = None  # the transform is deterministic: compute once, hand out copies
+        vae = None
         if need_loss:
-            data["sequence_plan"].append(_plan_item("vae_image", 0, 1))
-            vae = self._vae_tensor(image, data)
+            data["sequence_plan"].append(plan_item("vae_image", 0, 1))
+            vae = self._append_image(data, self.transform, image)
         if need_vae:
-            data["sequence_plan"].append(_plan_item("vae_image", int(enable_cfg), 0))
-            if vae is None:
-                vae = self._vae_tensor(image, data)
-            else:
-                tensor, norm = vae
-                data["num_tokens"] += tensor.shape[1] * tensor.shape[2] // self.transform.stride**2
-                append_image(data, tensor.clone(), norm)
+            data["sequence_plan"].append(plan_item("vae_image", int(enable_cfg), 0))
+            vae = self._append_image(data, self.transform, image, vae)
         if need_vit:
-            data["sequence_plan"].append(_plan_item("vit_image", int(enable_cfg), 0))
-            vit, norm = transform_image(self.vit_transform, image, self.image_dtype)
-            height, width = vit.shape[1:]
-            data["num_tokens"] += height * width // self.vit_transform.stride**2
-            append_image(data, vit, norm)
+            data["sequence_plan"].append(plan_item("vit_image", int(enable_cfg), 0))
+            self._append_image(data, self.vit_transform, image)
         return data
 
     def add_video(
@@ -101,16 +95,13 @@ class InterleavedBaseIterableDataset(DistributedIterableDataset):
             raise ValueError("add_video / _add_video needs exactly one of need_loss, need_vae")
         last = len(frames) - 1
         for i, (frame, frame_index) in enumerate(zip(frames, frame_indexes)):
-            if need_loss:
-                item = _plan_item("vae_image", 0, 1)
-            else:
-                item = _plan_item("vae_image", int(enable_cfg), 0)
+            item = plan_item("vae_image", 0, 1) if need_loss else plan_item("vae_image", int(enable_cfg), 0)
             item["split_start"] = i == 0
             item["split_end"] = i == last
             if i < len(frame_indexes) - 1:
                 item["frame_delta"] = frame_indexes[i + 1] - frame_index
             data["sequence_plan"].append(item)
-            self._vae_tensor(frame, data)
+            self._append_image(data, self.transform, frame)
         return data
 
     _init_data = new_sample

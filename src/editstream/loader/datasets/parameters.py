@@ -1,22 +1,23 @@
-"""What a dataset class's constructor takes and what it must be given, read once from its signatures.
+"""What a dataset class's constructor takes and needs, for ``stream`` and the packer's groups alike.
 
-``stream`` and the packer's groups build every dataset the same way, by keyword: they ask this
-module which optional pieces (a ViT transform, a frame sampler, ``image_dtype``) a class takes or
-needs instead of each sniffing signatures its own way. A constructor that forwards ``**kwargs`` (a
-subclass that only reorders the reference's positional arguments) is read through to its base.
+Both build every dataset by keyword and ask here which optional pieces (a ViT transform, a frame
+sampler, ``image_dtype``) a class takes or must be given. A constructor that forwards ``**kwargs``
+(one that only reorders the reference's positional arguments) is read through to its base.
 """
 
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+
+_VARIADIC = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
 
 
 @dataclass(frozen=True)
 class DatasetParameters:
-    """The named parameters of a dataset constructor and those of them without a default."""
+    """The named parameters of a dataset constructor (``names``) and those without a default."""
 
     names: frozenset[str]
     required: frozenset[str]
@@ -30,32 +31,22 @@ class DatasetParameters:
         return name in self.required
 
 
-def _signatures(factory: Callable[..., Any]) -> Iterator[list[inspect.Parameter]]:
-    """The parameters of each ``__init__`` of a class's MRO (``self`` left out), or of a factory."""
-    if not isinstance(factory, type):
-        try:
-            yield list(inspect.signature(factory).parameters.values())
-        except (TypeError, ValueError):  # a builtin or C callable without a signature: it takes nothing we know
-            return
-        return
-    for klass in factory.__mro__:
-        init = vars(klass).get("__init__")
-        if init is not None and klass is not object:
-            yield list(inspect.signature(init).parameters.values())[1:]
-
-
 def dataset_parameters(factory: Callable[..., Any]) -> DatasetParameters:
-    """The parameters ``factory`` (a dataset class, or a function building one) takes, following
-    ``**kwargs`` up the bases; the first constructor to name a parameter says whether it has a default."""
-    names: set[str] = set()
-    required: set[str] = set()
-    variadic = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
-    for parameters in _signatures(factory):
+    """The parameters of ``factory`` (a dataset class, or a function building one), following
+    ``**kwargs`` up a class's bases; the first constructor naming a parameter gives its default."""
+    if isinstance(factory, type):
+        inits = [vars(c)["__init__"] for c in factory.__mro__[:-1] if "__init__" in vars(c)]
+        signatures = [list(inspect.signature(init).parameters.values())[1:] for init in inits]
+    else:
+        try:
+            signatures = [list(inspect.signature(factory).parameters.values())]
+        except (TypeError, ValueError):  # a callable without a signature: it takes nothing we know of
+            signatures = []
+    found: dict[str, bool] = {}
+    for parameters in signatures:
         for p in parameters:
-            if p.kind not in variadic and p.name not in names:
-                names.add(p.name)
-                if p.default is inspect.Parameter.empty:
-                    required.add(p.name)
-        if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters):
+            if p.kind not in _VARIADIC:
+                found.setdefault(p.name, p.default is inspect.Parameter.empty)
+        if all(p.kind is not inspect.Parameter.VAR_KEYWORD for p in parameters):
             break
-    return DatasetParameters(frozenset(names), frozenset(required))
+    return DatasetParameters(frozenset(found), frozenset(name for name, needed in found.items() if needed))
