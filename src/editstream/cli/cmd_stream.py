@@ -44,10 +44,10 @@ def _dataset(found: list[Resolved], workers: int, kw: dict[str, Any]) -> Any:
         num_workers=max(workers, 1),
         storage_options=handle.storage_options,
     )
-    parameters = dataset_parameters(cls)
-    if parameters.needs("vit_transform"):
+    needed = dataset_parameters(cls)
+    if needed.get("vit_transform"):
         args["vit_transform"] = ImageTransform(kw["vit_max"], min(224, kw["vit_max"]), 14)
-    if parameters.needs("frame_sampler"):
+    if needed.get("frame_sampler"):
         args["frame_sampler"] = FrameSampler(max_num_frames=8, min_num_frames=1)
     return cls(**args)
 

@@ -61,24 +61,20 @@ def _no_notes(row: Mapping[str, Any]) -> Iterator[str]:
     return iter(())
 
 
-CODE_FIELDS = ("dataset", "preview", "synth")
-"""The fields of a :class:`DatasetKind` that name its code by dotted path."""
-
-
 class KindPathError(ValueError):
     """A kind's dotted path (``dataset``, ``preview`` or ``synth``) that names no module or attribute."""
 
 
-def _split(path: str) -> tuple[str, str]:
+def resolve(path: str, find_only: bool = False) -> Any:
+    """The object a ``"package.module:attribute"`` path names, imported now; ``find_only``: its module
+    is only found (an ``ImportError`` when there is none), not imported, and ``None`` is returned."""
     module_name, _, attribute = path.partition(":")
     if not module_name or not attribute:
         raise ValueError(f"{path!r} is not a 'package.module:attribute' path")
-    return module_name, attribute
-
-
-def resolve(path: str) -> Any:
-    """The object a ``"package.module:attribute"`` path names, imported on first use."""
-    module_name, attribute = _split(path)
+    if find_only:
+        if importlib.util.find_spec(module_name) is None:
+            raise ModuleNotFoundError(f"No module named {module_name!r}")
+        return None
     value: Any = importlib.import_module(module_name)
     for part in attribute.split("."):
         value = getattr(value, part)
@@ -145,31 +141,22 @@ class DatasetKind:
         """The first problem of ``row`` (what report.json records), or ``None``."""
         return next(iter(self.row_problems(row)), None)
 
-    def code(self, field_name: str) -> Any:
-        """The object the dotted path of ``field_name`` (one of :data:`CODE_FIELDS`) names, imported now;
-        a :class:`KindPathError` naming the kind, the field and the path when it names nothing."""
+    def code(self, field_name: str, find_only: bool = False) -> Any:
+        """The object the dotted path of ``field_name`` (``dataset``, ``preview``, ``synth``) names, imported
+        now (see :func:`resolve`); a :class:`KindPathError` naming the kind, the field and the path when
+        it names nothing."""
         path = getattr(self, field_name)
         try:
-            return resolve(path)
+            return resolve(path, find_only)
         except (ImportError, AttributeError, ValueError) as exc:
             raise KindPathError(f"dataset kind {self.name!r}: {field_name}={path!r} names nothing: {exc}") from exc
 
     def check_paths(self, load: bool) -> None:
-        """Refuse a dotted path that names nothing, naming the field and the path: ``load`` imports the
-        modules and looks the attributes up; otherwise each module is only found, not imported."""
-        for name in CODE_FIELDS:
-            path = getattr(self, name)
-            if path is None:
-                continue
-            if load:
-                self.code(name)
-                continue
-            try:
-                module_name = _split(path)[0]
-                if importlib.util.find_spec(module_name) is None:
-                    raise ModuleNotFoundError(f"No module named {module_name!r}")
-            except (ImportError, ValueError) as exc:
-                raise KindPathError(f"dataset kind {self.name!r}: {name}={path!r} names nothing: {exc}") from exc
+        """Refuse a dotted path that names nothing: ``load`` imports the modules and looks the attributes
+        up; otherwise each module is only found, not imported."""
+        for name in ("dataset", "preview", "synth"):
+            if getattr(self, name) is not None:
+                self.code(name, find_only=not load)
 
     def dataset_class(self) -> type:
         """The training dataset class, imported now; a ``ValueError`` naming the kind when it has none."""

@@ -13,7 +13,7 @@ import logging
 from collections.abc import Iterable
 from importlib.metadata import EntryPoint, entry_points
 
-from .record import DatasetKind, KindPathError, resolve
+from .record import DatasetKind, resolve
 
 logger = logging.getLogger("editstream")
 
@@ -42,15 +42,20 @@ class KindPluginError(RuntimeError):
     """An installed plug-in whose kind cannot be loaded: the package and the entry point, and why."""
 
 
-def _where(point: EntryPoint) -> str:
+def _add(kinds: dict[str, DatasetKind], kind: DatasetKind, replace: bool = False) -> None:
+    taken = {n: k for k in kinds.values() for n in k.names if k.name != kind.name or not replace}
+    clashes = sorted(n for n in kind.names if n in taken and taken[n] is not kind)
+    if clashes:
+        raise ValueError(f"dataset kind {kind.name!r}: the names {clashes} are already taken by registered kinds")
+    kinds[kind.name] = kind
+
+
+def _add_plugin(kinds: dict[str, DatasetKind], point: EntryPoint) -> None:
+    """Add the kind an entry point names, its modules found; a :class:`KindPluginError` naming the
+    package and the entry point when it cannot be imported, is not a kind, or clashes."""
     dist = getattr(point, "dist", None)
     package = dist.name if dist is not None else point.value.partition(":")[0]
-    return f"the plug-in package {package!r} ({ENTRY_POINT_GROUP!r} entry point {point.name} = {point.value!r})"
-
-
-def _plugin_kind(point: EntryPoint) -> DatasetKind:
-    """The kind an entry point names, its modules found; a :class:`KindPluginError` otherwise."""
-    where = _where(point)
+    where = f"the plug-in package {package!r} ({ENTRY_POINT_GROUP!r} entry point {point.name} = {point.value!r})"
     try:
         kind = point.load()
     except Exception as exc:  # whatever a plug-in's import raises is reported as that plug-in's failure
@@ -59,17 +64,9 @@ def _plugin_kind(point: EntryPoint) -> DatasetKind:
         raise KindPluginError(f"{where} names a {type(kind).__name__}, not a DatasetKind")
     try:
         kind.check_paths(load=False)
-    except KindPathError as exc:
+        _add(kinds, kind)
+    except ValueError as exc:
         raise KindPluginError(f"{where}: {exc}") from exc
-    return kind
-
-
-def _add(kinds: dict[str, DatasetKind], kind: DatasetKind, replace: bool = False) -> None:
-    taken = {n: k for k in kinds.values() for n in k.names if k.name != kind.name or not replace}
-    clashes = sorted(n for n in kind.names if n in taken and taken[n] is not kind)
-    if clashes:
-        raise ValueError(f"dataset kind {kind.name!r}: the names {clashes} are already taken by registered kinds")
-    kinds[kind.name] = kind
 
 
 class _Registry:
@@ -89,11 +86,7 @@ class _Registry:
             kind.check_paths(load=False)
             _add(kinds, kind)
         for point in entry_points(group=ENTRY_POINT_GROUP):
-            kind = _plugin_kind(point)
-            try:
-                _add(kinds, kind)
-            except ValueError as exc:
-                raise KindPluginError(f"{_where(point)}: {exc}") from exc
+            _add_plugin(kinds, point)
         self._kinds, self._loaded = kinds, True
 
     def add(self, kind: DatasetKind, replace: bool = False) -> None:

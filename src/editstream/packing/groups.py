@@ -114,10 +114,10 @@ def _instantiate(group: str, args: dict[str, Any], group_status: Any, ctx: Group
     if group not in ctx.registry:
         raise ValueError(f"no dataset class registered for group {group!r}; known: {sorted(ctx.registry)}")
     dataset_cls = ctx.registry[group]
-    takes = dataset_parameters(dataset_cls).takes
-    if ctx.image_dtype != "float32" and "image_dtype" not in args and takes("image_dtype"):
+    takes = dataset_parameters(dataset_cls)
+    if ctx.image_dtype != "float32" and "image_dtype" not in args and "image_dtype" in takes:
         args = {**args, "image_dtype": ctx.image_dtype}
-    if args.get("backend") == "webdataset" and "jsonl_path_list" not in args and takes("jsonl_path_list"):
+    if args.get("backend") == "webdataset" and "jsonl_path_list" not in args and "jsonl_path_list" in takes:
         # A converted root holds its JSONL copy: a shard-only entry (data_dir alone) names no JSONL.
         args = {**args, "jsonl_path_list": None}
     try:

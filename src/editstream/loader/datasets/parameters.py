@@ -9,31 +9,15 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 _VARIADIC = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
 
 
-@dataclass(frozen=True)
-class DatasetParameters:
-    """The named parameters of a dataset constructor (``names``) and those without a default."""
-
-    names: frozenset[str]
-    required: frozenset[str]
-
-    def takes(self, name: str) -> bool:
-        """Whether the constructor has a parameter called ``name``."""
-        return name in self.names
-
-    def needs(self, name: str) -> bool:
-        """Whether the constructor must be given ``name`` (it has no default)."""
-        return name in self.required
-
-
-def dataset_parameters(factory: Callable[..., Any]) -> DatasetParameters:
-    """The parameters of ``factory`` (a dataset class, or a function building one), following
-    ``**kwargs`` up a class's bases; the first constructor naming a parameter gives its default."""
+def dataset_parameters(factory: Callable[..., Any]) -> dict[str, bool]:
+    """The named parameters of ``factory`` (a dataset class, or a function building one), each mapped
+    to whether it must be given (no default), following ``**kwargs`` up a class's bases: the first
+    constructor naming a parameter says whether it has a default."""
     if isinstance(factory, type):
         inits = [vars(c)["__init__"] for c in factory.__mro__[:-1] if "__init__" in vars(c)]
         signatures = [list(inspect.signature(init).parameters.values())[1:] for init in inits]
@@ -49,4 +33,4 @@ def dataset_parameters(factory: Callable[..., Any]) -> DatasetParameters:
                 found.setdefault(p.name, p.default is inspect.Parameter.empty)
         if all(p.kind is not inspect.Parameter.VAR_KEYWORD for p in parameters):
             break
-    return DatasetParameters(frozenset(found), frozenset(name for name, needed in found.items() if needed))
+    return found
