@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "editstream"
+KIND_CODE = "kinds/<name>/*"
+"""The layer of a kind package's modules other than its record (``kinds/<name>/__init__.py``)."""
 
 # Which sub-packages each layer may import (besides itself). The top-level ``__init__`` and
 # the ``cli`` package sit above everything.
@@ -22,6 +24,9 @@ ALLOWED = {
     # A dataset kind is a record over format's vocabulary; it names its dataset, preview and
     # synth code by dotted path, so it imports nothing above format.
     "kinds": {"io", "format"},
+    # That code sits beside the record in the kind's package (kinds/<name>/dataset.py, preview.py,
+    # synth.py) and is built on the layers it serves.
+    KIND_CODE: {"io", "format", "kinds", "data", "loader", "preview", "testing"},
     # Opening data (units, rows, the row sources of every backend) sits under both the converter
     # and the loader, so each reads data the one way.
     "data": {"io", "format", "kinds"},
@@ -38,7 +43,8 @@ ALLOWED = {
     "adapters": {"io", "format", "kinds", "data", "conversion"},
     # NeMo Automodel's module tree, served by editstream's loader and packer (and the hook that
     # points NeMo's recipe at them); it may import everything below the command line.
-    "nemo": {"io", "format", "kinds", "data", "conversion", "loader", "packing", "testing", "preview", "adapters"},
+    "nemo": {"io", "format", "kinds", KIND_CODE, "data", "conversion", "loader", "packing", "testing", "preview"}
+    | {"adapters"},
 }
 MAX_FILE_LINES = 500
 MAX_CLASS_LINES = 300
@@ -49,13 +55,24 @@ def _modules() -> list[Path]:
     return sorted(SRC.rglob("*.py"))
 
 
-def _layer(path: Path) -> str | None:
-    parts = path.relative_to(SRC).parts
-    return parts[0] if len(parts) > 1 else None
+def _layer_of(parts: list[str], src: Path = SRC) -> str | None:
+    """The layer of the module (or name in a module) ``editstream.<parts>``: its sub-package, or
+    :data:`KIND_CODE` for a module of a kind's package other than its record."""
+    if not parts or not (src / parts[0]).is_dir():
+        return None
+    in_kind_package = len(parts) >= 3 and parts[0] == "kinds" and (src / "kinds" / parts[1]).is_dir()
+    if in_kind_package and parts[2] != "__init__" and (src / "kinds" / parts[1] / f"{parts[2]}.py").is_file():
+        return KIND_CODE
+    return parts[0]
+
+
+def _layer(path: Path, src: Path = SRC) -> str | None:
+    parts = list(path.relative_to(src).with_suffix("").parts)
+    return _layer_of(parts, src) if len(parts) > 1 else None
 
 
 def _imported_layers(path: Path, src: Path = SRC) -> set[tuple[str, int]]:
-    """``(sub-package of editstream, line)`` for every editstream import in ``path``, relative ones resolved."""
+    """``(layer, line)`` for every editstream import in ``path``, relative ones resolved."""
     package = list(path.relative_to(src).parent.parts)
     found = set()
     for node in ast.walk(ast.parse(path.read_text())):
@@ -64,31 +81,38 @@ def _imported_layers(path: Path, src: Path = SRC) -> set[tuple[str, int]]:
             if node.level:
                 base = package[: len(package) - (node.level - 1)] if node.level > 1 else package
                 module = base + (node.module.split(".") if node.module else [])
-                names = [module + [alias.name] for alias in node.names] if not node.module else [module]
-                targets.extend(names)
+                targets.extend(module + [alias.name] for alias in node.names)
             elif node.module and node.module.split(".")[0] == "editstream":
-                targets.append(node.module.split(".")[1:] or [alias.name for alias in node.names][:1])
+                module = node.module.split(".")[1:]
+                targets.extend(module + [alias.name] for alias in node.names)
         elif isinstance(node, ast.Import):
             for alias in node.names:
                 if alias.name.split(".")[0] == "editstream":
                     targets.append(alias.name.split(".")[1:])
         for target in targets:
-            if target and (src / target[0]).is_dir():
-                found.add((target[0], node.lineno))
+            layer = _layer_of(target, src)
+            if layer is not None:
+                found.add((layer, node.lineno))
     return found
+
+
+def layer_violations(path: Path, src: Path = SRC) -> list[tuple[str, int]]:
+    """``(layer, line)`` of each import of ``path`` that its layer may not make."""
+    layer = _layer(path, src)
+    if layer is None:
+        return []
+    return sorted((t, line) for t, line in _imported_layers(path, src) if t != layer and t not in ALLOWED[layer])
 
 
 def test_the_layer_table_covers_every_sub_package():
     packages = {p.name for p in SRC.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
-    assert packages == set(ALLOWED)
+    assert packages | {KIND_CODE} == set(ALLOWED)
 
 
 @pytest.mark.parametrize("path", [p for p in _modules() if _layer(p)], ids=lambda p: str(p.relative_to(SRC)))
 def test_layers_import_only_downwards(path):
+    bad = layer_violations(path)
     layer = _layer(path)
-    bad = sorted(
-        (target, line) for target, line in _imported_layers(path) if target != layer and target not in ALLOWED[layer]
-    )
     assert not bad, f"{path.relative_to(SRC)} ({layer}) imports {bad}; allowed: {sorted(ALLOWED[layer])}"
 
 
@@ -101,6 +125,21 @@ def test_the_import_check_sees_a_violation(tmp_path):
     module = fake / "conversion" / "bad.py"
     module.write_text("from ..loader import units\nimport editstream.loader.drops\nfrom .plan import x\n")
     assert sorted(_imported_layers(module, fake)) == [("conversion", 3), ("loader", 1), ("loader", 2)]
+
+
+def test_a_kind_record_importing_the_loader_is_caught_and_its_dataset_module_is_not(tmp_path):
+    """A kind's record is loaded by every command, so it stays low; the dataset module beside it
+    may build on the loader, and nothing below the kind code may import that module."""
+    fake = tmp_path / "editstream"
+    for package in ("kinds/demo", "loader/datasets", "format"):
+        (fake / package).mkdir(parents=True)
+    (fake / "kinds" / "demo" / "__init__.py").write_text("from ...format import images\nfrom ...loader import units\n")
+    (fake / "kinds" / "demo" / "dataset.py").write_text("from ...loader.datasets.interleave import RowDataset\n")
+    loader = fake / "loader" / "bad.py"
+    loader.write_text("from ..kinds.demo import dataset\nfrom editstream.kinds.demo import KIND\n")
+    assert layer_violations(fake / "kinds" / "demo" / "__init__.py", fake) == [("loader", 2)]
+    assert layer_violations(fake / "kinds" / "demo" / "dataset.py", fake) == []
+    assert layer_violations(loader, fake) == [(KIND_CODE, 1)]
 
 
 def _too_long(path: Path) -> list[str]:
@@ -267,19 +306,28 @@ def test_the_cycle_check_sees_a_lazy_cycle_and_a_private_import(tmp_path):
 
 # --------------------------------------------------------------------------- one place per kind
 
-KIND_NAMES = re.compile(r"\b(unified_edit|t2i_pretrain|t2i|vlm_sft)\b")
-KIND_FILES = {"kinds/registry.py", "kinds/unified_edit.py", "kinds/t2i_pretrain.py", "kinds/vlm_sft.py"}
-"""The only files of src/ that may spell a built-in kind's name: its kind module and the registry
-that lists the built-ins. Everything else loops over the registry."""
+KIND_NAMES = re.compile(r"(?<!kinds\.)\b(unified_edit|t2i_pretrain|t2i|vlm_sft)\b")
+"""A built-in kind's name, except as a module path into its package (``kinds.unified_edit.dataset``):
+a public class is imported from where it lives, which is not a branch on the kind's name."""
+BUILTIN_KINDS = ("unified_edit", "t2i_pretrain", "vlm_sft")
 
 
-def test_kind_names_live_in_their_kind_modules_only():
+def _may_spell_kind_names(relative: str) -> bool:
+    """The only files of src/ that may spell a built-in kind's name: its own package and the registry
+    that lists the built-ins. Everything else loops over the registry."""
+    return relative == "kinds/registry.py" or relative.startswith(tuple(f"kinds/{k}/" for k in BUILTIN_KINDS))
+
+
+def test_kind_names_live_in_their_kind_packages_only():
     spelled = {
         str(p.relative_to(SRC)): sorted(set(KIND_NAMES.findall(p.read_text())))
         for p in _modules()
         if KIND_NAMES.search(p.read_text())
     }
-    assert {f: names for f, names in spelled.items() if f not in KIND_FILES} == {}
+    assert {f: names for f, names in spelled.items() if not _may_spell_kind_names(f)} == {}
+    assert KIND_NAMES.findall("from ..kinds.unified_edit.dataset import X\nif kind == 'unified_edit': pass") == [
+        "unified_edit"
+    ]
 
 
 # --------------------------------------------------------------------------- shapes and units as types

@@ -344,7 +344,7 @@ def test_a_dataset_on_a_root_of_another_schema_says_which_before_reading(data):
     """The datasets read the schema from the manifest too: the error names it and the dataset to use."""
     from editstream import ByteTokenizer
     from editstream.format.columns import ColumnTypeError
-    from editstream.loader.datasets.edit import UnifiedEditIterableDataset
+    from editstream.kinds.unified_edit.dataset import UnifiedEditIterableDataset
     from editstream.loader.transforms import ImageTransform
     from helpers import VAE
 

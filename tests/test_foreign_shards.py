@@ -18,7 +18,7 @@ from PIL import Image
 from editstream import ByteTokenizer
 from editstream.data.sources import foreign
 from editstream.format.idx import encode_idx
-from editstream.loader.datasets.text_to_image import T2IIterableDataset
+from editstream.kinds.t2i_pretrain.dataset import T2IIterableDataset
 from editstream.loader.transforms import ImageTransform
 from helpers import FOREIGN_PER_SHARD as PER_SHARD
 from helpers import FOREIGN_SHARDS as SHARDS

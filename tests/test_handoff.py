@@ -29,7 +29,7 @@ from editstream import (
     collate_fn,
     normalize_batch,
 )
-from editstream.loader.datasets.edit import UnifiedEditIterableDataset
+from editstream.kinds.unified_edit.dataset import UnifiedEditIterableDataset
 from editstream.loader.pixels import NORMALIZATION_KEY, transform_image
 from editstream.loader.transforms import normalize_pixels
 from editstream.packing import normalize as norm_mod

@@ -326,7 +326,7 @@ def test_a_bomb_in_a_shard_is_a_counted_drop_with_the_same_reason(tmp_path):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from editstream.testing.synth_rows import EDIT_CHAIN_ARROW
+    from editstream.kinds.unified_edit.synth import EDIT_CHAIN_ARROW
 
     good = _png(64, 64)
     rows = [

@@ -8,6 +8,7 @@ Nothing in editstream names ``subject_driven``: everything below comes through t
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import shutil
@@ -57,6 +58,18 @@ def data(plugin_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -
     summary = json.loads(cli(plugin_env, "-q", "synth", str(root / "bad"), "--schema", KIND, *synth_args).stdout)
     converted = json.loads(cli(plugin_env, "convert", str(root / "pq"), str(root / "wds"), "--no-progress").stdout)
     return {"root": root, "synth": json.loads(synth.stdout), "bad": summary, "convert": converted}
+
+
+def test_the_example_builds_on_editstream_plugin_alone():
+    """A plug-in author needs one editstream module: the example imports nothing else of editstream."""
+    imported = set()
+    for path in sorted((EXAMPLE / "src").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                imported.update(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and not node.level:
+                imported.add(node.module or "")
+    assert {name for name in imported if name.split(".")[0] == "editstream"} == {"editstream.plugin"}
 
 
 def test_the_kind_is_offered_only_where_the_package_is_installed(plugin_env):

@@ -27,8 +27,9 @@ from editstream import ByteTokenizer, ImageTransform, UnifiedEditIterableDataset
 from editstream.conversion import PROGRESS_DIR, convert
 from editstream.format import manifest as mf
 from editstream.format.images import GREY16_NOTE, image_decode_note
+from editstream.kinds.t2i_pretrain.synth import CAPTIONED_IMAGE_ARROW
+from editstream.kinds.unified_edit.synth import EDIT_CHAIN_ARROW
 from editstream.loader.decode import decode_image
-from editstream.testing.synth_rows import CAPTIONED_IMAGE_ARROW, EDIT_CHAIN_ARROW
 from helpers import VAE, VIT, paused_convert_command, run_cli
 
 REPORT_KEYS_BEFORE = ["format_version", "schema", "drop_bad_rows", "num_bad_rows", "note", "bad_rows"]

@@ -17,9 +17,9 @@ _EXPORTS = {
     "InterleavedBaseIterableDataset": "editstream.loader.datasets.interleave",
     "ParquetStandardIterableDataset": "editstream.loader.datasets.standard",
     "WebDatasetStandardIterableDataset": "editstream.loader.datasets.standard",
-    "UnifiedEditIterableDataset": "editstream.loader.datasets.edit",
-    "T2IIterableDataset": "editstream.loader.datasets.text_to_image",
-    "SftJSONLIterableDataset": "editstream.loader.datasets.sft",
+    "UnifiedEditIterableDataset": "editstream.kinds.unified_edit.dataset",
+    "T2IIterableDataset": "editstream.kinds.t2i_pretrain.dataset",
+    "SftJSONLIterableDataset": "editstream.kinds.vlm_sft.dataset",
     "FrameSampler": "editstream.loader.video",
     "DATASET_REGISTRY": "editstream.loader.datasets.registry",
     "ImageTransform": "editstream.loader.transforms",
@@ -55,15 +55,15 @@ if TYPE_CHECKING:  # the same names, visible to type checkers and IDEs without i
     from editstream.data.raw_rows import RawRow as RawRow
     from editstream.data.raw_rows import iter_rows as iter_rows
     from editstream.io.retry import RetryPolicy as RetryPolicy
-    from editstream.loader.datasets.edit import UnifiedEditIterableDataset as UnifiedEditIterableDataset
+    from editstream.kinds.t2i_pretrain.dataset import T2IIterableDataset as T2IIterableDataset
+    from editstream.kinds.unified_edit.dataset import UnifiedEditIterableDataset as UnifiedEditIterableDataset
+    from editstream.kinds.vlm_sft.dataset import SftJSONLIterableDataset as SftJSONLIterableDataset
     from editstream.loader.datasets.interleave import InterleavedBaseIterableDataset as InterleavedBaseIterableDataset
     from editstream.loader.datasets.registry import DATASET_REGISTRY as DATASET_REGISTRY
-    from editstream.loader.datasets.sft import SftJSONLIterableDataset as SftJSONLIterableDataset
     from editstream.loader.datasets.standard import ParquetStandardIterableDataset as ParquetStandardIterableDataset
     from editstream.loader.datasets.standard import (
         WebDatasetStandardIterableDataset as WebDatasetStandardIterableDataset,
     )
-    from editstream.loader.datasets.text_to_image import T2IIterableDataset as T2IIterableDataset
     from editstream.loader.decode import pil_img2rgb as pil_img2rgb
     from editstream.loader.distributed import DistributedIterableDataset as DistributedIterableDataset
     from editstream.loader.tokenizer import ByteTokenizer as ByteTokenizer

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import inspect
 import json
 import logging
 import random
@@ -20,16 +19,11 @@ from .resolve import Resolved, resolve
 log = logging.getLogger("editstream")
 
 
-def _required(cls: type) -> set[str]:
-    """The parameters of ``cls``'s constructor that have no default (what it must be given)."""
-    params = inspect.signature(cls).parameters.values()
-    return {p.name for p in params if p.default is inspect.Parameter.empty and p.kind is not p.VAR_KEYWORD}
-
-
 def _dataset(found: list[Resolved], workers: int, kw: dict[str, Any]) -> Any:
     """The kind's training dataset over the DATA entries: what the data layer says reads each entry
     whole (or ``--num-used`` of it), the standard arguments by keyword, and a ViT transform or a frame
     sampler only when the class requires one."""
+    from ..loader.datasets.parameters import dataset_parameters
     from ..loader.tokenizer import ByteTokenizer
     from ..loader.transforms import ImageTransform
     from ..loader.video import FrameSampler
@@ -53,10 +47,10 @@ def _dataset(found: list[Resolved], workers: int, kw: dict[str, Any]) -> Any:
         num_workers=max(workers, 1),
         storage_options=handle.storage_options,
     )
-    required = _required(cls)
-    if "vit_transform" in required:
+    needed = dataset_parameters(cls)
+    if needed.get("vit_transform"):
         args["vit_transform"] = ImageTransform(kw["vit_max"], min(224, kw["vit_max"]), 14)
-    if "frame_sampler" in required:
+    if needed.get("frame_sampler"):
         args["frame_sampler"] = FrameSampler(max_num_frames=8, min_num_frames=1)
     return cls(**args)
 

@@ -1,10 +1,16 @@
-"""Dataset kinds: what a kind is (:class:`DatasetKind`) and the registry every layer loops over."""
+"""Dataset kinds: what a kind is (:class:`DatasetKind`) and the registry every layer loops over.
+
+Each built-in kind is a package here: its record (``__init__``), and beside it the training
+dataset, preview and synth modules the record names by dotted path.
+"""
 
 from __future__ import annotations
 
-from .record import Certainty, DatasetKind, Part, RowCheck, RowNotes, RowProblem, resolve
+from .record import Certainty, DatasetKind, KindPathError, Part, RowCheck, RowNotes, RowProblem, resolve
 from .registry import (
     ENTRY_POINT_GROUP,
+    AmbiguousKindError,
+    KindPluginError,
     UnknownKindError,
     all_kinds,
     detect_kind,
@@ -18,8 +24,11 @@ from .shapes import SourceShape
 
 __all__ = [
     "ENTRY_POINT_GROUP",
+    "AmbiguousKindError",
     "Certainty",
     "DatasetKind",
+    "KindPathError",
+    "KindPluginError",
     "Part",
     "RowCheck",
     "RowNotes",

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import enum
 import importlib
+import importlib.util
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -60,11 +61,20 @@ def _no_notes(row: Mapping[str, Any]) -> Iterator[str]:
     return iter(())
 
 
-def resolve(path: str) -> Any:
-    """The object a ``"package.module:attribute"`` path names, imported on first use."""
+class KindPathError(ValueError):
+    """A kind's dotted path (``dataset``, ``preview`` or ``synth``) that names no module or attribute."""
+
+
+def resolve(path: str, find_only: bool = False) -> Any:
+    """The object a ``"package.module:attribute"`` path names, imported now; ``find_only``: its module
+    is only found (an ``ImportError`` when there is none), not imported, and ``None`` is returned."""
     module_name, _, attribute = path.partition(":")
     if not module_name or not attribute:
         raise ValueError(f"{path!r} is not a 'package.module:attribute' path")
+    if find_only:
+        if importlib.util.find_spec(module_name) is None:
+            raise ModuleNotFoundError(f"No module named {module_name!r}")
+        return None
     value: Any = importlib.import_module(module_name)
     for part in attribute.split("."):
         value = getattr(value, part)
@@ -83,6 +93,14 @@ class DatasetKind:
     function ``(out: str, options: testing.synth.SynthOptions) -> dict[str, Any]`` that writes a
     synthetic source dataset of the kind into the directory ``out`` for ``editstream synth`` and
     returns a JSON-able summary (``None``: the command refuses the kind, saying so).
+
+    The paths are checked when the kind is registered, so a wrong one fails there, naming the field
+    and the path (:meth:`check_paths`). ``register()`` imports each module and looks the attribute
+    up: a script's kind is about to be used. The built-in and entry-point kinds are loaded by every
+    command, ``--help`` included, so only their modules are found (``importlib.util.find_spec``
+    imports the parent packages, which hold the light record, and not the dataset module, which
+    imports torch); the attribute is looked up on first use, where :meth:`code` names the field and
+    the path just the same.
     """
 
     name: str
@@ -123,11 +141,28 @@ class DatasetKind:
         """The first problem of ``row`` (what report.json records), or ``None``."""
         return next(iter(self.row_problems(row)), None)
 
+    def code(self, field_name: str, find_only: bool = False) -> Any:
+        """The object the dotted path of ``field_name`` (``dataset``, ``preview``, ``synth``) names, imported
+        now (see :func:`resolve`); a :class:`KindPathError` naming the kind, the field and the path when
+        it names nothing."""
+        path = getattr(self, field_name)
+        try:
+            return resolve(path, find_only)
+        except (ImportError, AttributeError, ValueError) as exc:
+            raise KindPathError(f"dataset kind {self.name!r}: {field_name}={path!r} names nothing: {exc}") from exc
+
+    def check_paths(self, load: bool) -> None:
+        """Refuse a dotted path that names nothing: ``load`` imports the modules and looks the attributes
+        up; otherwise each module is only found, not imported."""
+        for name in ("dataset", "preview", "synth"):
+            if getattr(self, name) is not None:
+                self.code(name, find_only=not load)
+
     def dataset_class(self) -> type:
         """The training dataset class, imported now; a ``ValueError`` naming the kind when it has none."""
         if self.dataset is None:
             raise ValueError(f"dataset kind {self.name!r} has no training dataset (it is for conversion only)")
-        cls = resolve(self.dataset)
+        cls = self.code("dataset")
         if not isinstance(cls, type):
             raise TypeError(f"dataset kind {self.name!r}: {self.dataset!r} is not a class")
         return cls

@@ -3,14 +3,15 @@
 Every layer that needs to know which kinds exist (CLI choices, detection, conversion, verify,
 inspect, preview, synth, drop reasons, the NeMo group registry) asks this module. A package adds
 a kind by naming a :class:`DatasetKind` in the ``editstream.kinds`` entry-point group, or by
-calling :func:`register`.
+calling :func:`register`. A plug-in that cannot be loaded is an error naming its package and entry
+point (never a kind that silently goes missing); detection takes the most specific kind.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
-from importlib.metadata import entry_points
+from importlib.metadata import EntryPoint, entry_points
 
 from .record import DatasetKind, resolve
 
@@ -25,14 +26,52 @@ _BUILTIN = (
     "editstream.kinds.vlm_sft:KIND",
     "editstream.kinds.generic:KIND",
 )
+_REPORTED: set[tuple[str, ...]] = set()
+"""Column sets whose overlapping kinds were reported already (one warning, not one per call)."""
 
 
 class UnknownKindError(ValueError):
     """A kind name that no registered kind answers to."""
 
 
+class AmbiguousKindError(ValueError):
+    """Columns that two detectable kinds fit equally well (as many columns each): name the kind."""
+
+
+class KindPluginError(RuntimeError):
+    """An installed plug-in whose kind cannot be loaded: the package and the entry point, and why."""
+
+
+def _add(kinds: dict[str, DatasetKind], kind: DatasetKind, replace: bool = False) -> None:
+    taken = {n: k for k in kinds.values() for n in k.names if k.name != kind.name or not replace}
+    clashes = sorted(n for n in kind.names if n in taken and taken[n] is not kind)
+    if clashes:
+        raise ValueError(f"dataset kind {kind.name!r}: the names {clashes} are already taken by registered kinds")
+    kinds[kind.name] = kind
+
+
+def _add_plugin(kinds: dict[str, DatasetKind], point: EntryPoint) -> None:
+    """Add the kind an entry point names, its modules found; a :class:`KindPluginError` naming the
+    package and the entry point when it cannot be imported, is not a kind, or clashes."""
+    dist = getattr(point, "dist", None)
+    package = dist.name if dist is not None else point.value.partition(":")[0]
+    where = f"the plug-in package {package!r} ({ENTRY_POINT_GROUP!r} entry point {point.name} = {point.value!r})"
+    try:
+        kind = point.load()
+    except Exception as exc:  # whatever a plug-in's import raises is reported as that plug-in's failure
+        raise KindPluginError(f"{where} failed to import ({type(exc).__name__}: {exc}); fix or uninstall it") from exc
+    if not isinstance(kind, DatasetKind):
+        raise KindPluginError(f"{where} names a {type(kind).__name__}, not a DatasetKind")
+    try:
+        kind.check_paths(load=False)
+        _add(kinds, kind)
+    except ValueError as exc:
+        raise KindPluginError(f"{where}: {exc}") from exc
+
+
 class _Registry:
-    """Kinds by canonical name, loaded on first use (built-ins, then entry points)."""
+    """Kinds by canonical name, loaded on first use (built-ins, then entry points); a load that
+    fails leaves nothing loaded, so every later call fails the same way."""
 
     def __init__(self) -> None:
         self._kinds: dict[str, DatasetKind] = {}
@@ -41,33 +80,18 @@ class _Registry:
     def _load(self) -> None:
         if self._loaded:
             return
-        self._loaded = True
+        kinds: dict[str, DatasetKind] = {}
         for path in _BUILTIN:
-            self.add(resolve(path))
+            kind = resolve(path)
+            kind.check_paths(load=False)
+            _add(kinds, kind)
         for point in entry_points(group=ENTRY_POINT_GROUP):
-            try:
-                kind = point.load()
-            except Exception as exc:  # noqa: BLE001 - one broken plug-in must not take the built-in kinds down
-                logger.warning(
-                    "editstream: the dataset kind plug-in %r (%s) failed to load: %s", point.name, point.value, exc
-                )
-                continue
-            if not isinstance(kind, DatasetKind):
-                logger.warning("editstream: the plug-in %r (%s) is not a DatasetKind; ignored", point.name, point.value)
-                continue
-            if kind.name in self._kinds and self._kinds[kind.name] is not kind:
-                logger.warning(
-                    "editstream: the plug-in %r names kind %r, which is already registered", point.name, kind.name
-                )
-                continue
-            self.add(kind)
+            _add_plugin(kinds, point)
+        self._kinds, self._loaded = kinds, True
 
     def add(self, kind: DatasetKind, replace: bool = False) -> None:
-        taken = {n: k for k in self._kinds.values() for n in k.names if k.name != kind.name or not replace}
-        clashes = sorted(n for n in kind.names if n in taken and taken[n] is not kind)
-        if clashes:
-            raise ValueError(f"dataset kind {kind.name!r}: the names {clashes} are already taken by registered kinds")
-        self._kinds[kind.name] = kind
+        self._load()
+        _add(self._kinds, kind, replace)
 
     def kinds(self) -> tuple[DatasetKind, ...]:
         self._load()
@@ -82,8 +106,11 @@ _REGISTRY = _Registry()
 
 
 def register(kind: DatasetKind, replace: bool = False) -> DatasetKind:
-    """Add ``kind`` to the registry (``replace=True`` swaps a kind of the same name); returns it."""
-    _REGISTRY.kinds()
+    """Add ``kind`` to the registry (``replace=True`` swaps a kind of the same name); returns it.
+
+    Its dotted paths are resolved now: one that names nothing is a :class:`KindPathError` naming the
+    field and the path, here rather than in the first command that uses it."""
+    kind.check_paths(load=True)
     _REGISTRY.add(kind, replace=replace)
     return kind
 
@@ -111,13 +138,26 @@ def kind_choices(trainable: bool = False) -> list[str]:
     return [n for k in all_kinds() if k.dataset is not None or not trainable for n in k.names]
 
 
+def _described(kinds: Iterable[DatasetKind]) -> str:
+    return ", ".join(f"{k.name} {sorted(k.columns)}" for k in kinds)
+
+
 def detect_kind(columns: Iterable[str]) -> DatasetKind | None:
-    """The first detectable kind whose columns are all in ``columns``, or ``None``."""
-    present = set(columns)
-    for kind in all_kinds():
-        if kind.detectable and kind.columns and set(kind.columns) <= present:
-            return kind
-    return None
+    """The most specific detectable kind (most columns) whose columns are all in ``columns``, or ``None``.
+
+    Two that fit with as many columns are an :class:`AmbiguousKindError` naming both; a less specific
+    one that fits too is a warning (once per set of columns), since the data may be meant as it."""
+    present = sorted(set(columns))
+    found = [k for k in all_kinds() if k.detectable and k.columns and set(k.columns) <= set(present)]
+    found.sort(key=lambda kind: -len(kind.columns))
+    equal = [k for k in found if len(k.columns) == len(found[0].columns)]
+    if len(equal) > 1:
+        raise AmbiguousKindError(f"the columns {present} fit the kinds {_described(equal)} equally; name the kind")
+    if len(found) > 1 and tuple(present) not in _REPORTED:
+        _REPORTED.add(tuple(present))
+        text = "editstream: the columns %s fit %s, and also %s with fewer columns; read as %s (name the kind if not)"
+        logger.warning(text, present, _described(equal), _described(found[1:]), found[0].name)
+    return found[0] if found else None
 
 
 def kind_of_dataset(cls: type) -> DatasetKind | None:

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..loader.datasets.edit import UnifiedEditIterableDataset
+from ..kinds.t2i_pretrain.dataset import T2IIterableDataset
+from ..kinds.unified_edit.dataset import UnifiedEditIterableDataset
+from ..kinds.vlm_sft.dataset import SftJSONLIterableDataset
 from ..loader.datasets.registry import DATASET_REGISTRY
-from ..loader.datasets.sft import SftJSONLIterableDataset
-from ..loader.datasets.text_to_image import T2IIterableDataset
 from ..packing.dataloader import make_bagel_multimodal_dataset
 from .distributed_iterable import DistributedIterableDataset
 from .packing import BagelDatasetConfig

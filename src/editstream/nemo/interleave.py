@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..loader.datasets.edit import UnifiedEditIterableDataset
+from ..kinds.unified_edit.dataset import UnifiedEditIterableDataset
 from ..loader.datasets.interleave import InterleavedBaseIterableDataset
 from ..loader.datasets.standard import ParquetStandardIterableDataset
 

@@ -11,7 +11,6 @@ yields float32 images, which the packer hands over as they are).
 from __future__ import annotations
 
 import copy
-import inspect
 import logging
 import numbers
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -20,6 +19,7 @@ from typing import Any, Protocol
 
 from ..data.backends import BACKENDS
 from ..io.parquet_info import ParquetInfo
+from ..loader.datasets.parameters import dataset_parameters
 from ..loader.transforms import ImageTransform
 from ..loader.video import FrameSampler
 
@@ -110,21 +110,14 @@ def _build_transforms(group: str, args: dict[str, Any]) -> None:
             args["vit_transform"] = ImageTransform(**args.pop("vit_image_transform_args"))
 
 
-def _takes(dataset_cls: Any, parameter: str) -> bool:
-    try:
-        parameters = inspect.signature(dataset_cls).parameters
-    except (TypeError, ValueError):
-        return False
-    return parameter in parameters
-
-
 def _instantiate(group: str, args: dict[str, Any], group_status: Any, ctx: GroupContext) -> GroupDataset:
     if group not in ctx.registry:
         raise ValueError(f"no dataset class registered for group {group!r}; known: {sorted(ctx.registry)}")
     dataset_cls = ctx.registry[group]
-    if ctx.image_dtype != "float32" and "image_dtype" not in args and _takes(dataset_cls, "image_dtype"):
+    takes = dataset_parameters(dataset_cls)
+    if ctx.image_dtype != "float32" and "image_dtype" not in args and "image_dtype" in takes:
         args = {**args, "image_dtype": ctx.image_dtype}
-    if args.get("backend") == "webdataset" and "jsonl_path_list" not in args and _takes(dataset_cls, "jsonl_path_list"):
+    if args.get("backend") == "webdataset" and "jsonl_path_list" not in args and "jsonl_path_list" in takes:
         # A converted root holds its JSONL copy: a shard-only entry (data_dir alone) names no JSONL.
         args = {**args, "jsonl_path_list": None}
     try:

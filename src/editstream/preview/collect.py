@@ -20,7 +20,7 @@ from ..data.raw_rows import BadRawRow, iter_rows
 from ..data.rows import LineRow
 from ..format.sft import OPT_OUT
 from ..io.storage import StorageOptions
-from ..kinds import DatasetKind, get_kind, resolve
+from ..kinds import DatasetKind, get_kind
 from .record import Layout, PreviewFunction, Record
 
 __all__ = ["Layout", "NoPreviewError", "Record", "collect", "preview_function", "to_record"]
@@ -37,7 +37,7 @@ def preview_function(kind: DatasetKind) -> PreviewFunction:
     """The preview function ``kind`` names; a :class:`NoPreviewError` when it names none."""
     if kind.preview is None:
         raise NoPreviewError(f"dataset kind {kind.name!r} has no preview function")
-    function: PreviewFunction = resolve(kind.preview)
+    function: PreviewFunction = kind.code("preview")
     return function
 
 

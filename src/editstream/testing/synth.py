@@ -29,7 +29,7 @@ import pyarrow.parquet as pq
 
 from ..io import storage
 from ..io.progress import Progress
-from ..kinds import DatasetKind, UnknownKindError, all_kinds, get_kind, resolve
+from ..kinds import DatasetKind, UnknownKindError, all_kinds, get_kind
 from .synth_content import IMAGE_FORMATS
 
 __all__ = [
@@ -294,7 +294,7 @@ def synth_writer(name: str | None) -> tuple[DatasetKind, SynthWriter]:
         raise ValueError(f"unknown synthetic schema {name!r}; expected one of {names}") from None
     if kind.synth is None:
         raise ValueError(f"dataset kind {kind.name!r} has no synthetic-data writer; expected one of {names}")
-    writer: SynthWriter = resolve(kind.synth)
+    writer: SynthWriter = kind.code("synth")
     return kind, writer
 
 

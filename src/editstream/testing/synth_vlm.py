@@ -18,7 +18,6 @@ import numpy as np
 
 from ..io import storage
 from ..io.storage import StorageOptions
-from .synth import SynthOptions
 from .synth_content import caption, garbage, make_image, pick
 
 GOOD_KINDS = ("image", "images", "folder", "video", "text", "two_turns")
@@ -213,20 +212,3 @@ def write_synthetic_vlm_dataset(
         "bad_lines": bad_lines,
         "video": with_video,
     }
-
-
-def write_conversations(out: str, options: SynthOptions) -> dict[str, Any]:
-    """The JSONL + media kind's synth function: ``files x row groups x rows`` lines in ``out/data.jsonl``
-    with their media in ``out/media``; any ``corrupt_fraction`` above 0 plants the bad lines."""
-    low, high = options.sides((32, 96))
-    summary = write_synthetic_vlm_dataset(
-        out,
-        num_lines=options.total_rows,
-        seed=options.seed,
-        bad_rows=options.corrupt_fraction > 0,
-        min_side=low,
-        max_side=high,
-        storage_options=options.storage_options,
-    )
-    summary["convert"] = f"editstream convert {summary['jsonl']} DST --media-dir {summary['media_dir']}"
-    return summary

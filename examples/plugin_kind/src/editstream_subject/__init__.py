@@ -11,9 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from editstream.format.images import image_header_problem
-from editstream.kinds import DatasetKind, Part, RowProblem
-from editstream.preview.record import Layout, Record
+from editstream.plugin import DatasetKind, Layout, Part, Record, RowProblem, image_header_problem
 
 NAME = "subject_driven"
 COLUMNS = {"reference_images": "list<binary>", "prompt": "string", "target_image": "binary"}

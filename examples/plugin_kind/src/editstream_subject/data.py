@@ -1,4 +1,4 @@
-"""The subject-driven kind's training dataset and synthetic-data writer, built on editstream's public classes."""
+"""The subject-driven kind's training dataset and synthetic-data writer, built on ``editstream.plugin``."""
 
 from __future__ import annotations
 
@@ -7,29 +7,36 @@ from typing import Any
 
 import pyarrow as pa
 
-from editstream import InterleavedBaseIterableDataset, ParquetStandardIterableDataset
-from editstream.testing.synth import ParquetSynth, SynthOptions, SynthRow, write_parquet_kind
-from editstream.testing.synth_content import IMAGE_FORMATS, caption, garbage, make_image
+from editstream.plugin import (
+    IMAGE_FORMATS,
+    ParquetSynth,
+    RowDataset,
+    SynthOptions,
+    SynthRow,
+    caption,
+    garbage,
+    make_image,
+    write_parquet_kind,
+)
 
-from . import COLUMNS, NAME
+from . import COLUMNS
 
 
-class SubjectDrivenIterableDataset(InterleavedBaseIterableDataset, ParquetStandardIterableDataset):
+class SubjectDrivenIterableDataset(RowDataset):
     """Samples of reference images (conditioning: VAE + ViT, no loss), the prompt, and the target
     image (the loss). Works on both backends: parquet row groups and converted shards."""
 
     column_types = COLUMNS
-    schema_name = NAME
 
     def parse_row(self, row: Any) -> dict[str, Any]:
         references, prompt = row["reference_images"], row["prompt"]
         if not references or not isinstance(prompt, str) or not prompt.strip():
             raise ValueError("a subject-driven row needs reference images and a prompt")
-        data = self._init_data()
+        data = self.new_sample()
         for image in references:
-            self._add_image(data, self.load_image(image), need_loss=False, need_vae=True, need_vit=True)
-        self._add_text(data, prompt, need_loss=False)
-        self._add_image(data, self.load_image(row["target_image"]), need_loss=True, need_vae=False, need_vit=False)
+            self.add_image(data, self.load_image(image), need_loss=False, need_vae=True, need_vit=True)
+        self.add_text(data, prompt, need_loss=False)
+        self.add_image(data, self.load_image(row["target_image"]), need_loss=True, need_vae=False, need_vit=False)
         return data
 
 

@@ -1,2 +1,2 @@
-"""The reference's dataset classes: builders, the backend-flagged base, one module per dataset kind
-(``edit``, ``text_to_image``, ``sft``), and the group registry built from ``editstream.kinds``."""
+"""The shared dataset bases: the sample builder (``interleave``), the backend-flagged base (``standard``),
+what a constructor takes (``parameters``) and the group registry built from ``editstream.kinds``."""

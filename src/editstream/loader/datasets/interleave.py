@@ -1,9 +1,12 @@
-"""Builders that append text, image and video items to a sample's sequence plan.
+"""The sample builder: text, image and video items appended to a sample's sequence plan.
 
-``parse_row`` implementations call these to assemble the sample dict the packer consumes
-(SPEC sections 2-3): ``sequence_plan``, ``text_ids_list``, ``image_tensor_list`` and a
-running ``num_tokens``. With ``image_dtype="uint8"`` the images are uint8 pixels and the
-sample also lists their ``image_normalization`` (see :mod:`editstream.loader.pixels`).
+``parse_row`` implementations call ``new_sample`` / ``add_text`` / ``add_image`` / ``add_video`` (the
+reference's ``_init_data`` / ``_add_text`` / ``_add_image`` / ``_add_video`` are the same methods) to
+assemble the sample dict the packer consumes (SPEC sections 2-3): ``sequence_plan``,
+``text_ids_list``, ``image_tensor_list`` and a running ``num_tokens``. With ``image_dtype="uint8"``
+the images are uint8 pixels and the sample also lists their ``image_normalization`` (see
+:mod:`editstream.loader.pixels`). :class:`RowDataset` joins the builder to the rows of a kind's
+table, the base of a plug-in kind's dataset.
 """
 
 from __future__ import annotations
@@ -13,18 +16,20 @@ from typing import Any
 
 from ..distributed import DistributedIterableDataset
 from ..pixels import NORMALIZATION_KEY, append_image, transform_image
+from .standard import ParquetStandardIterableDataset
 
 
-def _plan_item(kind: str, enable_cfg: int, loss: int) -> dict[str, Any]:
+def plan_item(kind: str, enable_cfg: int, loss: int) -> dict[str, Any]:
+    """One entry of a sample's ``sequence_plan``: the item's type, CFG flag and loss flag."""
     return {"type": kind, "enable_cfg": enable_cfg, "loss": loss, "special_token_loss": 0, "special_token_label": None}
 
 
 class InterleavedBaseIterableDataset(DistributedIterableDataset):
-    """Mixin with ``_init_data`` / ``_add_text`` / ``_add_image`` / ``_add_video``.
+    """Mixin with the sample builder: ``new_sample`` / ``add_text`` / ``add_image`` / ``add_video``.
 
     Expects ``self.tokenizer`` (``encode(str) -> list[int]``), ``self.transform`` and, for
     ViT items, ``self.vit_transform`` (both :class:`~editstream.loader.transforms.ImageTransform`-like,
-    with a ``stride``).
+    with a ``stride``; ``None`` when the samples hold no ViT item).
     """
 
     tokenizer: Any
@@ -32,52 +37,51 @@ class InterleavedBaseIterableDataset(DistributedIterableDataset):
     vit_transform: Any
     image_dtype: str = "float32"
 
-    def _init_data(self) -> dict[str, Any]:
+    def new_sample(self) -> dict[str, Any]:
+        """An empty sample: no items, no tokens."""
         data: dict[str, Any] = {"sequence_plan": [], "text_ids_list": [], "image_tensor_list": [], "num_tokens": 0}
         if self.image_dtype == "uint8":
             data[NORMALIZATION_KEY] = []
         return data
 
-    def _add_text(self, data: dict[str, Any], text: str, need_loss: bool, enable_cfg: bool = True) -> dict[str, Any]:
+    def add_text(self, data: dict[str, Any], text: str, need_loss: bool, enable_cfg: bool = True) -> dict[str, Any]:
+        """Append ``text``, tokenized, as a text item (``need_loss``: the model learns to produce it)."""
         ids = self.tokenizer.encode(text)
         data["num_tokens"] += len(ids)
         data["text_ids_list"].append(ids)
-        data["sequence_plan"].append(_plan_item("text", int(enable_cfg), int(need_loss)))
+        data["sequence_plan"].append(plan_item("text", int(enable_cfg), int(need_loss)))
         return data
 
-    def _vae_tensor(self, image: Any, data: dict[str, Any]) -> Any:
-        tensor, norm = transform_image(self.transform, image, self.image_dtype)
-        height, width = tensor.shape[1:]
-        data["num_tokens"] += height * width // self.transform.stride**2
-        append_image(data, tensor, norm)
+    def _append_image(self, data: dict[str, Any], transform: Any, image: Any, done: Any = None) -> Any:
+        """Append ``image`` through ``transform`` (a copy of ``done``, that transform's output, when given:
+        the transform is deterministic), counting its tokens; returns the tensor and its normalization."""
+        tensor, norm = done if done is not None else transform_image(transform, image, self.image_dtype)
+        data["num_tokens"] += tensor.shape[1] * tensor.shape[2] // transform.stride**2
+        append_image(data, tensor if done is None else tensor.clone(), norm)
         return tensor, norm
 
-    def _add_image(
+    def add_image(
         self, data: dict[str, Any], image: Any, need_loss: bool, need_vae: bool, need_vit: bool, enable_cfg: bool = True
     ) -> dict[str, Any]:
+        """Append a decoded image as up to three items: the VAE target with the loss (``need_loss``), VAE
+        conditioning (``need_vae``) and ViT understanding (``need_vit``, which needs a ``vit_transform``)."""
         if not (need_loss or need_vae or need_vit):
-            raise ValueError("_add_image needs at least one of need_loss, need_vae, need_vit")
-        vae = None  # the transform is deterministic: compute once, hand out copies
+            raise ValueError("add_image / _add_image needs at least one of need_loss, need_vae, need_vit")
+        if need_vit and self.vit_transform is None:
+            raise ValueError(f"dataset {self.dataset_name!r}: a ViT image item needs a vit_transform; none was given")
+        vae = None
         if need_loss:
-            data["sequence_plan"].append(_plan_item("vae_image", 0, 1))
-            vae = self._vae_tensor(image, data)
+            data["sequence_plan"].append(plan_item("vae_image", 0, 1))
+            vae = self._append_image(data, self.transform, image)
         if need_vae:
-            data["sequence_plan"].append(_plan_item("vae_image", int(enable_cfg), 0))
-            if vae is None:
-                vae = self._vae_tensor(image, data)
-            else:
-                tensor, norm = vae
-                data["num_tokens"] += tensor.shape[1] * tensor.shape[2] // self.transform.stride**2
-                append_image(data, tensor.clone(), norm)
+            data["sequence_plan"].append(plan_item("vae_image", int(enable_cfg), 0))
+            vae = self._append_image(data, self.transform, image, vae)
         if need_vit:
-            data["sequence_plan"].append(_plan_item("vit_image", int(enable_cfg), 0))
-            vit, norm = transform_image(self.vit_transform, image, self.image_dtype)
-            height, width = vit.shape[1:]
-            data["num_tokens"] += height * width // self.vit_transform.stride**2
-            append_image(data, vit, norm)
+            data["sequence_plan"].append(plan_item("vit_image", int(enable_cfg), 0))
+            self._append_image(data, self.vit_transform, image)
         return data
 
-    def _add_video(
+    def add_video(
         self,
         data: dict[str, Any],
         frames: Sequence[Any],
@@ -86,18 +90,26 @@ class InterleavedBaseIterableDataset(DistributedIterableDataset):
         need_vae: bool,
         enable_cfg: bool = True,
     ) -> dict[str, Any]:
+        """Append video frames as VAE items, one split: the target (``need_loss``) or conditioning (``need_vae``)."""
         if int(bool(need_loss)) + int(bool(need_vae)) != 1:
-            raise ValueError("_add_video needs exactly one of need_loss, need_vae")
+            raise ValueError("add_video / _add_video needs exactly one of need_loss, need_vae")
         last = len(frames) - 1
         for i, (frame, frame_index) in enumerate(zip(frames, frame_indexes)):
-            if need_loss:
-                item = _plan_item("vae_image", 0, 1)
-            else:
-                item = _plan_item("vae_image", int(enable_cfg), 0)
+            item = plan_item("vae_image", 0, 1) if need_loss else plan_item("vae_image", int(enable_cfg), 0)
             item["split_start"] = i == 0
             item["split_end"] = i == last
             if i < len(frame_indexes) - 1:
                 item["frame_delta"] = frame_indexes[i + 1] - frame_index
             data["sequence_plan"].append(item)
-            self._vae_tensor(frame, data)
+            self._append_image(data, self.transform, frame)
         return data
+
+    _init_data = new_sample
+    _add_text = add_text
+    _add_image = add_image
+    _add_video = add_video
+
+
+class RowDataset(InterleavedBaseIterableDataset, ParquetStandardIterableDataset):
+    """A kind's training dataset over its table rows (parquet or converted shards, either backend):
+    a subclass defines ``parse_row(row)``, building its sample with the builder above."""

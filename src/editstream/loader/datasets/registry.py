@@ -13,13 +13,6 @@ from collections.abc import Iterator, MutableMapping
 from ...kinds import DatasetKind, all_kinds
 
 
-def _trainable(name: str) -> DatasetKind | None:
-    for kind in all_kinds():
-        if kind.name == name and kind.dataset is not None:
-            return kind
-    return None
-
-
 class GroupRegistry(MutableMapping[str, type]):
     """Every trainable kind's dataset class under the kind's name, plus the groups you add.
 
@@ -31,10 +24,13 @@ class GroupRegistry(MutableMapping[str, type]):
         self._added: dict[str, type] = {}
         self._removed: set[str] = set()
 
+    def _kinds(self) -> dict[str, DatasetKind]:
+        return {k.name: k for k in all_kinds() if k.dataset is not None and k.name not in self._removed}
+
     def __getitem__(self, name: str) -> type:
         if name in self._added:
             return self._added[name]
-        kind = None if name in self._removed else _trainable(name)
+        kind = self._kinds().get(name)
         if kind is None:
             raise KeyError(name)
         return kind.dataset_class()
@@ -46,16 +42,13 @@ class GroupRegistry(MutableMapping[str, type]):
     def __delitem__(self, name: str) -> None:
         if name in self._added:
             del self._added[name]
-        elif name not in self._removed and _trainable(name) is not None:
+        elif name in self._kinds():
             self._removed.add(name)
         else:
             raise KeyError(name)
 
-    def _kind_names(self) -> list[str]:
-        return [k.name for k in all_kinds() if k.dataset is not None and k.name not in self._removed]
-
     def __iter__(self) -> Iterator[str]:
-        names = self._kind_names()
+        names = list(self._kinds())
         yield from names
         yield from (name for name in self._added if name not in names)
 
@@ -63,7 +56,7 @@ class GroupRegistry(MutableMapping[str, type]):
         return sum(1 for _ in self)
 
     def __contains__(self, name: object) -> bool:
-        return isinstance(name, str) and (name in self._added or name in self._kind_names())
+        return isinstance(name, str) and (name in self._added or name in self._kinds())
 
     def __repr__(self) -> str:
         return f"GroupRegistry({sorted(self)})"

@@ -28,7 +28,8 @@ from ..pixels import check_fast_decode, check_image_dtype, load_image, share_one
 class ParquetStandardIterableDataset(SourceIterableDataset):
     """Iterate rows per unit over parquet (or converted shards); subclasses define ``parse_row``.
 
-    Arguments follow the reference. ``parquet_info`` (``{path: {"num_row_groups": n}}``) is
+    Arguments follow the reference; ``vit_transform`` may be ``None`` for a kind whose samples hold
+    no ViT (understanding) image. ``parquet_info`` (``{path: {"num_row_groups": n}}``) is
     optional: files it lacks have their row-group count read from the footer. ``data_dir_list``
     entries may be local paths or fsspec URLs (``s3://...``). For ``backend="webdataset"`` they
     are converted dataset roots holding a ``manifest.json``, or foreign shards: brace patterns,

@@ -52,10 +52,10 @@ from ...format.sft import MediaOutsideError
 from ...io.prefetch import DEFAULT_PREFETCH_ITEMS
 from ...io.retry import RetryPolicy
 from ...io.storage import StorageOptions
-from ..distributed import DataStatus, WorkerStatus
-from ..iteration import DropRow, SourceIterableDataset
-from ..pixels import check_fast_decode, check_image_dtype, load_image
-from ..sft_sample import build_sample, read_row
+from ...loader.distributed import DataStatus, WorkerStatus
+from ...loader.iteration import DropRow, SourceIterableDataset
+from ...loader.pixels import check_fast_decode, check_image_dtype, load_image
+from ...loader.sft_sample import build_sample, read_row
 
 
 def _as_list(value: Any) -> list[Any]:

@@ -2,7 +2,8 @@
 
 A converted row is ``{"line": str, "media": {name: bytes | None | {entry: bytes | None}}}``
 (``format.sft``). Problems are reported, never fixed: the row is kept verbatim so the loader
-drops it at the reference's point, after the same random draws.
+drops it at the reference's point, after the same random draws. The dataset, preview and synth
+modules beside this record are named by dotted path.
 """
 
 from __future__ import annotations
@@ -11,10 +12,10 @@ import json
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from ..format.images import image_decode_note, image_header_problem
-from ..format.sft import LINE_COLUMN, MEDIA_COLUMN, OPT_OUT, referenced_media
-from .record import DatasetKind, Part, RowProblem
-from .shapes import SourceShape
+from ...format.images import image_decode_note, image_header_problem
+from ...format.sft import LINE_COLUMN, MEDIA_COLUMN, OPT_OUT, referenced_media
+from ..record import DatasetKind, Part, RowProblem
+from ..shapes import SourceShape
 
 
 def missing_media(row: Mapping[str, Any]) -> list[str]:
@@ -105,8 +106,8 @@ KIND = DatasetKind(
     row_notes=row_notes,
     source=SourceShape.JSONL_MEDIA,
     image_columns=(MEDIA_COLUMN,),
-    dataset="editstream.loader.datasets.sft:SftJSONLIterableDataset",
-    preview="editstream.preview.builtin:conversation",
-    synth="editstream.testing.synth_vlm:write_conversations",
+    dataset="editstream.kinds.vlm_sft.dataset:SftJSONLIterableDataset",
+    preview="editstream.kinds.vlm_sft.preview:conversation",
+    synth="editstream.kinds.vlm_sft.synth:write_conversations",
     detectable=False,
 )

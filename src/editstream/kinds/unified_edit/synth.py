@@ -1,20 +1,18 @@
-"""Synthetic rows of the two built-in parquet kinds: edit chains and captioned images.
+"""Synthetic edit chains: the image-editing kind's synth function (``write_edit_chains``) and its rows.
 
-Each kind module names its writer here (``write_edit_chains``, ``write_captioned_images``);
 :func:`~editstream.testing.synth.write_parquet_kind` does files, row groups and bad rows.
 """
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
-from .synth import ParquetSynth, SynthOptions, SynthRow, write_parquet_kind
-from .synth_content import IMAGE_FORMATS, SOURCES, TAGS, caption, garbage, instruction, make_image, pick
+from ...testing.synth import ParquetSynth, SynthOptions, SynthRow, write_parquet_kind
+from ...testing.synth_content import IMAGE_FORMATS, SOURCES, TAGS, garbage, instruction, make_image, pick
 
 EDIT_CHAIN_ARROW = pa.schema(
     [
@@ -28,9 +26,6 @@ EDIT_CHAIN_ARROW = pa.schema(
     ]
 )
 """Arrow schema of a synthetic edit-chain file: the kind's two columns plus extra ones to carry."""
-
-CAPTIONED_IMAGE_ARROW = pa.schema([("row_id", pa.string()), ("image", pa.binary()), ("captions", pa.string())])
-"""Arrow schema of a synthetic text-to-image file."""
 
 
 def edit_chain_row(row: SynthRow) -> tuple[dict[str, Any], Counter[str]]:
@@ -63,37 +58,11 @@ def edit_chain_row(row: SynthRow) -> tuple[dict[str, Any], Counter[str]]:
     return record, formats
 
 
-def captioned_image_row(row: SynthRow) -> tuple[dict[str, Any], Counter[str]]:
-    """One photo-like image and a JSON object of 0-3 captions (or a planted bad row)."""
-    rng = row.rng
-    fmt = IMAGE_FORMATS[row.index % len(IMAGE_FORMATS)]
-    formats: Counter[str] = Counter()
-    image = make_image(rng, row.min_side, row.max_side, fmt)
-    if row.corrupt == "garbage_image":
-        image = garbage(rng)
-    else:
-        formats[fmt] += 1
-    if rng.random() < 0.1:
-        captions: dict[str, str] = {}
-    else:
-        captions = {f"caption_{i}": caption(rng) for i in range(int(rng.integers(1, 4)))}
-    text = json.dumps(captions, sort_keys=True)
-    if row.corrupt == "bad_captions_json":
-        text = text[: max(1, len(text) // 2)] + "{{not json"
-    return {"row_id": row.row_id, "image": image, "captions": text}, formats
-
-
 EDIT_CHAINS = ParquetSynth(
     EDIT_CHAIN_ARROW, edit_chain_row, ("garbage_image", "single_image", "short_instructions"), code=1
 )
-CAPTIONED_IMAGES = ParquetSynth(CAPTIONED_IMAGE_ARROW, captioned_image_row, ("garbage_image", "bad_captions_json"), 2)
 
 
 def write_edit_chains(out: str, options: SynthOptions) -> dict[str, Any]:
     """The image-editing kind's synth function (see :data:`~editstream.testing.synth.SynthWriter`)."""
     return write_parquet_kind(out, options, EDIT_CHAINS)
-
-
-def write_captioned_images(out: str, options: SynthOptions) -> dict[str, Any]:
-    """The text-to-image kind's synth function."""
-    return write_parquet_kind(out, options, CAPTIONED_IMAGES)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .record import DatasetKind
+from ..record import DatasetKind
 
 KIND = DatasetKind(
     name="generic",

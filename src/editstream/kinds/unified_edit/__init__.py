@@ -1,12 +1,15 @@
-"""The image-editing kind: ``image_list`` (an edit chain of >= 2 images) + ``instruction_list``."""
+"""The image-editing kind: ``image_list`` (an edit chain of >= 2 images) + ``instruction_list``.
+
+The record and row checks; the dataset, preview and synth modules beside it are named by dotted path.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from ..format.images import image_decode_note, image_header_problem
-from .record import Certainty, DatasetKind, Part, RowProblem
+from ...format.images import image_decode_note, image_header_problem
+from ..record import Certainty, DatasetKind, Part, RowProblem
 
 COLUMNS = {"image_list": "list<binary>", "instruction_list": "list<list<string>>"}
 
@@ -60,7 +63,7 @@ KIND = DatasetKind(
     columns=COLUMNS,
     row_problems=row_problems,
     row_notes=row_notes,
-    dataset="editstream.loader.datasets.edit:UnifiedEditIterableDataset",
-    preview="editstream.preview.builtin:edit_chain",
-    synth="editstream.testing.synth_rows:write_edit_chains",
+    dataset="editstream.kinds.unified_edit.dataset:UnifiedEditIterableDataset",
+    preview="editstream.kinds.unified_edit.preview:edit_chain",
+    synth="editstream.kinds.unified_edit.synth:write_edit_chains",
 )

@@ -5,11 +5,10 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from .interleave import InterleavedBaseIterableDataset
-from .standard import ParquetStandardIterableDataset
+from ...loader.datasets.interleave import RowDataset
 
 
-class UnifiedEditIterableDataset(InterleavedBaseIterableDataset, ParquetStandardIterableDataset):
+class UnifiedEditIterableDataset(RowDataset):
     """Edit chains from rows with ``image_list`` (>= 2 images) and ``instruction_list``.
 
     ``instruction_list[i]`` holds equivalent phrasings of the edit from image i to i+1.

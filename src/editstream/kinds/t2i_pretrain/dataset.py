@@ -8,10 +8,9 @@ import random
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ...io.storage import StorageOptions
-from ..distributed import DataStatus
-from ..pixels import NORMALIZATION_KEY, transform_image
-from .standard import ParquetStandardIterableDataset
+from ...loader.datasets.interleave import plan_item
+from ...loader.datasets.standard import ParquetStandardIterableDataset
+from ...loader.pixels import NORMALIZATION_KEY, transform_image
 
 logger = logging.getLogger("editstream")
 
@@ -33,37 +32,16 @@ class T2IIterableDataset(ParquetStandardIterableDataset):
         tokenizer: Any,
         data_dir_list: Sequence[str],
         num_used_data: Sequence[int],
-        local_rank: int | None = None,
-        world_size: int | None = None,
-        num_workers: int = 8,
-        data_status: DataStatus | None = None,
-        *,
-        parquet_info: Mapping[str, Any] | None = None,
+        *args: Any,
         vit_transform: Any = None,
-        backend: str | None = None,
-        storage_options: StorageOptions | None = None,
-        image_dtype: str = "float32",
-        fast_decode: bool = False,
-        **backend_options: Any,
+        parquet_info: Mapping[str, Any] | None = None,
+        **kwargs: Any,
     ) -> None:
-        super().__init__(
-            dataset_name,
-            transform,
-            tokenizer,
-            vit_transform,
-            data_dir_list,
-            num_used_data,
-            parquet_info,
-            local_rank,
-            world_size,
-            num_workers,
-            data_status,
-            backend=backend,
-            storage_options=storage_options,
-            image_dtype=image_dtype,
-            fast_decode=fast_decode,
-            **backend_options,
-        )
+        """The base's arguments in the reference's positional order for this class, which has no ViT
+        transform (``vit_transform`` is a keyword for a subclass that adds ViT items); ``args`` are
+        ``local_rank, world_size, num_workers, data_status``, as in the base."""
+        given = (dataset_name, transform, tokenizer, vit_transform, data_dir_list, num_used_data, parquet_info)
+        super().__init__(*given, *args, **kwargs)
 
     def parse_row(self, row: Any) -> dict[str, Any]:
         image, norm = transform_image(self.transform, self.load_image(row["image"]), self.image_dtype)
@@ -79,19 +57,11 @@ class T2IIterableDataset(ParquetStandardIterableDataset):
             caption = self.tokenizer.encode(" ")
         num_tokens += len(caption)
 
-        text_item = {"type": "text", "enable_cfg": 1, "loss": 0, "special_token_loss": 0, "special_token_label": None}
-        image_item = {
-            "type": "vae_image",
-            "enable_cfg": 0,
-            "loss": 1,
-            "special_token_loss": 0,
-            "special_token_label": None,
-        }
         sample = {
             "image_tensor_list": [image],
             "text_ids_list": [caption],
             "num_tokens": num_tokens,
-            "sequence_plan": [text_item, image_item],
+            "sequence_plan": [plan_item("text", 1, 0), plan_item("vae_image", 0, 1)],
         }
         if self.image_dtype == "uint8":
             sample[NORMALIZATION_KEY] = [norm]

@@ -1,4 +1,7 @@
-"""The text-to-image kind: ``image`` bytes + ``captions``, a JSON object string of captions."""
+"""The text-to-image kind: ``image`` bytes + ``captions``, a JSON object string of captions.
+
+The record and row checks; the dataset, preview and synth modules beside it are named by dotted path.
+"""
 
 from __future__ import annotations
 
@@ -6,8 +9,8 @@ import json
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from ..format.images import image_decode_note, image_header_problem
-from .record import DatasetKind, Part, RowProblem
+from ...format.images import image_decode_note, image_header_problem
+from ..record import DatasetKind, Part, RowProblem
 
 COLUMNS = {"image": "binary", "captions": "string"}
 
@@ -52,7 +55,7 @@ KIND = DatasetKind(
     columns=COLUMNS,
     row_problems=row_problems,
     row_notes=row_notes,
-    dataset="editstream.loader.datasets.text_to_image:T2IIterableDataset",
-    preview="editstream.preview.builtin:captioned_image",
-    synth="editstream.testing.synth_rows:write_captioned_images",
+    dataset="editstream.kinds.t2i_pretrain.dataset:T2IIterableDataset",
+    preview="editstream.kinds.t2i_pretrain.preview:captioned_image",
+    synth="editstream.kinds.t2i_pretrain.synth:write_captioned_images",
 )
