@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from editstream import write_synthetic_dataset
+from helpers import run_cli
 from hub_shapes import omniedit
 
 RECIPES = Path(__file__).resolve().parents[1] / "converters"
@@ -20,7 +21,7 @@ def run(script: str, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, str(RECIPES / script), *args], capture_output=True, text=True, timeout=600)
 
 
-def test_parquet_to_wds_converts_repairs_and_fails_when_the_source_changed(tmp_path):
+def test_parquet_to_wds_converts_repairs_and_converts_a_changed_source_again(tmp_path):
     write_synthetic_dataset(str(tmp_path / "pq"), num_files=1, row_groups_per_file=2, rows_per_group=3, max_side=48)
     ok = run("parquet_to_wds.py", str(tmp_path / "pq"), str(tmp_path / "wds"), "--workers", "1", "--check-source")
     assert ok.returncode == 0, ok.stderr
@@ -35,13 +36,16 @@ def test_parquet_to_wds_converts_repairs_and_fails_when_the_source_changed(tmp_p
     assert repaired.returncode == 0, repaired.stderr
     again = json.loads(repaired.stdout[: repaired.stdout.rindex("}") + 1])
     assert (again["converted_shards"], again["skipped_shards"]) == (1, 1)  # only the damaged shard redone
-    # same shape, other values: the shards no longer match their source row for row
+    # same shape, other values: the shards no longer match their source row for row ...
     write_synthetic_dataset(
         str(tmp_path / "pq"), num_files=1, row_groups_per_file=2, rows_per_group=3, max_side=48, seed=1
     )
+    stale = run_cli("verify", str(tmp_path / "wds"), "--source", str(tmp_path / "pq"))
+    assert stale.returncode == 1 and "[row_mismatch]" in stale.stdout
+    # ... and a re-run sees the source file changed (its identity) and converts it again
     changed = run("parquet_to_wds.py", str(tmp_path / "pq"), str(tmp_path / "wds"), "--workers", "1", "--check-source")
-    assert changed.returncode == 1
-    assert "FAILED" in changed.stdout and "[row_mismatch]" in changed.stdout
+    assert changed.returncode == 0, changed.stderr
+    assert "changed since" in changed.stderr and "OK - 2 shards, 6 samples, 6 source rows compared" in changed.stdout
 
 
 @pytest.mark.ray
