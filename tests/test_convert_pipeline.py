@@ -61,6 +61,7 @@ def output_digests(src: Path, dst: Path) -> dict[str, str]:
             if path.name == "manifest.json":  # the source files' identities (mtimes, inodes) are the machine's too
                 doc = json.loads(data)
                 doc["extra"].pop("source_identities")
+                doc["extra"].pop("listing_order", None)  # the directory's own file order, as it lists them
                 data = (json.dumps(doc, indent=1) + "\n").encode()
             data = data.replace(str(src).encode(), b"<SRC>").replace(fingerprint.encode(), b"<PLAN>")
             out[str(path.relative_to(dst))] = hashlib.sha256(data).hexdigest()[:16]

@@ -111,7 +111,9 @@ def size_roots(src, tmp_path_factory):
 
 def pass_rows(data_dir, num_used, backend):
     """The row ids of one pass (every listed unit once) over ``data_dir`` with ``num_used``."""
-    ds = RowIds("rows", None, None, None, [str(data_dir)], [num_used], num_workers=0, backend=backend)
+    ds = RowIds(
+        "rows", None, None, None, [str(data_dir)], [num_used], num_workers=0, backend=backend, file_order="sorted"
+    )
     rows_per_unit = {"parquet": 5, "webdataset": None}[backend]  # parquet units: row groups of 5 rows
     units = ds.data_paths
     if rows_per_unit is None:

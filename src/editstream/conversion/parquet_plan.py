@@ -11,7 +11,7 @@ from ..data.layouts import ParquetDirectory, kind_of_columns
 from ..format import manifest as mf
 from ..format.columns import ColumnTypeError, column_type_problems
 from ..format.keys import key_stems
-from ..io import service
+from ..io import service, storage
 from ..io.parquet import open_parquet
 from ..io.parquet_info import ParquetInfo
 from ..kinds import DatasetKind, get_kind
@@ -136,6 +136,8 @@ def plan_parquet_conversion(cfg: ConvertConfig) -> Plan:
         source_bytes=sum(identity["size"] for identity in src.identities.values()),
     )
     plan.with_identities(dict(zip(src.names, src.identities.values())))
+    listed = [u.rsplit("/", 1)[-1] for u in storage.list_files(cfg.src, ".parquet", cfg.storage_options, ordered=False)]
+    plan.listing_order = listed if listed != src.names else None
     return plan
 
 

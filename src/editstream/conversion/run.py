@@ -16,6 +16,7 @@ from typing import Any
 
 from .. import __version__
 from ..data.identity import difference
+from ..data.sources.shard_layouts import LISTING_ORDER
 from ..format import manifest as mf
 from ..format.digest import DEFAULT_DIGEST
 from ..format.idx import idx_path_for
@@ -276,6 +277,8 @@ def _build_manifest(cfg: ConvertConfig, plan: Plan, results: list[ShardResult]) 
     extra.update(strategy_of(plan.schema).manifest_extra(plan, results))
     if plan.sources:
         extra[SOURCE_IDENTITIES] = plan.sources
+    if plan.listing_order is not None:
+        extra[LISTING_ORDER] = plan.listing_order
     return mf.Manifest(
         schema=plan.schema,
         columns=[{"name": n, "type": t} for n, t in plan.columns],

@@ -140,6 +140,8 @@ class Plan:
     """Small files the converted root holds besides its shards (name -> bytes), written before them."""
     sources: dict[str, Any] = field(default_factory=dict)
     """The identity of every source file (relative name -> ``data.identity`` identity), as planned."""
+    listing_order: list[str] | None = None
+    """The source files (relative names) in the order the source directory lists them, when not sorted."""
 
     def with_identities(self, identities: Mapping[str, Any]) -> None:
         """Record each source file's identity in the plan and in the tasks that read it."""

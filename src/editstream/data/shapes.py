@@ -26,8 +26,8 @@ if TYPE_CHECKING:
     from .layouts import SourceRequest
 
 SOURCE_OPTIONS = {
-    "parquet": ("retry",),
-    "webdataset": ("retry", "block_size", "max_member_size", "prefetch", "columns", "readahead_bytes"),
+    "parquet": ("retry", "file_order"),
+    "webdataset": ("retry", "block_size", "max_member_size", "prefetch", "columns", "readahead_bytes", "file_order"),
 }
 """Keyword arguments each backend's source takes beyond the common ones (parquet-slice kinds)."""
 
@@ -97,7 +97,9 @@ def _converted(entries: Sequence[Any], request: SourceRequest, so: StorageOption
 
 def _foreign(entries: Sequence[Any], request: SourceRequest, so: StorageOptions | None) -> ListingRowSource:
     schema = None if request.kind is None else request.kind.name
-    return ForeignTarSource(storage_options=so, schema=schema, **_options("webdataset", request))
+    options = _options("webdataset", request)
+    options.pop("file_order", None)  # shards a pattern names are always taken sorted: no directory order to keep
+    return ForeignTarSource(storage_options=so, schema=schema, **options)
 
 
 def _jsonl(entries: Sequence[Any], request: SourceRequest, so: StorageOptions | None) -> ListingRowSource:

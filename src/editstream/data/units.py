@@ -130,6 +130,19 @@ def as_unit(value: Any, whole: type[FileUnit] | type[ShardUnit] = FileUnit) -> A
     raise TypeError(f"{value!r} is not a unit (a path, a (path, row_group) pair or a (line, media_dir) pair)")
 
 
+FILE_ORDERS = ("listing", "sorted")
+"""How a directory's files are taken before ``num_used_data`` cuts them: in the order the directory
+lists them (``os.listdir``'s, as NeMo Automodel and BAGEL take them; the default, so the same files are
+chosen as there) or sorted by name (the same on every file system)."""
+
+
+def check_file_order(file_order: str, owner: str) -> str:
+    """``file_order`` when it is one of :data:`FILE_ORDERS`; a ``ValueError`` naming ``owner`` otherwise."""
+    if file_order not in FILE_ORDERS:
+        raise ValueError(f"{owner}: file_order must be one of {list(FILE_ORDERS)}, got {file_order!r}")
+    return file_order
+
+
 def repeat_to(paths: list[str], num_used: int) -> list[str]:
     """The reference's sampling rule: repeat the listing, then keep the first ``num_used``."""
     if num_used < 0:

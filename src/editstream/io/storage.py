@@ -140,8 +140,11 @@ def _local_dir_error(path: str, dir_url: str) -> FileNotFoundError:
     return FileNotFoundError(f"directory not found: {dir_url}")
 
 
-def list_files(dir_url: str, suffix: str, storage_options: StorageOptions | None = None) -> list[str]:
-    """Sorted URLs of the files directly in ``dir_url`` whose name ends with ``suffix``.
+def list_files(
+    dir_url: str, suffix: str, storage_options: StorageOptions | None = None, *, ordered: bool = True
+) -> list[str]:
+    """Sorted URLs of the files directly in ``dir_url`` whose name ends with ``suffix`` (unsorted:
+    in the order the directory lists them, ``os.listdir``'s on local disk, with ``ordered=False``).
 
     Local symbolic links count as what they point at (files, directories), on every listing of
     sources or shards, so both backends and the converter see the same files; a link named
@@ -155,7 +158,7 @@ def list_files(dir_url: str, suffix: str, storage_options: StorageOptions | None
             raise _local_dir_error(path, dir_url)
         with os.scandir(path) as entries:
             names = [e.name for e in entries if e.name.endswith(suffix) and _local_entry_type(e) == "file"]
-        return [join(dir_url, name) for name in sorted(names)]
+        return [join(dir_url, name) for name in (sorted(names) if ordered else names)]
     fs, path = url_to_fs(dir_url, storage_options)
     if not _RETRY.call(lambda: fs.isdir(path), f"list {dir_url}"):
         raise FileNotFoundError(f"directory not found: {dir_url}")
@@ -166,7 +169,7 @@ def list_files(dir_url: str, suffix: str, storage_options: StorageOptions | None
         name = entry["name"].rstrip("/").rsplit("/", 1)[-1]
         if name.endswith(suffix):
             names.append(name)
-    return [join(dir_url, name) for name in sorted(names)]
+    return [join(dir_url, name) for name in (sorted(names) if ordered else names)]
 
 
 def list_names(dir_url: str, storage_options: StorageOptions | None = None) -> list[str]:

@@ -1,7 +1,8 @@
 """The parquet backend: units are parquet row groups (or whole files), read through fsspec.
 
 Listing follows the reference: per ``(data_dir, num_used)`` pair, the directory's
-``*.parquet`` files (sorted, the one intended divergence from ``os.listdir``) repeated
+``*.parquet`` files (in the order the directory lists them, ``os.listdir``'s as in the reference, or
+sorted with ``file_order="sorted"``) repeated
 ``num_used // len + 1`` times and cut to ``num_used``. Row-group counts come from
 ``parquet_info`` when it has the file, else from the file's footer.
 """
@@ -22,7 +23,17 @@ from ...io.storage import StorageOptions
 from ...io.text import UndecodableRow
 from ..drops import DropLog
 from ..rows import BadSample, Row
-from ..units import FileUnit, Position, RowGroupUnit, Unit, as_unit, check_counts, repeat_to, warn_unread
+from ..units import (
+    FileUnit,
+    Position,
+    RowGroupUnit,
+    Unit,
+    as_unit,
+    check_counts,
+    check_file_order,
+    repeat_to,
+    warn_unread,
+)
 
 GRANULARITIES = ("row_group", "file")
 
@@ -32,13 +43,15 @@ def list_parquet_files(
     data_dir_list: Sequence[str],
     num_used_data: Sequence[int],
     storage_options: StorageOptions | None,
+    file_order: str = "listing",
 ) -> list[str]:
-    """Sorted ``*.parquet`` of each directory, repeated/cut to its ``num_used_data`` entry."""
+    """The ``*.parquet`` of each directory (in its listing order, or sorted: ``file_order``), repeated and
+    cut to its ``num_used_data`` entry."""
     check_counts(dataset_name, data_dir_list, num_used_data)
     out: list[str] = []
     for data_dir, num_used in zip(data_dir_list, num_used_data):
         try:
-            files = storage.list_files(data_dir, ".parquet", storage_options)
+            files = storage.list_files(data_dir, ".parquet", storage_options, ordered=file_order == "sorted")
         except storage.BrokenLinkError as exc:
             raise storage.BrokenLinkError(f"dataset {dataset_name!r}: {exc}") from None
         except FileNotFoundError:
@@ -70,7 +83,9 @@ class ParquetSource:
         drops: DropLog | None = None,
         column_types: Mapping[str, str] | None = None,
         retry: RetryPolicy | None = None,
+        file_order: str = "listing",
     ) -> None:
+        self.file_order = check_file_order(file_order, f"dataset {dataset_name!r}")
         if granularity not in GRANULARITIES:
             raise ValueError(f"granularity must be one of {GRANULARITIES}, got {granularity!r}")
         self.dataset_name = dataset_name
@@ -99,7 +114,9 @@ class ParquetSource:
 
     def list_units(self, data_dir_list: Sequence[str], num_used_data: Sequence[int]) -> list[Unit]:
         """Files (whole-file units) or ``(file, row_group)`` pairs, in listing order; unreadable files are dropped."""
-        files = list_parquet_files(self.dataset_name, data_dir_list, num_used_data, self.storage_options)
+        files = list_parquet_files(
+            self.dataset_name, data_dir_list, num_used_data, self.storage_options, self.file_order
+        )
         if self.granularity == "file":
             return [FileUnit(path) for path in files]
         counts = self._row_group_counts(sorted(set(files)))

@@ -53,6 +53,20 @@ ShardRead = tuple[ShardRef, int, PositionOf]
 """One shard of a unit to read: the shard, the sample index to start at, how samples map to positions."""
 
 
+LISTING_ORDER = "listing_order"
+"""The manifest's ``extra`` record of the source directory's file order (relative names) at conversion,
+when it was not the sorted order: a ``file_order="listing"`` dataset takes files in it, as on the source."""
+
+
+def source_order(manifest: Manifest, file_order: str) -> list[str]:
+    """The converted root's source files (relative names) in the order a dataset with ``file_order`` takes them."""
+    names = sorted(f.path for f in manifest.source_files)
+    listed = manifest.extra.get(LISTING_ORDER)
+    if file_order == "listing" and isinstance(listed, list) and sorted(listed) == names:
+        return [str(n) for n in listed]
+    return names
+
+
 def _refs(root: str, manifest: Manifest) -> Iterator[ShardRef]:
     stems = {f.path: f.key_stem for f in manifest.source_files}
     for shard in manifest.shards:
@@ -64,9 +78,10 @@ class RowGroupShards:
 
     name = "rowgroup"
 
-    def __init__(self, dataset_name: str, granularity: str) -> None:
+    def __init__(self, dataset_name: str, granularity: str, file_order: str = "listing") -> None:
         self.dataset_name = dataset_name
         self.granularity = granularity
+        self.file_order = file_order
         self.shards: dict[tuple[str, int], ShardRef] = {}
         self.row_groups: dict[str, int] = {}
 
@@ -84,7 +99,7 @@ class RowGroupShards:
         counts = {file_id(f.path): f.num_row_groups for f in manifest.source_files}
         self.row_groups.update(counts)
         warn_unread(self.dataset_name, root, num_used, len(counts))
-        chosen = repeat_to(sorted(counts), num_used)
+        chosen = repeat_to([file_id(name) for name in source_order(manifest, self.file_order)], num_used)
         if self.granularity == "file":
             return [FileUnit(path) for path in chosen]
         return [RowGroupUnit(path, rg) for path in chosen for rg in range(counts[path])]
@@ -120,8 +135,9 @@ class SizeShards:
 
     name = "size"
 
-    def __init__(self, dataset_name: str, granularity: str) -> None:
+    def __init__(self, dataset_name: str, granularity: str, file_order: str = "listing") -> None:
         self.dataset_name = dataset_name
+        self.file_order = file_order
         self.shards: dict[str, ShardRef] = {}
 
     def list_units(self, root: str, manifest: Manifest, num_used: int) -> list[Unit]:
@@ -131,7 +147,7 @@ class SizeShards:
             self.shards[ref.url] = ref
         if not refs:
             raise FileNotFoundError(f"dataset {self.dataset_name!r}: {root} holds no shards")
-        files = sorted(f.path for f in manifest.source_files)
+        files = source_order(manifest, self.file_order)
         warn_unread(self.dataset_name, root, num_used, len(files))
         copies, extra = divmod(num_used, len(files))
         chosen = set(files[:extra])

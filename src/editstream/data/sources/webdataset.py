@@ -32,7 +32,7 @@ from ...io.storage import StorageOptions
 from ...kinds import DatasetKind, UnknownKindError, get_kind
 from ..drops import DropLog
 from ..rows import BadSample, Row
-from ..units import Position, Unit, check_counts
+from ..units import Position, Unit, check_counts, check_file_order
 from .shard_layouts import LAYOUTS, PositionOf, RowGroupShards, ShardMismatchError, ShardRef, SizeShards
 
 logger = logging.getLogger("editstream")
@@ -63,11 +63,13 @@ class TarSource:
         prefetch: bool = True,
         column_types: Mapping[str, str] | None = None,
         readahead_bytes: int | None = None,
+        file_order: str = "listing",
     ) -> None:
         if granularity not in ("row_group", "file"):
             raise ValueError(f"granularity must be 'row_group' or 'file', got {granularity!r}")
         self.dataset_name = dataset_name
         self.granularity = granularity
+        self.file_order = check_file_order(file_order, f"dataset {dataset_name!r}")
         self.storage_options = storage_options
         self.drops = drops if drops is not None else DropLog(dataset_name)
         self.max_member_size = max_member_size
@@ -89,7 +91,7 @@ class TarSource:
         for root, num_used in zip(data_dir_list, num_used_data):
             manifest = self._read_manifest(root)
             if self._layout is None:
-                self._layout = LAYOUTS[manifest.layout](self.dataset_name, self.granularity)
+                self._layout = LAYOUTS[manifest.layout](self.dataset_name, self.granularity, self.file_order)
             elif manifest.layout != self._layout.name:
                 raise ValueError(
                     f"dataset {self.dataset_name!r}: {root} has layout {manifest.layout!r} but "
