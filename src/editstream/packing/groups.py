@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from ..data.backends import BACKENDS
+from ..data.backends import check_backend
 from ..io.parquet_info import ParquetInfo
 from ..loader.transforms import ImageTransform
 from ..loader.video import FrameSampler
@@ -222,8 +222,8 @@ def attach_dataset_info(group: str, args: dict[str, Any], ctx: GroupContext) -> 
     names = args.pop("dataset_names", None)
     metas = _group_metas(group, names, ctx.dataset_info)
     backend = _agreed_setting(group, names, metas, "backend", args.pop("backend", None))
-    if backend is not None and backend not in BACKENDS:
-        raise ValueError(f"group {group!r}: backend must be one of {list(BACKENDS)}, got {backend!r}")
+    if backend is not None:
+        check_backend(backend, f"group {group!r}")
     if backend == "webdataset" and any("jsonl_path" in meta for meta in metas):
         args["jsonl_path_list"] = None  # the shards hold the lines: no JSONL is read on the webdataset backend
     metas = [_location(group, name, meta, backend) for name, meta in zip(names, metas)]
