@@ -26,7 +26,7 @@ from ..loader.units import resolve_rank_and_world
 from .accumulator import SamplePacker, SequenceStatus, SpecialTokens, to_tensor
 from .groups import GroupContext, GroupDataset, GroupRegistryMapping, build_group_datasets
 from .runs import packing_run
-from .sequence import get_flattened_position_ids_extrapolate, get_flattened_position_ids_interpolate
+from .sequence import flattened_position_ids
 from .spec import DEFAULTS, FIELDS, PACKER_KEYWORDS, GroupedDatasetConfig, PackingSpec, is_int
 
 logger = logging.getLogger(__name__)
@@ -132,11 +132,7 @@ class PackedDataset(torch.utils.data.IterableDataset[dict[str, Any]]):
         """Special tokens as attributes (as the reference sets them) and the sample packer."""
         for key, value in special_tokens.items():
             setattr(self, key, value)
-        self.get_flattened_position_ids = (
-            get_flattened_position_ids_interpolate
-            if self.spec.interpolate_pos
-            else get_flattened_position_ids_extrapolate
-        )
+        self.get_flattened_position_ids = flattened_position_ids(self.spec.interpolate_pos)
         tokens = SpecialTokens(**{k: special_tokens[k] for k in SPECIAL_TOKEN_KEYS})
         self.packer = SamplePacker(self.spec, tokens, self.get_flattened_position_ids)
 
