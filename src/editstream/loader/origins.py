@@ -1,12 +1,9 @@
-"""The loader's side of checkpoint-by-reference: samples with their origins, parsed again on request.
+"""The loader's side of checkpoint-by-reference: :class:`TracedDataset`, the one interface a packer uses.
 
-A packer that keeps buffered samples as references asks a group's dataset through
-:class:`TracedDataset` alone: iterate samples each with its :class:`ParseOrigin` (the unit, the
-row's position in it and a point the packer's callable took just before the row's parse), and
-recreate the samples of given origins (each row read again by :func:`gather_rows`, each unit
-once, and parsed after the packer's callable has put its point back), which gives the same
-sample bit for bit. The point is opaque here: what it holds (the RNG states) is the packer's
-business (``editstream.packing.checkpoint``).
+Samples come with their :class:`ParseOrigin` (unit, row, and a point the packer's callable took
+just before the parse); recreating reads those rows again (:func:`gather_rows`) and parses each
+after the packer's callable put its point back. The point is opaque here (the packer's RNG states,
+``editstream.packing.checkpoint``).
 """
 
 from __future__ import annotations
@@ -39,32 +36,24 @@ Traced = Iterator[tuple[dict[str, Any], ParseOrigin | None]]
 
 @runtime_checkable
 class TracedDataset(Protocol):
-    """A group dataset whose samples a packer can save as references (every source dataset is one)."""
+    """A group dataset whose samples a packer can save as references, read in elastic epochs too
+    (every source dataset is one)."""
 
     def iter_with_origins(self, take_point: TakePoint) -> Traced:
         """The dataset's own endless stream (``iter(dataset)``), each sample with its origin."""
-        ...
 
     def recreate_samples(
         self, origins: Sequence[ParseOrigin], units: Sequence[Unit] | None, put_point: PutPoint
     ) -> list[dict[str, Any]]:
         """The samples these origins were parsed into, bit for bit (``units``: what they index)."""
-        ...
-
-
-@runtime_checkable
-class EpochDataset(TracedDataset, Protocol):
-    """A traced dataset that reads units in a given order, once (what elastic epochs need)."""
 
     def sorted_units(self) -> list[Unit]:
         """Every unit of the dataset in sorted order: a unit's place here is its global id."""
-        ...
 
     def iter_epoch_units(
         self, units: Sequence[Unit], order: Sequence[int], start: int, after: Position | None, take_point: TakePoint
     ) -> Traced:
         """One pass over ``units[i] for i in order[start:]`` (rows after ``after`` in the first)."""
-        ...
 
 
 class RecreateError(ValueError):

@@ -11,14 +11,13 @@ to exactly the next batch.
 from __future__ import annotations
 
 import dataclasses
-import random
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 import torch
 
+from .checkpoint.points import seed_all
 from .collate import bagel_packed_collate_fn
 from .config import DEFAULT_DATA_SEED, BagelDatasetConfig
 from .dataset import PackedDataset
@@ -37,9 +36,7 @@ class BagelDataloaderBuild:
 def seed_rank(global_seed: int, world_size: int, rank: int) -> int:
     """Seed ``random``, ``numpy``, ``torch`` (and CUDA) with ``global_seed * world_size + rank``; returns it."""
     rank_seed = global_seed * world_size + rank
-    random.seed(rank_seed)
-    np.random.seed(rank_seed)
-    torch.manual_seed(rank_seed)
+    seed_all(rank_seed)
     if torch.cuda.is_available():  # pragma: no cover - no GPU here
         torch.cuda.manual_seed_all(rank_seed)
     return rank_seed

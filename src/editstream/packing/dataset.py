@@ -27,7 +27,7 @@ from .accumulator import SamplePacker, SequenceStatus, SpecialTokens, to_tensor
 from .groups import GroupContext, GroupDataset, GroupRegistryMapping, build_group_datasets
 from .runs import packing_run
 from .sequence import flattened_position_ids
-from .spec import DEFAULTS, FIELDS, PACKER_KEYWORDS, GroupedDatasetConfig, PackingSpec, is_int
+from .spec import DEFAULTS, FIELDS, PACKER_KEYWORDS, SEQUENCE_KNOBS, GroupedDatasetConfig, PackingSpec, is_int
 
 logger = logging.getLogger(__name__)
 
@@ -64,14 +64,6 @@ class PackedDataset(torch.utils.data.IterableDataset[dict[str, Any]]):
     budgets here, the sequence knobs in ``data_config``) becomes one :class:`PackingSpec`.
     """
 
-    expected_num_tokens: int
-    max_num_tokens_per_sample: int
-    max_num_tokens: int
-    prefer_buffer_before: int
-    max_buffer_size: int
-    interpolate_pos: bool
-    use_flex: bool
-
     def __init__(
         self,
         data_config: GroupedDatasetConfig,
@@ -104,7 +96,7 @@ class PackedDataset(torch.utils.data.IterableDataset[dict[str, Any]]):
             data_config = data_config.resolved()  # the config names files: read them (an editstream convenience)
         if dataset_info is None:
             dataset_info = data_config.dataset_info
-        self.spec = PackingSpec.of(data_config, **given)
+        self.spec = PackingSpec(**{name: getattr(data_config, name) for name in SEQUENCE_KNOBS}, **given)
         _check_layout(local_rank, world_size, num_workers, special_tokens, dataset_info)
         assert dataset_info is not None and data_config.grouped_datasets is not None
         vars(self).update({name: getattr(self.spec, name) for name in PACKER_KEYWORDS})  # NeMo's attributes

@@ -10,36 +10,18 @@ from __future__ import annotations
 
 import logging
 import random
-from collections.abc import Mapping, Sequence
-from typing import Any, Protocol
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
-from ..data.drops import DropLog
 from ..loader.origins import ParseOrigin, Traced, TracedDataset
 from .accumulator import SequenceStatus
 from .checkpoint.points import draw_point
-from .spec import PackingSpec
 from .validation import sample_problem
 
+if TYPE_CHECKING:
+    from .dataset import PackedDataset
+
 logger = logging.getLogger(__name__)
-
-
-class Packer(Protocol):
-    """What the runs read of a ``PackedDataset``: its spec, groups and sequence methods."""
-
-    spec: PackingSpec
-    group_names: list[str]
-    is_mandatory: list[bool]
-    grouped_weights: list[float]
-    drops: DropLog
-
-    @property
-    def grouped_datasets(self) -> Sequence[Any]: ...
-
-    def set_sequence_status(self) -> SequenceStatus: ...
-
-    def pack_sequence(self, sample: Mapping[str, Any], sequence_status: SequenceStatus) -> SequenceStatus: ...
-
-    def to_tensor(self, sequence_status: SequenceStatus) -> dict[str, Any]: ...
 
 
 def draw_group(cumprobs: list[float]) -> int:
@@ -67,15 +49,14 @@ class GroupDraws:
     """One stream's group iterators: the next valid sample of a group, and where it came from.
 
     ``finite`` (elastic epochs): a group whose iterator ends is marked exhausted instead of being
-    an error, and ``cursor[g]`` keeps ``(unit, position)`` of the group's last drawn row.
+    an error, and ``origins[g]`` (the last drawn row's) is where the group's reading resumes.
     """
 
-    def __init__(self, packer: Packer, iterators: list[Traced], *, finite: bool = False) -> None:
+    def __init__(self, packer: PackedDataset, iterators: list[Traced], *, finite: bool = False) -> None:
         self.packer = packer
         self.iterators = iterators
         self.finite = finite
         self.exhausted = [False] * len(iterators)
-        self.cursor: list[tuple[int, tuple[int, ...]] | None] = [None] * len(iterators)
         self.origins: list[ParseOrigin | None] = [None] * len(iterators)
 
     def origin_of(self, group: int) -> ParseOrigin | None:
@@ -94,9 +75,6 @@ class GroupDraws:
                 f"dataset group {self.packer.group_names[group]!r} stopped yielding samples; grouped "
                 "datasets must loop over their data forever"
             ) from None
-        origin = self.origins[group]
-        if self.finite and origin is not None:
-            self.cursor[group] = (origin.unit_position, tuple(origin.position))
         problem = sample_problem(sample, self.packer.spec.vit_patch_size)
         if problem is not None:
             self.note_drop("malformed", sample, f"group {self.packer.group_names[group]!r}: {problem}")
@@ -109,7 +87,7 @@ class GroupDraws:
         self.packer.drops.record(reason, {"data_indexes": where}, detail)
 
 
-def finish(packer: Packer, status: SequenceStatus, batch_data_indexes: list[Any]) -> dict[str, Any]:
+def finish(packer: PackedDataset, status: SequenceStatus, batch_data_indexes: list[Any]) -> dict[str, Any]:
     """The batch of a full sequence, with the ``data_indexes`` of every sample in it."""
     batch = packer.to_tensor(status)
     batch["batch_data_indexes"] = batch_data_indexes
@@ -118,7 +96,7 @@ def finish(packer: Packer, status: SequenceStatus, batch_data_indexes: list[Any]
 
 
 def open_with_mandatory(
-    packer: Packer, draws: GroupDraws, status: SequenceStatus, batch_data_indexes: list[Any]
+    packer: PackedDataset, draws: GroupDraws, status: SequenceStatus, batch_data_indexes: list[Any]
 ) -> SequenceStatus:
     """Start a sequence with one sample of every mandatory group (strictly under the sample limit)."""
     for group in range(len(packer.grouped_datasets)):

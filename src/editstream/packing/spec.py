@@ -101,11 +101,6 @@ class PackingSpec:
             if problem is not None:
                 raise ValueError(f"{name} {problem}, got {value!r}")
 
-    @classmethod
-    def of(cls, source: Any, **values: Any) -> PackingSpec:
-        """The spec of ``source``'s attributes (a dataset config, say), ``values`` taking precedence."""
-        return cls(**{name: values[name] if name in values else getattr(source, name) for name in FIELDS})
-
     def packer_arguments(self) -> dict[str, Any]:
         """``PackedDataset`` keyword arguments carrying this spec (the sequence knobs travel in the
         ``data_config``): NeMo's always, editstream's only when they differ from the defaults, so

@@ -90,6 +90,13 @@ def draw_point() -> RngPoint:
     )
 
 
+def seed_all(seed: int) -> None:
+    """Seed the three global RNGs (Python's, numpy's legacy one, torch's) with ``seed``."""
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
 def apply_point(point: RngPoint) -> None:
     """Put the global RNGs where ``point`` says (an empty numpy normal cache when it has none)."""
     version, internal, gauss = point.python

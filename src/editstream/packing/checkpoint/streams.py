@@ -9,34 +9,15 @@ match to resume exactly; :func:`~.merge.merge_states` joins the workers' states 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from ...data.units import Unit
-from ..buffer import SampleBuffer
-from .chain import ChainEncoder
+from ...loader.origins import ParseOrigin
 from .formats import ELASTIC_FORMAT, MERGED_FORMAT
-from .points import RngPoint
 from .references import buffer_state
 
-Cursor = tuple[int, tuple[int, ...]]
-"""A group's last drawn row in a stream: the unit's global id and the row's position."""
-
-
-class SavedStream(Protocol):
-    """What a stream's state is taken from (``runs.elastic.StreamRun``)."""
-
-    stream: int
-    started: bool
-    done: bool
-    buffer: SampleBuffer
-    rng: RngPoint
-    encoder: ChainEncoder
-
-    @property
-    def cursors(self) -> list[Cursor | None]: ...
-
-    @property
-    def exhausted(self) -> list[bool]: ...
+if TYPE_CHECKING:
+    from ..runs.elastic import StreamRun
 
 
 def fingerprint(group_names: Sequence[str], unit_lists: Sequence[Sequence[Unit]], seed: int) -> dict[str, Any]:
@@ -49,18 +30,18 @@ def not_started(stream: int, epoch: int) -> dict[str, Any]:
     return {"stream": stream, "epoch": epoch, "started": False, "done": False}
 
 
-def stream_state(run: SavedStream, epoch: int, group_names: Sequence[str]) -> dict[str, Any]:
+def stream_state(run: StreamRun, epoch: int, group_names: Sequence[str]) -> dict[str, Any]:
     """One stream's state (JSON-ready): where each group's reading is, its buffer and RNG point."""
     if not run.started:
         return not_started(run.stream, epoch)
     buffer, chain = buffer_state(run.buffer, run.rng, group_names, run.encoder)
     groups = [
         {
-            "unit": None if cursor is None else cursor[0],
-            "position": None if cursor is None else list(cursor[1]),
+            "unit": None if origin is None else origin.unit_position,
+            "position": None if origin is None else list(origin.position),
             "exhausted": exhausted,
         }
-        for cursor, exhausted in zip(run.cursors, run.exhausted)
+        for origin, exhausted in zip(run.draws.origins, run.draws.exhausted)
     ]
     return {
         "stream": run.stream,
@@ -73,12 +54,12 @@ def stream_state(run: SavedStream, epoch: int, group_names: Sequence[str]) -> di
     }
 
 
-def saved_cursors(saved: Mapping[str, Any]) -> tuple[list[Cursor | None], list[bool]]:
-    """The cursors and exhausted flags of a started stream's saved state."""
-    cursors: list[Cursor | None] = [
-        None if entry["unit"] is None else (int(entry["unit"]), tuple(entry["position"])) for entry in saved["groups"]
+def saved_cursors(saved: Mapping[str, Any]) -> tuple[list[ParseOrigin | None], list[bool]]:
+    """Each group's last drawn row (an origin without a point) and exhausted flag, of a started stream's state."""
+    origins: list[ParseOrigin | None] = [
+        None if e["unit"] is None else ParseOrigin(int(e["unit"]), tuple(e["position"]), None) for e in saved["groups"]
     ]
-    return cursors, [bool(entry["exhausted"]) for entry in saved["groups"]]
+    return origins, [bool(entry["exhausted"]) for entry in saved["groups"]]
 
 
 def resume_at(order: list[int], entry: Mapping[str, Any], group: str, epoch: int) -> tuple[int, tuple[int, ...] | None]:

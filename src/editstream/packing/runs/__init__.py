@@ -9,11 +9,14 @@ loads a state; ``PackedDataset`` forwards to the run it was built with and never
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..spec import PackingSpec
-from .elastic import ElasticPacker, ElasticRun
-from .reference import ReferencePacker, ReferenceRun
+from .elastic import ElasticRun
+from .reference import ReferenceRun
+
+if TYPE_CHECKING:
+    from ..dataset import PackedDataset
 
 
 class PackingRun(Protocol):
@@ -23,29 +26,20 @@ class PackingRun(Protocol):
 
     def batches(self) -> Iterator[dict[str, Any]]:
         """One iteration's batches (resuming a loaded state when there is one)."""
-        ...
 
     def state_dict(self) -> dict[str, Any]:
         """Everything needed to continue after the last yielded batch."""
-        ...
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Prepare the next iteration to resume from ``state`` (checked against this dataset)."""
-        ...
 
     def set_epoch(self, seed: int) -> None:
         """What the run does with the packer's ``set_epoch`` seed beyond remembering it."""
-        ...
 
     def start_epoch(self, epoch: int) -> None:
         """Make the next iteration run epoch ``epoch`` from its start (elastic epochs)."""
-        ...
 
 
-class Packer(ReferencePacker, ElasticPacker, Protocol):
-    """What either run reads of its ``PackedDataset``."""
-
-
-def packing_run(packer: Packer, spec: PackingSpec) -> PackingRun:
+def packing_run(packer: PackedDataset, spec: PackingSpec) -> PackingRun:
     """The run ``spec`` asks for: elastic epochs when ``spec.elastic``, else the reference's stream."""
     return ElasticRun(packer, spec.elastic_streams) if spec.elastic else ReferenceRun(packer)

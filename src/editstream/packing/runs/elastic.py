@@ -15,30 +15,22 @@ import random
 import zlib
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import torch
 
-from ...loader.origins import EpochDataset, ParseOrigin
+from ...loader.origins import ParseOrigin, TracedDataset
 from ...loader.units import epoch_order, stream_share
 from ..buffer import SampleBuffer
 from ..checkpoint import streams as saved_streams
 from ..checkpoint.chain import ChainEncoder
 from ..checkpoint.formats import copy_tree
-from ..checkpoint.points import RngPoint, apply_point, capture_point, draw_point
+from ..checkpoint.points import RngPoint, apply_point, capture_point, draw_point, seed_all
 from ..checkpoint.references import restore_buffer
-from ..draws import GroupDraws, Packer, finish, open_with_mandatory, sample_tokens
+from ..draws import GroupDraws, finish, open_with_mandatory, sample_tokens
 
-
-class ElasticPacker(Packer, Protocol):
-    """What the elastic run reads of a ``PackedDataset`` beyond the packing loop's needs."""
-
-    local_rank: int
-    world_size: int
-    num_workers: int
-
-    def seed_base(self) -> int: ...
+if TYPE_CHECKING:
+    from ..dataset import PackedDataset
 
 
 def stream_seed(base: int, epoch: int, stream: int) -> int:
@@ -59,15 +51,16 @@ def my_streams(num_streams: int, rank: int, world_size: int) -> list[int]:
     return [s for s in range(num_streams) if s % p == g]
 
 
-def epoch_datasets(packer: ElasticPacker) -> list[EpochDataset]:
+def epoch_datasets(packer: PackedDataset) -> list[TracedDataset]:
     """The groups' datasets, each one that reads units in a given order, or a TypeError naming the group."""
-    datasets = list(packer.grouped_datasets)
-    for name, dataset in zip(packer.group_names, datasets):
-        if not isinstance(dataset, EpochDataset):
+    datasets: list[TracedDataset] = []
+    for name, dataset in zip(packer.group_names, packer.grouped_datasets):
+        if not isinstance(dataset, TracedDataset):
             raise TypeError(
                 f"elastic: group {name!r} is a {type(dataset).__name__}, not a source dataset; elastic epochs "
                 "need datasets that read units (every registered kind's dataset does)"
             )
+        datasets.append(dataset)
     return datasets
 
 
@@ -86,7 +79,7 @@ def _draw_live(weights: Sequence[float], live: Sequence[bool]) -> int:
     return last
 
 
-def lossless_batches(packer: Packer, draws: GroupDraws, buffer: SampleBuffer) -> Iterator[dict[str, Any]]:
+def lossless_batches(packer: PackedDataset, draws: GroupDraws, buffer: SampleBuffer) -> Iterator[dict[str, Any]]:
     """One epoch of packed batches in which every valid sample is packed exactly once.
 
     Groups are drawn by weight among those with samples left; a sample that does not fit goes
@@ -153,21 +146,11 @@ class StreamRun:
     done: bool = False
     encoder: ChainEncoder = field(default_factory=ChainEncoder)
 
-    @property
-    def cursors(self) -> list[saved_streams.Cursor | None]:
-        """Each group's last drawn row."""
-        return self.draws.cursor
-
-    @property
-    def exhausted(self) -> list[bool]:
-        """Whether each group has no rows left in this stream's share."""
-        return self.draws.exhausted
-
 
 class ElasticRuntime:
     """The logical streams of one process, opened (or restored) for one epoch, run in turn."""
 
-    def __init__(self, packer: ElasticPacker, num_streams: int, epoch: int, saved: Mapping[str, Any] | None) -> None:
+    def __init__(self, packer: PackedDataset, num_streams: int, epoch: int, saved: Mapping[str, Any] | None) -> None:
         self.packer = packer
         self.num_streams = num_streams
         self.epoch = epoch
@@ -212,16 +195,13 @@ class ElasticRuntime:
         draws = GroupDraws(self.packer, iterators, finite=True)
         if started:
             assert saved is not None
-            draws.cursor, draws.exhausted = saved_streams.saved_cursors(saved)
+            draws.origins, draws.exhausted = saved_streams.saved_cursors(saved)
             buffer, point = restore_buffer(
                 saved["buffer"], saved["rng"], self.packer.group_names, self.datasets, self.unit_lists
             )
             run = StreamRun(stream, draws, buffer, point, started=True, done=bool(saved["done"]))
         else:
-            seed = stream_seed(self.packer.seed_base(), self.epoch, stream)
-            random.seed(seed)
-            np.random.seed(seed)
-            torch.manual_seed(seed)
+            seed_all(stream_seed(self.packer.seed_base(), self.epoch, stream))
             run = StreamRun(stream, draws, SampleBuffer(), capture_point())
         run.batches = lossless_batches(self.packer, run.draws, run.buffer)
         return run
@@ -258,7 +238,7 @@ class ElasticRuntime:
 class ElasticRun:
     """Elastic epochs as a packing run: the next epoch per iteration, its state, resuming any layout's."""
 
-    def __init__(self, packer: ElasticPacker, elastic_streams: int | None) -> None:
+    def __init__(self, packer: PackedDataset, elastic_streams: int | None) -> None:
         self.packer = packer
         self.fixed_streams = elastic_streams
         default = packer.world_size * max(1, packer.num_workers)
@@ -293,17 +273,13 @@ class ElasticRun:
         """This process's streams (running, loaded-not-started or fresh) and what a resume must match."""
         runtime, names = self.runtime, self.packer.group_names
         if runtime is not None:
-            streams = {str(run.stream): saved_streams.stream_state(run, runtime.epoch, names) for run in runtime.runs}
-            state = saved_streams.worker_state(
-                self.num_streams, runtime.epoch, self._fingerprint(runtime.unit_lists), streams
-            )
-            return copy_tree(state)
-        mine = self._fingerprint()
-        streams = {}
-        for s in my_streams(self.num_streams, self.packer.local_rank, self.packer.world_size):
-            saved = None if self.pending is None else self.pending.get(str(s))
-            streams[str(s)] = saved if saved is not None else saved_streams.not_started(s, self.epoch)
-        return copy_tree(saved_streams.worker_state(self.num_streams, self.epoch, mine, streams))
+            epoch, mine = runtime.epoch, self._fingerprint(runtime.unit_lists)
+            streams = {str(run.stream): saved_streams.stream_state(run, epoch, names) for run in runtime.runs}
+        else:
+            epoch, mine, pending = self.epoch, self._fingerprint(), self.pending or {}
+            ids = my_streams(self.num_streams, self.packer.local_rank, self.packer.world_size)
+            streams = {str(s): pending.get(str(s)) or saved_streams.not_started(s, epoch) for s in ids}
+        return copy_tree(saved_streams.worker_state(self.num_streams, epoch, mine, streams))
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Check an elastic state (this layout's, or ``merge_states`` of any layout's) and resume from it."""

@@ -9,38 +9,23 @@ Resuming needs the same rank / worker layout.
 
 from __future__ import annotations
 
-import random
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
-
-import numpy as np
-import torch
+from typing import TYPE_CHECKING, Any
 
 from ...loader.distributed import current_worker_id
 from ..buffer import SampleBuffer
 from ..checkpoint import formats
 from ..checkpoint.chain import ChainEncoder
-from ..checkpoint.points import RngPoint, apply_point, capture_point
+from ..checkpoint.points import RngPoint, apply_point, capture_point, seed_all
 from ..checkpoint.references import buffer_state, restore_buffer
-from ..draws import GroupDraws, Packer, draw_group, finish, open_with_mandatory, sample_tokens, traced
+from ..draws import GroupDraws, draw_group, finish, open_with_mandatory, sample_tokens, traced
+
+if TYPE_CHECKING:
+    from ..dataset import PackedDataset
 
 
-class ReferencePacker(Packer, Protocol):
-    """What the reference run reads of a ``PackedDataset`` beyond the packing loop's needs."""
-
-    local_rank: int
-    world_size: int
-    num_workers: int
-
-    def worker_seed(self, worker_id: int) -> int: ...
-
-    def seeds(self) -> tuple[int | None, int | None]: ...
-
-    def restore_seeds(self, global_seed: int | None, data_seed: int | None) -> None: ...
-
-
-def reference_batches(packer: Packer, draws: GroupDraws, buffer: SampleBuffer) -> Iterator[dict[str, Any]]:
+def reference_batches(packer: PackedDataset, draws: GroupDraws, buffer: SampleBuffer) -> Iterator[dict[str, Any]]:
     """BAGEL's packing loop, endless, draw for draw."""
     spec, weights = packer.spec, packer.grouped_weights
     total = sum(weights)
@@ -91,7 +76,7 @@ class LiveIteration:
 class ReferenceRun:
     """The reference packing as a run: endless batches, a state between any two, resumed at the same layout."""
 
-    def __init__(self, packer: ReferencePacker) -> None:
+    def __init__(self, packer: PackedDataset) -> None:
         self.packer = packer
         self.epoch = 0  # kept for the loader's epoch bookkeeping; the reference has no epochs
         self.draws: GroupDraws | None = None
@@ -124,10 +109,7 @@ class ReferenceRun:
                 )
             self._restore_buffer(pending, live)
         else:
-            seed = self.packer.worker_seed(worker_id)
-            random.seed(seed)
-            np.random.seed(seed)
-            torch.manual_seed(seed)
+            seed_all(self.packer.worker_seed(worker_id))
         if self.draws is None:
             self.draws = GroupDraws(self.packer, [traced(dataset) for dataset in self.packer.grouped_datasets])
         self.live = live
