@@ -126,6 +126,21 @@ def test_files_classes_and_functions_stay_small(path):
     assert _too_long(path) == []
 
 
+PACKING_FUNCTION_LINES = 59
+"""The packer's functions stay shorter still (its runs and checkpoint code are read line by line)."""
+
+
+def test_the_packers_functions_stay_under_sixty_lines():
+    long = [
+        f"{path.relative_to(SRC)}:{node.name} has {node.end_lineno - node.lineno + 1} lines"
+        for path in sorted((SRC / "packing").rglob("*.py"))
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+        and node.end_lineno - node.lineno + 1 > PACKING_FUNCTION_LINES
+    ]
+    assert long == []
+
+
 def test_every_public_module_says_what_it_is_for():
     missing = [str(p.relative_to(SRC)) for p in _modules() if ast.get_docstring(ast.parse(p.read_text())) is None]
     assert missing == []
