@@ -98,7 +98,7 @@ def test_a_state_in_the_first_format_still_loads(data):
         point = packer.run.live.rng
         old = copy.deepcopy(state)
         old["format"] = st.LITERAL_STATE_FORMAT
-        old["buffer"] = packer.run.live.buffer.samples()
+        old["buffer"] = [entry.sample for entry in packer.run.live.buffer]
         old["rng"] = {
             "python": point.python,
             "numpy": ("MT19937", np.frombuffer(point.numpy_key, dtype=np.uint32), point.numpy_pos, *point.numpy_gauss),

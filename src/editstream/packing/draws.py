@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import random
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..loader.origins import ParseOrigin, Traced, TracedDataset
@@ -22,6 +23,20 @@ if TYPE_CHECKING:
     from .dataset import PackedDataset
 
 logger = logging.getLogger(__name__)
+
+
+@dataclass
+class Buffered:
+    """A sample waiting in a run's buffer (first in, first out) for a sequence with room: the
+    sample, its group's index and, when known, where its parse began (how a state references it)."""
+
+    sample: dict[str, Any]
+    group: int
+    origin: ParseOrigin | None
+
+
+SampleBuffer = list[Buffered]
+"""A run's buffer, oldest first."""
 
 
 def draw_group(cumprobs: list[float]) -> int:

@@ -14,7 +14,7 @@ from typing import Any
 
 from ...data.units import Unit
 from ...loader.origins import ParseOrigin, RecreateError, TracedDataset
-from ..buffer import SampleBuffer
+from ..draws import Buffered, SampleBuffer
 from .chain import ChainEncoder, decode_points
 from .points import RngPoint, apply_point
 
@@ -26,7 +26,7 @@ def buffer_state(
     the referenced samples' points in buffer order, then ``current``."""
     entries: list[dict[str, Any]] = []
     points: list[RngPoint] = []
-    for entry in buffer.entries:
+    for entry in buffer:
         name = group_names[entry.group]
         if entry.origin is None:
             entries.append({"group": name, "sample": entry.sample})
@@ -69,13 +69,14 @@ def restore_buffer(
     for group, origins in wanted.items():
         units = None if unit_lists is None else unit_lists[group]
         recreated.update(_recreate(group_names[group], datasets[group], origins, referenced, units))
-    buffer, slot = SampleBuffer(), 0
+    buffer: SampleBuffer = []
+    slot = 0
     for entry in entries:
         if "sample" in entry:
-            buffer.append(entry["sample"], index[entry["group"]], None)
+            buffer.append(Buffered(entry["sample"], index[entry["group"]], None))
         else:
             sample, origin = recreated[slot]
-            buffer.append(sample, index[entry["group"]], origin)
+            buffer.append(Buffered(sample, index[entry["group"]], origin))
             slot += 1
     return buffer, points[-1]
 

@@ -21,13 +21,12 @@ import torch
 
 from ...loader.origins import ParseOrigin, TracedDataset
 from ...loader.units import epoch_order, stream_share
-from ..buffer import SampleBuffer
 from ..checkpoint import streams as saved_streams
 from ..checkpoint.chain import ChainEncoder
 from ..checkpoint.formats import copy_tree
 from ..checkpoint.points import RngPoint, apply_point, capture_point, draw_point, seed_all
 from ..checkpoint.references import restore_buffer
-from ..draws import GroupDraws, finish, open_with_mandatory, sample_tokens
+from ..draws import Buffered, GroupDraws, SampleBuffer, finish, open_with_mandatory, sample_tokens
 
 if TYPE_CHECKING:
     from ..dataset import PackedDataset
@@ -98,7 +97,7 @@ def lossless_batches(packer: PackedDataset, draws: GroupDraws, buffer: SampleBuf
         live = [not done and weight > 0 for done, weight in zip(draws.exhausted, weights)]
         origin: ParseOrigin | None
         if buffer and (status.curr < spec.prefer_buffer_before or not any(live)):
-            entry = buffer.entries.pop(0)
+            entry = buffer.pop(0)
             sample, group, origin, from_buffer = entry.sample, entry.group, entry.origin, True
         elif any(live):
             group = _draw_live(weights, live)
@@ -116,9 +115,9 @@ def lossless_batches(packer: PackedDataset, draws: GroupDraws, buffer: SampleBuf
             continue
         if status.curr + num_tokens > spec.max_num_tokens:
             if from_buffer:
-                buffer.push_front(sample, group, origin)
+                buffer.insert(0, Buffered(sample, group, origin))  # back where it was
             else:
-                buffer.append(sample, group, origin)
+                buffer.append(Buffered(sample, group, origin))
                 if len(buffer) <= spec.max_buffer_size:
                     continue
             yield finish(packer, status, batch_data_indexes)
@@ -202,7 +201,7 @@ class ElasticRuntime:
             run = StreamRun(stream, draws, buffer, point, started=True, done=bool(saved["done"]))
         else:
             seed_all(stream_seed(self.packer.seed_base(), self.epoch, stream))
-            run = StreamRun(stream, draws, SampleBuffer(), capture_point())
+            run = StreamRun(stream, draws, [], capture_point())
         run.batches = lossless_batches(self.packer, run.draws, run.buffer)
         return run
 

@@ -14,12 +14,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ...loader.distributed import current_worker_id
-from ..buffer import SampleBuffer
 from ..checkpoint import formats
 from ..checkpoint.chain import ChainEncoder
 from ..checkpoint.points import RngPoint, apply_point, capture_point, seed_all
 from ..checkpoint.references import buffer_state, restore_buffer
-from ..draws import GroupDraws, draw_group, finish, open_with_mandatory, sample_tokens, traced
+from ..draws import Buffered, GroupDraws, SampleBuffer, draw_group, finish, open_with_mandatory, sample_tokens, traced
 
 if TYPE_CHECKING:
     from ..dataset import PackedDataset
@@ -36,7 +35,7 @@ def reference_batches(packer: PackedDataset, draws: GroupDraws, buffer: SampleBu
         if status.curr == 0:
             status = open_with_mandatory(packer, draws, status, batch_data_indexes)
         if status.curr < spec.prefer_buffer_before and buffer:
-            sample: dict[str, Any] | None = buffer.pop_first()
+            sample: dict[str, Any] | None = buffer.pop(0).sample
             from_buffer = True
         else:
             group = draw_group(cumprobs)
@@ -50,7 +49,7 @@ def reference_batches(packer: PackedDataset, draws: GroupDraws, buffer: SampleBu
             continue
         if status.curr + num_tokens > spec.max_num_tokens:
             if len(buffer) < spec.max_buffer_size and not from_buffer:
-                buffer.append(sample, group, draws.origin_of(group))
+                buffer.append(Buffered(sample, group, draws.origin_of(group)))
             else:
                 # As in the reference, the sample that did not fit is not packed later.
                 yield finish(packer, status, batch_data_indexes)
@@ -68,7 +67,7 @@ class LiveIteration:
     """What one running iteration exposes to ``state_dict()``: references, encoded only on demand."""
 
     worker_id: int
-    buffer: SampleBuffer = field(default_factory=SampleBuffer)
+    buffer: SampleBuffer = field(default_factory=list)
     rng: RngPoint | None = None
     encoder: ChainEncoder = field(default_factory=ChainEncoder)
 
@@ -122,7 +121,7 @@ class ReferenceRun:
         """The saved buffer (its referenced samples parsed again) and RNG states, into ``live``."""
         if pending["format"] == formats.LITERAL_STATE_FORMAT:
             for sample in pending["buffer"]:
-                live.buffer.append(sample, 0, None)
+                live.buffer.append(Buffered(sample, 0, None))
             formats.restore_rng(pending["rng"])
             return
         names, datasets = self.packer.group_names, self.packer.grouped_datasets
