@@ -103,11 +103,10 @@ def build_group_datasets(
 def _build_transforms(group: str, args: dict[str, Any]) -> None:
     if "frame_sampler_args" in args:
         args["frame_sampler"] = FrameSampler(**args.pop("frame_sampler_args"))
-    if "image_transform_args" in args or "vit_image_transform_args" in args:
-        if "image_transform_args" in args:
-            args["transform"] = ImageTransform(**args.pop("image_transform_args"))
-        if "vit_image_transform_args" in args:
-            args["vit_transform"] = ImageTransform(**args.pop("vit_image_transform_args"))
+    if "image_transform_args" in args:
+        args["transform"] = ImageTransform(**args.pop("image_transform_args"))
+    if "vit_image_transform_args" in args:
+        args["vit_transform"] = ImageTransform(**args.pop("vit_image_transform_args"))
 
 
 def _takes(dataset_cls: Any, parameter: str) -> bool:
