@@ -165,6 +165,21 @@ def test_files_classes_and_functions_stay_small(path):
     assert _too_long(path) == []
 
 
+PACKING_FUNCTION_LINES = 59
+"""The packer's functions stay shorter still (its runs and checkpoint code are read line by line)."""
+
+
+def test_the_packers_functions_stay_under_sixty_lines():
+    long = [
+        f"{path.relative_to(SRC)}:{node.name} has {node.end_lineno - node.lineno + 1} lines"
+        for path in sorted((SRC / "packing").rglob("*.py"))
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+        and node.end_lineno - node.lineno + 1 > PACKING_FUNCTION_LINES
+    ]
+    assert long == []
+
+
 def test_every_public_module_says_what_it_is_for():
     missing = [str(p.relative_to(SRC)) for p in _modules() if ast.get_docstring(ast.parse(p.read_text())) is None]
     assert missing == []
@@ -399,3 +414,44 @@ def test_the_shape_and_unit_checks_see_a_planted_violation():
     assert shape_tests(planted) == [2]
     assert sorted(set(unit_shape_tests(planted))) == [4, 5]
     assert unit_shape_tests("typed = as_unit(unit)\nfor rg, first in typed.row_group_reads(after, n): pass\n") == []
+
+
+# --------------------------------------------------------------------------- modes as types, not flags
+
+MODE_FLAGS = {"elastic", "interpolate_pos", "use_flex"}
+"""The packing spec's switches: chosen once (a run, a position rule), never tested where they are used."""
+MODELESS_MODULES = {"packing/dataset.py"}
+"""Modules that forward to what the spec chose and never branch on a switch themselves."""
+
+
+def flag_branches(source: str, flags: set[str] = MODE_FLAGS) -> list[int]:
+    """Lines of an ``if`` / ``while`` / conditional expression / comprehension filter whose test
+    names one of ``flags`` (as a variable or an attribute)."""
+    lines = []
+    for node in ast.walk(ast.parse(source)):
+        tests = [node.test] if isinstance(node, (ast.If, ast.IfExp, ast.While)) else []
+        tests += node.ifs if isinstance(node, ast.comprehension) else []
+        for test in tests:
+            names = {n.id for n in ast.walk(test) if isinstance(n, ast.Name)}
+            names |= {n.attr for n in ast.walk(test) if isinstance(n, ast.Attribute)}
+            if names & flags:
+                lines.append(test.lineno)
+    return lines
+
+
+@pytest.mark.parametrize("relative", sorted(MODELESS_MODULES))
+def test_the_packer_branches_on_no_mode_flag(relative):
+    assert flag_branches((SRC / relative).read_text()) == [], f"{relative} branches on a mode flag"
+
+
+def test_the_mode_flag_check_sees_a_planted_violation():
+    planted = (
+        "def __iter__(self):\n"
+        "    if self.elastic:\n"
+        "        return self._run_elastic()\n"
+        "    rule = a if spec.interpolate_pos else b\n"
+        "    kept = [d for d in ds if not use_flex]\n"
+        "    return self.run.batches()\n"
+    )
+    assert flag_branches(planted) == [2, 4, 5]
+    assert flag_branches("self.elastic = spec.elastic\nreturn run.batches()\n") == []

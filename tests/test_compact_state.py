@@ -17,10 +17,10 @@ import numpy as np
 import pytest
 import torch
 
-from editstream.loader.draws import capture_point
-from editstream.loader.recreate import RecreateError
-from editstream.packing import state as st
-from editstream.packing.rngchain import ChainEncoder, decode_points
+from editstream.loader.origins import RecreateError
+from editstream.packing.checkpoint import formats as st
+from editstream.packing.checkpoint.chain import ChainEncoder, decode_points
+from editstream.packing.checkpoint.points import capture_point
 from helpers import (
     BACKEND_PAIRS,
     assert_batches_equal,
@@ -94,11 +94,11 @@ def test_a_state_in_the_first_format_still_loads(data):
     """Format 1 kept the buffered samples' tensors and the captured RNG states; it resumes exactly."""
     with preserved_global_rng():
         n_before, (packer, iterator), state = state_with_buffer(lambda: make_real_packer(data, "parquet"))
-        assert packer._live is not None and packer._live.rng is not None
-        point = packer._live.rng
+        assert packer.run.live is not None and packer.run.live.rng is not None
+        point = packer.run.live.rng
         old = copy.deepcopy(state)
         old["format"] = st.LITERAL_STATE_FORMAT
-        old["buffer"] = packer._live.buffer.samples()
+        old["buffer"] = [entry.sample for entry in packer.run.live.buffer]
         old["rng"] = {
             "python": point.python,
             "numpy": ("MT19937", np.frombuffer(point.numpy_key, dtype=np.uint32), point.numpy_pos, *point.numpy_gauss),

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import pytest
 
-from editstream.packing.rngchain import CHAIN_FORMAT
-from editstream.packing.state import STATE_FORMAT
+from editstream.packing.checkpoint.chain import CHAIN_FORMAT
+from editstream.packing.checkpoint.formats import STATE_FORMAT
 from helpers import (
     BACKEND_PAIRS,
     assert_batches_equal,

@@ -40,7 +40,7 @@ _EXPORTS = {
     "write_synthetic_vlm_dataset": "editstream.testing.synth_vlm",
     "RetryPolicy": "editstream.io.retry",
     "convert": "editstream.conversion.run",
-    "merge_states": "editstream.packing.merge",
+    "merge_states": "editstream.packing.checkpoint.merge",
     "EpochSteps": "editstream.packing.steps",
     "iter_rows": "editstream.data.raw_rows",
     "open_data": "editstream.data.open",
@@ -69,6 +69,7 @@ if TYPE_CHECKING:  # the same names, visible to type checkers and IDEs without i
     from editstream.loader.tokenizer import ByteTokenizer as ByteTokenizer
     from editstream.loader.transforms import ImageTransform as ImageTransform
     from editstream.loader.video import FrameSampler as FrameSampler
+    from editstream.packing.checkpoint.merge import merge_states as merge_states
     from editstream.packing.collate import SimpleCustomBatch as SimpleCustomBatch
     from editstream.packing.collate import bagel_packed_collate_fn as bagel_packed_collate_fn
     from editstream.packing.collate import collate_fn as collate_fn
@@ -79,7 +80,6 @@ if TYPE_CHECKING:  # the same names, visible to type checkers and IDEs without i
     from editstream.packing.dataloader import BagelDataloaderConfig as BagelDataloaderConfig
     from editstream.packing.dataloader import make_bagel_multimodal_dataset as make_bagel_multimodal_dataset
     from editstream.packing.dataset import PackedDataset as PackedDataset
-    from editstream.packing.merge import merge_states as merge_states
     from editstream.packing.normalize import normalize_batch as normalize_batch
     from editstream.packing.steps import EpochSteps as EpochSteps
     from editstream.testing.synth import write_synthetic_dataset as write_synthetic_dataset

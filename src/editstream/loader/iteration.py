@@ -18,9 +18,8 @@ from ..data.units import Unit
 from ..format.columns import ColumnTypeError
 from ..kinds import DatasetKind, kind_of_dataset
 from .distributed import DistributedIterableDataset, WorkerStatus, current_worker_id
-from .draws import apply_point, draw_point
+from .origins import ParseOrigin, PutPoint, RecreateError, TakePoint, Traced, gather_rows
 from .reasons import judge
-from .recreate import ParseOrigin, RecreateError, gather_rows
 
 logger = logging.getLogger("editstream")
 
@@ -52,11 +51,9 @@ class SourceIterableDataset(DistributedIterableDataset):
     """Rows in a row whose ``parse_row`` raised something other than a data error before the stream stops."""
     unit_noun = "units"
     """What a unit is called in the error for a pass that yielded nothing."""
-    keep_parse_origins: bool = False
-    """Note a :class:`~editstream.loader.recreate.ParseOrigin` per yielded sample (``last_origin``);
-    a packer turns it on so its checkpoints can keep buffered samples as references."""
-    last_origin: ParseOrigin | None = None
-    """The origin of the sample yielded last, when ``keep_parse_origins`` is on."""
+    _take_point: TakePoint | None = None
+    """Set by :meth:`iter_with_origins`: called before each parse, its result kept in ``_last_origin``."""
+    _last_origin: ParseOrigin | None = None
 
     def parse_row(self, row: Any) -> dict[str, Any]:
         raise NotImplementedError
@@ -135,21 +132,35 @@ class SourceIterableDataset(DistributedIterableDataset):
             start_unit = 0
             logger.info("%s repeat in rank-%s worker-%s", self.dataset_name, self.local_rank, worker_id)
 
+    def iter_with_origins(self, take_point: TakePoint) -> Traced:
+        """The stream of ``iter(self)`` (a subclass's own ``__iter__`` included), each sample with
+        its :class:`~editstream.loader.origins.ParseOrigin`; ``take_point()`` runs before each parse."""
+        self._take_point = take_point
+        samples = iter(self)
+        try:
+            for data in samples:
+                yield data, self._last_origin
+        finally:
+            close_rows(samples)  # a stream closed mid-way hands back what it read ahead
+
     def sorted_units(self) -> list[Unit]:
         """Every unit of the dataset in sorted order: a unit's place here is its global id."""
         return sorted(self.data_paths or [])
 
     def iter_epoch_units(
-        self, units: Sequence[Unit], order: Sequence[int], start: int, after: Position | None
-    ) -> Iterator[dict[str, Any]]:
-        """One pass over ``units[i] for i in order[start:]`` (rows after ``after`` in the first), then stop.
+        self, units: Sequence[Unit], order: Sequence[int], start: int, after: Position | None, take_point: TakePoint
+    ) -> Traced:
+        """One pass over ``units[i] for i in order[start:]`` (rows after ``after`` in the first), then stop,
+        each sample with its origin (as :meth:`iter_with_origins`).
 
-        The elastic mode's reading: a sample's ``data_indexes`` starts with its unit's global id
-        (its place in ``units``), so it names the row whatever rank or worker reads it.
+        The elastic mode's reading: a sample's ``data_indexes`` and origin start with its unit's
+        global id (its place in ``units``), so they name the row whatever rank or worker reads it.
         """
+        self._take_point = take_point
         worker_id = current_worker_id()
         for k in range(start, len(order)):
-            yield from self._read_unit(units[order[k]], order[k], after if k == start else None, worker_id)
+            for data in self._read_unit(units[order[k]], order[k], after if k == start else None, worker_id):
+                yield data, self._last_origin
 
     def _read_unit(
         self, unit: Unit, unit_position: int, after: Position | None, worker_id: int
@@ -210,14 +221,14 @@ class SourceIterableDataset(DistributedIterableDataset):
                     budget.succeeded()
                 continue
             budget.succeeded()
-            point = draw_point() if self.keep_parse_origins else None
+            point = None if self._take_point is None else self._take_point()
             data = self._parse(row, unit, position)
             if data is None:
                 continue
             index = self._stamp(data, unit_position, position, worker_id)
             self._set_worker_resume_data_status(worker_id, index)
-            if point is not None:
-                self.last_origin = ParseOrigin(unit_position, position, point)
+            if self._take_point is not None:
+                self._last_origin = ParseOrigin(unit_position, position, point)
             yield data
 
     def _stamp(self, data: dict[str, Any], unit_position: int, position: Position, worker_id: int) -> WorkerStatus:
@@ -226,13 +237,13 @@ class SourceIterableDataset(DistributedIterableDataset):
         return index
 
     def recreate_samples(
-        self, origins: Sequence[ParseOrigin], units: Sequence[Unit] | None = None
+        self, origins: Sequence[ParseOrigin], units: Sequence[Unit] | None, put_point: PutPoint
     ) -> list[dict[str, Any]]:
         """The samples these origins were parsed into, bit for bit: each row read again and parsed
-        with the global RNGs at its origin's point (which leaves them moved: the caller restores them).
+        after ``put_point(origin.point)`` (the packer puts its RNGs back there, and restores them after).
 
-        ``units`` are the units the origins' ``unit_position`` index (default: this worker's list).
-        Raises :class:`~editstream.loader.recreate.RecreateError` when a row is gone or no longer parses.
+        ``units`` are the units the origins' ``unit_position`` index (``None``: this worker's list).
+        Raises :class:`~editstream.loader.origins.RecreateError` when a row is gone or no longer parses.
         """
         if units is None:
             units, worker_id = self.get_data_paths_per_worker()
@@ -242,7 +253,7 @@ class SourceIterableDataset(DistributedIterableDataset):
         samples = []
         for origin in origins:
             unit = units[origin.unit_position]
-            apply_point(origin.point)
+            put_point(origin.point)
             data = self._parse(rows[(origin.unit_position, tuple(origin.position))], unit, tuple(origin.position))
             if data is None:
                 where = self.source.describe(unit, tuple(origin.position))

@@ -20,9 +20,9 @@ import torch
 
 from ..loader.pixels import NORMALIZATION_KEY
 from .handoff import packed_vit_tokens, padded_vae_images
-from .knobs import PackingKnobs
 from .normalize import BATCH_KEY
 from .sequence import len2weight, patchify, prepare_attention_mask_per_sample
+from .spec import PackingSpec
 
 
 @dataclass
@@ -102,11 +102,11 @@ def _open_image(status: SequenceStatus, tokens: SpecialTokens, cursor: _SampleCu
 class SamplePacker:
     """Packs samples into a :class:`SequenceStatus` with one set of knobs, token set and position rule."""
 
-    def __init__(self, config: PackingKnobs, tokens: SpecialTokens, position_ids: PositionIds, use_flex: bool) -> None:
+    def __init__(self, config: PackingSpec, tokens: SpecialTokens, position_ids: PositionIds) -> None:
         self.config = config
         self.tokens = tokens
         self.position_ids = position_ids
-        self.use_flex = use_flex
+        self.use_flex = config.use_flex
 
     def pack(self, sample: Mapping[str, Any], status: SequenceStatus) -> SequenceStatus:
         """Append one sample to ``status`` and return it (the sample itself is not modified)."""

@@ -19,13 +19,14 @@ import torch
 from .normalize import BATCH_KEY, normalize_entries
 
 _ALWAYS = (
-    "batch_data_indexes",
     "sequence_length",
     "sample_lens",
     "packed_text_ids",
     "packed_text_indexes",
     "packed_position_ids",
+    "batch_data_indexes",
 )
+"""The keys every packed batch has, in the reference's order."""
 _VAE = ("padded_images", "patchified_vae_latent_shapes", "packed_latent_position_ids", "packed_vae_token_indexes")
 _VIT = ("packed_vit_tokens", "packed_vit_position_ids", "packed_vit_token_indexes", "vit_token_seqlens")
 _TIMESTEPS = ("packed_timesteps", "mse_loss_indexes")
@@ -102,14 +103,7 @@ class SimpleCustomBatch:
 
     def to_dict(self) -> dict[str, Any]:
         """The batch as a dict, in the reference's key order (groups present only when set)."""
-        keys = [
-            "sequence_length",
-            "sample_lens",
-            "packed_text_ids",
-            "packed_text_indexes",
-            "packed_position_ids",
-            "batch_data_indexes",
-        ]
+        keys = list(_ALWAYS)
         keys += ["split_lens", "attn_modes"] if self.use_flex else ["nested_attention_masks"]
         for group in _OPTIONAL_GROUPS:
             if hasattr(self, group[0]):

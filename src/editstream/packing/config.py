@@ -15,7 +15,6 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
-import numbers
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -25,26 +24,10 @@ import yaml
 from ..io.storage import read_bytes
 from .dataset import PackedDataset
 from .groups import GroupRegistryMapping
+from .spec import DEFAULTS, FIELDS, PackingSpec, is_int
 
-_PROBABILITIES = ("text_cond_dropout_prob", "vit_cond_dropout_prob", "vae_cond_dropout_prob")
-_POSITIVE_INTS = (
-    "expected_num_tokens",
-    "max_num_tokens_per_sample",
-    "max_num_tokens",
-    "vae_image_downsample",
-    "max_latent_size",
-    "vit_patch_size",
-    "max_num_patch_per_side",
-)
-_NON_NEGATIVE_INTS = ("prefer_buffer_before", "max_buffer_size")
-
-
-def _is_real(value: Any) -> bool:
-    return isinstance(value, numbers.Real) and not isinstance(value, bool)
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+DEFAULT_DATA_SEED = 42
+"""The seed of ``set_epoch`` (the rank slices) when a config names none."""
 
 
 def load_mapping(
@@ -89,26 +72,26 @@ class BagelDatasetConfig:
     grouped_datasets_path: str | None = None
     dataset_info: Mapping[str, Any] | None = None
     dataset_info_path: str | None = None
-    expected_num_tokens: int = 32768
-    max_num_tokens_per_sample: int = 16384
-    max_num_tokens: int = 36864
-    prefer_buffer_before: int = 16384
-    max_buffer_size: int = 50
-    interpolate_pos: bool = False
-    use_flex: bool = False
-    data_seed: int = 42
-    text_cond_dropout_prob: float = 0.1
-    vit_cond_dropout_prob: float = 0.4
-    vae_cond_dropout_prob: float = 0.1
-    vae_image_downsample: int = 16
-    max_latent_size: int = 32
-    vit_patch_size: int = 14
-    max_num_patch_per_side: int = 70
-    image_dtype: str = "float32"
+    expected_num_tokens: int = DEFAULTS.expected_num_tokens
+    max_num_tokens_per_sample: int = DEFAULTS.max_num_tokens_per_sample
+    max_num_tokens: int = DEFAULTS.max_num_tokens
+    prefer_buffer_before: int = DEFAULTS.prefer_buffer_before
+    max_buffer_size: int = DEFAULTS.max_buffer_size
+    interpolate_pos: bool = DEFAULTS.interpolate_pos
+    use_flex: bool = DEFAULTS.use_flex
+    data_seed: int = DEFAULT_DATA_SEED
+    text_cond_dropout_prob: float = DEFAULTS.text_cond_dropout_prob
+    vit_cond_dropout_prob: float = DEFAULTS.vit_cond_dropout_prob
+    vae_cond_dropout_prob: float = DEFAULTS.vae_cond_dropout_prob
+    vae_image_downsample: int = DEFAULTS.vae_image_downsample
+    max_latent_size: int = DEFAULTS.max_latent_size
+    vit_patch_size: int = DEFAULTS.vit_patch_size
+    max_num_patch_per_side: int = DEFAULTS.max_num_patch_per_side
+    image_dtype: str = DEFAULTS.image_dtype
     """editstream: ``"uint8"`` hands batches over as uint8 pixels (see ``editstream.normalize_batch``)."""
-    elastic: bool = False
+    elastic: bool = DEFAULTS.elastic
     """editstream: finite, exact epochs over logical streams that resume at any layout (docs/checkpoints.md)."""
-    elastic_streams: int | None = None
+    elastic_streams: int | None = DEFAULTS.elastic_streams
     """editstream: the number of logical streams (default: world_size x num_workers of the first launch)."""
 
     def __post_init__(self) -> None:
@@ -119,26 +102,13 @@ class BagelDatasetConfig:
             raise ValueError("BAGEL dataset config requires grouped_datasets or grouped_datasets_path")
         if self.grouped_datasets is not None and self.grouped_datasets_path is None:
             check_grouped_datasets(self.grouped_datasets)
-        for name in _PROBABILITIES:
-            value = getattr(self, name)
-            if not _is_real(value) or not 0.0 <= value <= 1.0:
-                raise ValueError(f"{name} must be a probability in [0, 1], got {value!r}")
-        for name in _POSITIVE_INTS:
-            value = getattr(self, name)
-            if not _is_int(value) or value <= 0:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
-        for name in _NON_NEGATIVE_INTS:
-            value = getattr(self, name)
-            if not _is_int(value) or value < 0:
-                raise ValueError(f"{name} must be a non-negative integer, got {value!r}")
-        if not _is_int(self.data_seed):
+        self.spec()  # the knobs are the spec's, checked by its rules
+        if not is_int(self.data_seed):
             raise ValueError(f"data_seed must be an integer, got {self.data_seed!r}")
-        if self.image_dtype not in ("float32", "uint8"):
-            raise ValueError(f"image_dtype must be 'float32' or 'uint8', got {self.image_dtype!r}")
-        if not isinstance(self.elastic, bool):
-            raise ValueError(f"elastic must be true or false, got {self.elastic!r}")
-        if self.elastic_streams is not None and (not _is_int(self.elastic_streams) or self.elastic_streams <= 0):
-            raise ValueError(f"elastic_streams must be a positive integer, got {self.elastic_streams!r}")
+
+    def spec(self) -> PackingSpec:
+        """The packing spec of this config's knobs (a ``ValueError`` naming a bad field and its value)."""
+        return PackingSpec(**{name: getattr(self, name) for name in FIELDS})
 
     def resolved(self) -> BagelDatasetConfig:
         """A copy with ``grouped_datasets`` and ``dataset_info`` loaded (deep copies; ``self`` untouched)."""
@@ -173,13 +143,7 @@ class BagelDatasetConfig:
         signature can stand in (:meth:`packed_dataset_class`).
         """
         runtime = self.resolved()
-        extensions: dict[str, Any] = {}
-        if registry is not None:
-            extensions["registry"] = registry
-        if self.image_dtype != "float32":
-            extensions["image_dtype"] = self.image_dtype
-        if self.elastic:
-            extensions.update(elastic=True, num_streams=self.elastic_streams)
+        extensions = {"registry": registry} if registry is not None else {}
         dataset = self.packed_dataset_class()(
             data_config=runtime,
             tokenizer=tokenizer,
@@ -187,16 +151,10 @@ class BagelDatasetConfig:
             local_rank=rank,
             world_size=world_size,
             num_workers=num_workers,
-            expected_num_tokens=self.expected_num_tokens,
-            max_num_tokens_per_sample=self.max_num_tokens_per_sample,
-            max_num_tokens=self.max_num_tokens,
-            prefer_buffer_before=self.prefer_buffer_before,
-            max_buffer_size=self.max_buffer_size,
-            interpolate_pos=self.interpolate_pos,
-            use_flex=self.use_flex,
             data_status=data_status,
             dataset_info=runtime.dataset_info,
             global_seed=global_seed,
+            **self.spec().packer_arguments(),
             **extensions,
         )
         dataset.set_epoch(self.data_seed)

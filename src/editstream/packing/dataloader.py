@@ -10,17 +10,18 @@ to exactly the next batch.
 
 from __future__ import annotations
 
-import random
+import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 import torch
 
+from .checkpoint.points import seed_all
 from .collate import bagel_packed_collate_fn
-from .config import BagelDatasetConfig
+from .config import DEFAULT_DATA_SEED, BagelDatasetConfig
 from .dataset import PackedDataset
+from .spec import DEFAULTS
 from .stateful import stateful_loader_class
 
 
@@ -35,9 +36,7 @@ class BagelDataloaderBuild:
 def seed_rank(global_seed: int, world_size: int, rank: int) -> int:
     """Seed ``random``, ``numpy``, ``torch`` (and CUDA) with ``global_seed * world_size + rank``; returns it."""
     rank_seed = global_seed * world_size + rank
-    random.seed(rank_seed)
-    np.random.seed(rank_seed)
-    torch.manual_seed(rank_seed)
+    seed_all(rank_seed)
     if torch.cuda.is_available():  # pragma: no cover - no GPU here
         torch.cuda.manual_seed_all(rank_seed)
     return rank_seed
@@ -104,6 +103,10 @@ class BagelDataloaderConfig:
         return BagelDataloaderBuild(dataloader=dataloader, dataset=dataset)
 
 
+FACTORY_CONFIG_FIELDS = tuple(f.name for f in dataclasses.fields(BagelDatasetConfig) if not f.name.endswith("_path"))
+"""The config fields :func:`make_bagel_multimodal_dataset` takes as keyword arguments (all but the files)."""
+
+
 def make_bagel_multimodal_dataset(
     *,
     tokenizer: Any,
@@ -112,51 +115,35 @@ def make_bagel_multimodal_dataset(
     local_rank: int = 0,
     world_size: int = 1,
     num_workers: int = 4,
-    expected_num_tokens: int = 32768,
-    max_num_tokens_per_sample: int = 16384,
-    max_num_tokens: int = 36864,
-    prefer_buffer_before: int = 16384,
-    max_buffer_size: int = 50,
-    interpolate_pos: bool = False,
-    use_flex: bool = False,
+    expected_num_tokens: int = DEFAULTS.expected_num_tokens,
+    max_num_tokens_per_sample: int = DEFAULTS.max_num_tokens_per_sample,
+    max_num_tokens: int = DEFAULTS.max_num_tokens,
+    prefer_buffer_before: int = DEFAULTS.prefer_buffer_before,
+    max_buffer_size: int = DEFAULTS.max_buffer_size,
+    interpolate_pos: bool = DEFAULTS.interpolate_pos,
+    use_flex: bool = DEFAULTS.use_flex,
     data_status: Mapping[str, Any] | None = None,
-    data_seed: int = 42,
-    text_cond_dropout_prob: float = 0.1,
-    vit_cond_dropout_prob: float = 0.4,
-    vae_cond_dropout_prob: float = 0.1,
-    vae_image_downsample: int = 16,
-    max_latent_size: int = 32,
-    vit_patch_size: int = 14,
-    max_num_patch_per_side: int = 70,
+    data_seed: int = DEFAULT_DATA_SEED,
+    text_cond_dropout_prob: float = DEFAULTS.text_cond_dropout_prob,
+    vit_cond_dropout_prob: float = DEFAULTS.vit_cond_dropout_prob,
+    vae_cond_dropout_prob: float = DEFAULTS.vae_cond_dropout_prob,
+    vae_image_downsample: int = DEFAULTS.vae_image_downsample,
+    max_latent_size: int = DEFAULTS.max_latent_size,
+    vit_patch_size: int = DEFAULTS.vit_patch_size,
+    max_num_patch_per_side: int = DEFAULTS.max_num_patch_per_side,
     dataset_info: Mapping[str, Any] | None = None,
     registry: Mapping[str, Callable[..., Any]] | None = None,
-    image_dtype: str = "float32",
+    image_dtype: str = DEFAULTS.image_dtype,
+    elastic: bool = DEFAULTS.elastic,
+    elastic_streams: int | None = DEFAULTS.elastic_streams,
 ) -> PackedDataset:
     """The ``PackedDataset`` of a BAGEL run in one call (``set_epoch(data_seed)`` already applied).
 
-    The same as ``BagelDatasetConfig(...).build(..., global_seed=data_seed)``: the caller's
-    dicts are never mutated.
+    The same as ``BagelDatasetConfig(...).build(..., global_seed=data_seed)``: every config field
+    but the ``*_path`` ones is a keyword here, passed on as is; the caller's dicts are never mutated.
     """
-    config = BagelDatasetConfig(
-        grouped_datasets=grouped_datasets,
-        dataset_info=dataset_info,
-        expected_num_tokens=expected_num_tokens,
-        max_num_tokens_per_sample=max_num_tokens_per_sample,
-        max_num_tokens=max_num_tokens,
-        prefer_buffer_before=prefer_buffer_before,
-        max_buffer_size=max_buffer_size,
-        interpolate_pos=interpolate_pos,
-        use_flex=use_flex,
-        data_seed=data_seed,
-        text_cond_dropout_prob=text_cond_dropout_prob,
-        vit_cond_dropout_prob=vit_cond_dropout_prob,
-        vae_cond_dropout_prob=vae_cond_dropout_prob,
-        vae_image_downsample=vae_image_downsample,
-        max_latent_size=max_latent_size,
-        vit_patch_size=vit_patch_size,
-        max_num_patch_per_side=max_num_patch_per_side,
-        image_dtype=image_dtype,
-    )
+    arguments = locals()
+    config = BagelDatasetConfig(**{name: arguments[name] for name in FACTORY_CONFIG_FIELDS})
     return config.build(
         tokenizer=tokenizer,
         special_tokens=special_tokens,

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from ..data.backends import BACKENDS
+from ..data.backends import check_backend
 from ..io.parquet_info import ParquetInfo
 from ..loader.datasets.parameters import dataset_parameters
 from ..loader.transforms import ImageTransform
@@ -103,11 +103,10 @@ def build_group_datasets(
 def _build_transforms(group: str, args: dict[str, Any]) -> None:
     if "frame_sampler_args" in args:
         args["frame_sampler"] = FrameSampler(**args.pop("frame_sampler_args"))
-    if "image_transform_args" in args or "vit_image_transform_args" in args:
-        if "image_transform_args" in args:
-            args["transform"] = ImageTransform(**args.pop("image_transform_args"))
-        if "vit_image_transform_args" in args:
-            args["vit_transform"] = ImageTransform(**args.pop("vit_image_transform_args"))
+    if "image_transform_args" in args:
+        args["transform"] = ImageTransform(**args.pop("image_transform_args"))
+    if "vit_image_transform_args" in args:
+        args["vit_transform"] = ImageTransform(**args.pop("vit_image_transform_args"))
 
 
 def _instantiate(group: str, args: dict[str, Any], group_status: Any, ctx: GroupContext) -> GroupDataset:
@@ -215,8 +214,8 @@ def attach_dataset_info(group: str, args: dict[str, Any], ctx: GroupContext) -> 
     names = args.pop("dataset_names", None)
     metas = _group_metas(group, names, ctx.dataset_info)
     backend = _agreed_setting(group, names, metas, "backend", args.pop("backend", None))
-    if backend is not None and backend not in BACKENDS:
-        raise ValueError(f"group {group!r}: backend must be one of {list(BACKENDS)}, got {backend!r}")
+    if backend is not None:
+        check_backend(backend, f"group {group!r}")
     if backend == "webdataset" and any("jsonl_path" in meta for meta in metas):
         args["jsonl_path_list"] = None  # the shards hold the lines: no JSONL is read on the webdataset backend
     metas = [_location(group, name, meta, backend) for name, meta in zip(names, metas)]

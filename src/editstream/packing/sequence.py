@@ -7,6 +7,8 @@ per text span. The numerics match BAGEL's data utilities so packed batches are b
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 
 ATTENTION_MODES = ("causal", "full", "noise")
@@ -57,6 +59,11 @@ def get_flattened_position_ids_interpolate(
     row_bins = torch.bucketize(torch.arange(0, 1 - 1e-6, 1 / n_rows), edges, right=True)
     col_bins = torch.bucketize(torch.arange(0, 1 - 1e-6, 1 / n_cols), edges, right=True)
     return (row_bins.unsqueeze(1) * max_num_patches_per_side + col_bins).reshape(-1)
+
+
+def flattened_position_ids(interpolate_pos: bool) -> Callable[[int, int, int, int], torch.Tensor]:
+    """The position-id rule of a spec's ``interpolate_pos``: interpolating, or extrapolating (the default)."""
+    return get_flattened_position_ids_interpolate if interpolate_pos else get_flattened_position_ids_extrapolate
 
 
 def prepare_attention_mask_per_sample(

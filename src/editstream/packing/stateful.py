@@ -13,8 +13,8 @@ import functools
 from collections.abc import Mapping
 from typing import Any
 
-from .elastic import MERGED_FORMAT
-from .merge import saved_progress
+from .checkpoint.formats import MERGED_FORMAT
+from .checkpoint.merge import saved_progress
 
 ITERATOR_FINISHED = "_iterator_finished"
 """torchdata's key for a loader state taken after its iteration ended (the next one starts afresh)."""

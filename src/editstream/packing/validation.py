@@ -24,10 +24,15 @@ def sample_problem(sample: Any, vit_patch_size: int) -> str | None:
     num_tokens = sample["num_tokens"]
     if not isinstance(num_tokens, numbers.Integral) or isinstance(num_tokens, bool):
         return f"num_tokens is {num_tokens!r}, not an int"
-    plan = sample["sequence_plan"]
+    return _plan_problem(sample, vit_patch_size) or _normalization_problem(sample)
+
+
+def _plan_problem(sample: Mapping[str, Any], vit_patch_size: int) -> str | None:
+    """Why a sample's plan does not agree with its texts and images, or ``None``."""
+    images = sample["image_tensor_list"]
     n_text = n_image = 0
     seen_vae = False
-    for position, item in enumerate(plan):
+    for position, item in enumerate(sample["sequence_plan"]):
         if not isinstance(item, Mapping) or item.get("type") not in PLAN_TYPES:
             return f"plan item {position} is not a text/vit_image/vae_image item: {item!r}"
         lacking = [key for key in ("enable_cfg", "loss", "special_token_loss") if key not in item]
@@ -36,23 +41,29 @@ def sample_problem(sample: Any, vit_patch_size: int) -> str | None:
         if item["type"] == "text":
             n_text += 1
             continue
-        image = sample["image_tensor_list"][n_image] if n_image < len(sample["image_tensor_list"]) else None
+        image = images[n_image] if n_image < len(images) else None
         n_image += 1
-        if not isinstance(image, torch.Tensor) or image.dim() != 3:
-            return f"image for plan item {position} is not a CxHxW tensor"
-        if item["type"] == "vit_image":
-            p = vit_patch_size
-            if image.shape[1] % p or image.shape[2] % p:
-                return f"vit image {tuple(image.shape)} is not a multiple of the patch size {p}"
-        else:
-            if item["loss"] == 1 and not item.get("split_start", True) and not seen_vae:
-                return f"plan item {position} continues a vae split that was never started"
-            seen_vae = True
+        problem = _image_problem(position, item, image, vit_patch_size, seen_vae)
+        if problem is not None:
+            return problem
+        seen_vae = seen_vae or item["type"] == "vae_image"
     if n_text != len(sample["text_ids_list"]):
         return f"plan has {n_text} text items but text_ids_list has {len(sample['text_ids_list'])}"
-    if n_image != len(sample["image_tensor_list"]):
-        return f"plan has {n_image} image items but image_tensor_list has {len(sample['image_tensor_list'])}"
-    return _normalization_problem(sample)
+    if n_image != len(images):
+        return f"plan has {n_image} image items but image_tensor_list has {len(images)}"
+    return None
+
+
+def _image_problem(position: int, item: Mapping[str, Any], image: Any, patch: int, seen_vae: bool) -> str | None:
+    """Why the image of an image plan item cannot be packed, or ``None``."""
+    if not isinstance(image, torch.Tensor) or image.dim() != 3:
+        return f"image for plan item {position} is not a CxHxW tensor"
+    if item["type"] == "vit_image":
+        if image.shape[1] % patch or image.shape[2] % patch:
+            return f"vit image {tuple(image.shape)} is not a multiple of the patch size {patch}"
+    elif item["loss"] == 1 and not item.get("split_start", True) and not seen_vae:
+        return f"plan item {position} continues a vae split that was never started"
+    return None
 
 
 def _is_triple(value: Any) -> bool:

@@ -1,25 +1,24 @@
-"""What a ``PackedDataset`` saves and restores between batches: RNG states, copies, the state format."""
+"""The state formats a ``PackedDataset`` saves, the checks a state passes before it loads, copies."""
 
 from __future__ import annotations
 
 import copy
 import random
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import torch
 
-from ..loader.draws import RngPoint
-from .buffer import SampleBuffer
-from .rngchain import ChainEncoder
-
 STATE_FORMAT = "editstream.PackedDataset/2"
-"""Buffered samples as references to their rows, the RNG states as a chain (see ``buffer``, ``rngchain``)."""
+"""The reference run's state: buffered samples as references to their rows, the RNG states as a chain."""
 LITERAL_STATE_FORMAT = "editstream.PackedDataset/1"
 """The first format: buffered samples with their tensors, the RNG states as captured. Still loads."""
 STATE_FORMATS = (STATE_FORMAT, LITERAL_STATE_FORMAT)
+ELASTIC_FORMAT = "editstream.ElasticPacked/1"
+"""One physical worker's elastic state: the states of the logical streams it runs."""
+MERGED_FORMAT = "editstream.ElasticMerged/1"
+"""Every stream's state, from :func:`~editstream.packing.checkpoint.merge.merge_states`: loads into any layout."""
 STATE_KEYS = (
     "started",
     "rank",
@@ -60,16 +59,6 @@ def copy_tree(obj: Any) -> Any:
     if isinstance(obj, np.ndarray):
         return obj.copy()
     return copy.deepcopy(obj)
-
-
-@dataclass
-class LiveIteration:
-    """What one running iteration exposes to ``state_dict()``: references, encoded only on demand."""
-
-    worker_id: int
-    buffer: SampleBuffer = field(default_factory=SampleBuffer)
-    rng: RngPoint | None = None
-    encoder: ChainEncoder = field(default_factory=ChainEncoder)
 
 
 def check_resumable(state: Any, layout: Mapping[str, Any], group_names: list[str]) -> None:

@@ -1,13 +1,14 @@
 """Where the global RNGs stand: full captures, and the cheap per-row point a parse starts from.
 
 A checkpoint that keeps a buffered sample as a reference (its row, not its tensors) must be able
-to parse that row again with the random streams exactly where they were. ``draw_point()`` takes
-that point before every parse of a packed dataset, so it must be cheap: Python's state through
-``random.getstate()``, torch's through ``torch.get_rng_state()``, and numpy's Mersenne Twister
-words and position read straight from its bit generator's documented ctypes state address
-(``np.random.get_state()`` copies the key word by word and costs over 100 us). Numpy's cached
-normal variate (legacy ``randn``) is not part of that point: a ``parse_row`` that draws numpy
-normals is restored from an empty cache, which the restore's check then reports.
+to parse that row again with the random streams exactly where they were. The packer hands
+:func:`draw_point` to its datasets (``iter_with_origins``), which call it before every parse, so it
+must be cheap: Python's state through ``random.getstate()``, torch's through
+``torch.get_rng_state()``, and numpy's Mersenne Twister words and position read straight from its
+bit generator's documented ctypes state address (``np.random.get_state()`` copies the key word by
+word and costs over 100 us). Numpy's cached normal variate (legacy ``randn``) is not part of that
+point: a ``parse_row`` that draws numpy normals is restored from an empty cache, which the
+restore's check then reports.
 """
 
 from __future__ import annotations
@@ -87,6 +88,13 @@ def draw_point() -> RngPoint:
     return RngPoint(
         python=random.getstate(), numpy_key=key, numpy_pos=pos, numpy_gauss=None, torch=torch.get_rng_state()
     )
+
+
+def seed_all(seed: int) -> None:
+    """Seed the three global RNGs (Python's, numpy's legacy one, torch's) with ``seed``."""
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
 
 
 def apply_point(point: RngPoint) -> None:

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..loader.draws import MT_WORDS, RngPoint, mt_words
+from .points import MT_WORDS, RngPoint, mt_words
 
 CHAIN_FORMAT = "editstream.rng-chain/1"
 MAX_BLOCKS = 512

@@ -1,31 +1,59 @@
-"""Parse rows again exactly as they were parsed: how a checkpoint that keeps only references to
-buffered samples gets their tensors back.
+"""The loader's side of checkpoint-by-reference: :class:`TracedDataset`, the one interface a packer uses.
 
-A packed dataset notes, for every sample it yields, a :class:`ParseOrigin`: the unit, the row's
-position in it and the point the global RNGs stood at when its parse began. Given origins,
-:func:`gather_rows` reads those rows again (each unit once, starting just before the first row
-wanted), and the dataset parses each with the RNGs put back at its point, which gives the same
-sample bit for bit.
+Samples come with their :class:`ParseOrigin` (unit, row, and a point the packer's callable took
+just before the parse); recreating reads those rows again (:func:`gather_rows`) and parses each
+after the packer's callable put its point back. The point is opaque here (the packer's RNG states,
+``editstream.packing.checkpoint``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from ..data.rows import BadSample, Position, RowSource, close_rows
 from ..data.units import Unit
-from .draws import RngPoint
+
+TakePoint = Callable[[], Any]
+"""Called just before a row's parse: what it returns is kept as the origin's ``point``."""
+PutPoint = Callable[[Any], None]
+"""Called with an origin's ``point`` just before its row is parsed again."""
 
 
 @dataclass(frozen=True)
 class ParseOrigin:
-    """Where a yielded sample came from: its unit's place in the worker's list, its row, the RNG point."""
+    """Where a yielded sample came from: its unit's place in the unit list, its row, the point taken."""
 
     unit_position: int
     position: Position
-    point: RngPoint
+    point: Any
+
+
+Traced = Iterator[tuple[dict[str, Any], ParseOrigin | None]]
+"""Samples, each with its origin (``None`` from a stream that takes no points)."""
+
+
+@runtime_checkable
+class TracedDataset(Protocol):
+    """A group dataset whose samples a packer can save as references, read in elastic epochs too
+    (every source dataset is one)."""
+
+    def iter_with_origins(self, take_point: TakePoint) -> Traced:
+        """The dataset's own endless stream (``iter(dataset)``), each sample with its origin."""
+
+    def recreate_samples(
+        self, origins: Sequence[ParseOrigin], units: Sequence[Unit] | None, put_point: PutPoint
+    ) -> list[dict[str, Any]]:
+        """The samples these origins were parsed into, bit for bit (``units``: what they index)."""
+
+    def sorted_units(self) -> list[Unit]:
+        """Every unit of the dataset in sorted order: a unit's place here is its global id."""
+
+    def iter_epoch_units(
+        self, units: Sequence[Unit], order: Sequence[int], start: int, after: Position | None, take_point: TakePoint
+    ) -> Traced:
+        """One pass over ``units[i] for i in order[start:]`` (rows after ``after`` in the first)."""
 
 
 class RecreateError(ValueError):

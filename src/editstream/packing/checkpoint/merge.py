@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from .elastic import ELASTIC_FORMAT, MERGED_FORMAT
+from .formats import ELASTIC_FORMAT, MERGED_FORMAT
 
 STEPS_SINCE_SNAPSHOT = "_steps_since_snapshot"
 """torchdata's key for the batches a StatefulDataLoader yielded after its last worker snapshot."""

@@ -1,0 +1,104 @@
+"""A buffer of waiting samples as references to their rows, and the buffer those references give back.
+
+A buffered sample is saved as its group, its row (the unit's place in the unit list and the row's
+position) and its token count (a check); the point the RNGs stood at when its parse began goes into
+the state's RNG chain (:mod:`.chain`). Restoring asks each group's dataset, through the loader's
+:class:`~editstream.loader.origins.TracedDataset`, to recreate those samples. A sample whose origin
+is unknown (a group whose dataset is not traced) is kept literally, as the first state format did.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ...data.units import Unit
+from ...loader.origins import ParseOrigin, RecreateError, TracedDataset
+from ..draws import Buffered, SampleBuffer
+from .chain import ChainEncoder, decode_points
+from .points import RngPoint, apply_point
+
+
+def buffer_state(
+    buffer: SampleBuffer, current: RngPoint, group_names: Sequence[str], encoder: ChainEncoder
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The buffer as references (literal samples where no origin is known) and the RNG chain:
+    the referenced samples' points in buffer order, then ``current``."""
+    entries: list[dict[str, Any]] = []
+    points: list[RngPoint] = []
+    for entry in buffer:
+        name = group_names[entry.group]
+        if entry.origin is None:
+            entries.append({"group": name, "sample": entry.sample})
+            continue
+        entries.append(
+            {
+                "group": name,
+                "unit": entry.origin.unit_position,
+                "position": list(entry.origin.position),
+                "num_tokens": int(entry.sample["num_tokens"]),
+            }
+        )
+        points.append(entry.origin.point)
+    return entries, encoder.encode([*points, current])
+
+
+def restore_buffer(
+    entries: Sequence[dict[str, Any]],
+    chain: dict[str, Any],
+    group_names: Sequence[str],
+    datasets: Sequence[object],
+    unit_lists: Sequence[Sequence[Unit]] | None = None,
+) -> tuple[SampleBuffer, RngPoint]:
+    """The buffer and the RNG point a saved state names; referenced samples are parsed again.
+
+    ``unit_lists[g]`` are the units group ``g``'s references index (default: the worker's own list).
+    Leaves the global RNGs moved (the caller applies the returned point). Raises
+    :class:`~editstream.loader.origins.RecreateError` when a sample does not come back as saved.
+    """
+    points = decode_points(chain)
+    referenced = [e for e in entries if "sample" not in e]
+    if len(points) != len(referenced) + 1:
+        raise RecreateError(f"the state's rng chain has {len(points)} points for {len(referenced)} buffered references")
+    index = {name: i for i, name in enumerate(group_names)}
+    wanted: dict[int, list[tuple[int, ParseOrigin]]] = {}
+    for slot, entry in enumerate(e for e in entries if "sample" not in e):
+        origin = ParseOrigin(int(entry["unit"]), tuple(int(p) for p in entry["position"]), points[slot])
+        wanted.setdefault(index[entry["group"]], []).append((slot, origin))
+    recreated: dict[int, tuple[dict[str, Any], ParseOrigin]] = {}
+    for group, origins in wanted.items():
+        units = None if unit_lists is None else unit_lists[group]
+        recreated.update(_recreate(group_names[group], datasets[group], origins, referenced, units))
+    buffer: SampleBuffer = []
+    slot = 0
+    for entry in entries:
+        if "sample" in entry:
+            buffer.append(Buffered(entry["sample"], index[entry["group"]], None))
+        else:
+            sample, origin = recreated[slot]
+            buffer.append(Buffered(sample, index[entry["group"]], origin))
+            slot += 1
+    return buffer, points[-1]
+
+
+def _recreate(
+    name: str,
+    dataset: object,
+    origins: Sequence[tuple[int, ParseOrigin]],
+    referenced: Sequence[dict[str, Any]],
+    units: Sequence[Unit] | None,
+) -> dict[int, tuple[dict[str, Any], ParseOrigin]]:
+    """One group's referenced samples parsed again, by slot, each checked against its saved token count."""
+    if not isinstance(dataset, TracedDataset):
+        raise RecreateError(f"group {name!r}: its dataset cannot recreate buffered samples")
+    samples = dataset.recreate_samples([origin for _, origin in origins], units, apply_point)
+    out = {}
+    for (slot, origin), sample in zip(origins, samples):
+        saved = referenced[slot]
+        if int(sample["num_tokens"]) != int(saved["num_tokens"]):
+            raise RecreateError(
+                f"group {name!r}: buffered row {saved['unit']}/{saved['position']} "
+                f"parsed again into {sample['num_tokens']} tokens, it had {saved['num_tokens']}"
+            )
+        out[slot] = (sample, origin)
+    return out

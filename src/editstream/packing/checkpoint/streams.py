@@ -1,0 +1,121 @@
+"""Elastic states: each logical stream's place in its epoch, one worker's streams, and the checks on load.
+
+A stream's state says, per group, the unit (its global id) and row it read last and whether the
+group is exhausted, plus its buffer as references and its RNG chain (:mod:`.references`). A
+worker's state holds its streams and a fingerprint (groups, unit counts, seed) that a state must
+match to resume exactly; :func:`~.merge.merge_states` joins the workers' states into one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from ...data.units import Unit
+from ...loader.origins import ParseOrigin
+from .formats import ELASTIC_FORMAT, MERGED_FORMAT
+from .references import buffer_state
+
+if TYPE_CHECKING:
+    from ..runs.elastic import StreamRun
+
+
+def fingerprint(group_names: Sequence[str], unit_lists: Sequence[Sequence[Unit]], seed: int) -> dict[str, Any]:
+    """What a state must agree on to resume exactly: groups, their unit counts and the seed."""
+    return {"groups": list(group_names), "units": [len(units) for units in unit_lists], "seed": seed}
+
+
+def not_started(stream: int, epoch: int) -> dict[str, Any]:
+    """The state of a stream that has not yielded yet in ``epoch``."""
+    return {"stream": stream, "epoch": epoch, "started": False, "done": False}
+
+
+def stream_state(run: StreamRun, epoch: int, group_names: Sequence[str]) -> dict[str, Any]:
+    """One stream's state (JSON-ready): where each group's reading is, its buffer and RNG point."""
+    if not run.started:
+        return not_started(run.stream, epoch)
+    buffer, chain = buffer_state(run.buffer, run.rng, group_names, run.encoder)
+    groups = [
+        {
+            "unit": None if origin is None else origin.unit_position,
+            "position": None if origin is None else list(origin.position),
+            "exhausted": exhausted,
+        }
+        for origin, exhausted in zip(run.draws.origins, run.draws.exhausted)
+    ]
+    return {
+        "stream": run.stream,
+        "epoch": epoch,
+        "started": True,
+        "done": run.done,
+        "groups": groups,
+        "buffer": buffer,
+        "rng": chain,
+    }
+
+
+def saved_cursors(saved: Mapping[str, Any]) -> tuple[list[ParseOrigin | None], list[bool]]:
+    """Each group's last drawn row (an origin without a point) and exhausted flag, of a started stream's state."""
+    origins: list[ParseOrigin | None] = [
+        None if e["unit"] is None else ParseOrigin(int(e["unit"]), tuple(e["position"]), None) for e in saved["groups"]
+    ]
+    return origins, [bool(entry["exhausted"]) for entry in saved["groups"]]
+
+
+def resume_at(order: list[int], entry: Mapping[str, Any], group: str, epoch: int) -> tuple[int, tuple[int, ...] | None]:
+    """Where a group's reading goes on in a stream's share ``order``: (index in it, row to resume after)."""
+    if entry["exhausted"]:
+        return len(order), None
+    if entry["unit"] is None:
+        return 0, None
+    unit = int(entry["unit"])
+    if unit not in order:
+        raise ValueError(
+            f"elastic: group {group!r}: the state's unit {unit} is not in this stream's share of epoch {epoch}; "
+            f"the state is from other data or another seed"
+        )
+    return order.index(unit), tuple(int(p) for p in entry["position"])
+
+
+def worker_state(num_streams: int, epoch: int, mine: dict[str, Any], streams: dict[str, Any]) -> dict[str, Any]:
+    """One worker's elastic state: its streams' states and the fingerprint they were taken over."""
+    return {
+        "format": ELASTIC_FORMAT,
+        "num_streams": num_streams,
+        "epoch": epoch,
+        "fingerprint": mine,
+        "streams": streams,
+    }
+
+
+def check_elastic_state(
+    state: Any, num_streams: int | None, fingerprint_now: Callable[[], dict[str, Any]]
+) -> tuple[int, dict[str, Any] | None, int]:
+    """Check an elastic state (one worker's or merged) against this dataset; return what to resume:
+    ``(epoch, the saved streams by id or None to start the epoch fresh, the number of streams)``.
+
+    ``num_streams``: the config's ``elastic_streams`` (the state must then match it), else ``None``.
+    """
+    found = state.get("format") if isinstance(state, Mapping) else type(state).__name__
+    if found not in (ELASTIC_FORMAT, MERGED_FORMAT):
+        raise ValueError(
+            f"cannot resume: this dataset is elastic but the state is {found!r}; an elastic dataset resumes "
+            f"from a state saved with elastic: true (or editstream.merge_states of such states)"
+        )
+    saved_streams = int(state["num_streams"])
+    if num_streams is not None and saved_streams != num_streams:
+        raise ValueError(
+            f"cannot resume: the state has {saved_streams} logical streams, the config sets "
+            f"elastic_streams={num_streams}; an epoch resumes exactly only with the same streams"
+        )
+    mine = fingerprint_now()
+    if state["fingerprint"] != mine:
+        raise ValueError(
+            f"cannot resume: the state was saved over {state['fingerprint']}, this dataset reads {mine} "
+            f"(groups, units per group, seed); an elastic epoch resumes only over the same data and seed"
+        )
+    streams = dict(state["streams"])
+    epoch = int(state["epoch"])
+    if found == MERGED_FORMAT and all(s.get("done") for s in streams.values()):
+        return epoch + 1, None, saved_streams  # the saved epoch was complete: go on with the next
+    return epoch, streams, saved_streams

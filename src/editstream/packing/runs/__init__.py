@@ -1,0 +1,45 @@
+"""The two packing runs behind one small interface, chosen once from the spec.
+
+A run is what a ``PackedDataset`` does with its groups: :class:`ReferenceRun` (BAGEL's endless
+stream, resumed at the same layout) or :class:`ElasticRun` (finite epochs over logical streams,
+resumed at any layout). Each gives one iteration's batches, a state between two batches, and
+loads a state; ``PackedDataset`` forwards to the run it was built with and never asks which.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Protocol
+
+from ..spec import PackingSpec
+from .elastic import ElasticRun
+from .reference import ReferenceRun
+
+if TYPE_CHECKING:
+    from ..dataset import PackedDataset
+
+
+class PackingRun(Protocol):
+    """Batches, state, load: what a ``PackedDataset`` asks of its run."""
+
+    epoch: int
+
+    def batches(self) -> Iterator[dict[str, Any]]:
+        """One iteration's batches (resuming a loaded state when there is one)."""
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything needed to continue after the last yielded batch."""
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Prepare the next iteration to resume from ``state`` (checked against this dataset)."""
+
+    def set_epoch(self, seed: int) -> None:
+        """What the run does with the packer's ``set_epoch`` seed beyond remembering it."""
+
+    def start_epoch(self, epoch: int) -> None:
+        """Make the next iteration run epoch ``epoch`` from its start (elastic epochs)."""
+
+
+def packing_run(packer: PackedDataset, spec: PackingSpec) -> PackingRun:
+    """The run ``spec`` asks for: elastic epochs when ``spec.elastic``, else the reference's stream."""
+    return ElasticRun(packer, spec.elastic_streams) if spec.elastic else ReferenceRun(packer)

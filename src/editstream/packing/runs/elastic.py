@@ -1,0 +1,287 @@
+"""The elastic run: finite, exact epochs over a fixed number of logical streams, whatever the layout.
+
+Each logical stream ``s`` of ``S`` owns, in epoch ``e``, a contiguous share of every group's
+units (the sorted units shuffled by ``(seed, e)``), its own RNG states (seeded by ``(seed, e, s)``
+and kept apart from the caller's) and its own lossless packer. What a stream yields therefore
+depends on the data, the seed, the epoch and ``s`` alone, never on the layout: physical worker
+``g`` of ``P = world_size x max(1, num_workers)`` runs the streams with ``s % P == g`` in turn,
+and its state holds those streams' states (:mod:`~editstream.packing.checkpoint.streams`);
+``merge_states`` joins the ranks' states into one that any layout loads.
+"""
+
+from __future__ import annotations
+
+import random
+import zlib
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from ...loader.origins import ParseOrigin, TracedDataset
+from ...loader.units import epoch_order, stream_share
+from ..checkpoint import streams as saved_streams
+from ..checkpoint.chain import ChainEncoder
+from ..checkpoint.formats import copy_tree
+from ..checkpoint.points import RngPoint, apply_point, capture_point, draw_point, seed_all
+from ..checkpoint.references import restore_buffer
+from ..draws import Buffered, GroupDraws, SampleBuffer, finish, open_with_mandatory, sample_tokens
+
+if TYPE_CHECKING:
+    from ..dataset import PackedDataset
+
+
+def stream_seed(base: int, epoch: int, stream: int) -> int:
+    """The seed of stream ``stream``'s RNGs in epoch ``epoch`` (a CRC of the three numbers)."""
+    return zlib.crc32(f"editstream-stream:{base}:{epoch}:{stream}".encode())
+
+
+def physical_worker() -> tuple[int, int]:
+    """(this process's worker id, the number of DataLoader workers; 1 in the main process)."""
+    info = torch.utils.data.get_worker_info()
+    return (info.id, info.num_workers) if info is not None else (0, 1)
+
+
+def my_streams(num_streams: int, rank: int, world_size: int) -> list[int]:
+    """The logical streams this process runs: ``s % P == g`` for physical worker ``g`` of ``P``."""
+    worker, workers = physical_worker()
+    g, p = rank * workers + worker, world_size * workers
+    return [s for s in range(num_streams) if s % p == g]
+
+
+def epoch_datasets(packer: PackedDataset) -> list[TracedDataset]:
+    """The groups' datasets, each one that reads units in a given order, or a TypeError naming the group."""
+    datasets: list[TracedDataset] = []
+    for name, dataset in zip(packer.group_names, packer.grouped_datasets):
+        if not isinstance(dataset, TracedDataset):
+            raise TypeError(
+                f"elastic: group {name!r} is a {type(dataset).__name__}, not a source dataset; elastic epochs "
+                "need datasets that read units (every registered kind's dataset does)"
+            )
+        datasets.append(dataset)
+    return datasets
+
+
+def _draw_live(weights: Sequence[float], live: Sequence[bool]) -> int:
+    """A group drawn with ``random.random()`` among the live ones, by weight."""
+    total = sum(w for w, ok in zip(weights, live) if ok)
+    draw = random.random() * total
+    last = -1
+    for group, (weight, ok) in enumerate(zip(weights, live)):
+        if not ok:
+            continue
+        last = group
+        draw -= weight
+        if draw < 0:
+            return group
+    return last
+
+
+def lossless_batches(packer: PackedDataset, draws: GroupDraws, buffer: SampleBuffer) -> Iterator[dict[str, Any]]:
+    """One epoch of packed batches in which every valid sample is packed exactly once.
+
+    Groups are drawn by weight among those with samples left; a sample that does not fit goes
+    back to the buffer (to its front when it came from there) and the sequence is yielded; once
+    every group is exhausted the buffer is drained; the last, partial sequence is yielded too.
+    Only a sample that cannot fit any sequence is dropped, and counted (``oversize``).
+    """
+    spec, weights = packer.spec, packer.grouped_weights
+    status = packer.set_sequence_status()
+    batch_data_indexes: list[Any] = []
+    opening = 0  # samples of the sequence put there by the mandatory groups
+    while True:
+        if status.curr == 0:
+            status = open_with_mandatory(packer, draws, status, batch_data_indexes)
+            opening = len(batch_data_indexes)
+        live = [not done and weight > 0 for done, weight in zip(draws.exhausted, weights)]
+        origin: ParseOrigin | None
+        if buffer and (status.curr < spec.prefer_buffer_before or not any(live)):
+            entry = buffer.pop(0)
+            sample, group, origin, from_buffer = entry.sample, entry.group, entry.origin, True
+        elif any(live):
+            group = _draw_live(weights, live)
+            drawn = draws.next_sample(group)
+            if drawn is None:
+                continue
+            sample, origin, from_buffer = drawn, draws.origin_of(group), False
+        else:
+            break
+        num_tokens = sample_tokens(sample)
+        if num_tokens > spec.max_num_tokens_per_sample or (
+            len(batch_data_indexes) == opening and status.curr + num_tokens > spec.max_num_tokens
+        ):
+            draws.note_drop("oversize", sample, f"{num_tokens} tokens do not fit a sequence")
+            continue
+        if status.curr + num_tokens > spec.max_num_tokens:
+            if from_buffer:
+                buffer.insert(0, Buffered(sample, group, origin))  # back where it was
+            else:
+                buffer.append(Buffered(sample, group, origin))
+                if len(buffer) <= spec.max_buffer_size:
+                    continue
+            yield finish(packer, status, batch_data_indexes)
+            status, batch_data_indexes = packer.set_sequence_status(), []
+            continue
+        status = packer.pack_sequence(sample, status)
+        batch_data_indexes.append(sample["data_indexes"])
+        if status.curr >= spec.expected_num_tokens:
+            yield finish(packer, status, batch_data_indexes)
+            status, batch_data_indexes = packer.set_sequence_status(), []
+    if batch_data_indexes:
+        yield finish(packer, status, batch_data_indexes)
+
+
+@dataclass
+class StreamRun:
+    """One logical stream inside a worker: its packer loop, buffer, draws and RNG point."""
+
+    stream: int
+    draws: GroupDraws
+    buffer: SampleBuffer
+    rng: RngPoint
+    batches: Iterator[dict[str, Any]] | None = None
+    started: bool = False
+    done: bool = False
+    encoder: ChainEncoder = field(default_factory=ChainEncoder)
+
+
+class ElasticRuntime:
+    """The logical streams of one process, opened (or restored) for one epoch, run in turn."""
+
+    def __init__(self, packer: PackedDataset, num_streams: int, epoch: int, saved: Mapping[str, Any] | None) -> None:
+        self.packer = packer
+        self.num_streams = num_streams
+        self.epoch = epoch
+        self.datasets = epoch_datasets(packer)
+        self.unit_lists = [dataset.sorted_units() for dataset in self.datasets]
+        self.streams = my_streams(num_streams, packer.local_rank, packer.world_size)
+        self.saved = saved
+        self.runs: list[StreamRun] = []
+
+    def _order(self, group: int, stream: int) -> list[int]:
+        units = self.unit_lists[group]
+        return stream_share(epoch_order(len(units), self.packer.seed_base(), self.epoch), stream, self.num_streams)
+
+    def open(self) -> None:
+        """Open every stream of this process: fresh at the epoch's start, or where its saved state says."""
+        caller = capture_point()
+        try:
+            self.runs = [self._open_stream(s) for s in self.streams]
+        finally:
+            apply_point(caller)
+
+    def _open_stream(self, stream: int) -> StreamRun:
+        saved = None if self.saved is None else self.saved.get(str(stream))
+        if self.saved is not None and saved is None:
+            raise ValueError(
+                f"elastic: the loaded state has no state for stream {stream} (of {self.num_streams}); "
+                f"load editstream.merge_states([...every rank's state...]) when the layout changes"
+            )
+        started = saved is not None and bool(saved["started"])
+        orders = [self._order(g, stream) for g in range(len(self.datasets))]
+        starts: list[tuple[int, tuple[int, ...] | None]] = [(0, None)] * len(orders)
+        if started:
+            assert saved is not None
+            names = self.packer.group_names
+            starts = [
+                saved_streams.resume_at(orders[g], e, names[g], self.epoch) for g, e in enumerate(saved["groups"])
+            ]
+        iterators = [
+            dataset.iter_epoch_units(self.unit_lists[g], orders[g], *starts[g], draw_point)
+            for g, dataset in enumerate(self.datasets)
+        ]
+        draws = GroupDraws(self.packer, iterators, finite=True)
+        if started:
+            assert saved is not None
+            draws.origins, draws.exhausted = saved_streams.saved_cursors(saved)
+            buffer, point = restore_buffer(
+                saved["buffer"], saved["rng"], self.packer.group_names, self.datasets, self.unit_lists
+            )
+            run = StreamRun(stream, draws, buffer, point, started=True, done=bool(saved["done"]))
+        else:
+            seed_all(stream_seed(self.packer.seed_base(), self.epoch, stream))
+            run = StreamRun(stream, draws, [], capture_point())
+        run.batches = lossless_batches(self.packer, run.draws, run.buffer)
+        return run
+
+    def batches(self) -> Iterator[dict[str, Any]]:
+        """Every batch of this process's streams for the epoch, one stream after another in turn."""
+        while True:
+            progressed = False
+            for run in self.runs:
+                if run.done:
+                    continue
+                batch = self._step(run)
+                if batch is not None:
+                    progressed = True
+                    yield batch
+            if not progressed:
+                return
+
+    def _step(self, run: StreamRun) -> dict[str, Any] | None:
+        caller = capture_point()
+        apply_point(run.rng)
+        try:
+            assert run.batches is not None
+            batch = next(run.batches, None)
+            if batch is None:
+                run.done = True
+            else:
+                run.rng, run.started = capture_point(), True
+            return batch
+        finally:
+            apply_point(caller)
+
+
+class ElasticRun:
+    """Elastic epochs as a packing run: the next epoch per iteration, its state, resuming any layout's."""
+
+    def __init__(self, packer: PackedDataset, elastic_streams: int | None) -> None:
+        self.packer = packer
+        self.fixed_streams = elastic_streams
+        default = packer.world_size * max(1, packer.num_workers)
+        self.num_streams = int(elastic_streams) if elastic_streams is not None else default
+        self.epoch = 0
+        self.runtime: ElasticRuntime | None = None
+        self.pending: dict[str, Any] | None = None
+
+    def set_epoch(self, seed: int) -> None:
+        """Nothing to forward: elastic epochs split units over logical streams, not over ranks."""
+
+    def start_epoch(self, epoch: int) -> None:
+        """Make the next iteration run epoch ``epoch`` from its start."""
+        self.epoch, self.pending, self.runtime = int(epoch), None, None
+
+    def batches(self) -> Iterator[dict[str, Any]]:
+        """This process's batches of the epoch: the loaded one resumed, else the next after one that ran."""
+        pending, self.pending = self.pending, None
+        if pending is None and self.runtime is not None:
+            self.epoch += 1  # a new iteration after one that ran (to its end or not): the next epoch
+        runtime = ElasticRuntime(self.packer, self.num_streams, self.epoch, pending)
+        runtime.open()
+        self.runtime = runtime
+        yield from runtime.batches()  # the finished runtime stays: its state says "epoch done"
+
+    def _fingerprint(self, unit_lists: Sequence[Sequence[Any]] | None = None) -> dict[str, Any]:
+        if unit_lists is None:
+            unit_lists = [dataset.sorted_units() for dataset in epoch_datasets(self.packer)]
+        return saved_streams.fingerprint(self.packer.group_names, unit_lists, self.packer.seed_base())
+
+    def state_dict(self) -> dict[str, Any]:
+        """This process's streams (running, loaded-not-started or fresh) and what a resume must match."""
+        runtime, names = self.runtime, self.packer.group_names
+        if runtime is not None:
+            epoch, mine = runtime.epoch, self._fingerprint(runtime.unit_lists)
+            streams = {str(run.stream): saved_streams.stream_state(run, epoch, names) for run in runtime.runs}
+        else:
+            epoch, mine, pending = self.epoch, self._fingerprint(), self.pending or {}
+            ids = my_streams(self.num_streams, self.packer.local_rank, self.packer.world_size)
+            streams = {str(s): pending.get(str(s)) or saved_streams.not_started(s, epoch) for s in ids}
+        return copy_tree(saved_streams.worker_state(self.num_streams, epoch, mine, streams))
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Check an elastic state (this layout's, or ``merge_states`` of any layout's) and resume from it."""
+        loaded = saved_streams.check_elastic_state(state, self.fixed_streams, self._fingerprint)
+        self.epoch, self.pending, self.num_streams = loaded
+        self.runtime = None
