@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import os
 import random
 
 import PIL
@@ -283,7 +284,9 @@ def test_t2i_stream_units_are_files(tmp_path):
     ds = T2IIterableDataset(
         "t2i_pretrain", ImageTransform(**VAE), ByteTokenizer(), [str(tmp_path / "t2i")], [2], num_workers=0
     )
-    assert ds.data_paths == [str(tmp_path / "t2i" / f"part-0000{f}.parquet") for f in (0, 1)]
+    assert sorted(ds.data_paths) == [str(tmp_path / "t2i" / f"part-0000{f}.parquet") for f in (0, 1)]
+    listed = [n for n in os.listdir(tmp_path / "t2i") if n.endswith(".parquet")]
+    assert ds.data_paths == [str(tmp_path / "t2i" / n) for n in listed]  # the directory's order, as NeMo's
     random.seed(0)
     it = iter(ds)
     good = summary["num_rows"] - len(summary["corrupt_rows"])

@@ -82,6 +82,8 @@ class SourceRequest:
     media_dir: str | None = None
     allow_outside_media_dir: bool = False
     options: Mapping[str, Any] = field(default_factory=dict)
+    sorted_files: bool = False
+    """Take a directory's files sorted whatever the dataset's ``file_order`` (the raw reader's listing)."""
 
 
 @dataclass(frozen=True)

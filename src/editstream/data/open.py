@@ -51,7 +51,8 @@ class DataHandle:
         return self.layout.storage_options
 
     def request(self, dataset_name: str = "data", drops: DropLog | None = None, **options: Any) -> SourceRequest:
-        """What a row source of this data is built with (``options``: the backend's source options)."""
+        """What a row source of this data is built with (``options``: the backend's source options); a
+        directory's files are listed sorted, the order the loader shuffles units in."""
         return SourceRequest(
             dataset_name=dataset_name,
             kind=self.kind,
@@ -61,6 +62,7 @@ class DataHandle:
             media_dir=self.media_dir,
             allow_outside_media_dir=self.allow_outside_media_dir,
             options=options,
+            sorted_files=True,
         )
 
     def source(self, dataset_name: str = "data", drops: DropLog | None = None, **options: Any) -> ListingRowSource:

@@ -74,12 +74,15 @@ def _options(backend: str, request: SourceRequest) -> dict[str, Any]:
             f"dataset {request.dataset_name!r}: unknown keyword argument(s) {unknown} for backend "
             f"{backend!r} (it takes {list(SOURCE_OPTIONS[backend])})"
         )
+    options = dict(request.options)
+    if request.sorted_files:
+        options["file_order"] = "sorted"
     return dict(
         dataset_name=request.dataset_name,
         granularity=request.granularity,
         drops=request.drops,
         column_types=request.column_types,
-        **request.options,
+        **options,
     )
 
 
