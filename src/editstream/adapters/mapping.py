@@ -19,6 +19,7 @@ from typing import Any
 import yaml
 
 from ..format.columns import normalize_type
+from ..format.safe_yaml import YamlBoundError, brief, load_yaml
 from ..kinds import DatasetKind, UnknownKindError, all_kinds, get_kind
 from .where import FilterError, parse_filter
 
@@ -45,7 +46,7 @@ class MappingError(ValueError):
 
 
 def _error(origin: str, key: str, what: str, value: Any) -> MappingError:
-    return MappingError(f"{origin}: key {key!r}: {what} (got {value!r})")
+    return MappingError(f"{origin}: key {brief(key)}: {what} (got {brief(value)})")
 
 
 @dataclass(frozen=True)
@@ -256,7 +257,8 @@ def mapping_from_dict(data: Any, origin: str = "<mapping>") -> AdapterMapping:
 
 
 def load_mapping(path: str | Path) -> AdapterMapping:
-    """Read a mapping file: JSON by a ``.json`` suffix, else YAML."""
+    """Read a mapping file: JSON by a ``.json`` suffix, else YAML (``load_yaml``: aliases expanded
+    within a bound, so a few hundred bytes cannot expand to gigabytes)."""
     path = Path(path)
     origin = str(path)
     try:
@@ -264,7 +266,9 @@ def load_mapping(path: str | Path) -> AdapterMapping:
     except FileNotFoundError:
         raise MappingError(f"mapping file not found: {origin}") from None
     try:
-        data = json.loads(text) if path.suffix.lower() == ".json" else yaml.safe_load(text)
-    except (ValueError, yaml.YAMLError) as exc:
-        raise MappingError(f"{origin}: cannot parse the mapping: {exc}") from None
+        data = json.loads(text) if path.suffix.lower() == ".json" else load_yaml(text, origin)
+    except YamlBoundError as exc:
+        raise MappingError(str(exc)) from None
+    except (ValueError, yaml.YAMLError, RecursionError) as exc:
+        raise MappingError(f"{origin}: cannot parse the mapping: {brief(str(exc))}") from None
     return mapping_from_dict(data, origin)

@@ -164,15 +164,14 @@ def tidy_dst(dst: str, planned: Iterable[str], so: storage.StorageOptions | None
     records = set()
     if storage.exists(records_dir, so):
         records = {u.rsplit("/", 1)[-1][: -len(".json")] for u in storage.list_files(records_dir, ".json", so)}
-    for url in storage.list_files(dst, ".parquet", so):
-        name = url.rsplit("/", 1)[-1]
-        if name in keep:
-            continue
-        if name not in records:
-            raise FileExistsError(
-                f"DST {dst} holds {name}, which no adaptation wrote; adapt into a new or empty directory"
-            )
-        storage.remove(url, so)
+    stale = {url.rsplit("/", 1)[-1]: url for url in storage.list_files(dst, ".parquet", so)}
+    foreign = sorted(set(stale) - keep - records)
+    if foreign:  # refused before anything is removed
+        raise FileExistsError(
+            f"DST {dst} holds {foreign[0]}, which no adaptation wrote; adapt into a new or empty directory"
+        )
+    for name in sorted(set(stale) - keep):
+        storage.remove(stale[name], so)
     for name in records - keep:
         storage.remove(_record_url(dst, name), so)
 

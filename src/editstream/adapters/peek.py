@@ -18,7 +18,7 @@ from .builtin import resolve_mapping
 from .chains import ChainBuilder
 from .mapping import AdapterMapping
 from .plan import SourceFile, check_columns, list_sources, plan_groups, unpack
-from .values import BadValue, MediaDir
+from .values import BadValue, MediaDir, bad_cell, table_rows
 from .where import Filter, parse_filter
 
 Peeked = tuple[str, dict[str, Any] | BadValue]
@@ -31,8 +31,8 @@ def _rows(
     for f in files:
         with open_parquet(f.url, so, streaming=True) as pf:
             for rg in range(len(f.row_groups)):
-                for r, row in enumerate(pf.read_row_group(rg, columns=columns).to_pylist()):
-                    if where is None or where(row):
+                for r, row in enumerate(table_rows(pf.read_row_group(rg, columns=columns))):
+                    if where is None or bad_cell(row) is not None or where(row):
                         yield f"{f.name} rg {rg} row {r}", row
 
 
@@ -53,7 +53,7 @@ def _grouped(
             file, rg, row = unpack(location)
             if (file, rg) not in groups:
                 with open_parquet(files[file].url, so, streaming=True) as pf:
-                    groups[(file, rg)] = pf.read_row_group(rg, columns=columns).to_pylist()
+                    groups[(file, rg)] = table_rows(pf.read_row_group(rg, columns=columns))
             rows.append(groups[(file, rg)][row])
         key = ", ".join(f"{c}={rows[0][c]}" for c in mapping.group_by)
         yield f"{key} ({len(rows)} rows)", rows

@@ -19,7 +19,9 @@ import pyarrow as pa
 
 from ..io import storage
 from ..io.parquet import open_parquet
+from ..format.safe_yaml import brief
 from .mapping import AdapterMapping, MappingError
+from .values import bad_cell, table_rows
 from .where import Filter
 
 _ROW_BITS = 24
@@ -109,14 +111,68 @@ def list_sources(src: str, split: str | None, storage_options: storage.StorageOp
     return files
 
 
+def _plain(arrow_type: pa.DataType) -> pa.DataType:
+    return arrow_type.value_type if pa.types.is_dictionary(arrow_type) else arrow_type
+
+
+def _is_bytes(arrow_type: pa.DataType) -> bool:
+    t = _plain(arrow_type)
+    return bool(pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_fixed_size_binary(t))
+
+
+def _is_text(arrow_type: pa.DataType, *, binary_ok: bool = False) -> bool:
+    t = _plain(arrow_type)
+    return bool(pa.types.is_string(t) or pa.types.is_large_string(t)) or (binary_ok and _is_bytes(t))
+
+
+def _holds_image(arrow_type: pa.DataType) -> bool:
+    """Binary, a path string, or an HF Image struct (``bytes`` binary and/or ``path`` string)."""
+    t = _plain(arrow_type)
+    if _is_bytes(t) or _is_text(t):
+        return True
+    if not pa.types.is_struct(t):
+        return False
+    fields = {t.field(i).name: t.field(i).type for i in range(t.num_fields)}
+    return ("bytes" in fields and _is_bytes(fields["bytes"])) or ("path" in fields and _is_text(fields["path"]))
+
+
+def _holds_phrasings(arrow_type: pa.DataType, fmt: str) -> bool:
+    """A string (``string``, ``json``) or a list of strings (``list``); binary read as UTF-8 text."""
+    t = _plain(arrow_type)
+    if fmt != "list":
+        return _is_text(t, binary_ok=True)
+    is_list = pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t)
+    return is_list and _is_text(t.value_type, binary_ok=True)
+
+
+def _type_problem(mapping: AdapterMapping, schema: pa.Schema) -> str | None:
+    for column in mapping.images:
+        if not _holds_image(schema.field(column).type):
+            what = "binary, a path string or an Image struct {bytes, path}"
+            return f"image column {brief(column)} is {schema.field(column).type}; an image column holds {what}"
+    for source in mapping.instructions:
+        if not _holds_phrasings(schema.field(source.column).type, source.format):
+            need = "a list of strings" if source.format == "list" else "a string (or binary UTF-8 text)"
+            return (
+                f"instruction column {brief(source.column)} is {schema.field(source.column).type}; "
+                f"format {source.format} needs {need}"
+            )
+    return None
+
+
 def check_columns(files: Sequence[SourceFile], mapping: AdapterMapping, where: Filter | None) -> None:
-    """A ``MappingError`` naming the file and the column when a source file lacks one the mapping reads."""
+    """A ``MappingError`` naming the file and the column when a source file lacks a column the mapping
+    reads, or holds one of a type it cannot use (checked on the footers, before any row is read)."""
     for f in files:
         missing = [c for c in mapping.source_columns if c not in f.schema.names]
         if missing:
             raise MappingError(
-                f"{mapping.origin}: source file {f.url} has no column(s) {missing} (its columns: {f.schema.names})"
+                f"{mapping.origin}: source file {f.url} has no column(s) {brief(missing)} "
+                f"(its columns: {brief(f.schema.names)})"
             )
+        problem = _type_problem(mapping, f.schema)
+        if problem is not None:
+            raise MappingError(f"{mapping.origin}: source file {f.url}: {problem}")
         if where is not None:
             where.check_types(f.schema, f"source file {f.url}")
 
@@ -128,7 +184,7 @@ def _key_rows(
     for i, f in enumerate(files):
         with open_parquet(f.url, storage_options, streaming=True) as pf:
             for rg in range(len(f.row_groups)):
-                yield i, rg, pf.read_row_group(rg, columns=columns).to_pylist()
+                yield i, rg, table_rows(pf.read_row_group(rg, columns=columns))
 
 
 def _drop(files: Sequence[SourceFile], location: int, code: str, reason: str, key: Any, rows: int) -> dict[str, Any]:
@@ -144,10 +200,21 @@ def _drop(files: Sequence[SourceFile], location: int, code: str, reason: str, ke
     }
 
 
+def _order_problem(members: list[tuple[Any, int]]) -> tuple[int, str] | None:
+    """The first row of a sorted session whose order value repeats the previous one, or leaves a gap
+    after it (integer orders must step by one: turns 1, 3 lost turn 2); its location and what is wrong."""
+    for (a, _), (b, loc) in zip(members, members[1:]):
+        if a == b:
+            return loc, "repeats within this session"
+        if all(isinstance(v, int) and not isinstance(v, bool) for v in (a, b)) and b - a > 1:
+            return loc, f"jumps from {a} to {b} in this session (a gap)"
+    return None
+
+
 def _sorted_group(
     files: Sequence[SourceFile], mapping: AdapterMapping, key: Any, members: list[tuple[Any, int]]
 ) -> tuple[tuple[int, ...] | None, dict[str, Any] | None]:
-    """The group's locations in chain order, or ``None`` and the drop record of a group that has no order."""
+    """The group's locations in chain order, or ``None`` and the drop record of a group with no good order."""
     if mapping.order_by is None:
         return tuple(sorted(loc for _, loc in members)), None
     nulls = [loc for order, loc in members if order is None]
@@ -156,12 +223,10 @@ def _sorted_group(
             files, nulls[0], "bad_order", f"{mapping.order_by} is null in this session", key, len(members)
         )
     members.sort()
-    orders = [order for order, _ in members]
-    repeated = [loc for (a, loc), b in zip(members[1:], orders) if a == b]
-    if repeated:
-        return None, _drop(
-            files, repeated[0], "bad_order", f"{mapping.order_by} repeats within this session", key, len(members)
-        )
+    problem = _order_problem(members)
+    if problem is not None:
+        location, what = problem
+        return None, _drop(files, location, "bad_order", f"{mapping.order_by} {what}", key, len(members))
     return tuple(loc for _, loc in members), None
 
 
@@ -184,8 +249,12 @@ def plan_groups(
     for file, rg, key_rows in _key_rows(files, columns, storage_options):
         for r, row in enumerate(key_rows):
             rows += 1
-            key = tuple(row[c] for c in mapping.group_by)
             location = pack(file, rg, r)
+            bad = bad_cell(row)
+            if bad is not None:
+                drops.append(_drop(files, location, bad.code, bad.reason, (), 1) | {"column": bad.column})
+                continue
+            key = tuple(row[c] for c in mapping.group_by)
             if any(v is None for v in key):
                 reason = f"a group_by column {list(mapping.group_by)} is null"
                 drops.append(_drop(files, location, "bad_group_key", reason, key, 1))

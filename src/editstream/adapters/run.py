@@ -19,6 +19,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ..conversion.config import check_apart
+from ..format.safe_yaml import brief
 from ..io import storage
 from ..io.parquet import open_parquet
 from ..io.progress import Progress
@@ -35,7 +37,7 @@ from .output import (
     write_report,
 )
 from .plan import OutputTask, Plan, SourceFile, check_columns, list_sources, pack, plan_groups, plan_rows, unpack
-from .values import BadValue, MediaDir
+from .values import BadValue, MediaDir, bad_cell, table_rows
 from .where import Filter, parse_filter
 
 log = logging.getLogger(__name__)
@@ -78,14 +80,10 @@ def _schema(files: Sequence[SourceFile], mapping: AdapterMapping) -> pa.Schema:
 
 
 def _drop(f: SourceFile, rg: int, row: int, exc: BadValue, rows: int = 1, group: Any = None) -> dict[str, Any]:
-    record: dict[str, Any] = {
-        "file": f.name,
-        "row_group": rg,
-        "row": row,
-        "code": exc.code,
-        "reason": exc.reason,
-        "rows": rows,
-    }
+    record: dict[str, Any] = {"file": f.name, "row_group": rg, "row": row}
+    if exc.column is not None:
+        record["column"] = exc.column
+    record.update(code=exc.code, reason=exc.reason, rows=rows)
     if group is not None:
         record["group"] = group
     return record
@@ -104,8 +102,8 @@ def _adapt_file(job: _Job, f: SourceFile, out: ParquetOut) -> tuple[int, list[di
     filtered, drops = 0, []
     with open_parquet(f.url, job.storage_options, streaming=True) as pf:
         for rg in range(len(f.row_groups)):
-            for r, row in enumerate(_read(pf, f, rg, job.columns).to_pylist()):
-                if job.where is not None and not job.where(row):
+            for r, row in enumerate(table_rows(_read(pf, f, rg, job.columns))):
+                if job.where is not None and bad_cell(row) is None and not job.where(row):
                     filtered += 1
                     continue
                 try:
@@ -134,7 +132,7 @@ def _gather(
             opened[file] = stack.enter_context(open_parquet(files[file].url, job.storage_options, streaming=True))
         wanted = sorted(set(wanted))
         table = _read(opened[file], files[file], rg, job.columns).take(pa.array(wanted, pa.int64()))
-        for row, values in zip(wanted, table.to_pylist()):
+        for row, values in zip(wanted, table_rows(table)):
             rows[pack(file, rg, row)] = values
     return rows
 
@@ -197,11 +195,17 @@ def _run_task(job: _Job, plan: Plan, task: OutputTask, task_fp: str) -> dict[str
     return record
 
 
+class NoChainsError(ValueError):
+    """An adaptation that made no chain: the source has no rows, or every row was dropped or filtered out."""
+
+
 def _plan(
     src: str, mapping: AdapterMapping, where: Filter | None, split: str | None, chains_per_file: int, so: Any
 ) -> Plan:
     files = list_sources(src, split, so)
     check_columns(files, mapping, where)
+    if not any(f.num_rows for f in files):
+        raise NoChainsError(f"{src}: its {len(files)} parquet file(s) hold 0 rows; nothing to adapt")
     if not mapping.group_by:
         return plan_rows(files)
     return plan_groups(files, mapping, where, chains_per_file, split or "part", so)
@@ -230,6 +234,20 @@ def _summary(mapping: AdapterMapping, plan: Plan, records: dict[str, dict[str, A
     }
 
 
+def _nothing_made(summary: dict[str, Any], where: Filter | None) -> str:
+    """Why an adaptation made no chain, with the counts of each drop code and a reason of each."""
+    first: dict[str, str] = {}
+    for d in summary["drops"]:
+        first.setdefault(d["code"], d["reason"])
+    codes = "; ".join(f"{code}: {n}, e.g. {brief(first[code])}" for code, n in summary["dropped_by_code"].items())
+    rows, dropped, filtered = summary["rows_in"], summary["dropped_rows"], summary["filtered_rows"]
+    if dropped == rows:
+        return f"all {rows} rows dropped ({codes}), see {summary['report']}"
+    if filtered == rows:
+        return f"all {rows} rows filtered out by {brief(where.text if where else None)}, see {summary['report']}"
+    return f"no chains made: of {rows} rows, {filtered} filtered out, {dropped} dropped ({codes}), see {summary['report']}"
+
+
 def adapt(
     src: str,
     dst: str,
@@ -250,11 +268,13 @@ def adapt(
     :class:`AdapterMapping`. ``media_dir`` resolves image structs that hold a path and no bytes.
     ``where`` replaces the mapping's filter (``""`` turns it off). ``split`` reads only
     ``{split}-*.parquet``. Re-running resumes: finished files whose records match are kept.
-    Returns the summary that ``adapt_report.json`` also holds.
+    Returns the summary that ``adapt_report.json`` also holds; a :class:`NoChainsError` (after the
+    report is written) when no chain was made.
     """
     if rows_per_group < 1 or chains_per_file < 1:
         raise ValueError(f"rows_per_group and chains_per_file must be >= 1, got {rows_per_group}, {chains_per_file}")
     t0 = time.perf_counter()
+    check_apart({"SRC": src, "DST": dst})
     mapping = resolve_mapping(mapping)
     where_filter = _where_of(mapping, where)
     plan = _plan(src, mapping, where_filter, split, chains_per_file, storage_options)
@@ -281,5 +301,7 @@ def adapt(
     summary["parquet_info"] = write_parquet_info(dst, records, storage_options)
     summary["seconds"] = round(time.perf_counter() - t0, 3)
     summary["report"] = write_report(dst, summary, storage_options)
+    if summary["chains_out"] == 0:
+        raise NoChainsError(_nothing_made(summary, where_filter))
     log.info("adapt %s: %d rows in -> %d chains out", mapping.name, summary["rows_in"], summary["chains_out"])
     return summary

@@ -4,26 +4,77 @@ A Hugging Face ``Image`` column is stored as ``struct<bytes: binary, path: strin
 inline, or a null ``bytes`` and a ``path`` relative to where the files were (the media
 directory). Anything that cannot become an image or a list of phrasings raises
 :class:`BadValue` with a reason that names the column, so the row is dropped and counted.
+:func:`table_rows` turns a row group into rows even when a string cell is not UTF-8: that cell
+becomes a :class:`BadCell`, and only its row is dropped.
 """
 
 from __future__ import annotations
 
 import json
 import posixpath
+from dataclasses import dataclass
 from typing import Any
 
+import pyarrow as pa
+
+from ..format.safe_yaml import brief
 from ..io import storage
 
 
 class BadValue(Exception):
     """A cell (or chain) that cannot be adapted: ``reason`` for the report, ``code`` to count it by,
-    ``row`` the index of the failing row within its chain."""
+    ``row`` the index of the failing row within its chain, ``column`` the cell's column if one is to blame."""
 
-    def __init__(self, reason: str, code: str, row: int = 0) -> None:
+    def __init__(self, reason: str, code: str, row: int = 0, column: str | None = None) -> None:
         super().__init__(reason)
         self.reason = reason
         self.code = code
         self.row = row
+        self.column = column
+
+
+@dataclass(frozen=True)
+class BadCell:
+    """A cell arrow could not turn into a Python value (a string that is not UTF-8), in place of its value."""
+
+    column: str
+    reason: str
+
+    def problem(self) -> BadValue:
+        """The :class:`BadValue` that drops the cell's row."""
+        return BadValue(f"{self.column}: {self.reason}", "bad_utf8", column=self.column)
+
+
+def _cells(column: pa.ChunkedArray, name: str) -> list[Any]:
+    try:
+        return list(column.to_pylist())
+    except UnicodeDecodeError:
+        pass
+    out: list[Any] = []
+    for chunk in column.chunks:
+        for i in range(len(chunk)):
+            try:
+                out.append(chunk[i].as_py())
+            except UnicodeDecodeError as exc:
+                out.append(BadCell(name, f"not valid UTF-8 (byte {exc.start}: {brief(exc.object[exc.start : exc.end])})"))
+    return out
+
+
+def table_rows(table: pa.Table) -> list[dict[str, Any]]:
+    """``table.to_pylist()``, except that a cell that is not valid UTF-8 becomes a :class:`BadCell`."""
+    try:
+        return table.to_pylist()
+    except UnicodeDecodeError:
+        columns = {name: _cells(table.column(name), name) for name in table.column_names}
+        return [dict(zip(columns, values)) for values in zip(*columns.values())]
+
+
+def bad_cell(row: dict[str, Any]) -> BadValue | None:
+    """Why ``row`` cannot be used when one of its cells is a :class:`BadCell`, else ``None``."""
+    for value in row.values():
+        if isinstance(value, BadCell):
+            return value.problem()
+    return None
 
 
 class MediaDir:
@@ -37,11 +88,13 @@ class MediaDir:
         """The bytes of ``path`` under the media directory; ``BadValue`` if absent, outside it or unset."""
         if self.root is None:
             raise BadValue(
-                f"{column}: no image bytes, only the path {path!r}, and no media_dir to resolve it", "no_media_dir"
+                f"{column}: no image bytes, only the path {brief(path)}, and no media_dir to resolve it", "no_media_dir"
             )
+        if "\0" in path:
+            raise BadValue(f"{column}: image path {brief(path)} holds a NUL byte", "bad_path", column=column)
         clean = posixpath.normpath(path.replace("\\", "/"))
         if clean.startswith("/") or clean == ".." or clean.startswith("../") or "://" in path:
-            raise BadValue(f"{column}: image path {path!r} is not inside the media directory", "media_outside")
+            raise BadValue(f"{column}: image path {brief(path)} is not inside the media directory", "media_outside")
         url = storage.join(self.root, clean)
         try:
             return storage.read_bytes(url, self.storage_options)
@@ -72,19 +125,32 @@ def image_bytes(value: Any, column: str, media: MediaDir) -> bytes:
     raise BadValue(f"{column} is a {type(value).__name__}, not an image", "null_image")
 
 
+def _text(value: Any, column: str) -> Any:
+    """A binary cell's text (strict UTF-8); any other value as it is."""
+    if not isinstance(value, bytes):
+        return value
+    try:
+        return value.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise BadValue(f"{column}: binary text that is not valid UTF-8 (byte {exc.start})", "bad_utf8", column=column)
+
+
 def _checked(column: str, items: Any) -> list[str]:
     if not isinstance(items, list) or not items:
         raise BadValue(f"{column} holds no phrasings", "bad_instruction")
+    items = [_text(item, column) for item in items]
     for item in items:
         if not isinstance(item, str) or not item.strip():
-            raise BadValue(f"{column} holds a phrasing that is not a non-empty string: {item!r}", "bad_instruction")
-    return list(items)
+            raise BadValue(f"{column} holds a phrasing that is not a non-empty string: {brief(item)}", "bad_instruction")
+    return items
 
 
 def phrasings(value: Any, column: str, fmt: str) -> list[str]:
-    """The phrasings of one edit from a cell of format ``string``, ``list`` or ``json``."""
+    """The phrasings of one edit from a cell of format ``string``, ``list`` or ``json`` (binary cells
+    are read as UTF-8 text)."""
     if value is None:
         raise BadValue(f"{column} is null", "bad_instruction")
+    value = _text(value, column)
     if fmt == "string":
         return _checked(column, [value])
     if fmt == "list":

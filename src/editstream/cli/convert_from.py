@@ -16,7 +16,7 @@ import click
 
 from .app import SETTINGS
 from .convert_common import foreign_files_problem, running_executor
-from .errors import UsageProblem
+from .errors import DataProblem, UsageProblem
 from .paths import check_bucket
 
 ADAPTER_OPTIONS = ("adapter", "mapping_file", "target", "where", "split", "staging")
@@ -133,15 +133,18 @@ def convert_from(
     mapping = _resolve(opts)
     check_bucket(src, so)
     check_bucket(dst, so)
-    from ..adapters import FilterError, MappingError
+    from ..adapters import FilterError, MappingError, NoChainsError
+    from ..conversion.config import PlacesOverlapError
     from ..conversion.dst import ForeignFilesError
 
     try:
         result = _adapt(src, dst, mapping, opts, kw, so)
     except ForeignFilesError as exc:  # a FileExistsError of the shard DST: named like the plain convert's
         raise foreign_files_problem(dst, exc.names) from None
-    except (MappingError, FilterError, FileExistsError) as exc:
+    except (MappingError, FilterError, FileExistsError, PlacesOverlapError) as exc:
         raise UsageProblem(_one_line(exc)) from None
+    except NoChainsError as exc:
+        raise DataProblem(_one_line(exc)) from None
     summary = {k: v for k, v in result["adapt"].items() if k != "drops"}
     click.echo(json.dumps({"adapt": summary, "convert": result["convert"]}, indent=2))
     if summary["dropped"]:
