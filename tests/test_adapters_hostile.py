@@ -26,8 +26,6 @@ from editstream.format.safe_yaml import YamlBoundError, load_yaml
 from helpers import error_lines, run_cli
 from hub_shapes import IMAGE, hf_image, magicbrush, omniedit, png
 
-OMNI_MAPPING = "kind: unified_edit\nimages: [src_img, edited_img]\ninstructions: [{column: edited_prompt_list, format: list}]\n"
-
 
 def assert_refused(result: subprocess.CompletedProcess, code: int, *needles: str, longest: int = 600) -> None:
     """Exit ``code`` with one short ``Error:`` line (and at most one of advice) naming every needle."""
@@ -387,6 +385,7 @@ def test_a_magicbrush_session_with_a_gap_in_its_turns_is_a_bad_session(tmp_path)
     (drop,) = summary["drops"]
     assert drop["code"] == "bad_order" and drop["group"] == [session] and "gap" in drop["reason"]
     assert drop["rows"] == 3 and summary["chains_out"] == len(expected) - 1
+
 
 # --------------------------------------------------------------------------- filters built to exhaust the parser
 def test_deeply_nested_filters_are_refused_with_one_line():

@@ -17,9 +17,9 @@ from typing import Any
 
 import pyarrow as pa
 
+from ..format.safe_yaml import brief
 from ..io import storage
 from ..io.parquet import open_parquet
-from ..format.safe_yaml import brief
 from .mapping import AdapterMapping, MappingError
 from .values import bad_cell, table_rows
 from .where import Filter

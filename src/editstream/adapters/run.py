@@ -241,11 +241,12 @@ def _nothing_made(summary: dict[str, Any], where: Filter | None) -> str:
         first.setdefault(d["code"], d["reason"])
     codes = "; ".join(f"{code}: {n}, e.g. {brief(first[code])}" for code, n in summary["dropped_by_code"].items())
     rows, dropped, filtered = summary["rows_in"], summary["dropped_rows"], summary["filtered_rows"]
+    see = f"see {summary['report']}"
     if dropped == rows:
-        return f"all {rows} rows dropped ({codes}), see {summary['report']}"
+        return f"all {rows} rows dropped ({codes}), {see}"
     if filtered == rows:
-        return f"all {rows} rows filtered out by {brief(where.text if where else None)}, see {summary['report']}"
-    return f"no chains made: of {rows} rows, {filtered} filtered out, {dropped} dropped ({codes}), see {summary['report']}"
+        return f"all {rows} rows filtered out by {brief(where.text if where else None)}, {see}"
+    return f"no chains made: of {rows} rows, {filtered} filtered out, {dropped} dropped ({codes}), {see}"
 
 
 def adapt(

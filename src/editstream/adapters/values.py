@@ -56,7 +56,7 @@ def _cells(column: pa.ChunkedArray, name: str) -> list[Any]:
             try:
                 out.append(chunk[i].as_py())
             except UnicodeDecodeError as exc:
-                out.append(BadCell(name, f"not valid UTF-8 (byte {exc.start}: {brief(exc.object[exc.start : exc.end])})"))
+                out.append(BadCell(name, f"not valid UTF-8 (byte {exc.start}: {exc.object[exc.start : exc.end]!r})"))
     return out
 
 
@@ -132,7 +132,8 @@ def _text(value: Any, column: str) -> Any:
     try:
         return value.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise BadValue(f"{column}: binary text that is not valid UTF-8 (byte {exc.start})", "bad_utf8", column=column)
+        reason = f"{column}: binary text that is not valid UTF-8 (byte {exc.start})"
+        raise BadValue(reason, "bad_utf8", column=column) from None
 
 
 def _checked(column: str, items: Any) -> list[str]:
@@ -141,7 +142,8 @@ def _checked(column: str, items: Any) -> list[str]:
     items = [_text(item, column) for item in items]
     for item in items:
         if not isinstance(item, str) or not item.strip():
-            raise BadValue(f"{column} holds a phrasing that is not a non-empty string: {brief(item)}", "bad_instruction")
+            reason = f"{column} holds a phrasing that is not a non-empty string: {brief(item)}"
+            raise BadValue(reason, "bad_instruction")
     return items
 
 

@@ -17,19 +17,25 @@ from typing import Any
 
 import pyarrow as pa
 
+from ..format.safe_yaml import brief
+
 
 class FilterError(ValueError):
     """A filter expression that does not parse, or does not fit the source's columns."""
 
 
+MAX_FILTER_CHARS = 1_000_000
+"""The longest filter text parsed: parsing is linear, but each row is checked against every comparison."""
+MAX_DEPTH = 100
+"""The deepest nesting of parentheses, ``not`` and alternating ``and`` / ``or`` a filter may have."""
+
+_SPACE = re.compile(r"\s*")
 _TOKEN = re.compile(
-    r"""\s*(?:
-        (?P<number>-?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?)
+    r"""(?P<number>-?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?)
       | (?P<string>'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")
       | (?P<op>==|!=|<=|>=|<|>|=)
       | (?P<paren>[()])
-      | (?P<word>[A-Za-z_][A-Za-z0-9_.]*)
-    )""",
+      | (?P<word>[A-Za-z_][A-Za-z0-9_.]*)""",
     re.VERBOSE,
 )
 _OPS: dict[str, Callable[[Any, Any], bool]] = {
@@ -42,6 +48,7 @@ _OPS: dict[str, Callable[[Any, Any], bool]] = {
     ">=": operator.ge,
 }
 _KEYWORDS = {"and", "or", "not", "true", "false", "null"}
+_RANK = {"or": 1, "and": 2, "not": 3}
 Value = int | float | str | bool | None
 
 
@@ -74,88 +81,142 @@ class Not:
 
 @dataclass(frozen=True)
 class Join:
-    """``left and right`` / ``left or right``."""
+    """``a and b and ...`` / ``a or b or ...``: a run of one operator is one node, however long."""
 
     op: str
-    left: Node
-    right: Node
+    parts: tuple[Node, ...]
 
     def __call__(self, row: Mapping[str, Any]) -> bool:
         if self.op == "and":
-            return self.left(row) and self.right(row)
-        return self.left(row) or self.right(row)
+            return all(part(row) for part in self.parts)
+        return any(part(row) for part in self.parts)
 
 
 Node = Compare | Not | Join
+Token = tuple[str, str, int]
+"""A token's kind (a ``_TOKEN`` group), its text and the character it starts at."""
 
 
-def _tokens(text: str) -> list[tuple[str, str]]:
-    out: list[tuple[str, str]] = []
-    pos = 0
+def _skip_space(text: str, pos: int) -> int:
+    m = _SPACE.match(text, pos)
+    return m.end() if m else pos
+
+
+def _tokens(text: str) -> list[Token]:
+    """The tokens of ``text``, in one pass."""
+    out: list[Token] = []
+    pos = _skip_space(text, 0)
     while pos < len(text):
-        if text[pos:].strip() == "":
-            break
         m = _TOKEN.match(text, pos)
-        if m is None or m.end() == pos:
-            raise FilterError(f"filter {text!r}: cannot read {text[pos:].strip()[:20]!r} at character {pos}")
+        if m is None:
+            raise FilterError(f"filter {brief(text)}: cannot read {brief(text[pos : pos + 20])} at character {pos}")
         kind = m.lastgroup or ""
-        out.append((kind, m.group(kind)))
-        pos = m.end()
+        out.append((kind, m.group(kind), pos))
+        pos = _skip_space(text, m.end())
     return out
 
 
+@dataclass
+class _Run:
+    """A run of one operator being parsed (parts appended in place, so a long run stays linear)."""
+
+    op: str
+    parts: list[Node | _Run]
+    depth: int
+
+
+def _freeze(node: Node | _Run) -> Node:
+    if not isinstance(node, _Run):
+        return node
+    return Join(node.op, tuple(_freeze(p) for p in node.parts))
+
+
 class _Parser:
-    """Recursive descent over the token list: or > and > not > comparison / parentheses."""
+    """Operator precedence over the token list with explicit stacks (no recursion): parentheses,
+    then ``not``, ``and``, ``or``; depth and length bounded."""
 
     def __init__(self, text: str) -> None:
         self.text = text
         self.tokens = _tokens(text)
         self.i = 0
+        self.operands: list[tuple[Node | _Run, int]] = []
+        self.operators: list[str] = []
 
     def fail(self, what: str) -> FilterError:
-        where = self.tokens[self.i][1] if self.i < len(self.tokens) else "the end"
-        return FilterError(f"filter {self.text!r}: {what}, found {where!r}")
+        if self.i < len(self.tokens):
+            _, found, pos = self.tokens[self.i]
+            return FilterError(f"filter {brief(self.text)}: {what}, found {brief(found)} at character {pos}")
+        return FilterError(f"filter {brief(self.text)}: {what}, found 'the end'")
 
-    def peek(self) -> tuple[str, str] | None:
+    def peek(self) -> Token | None:
         return self.tokens[self.i] if self.i < len(self.tokens) else None
 
-    def word(self, value: str) -> bool:
+    def is_word(self, *values: str) -> str | None:
         tok = self.peek()
-        if tok is not None and tok[0] == "word" and tok[1].lower() == value:
-            self.i += 1
-            return True
-        return False
+        if tok is not None and tok[0] == "word" and tok[1].lower() in values:
+            return tok[1].lower()
+        return None
+
+    def push(self, op: str) -> None:
+        if len(self.operators) >= MAX_DEPTH:
+            raise self.fail(f"nested more than {MAX_DEPTH} levels deep")
+        self.operators.append(op)
+        self.i += 1
+
+    def apply(self, op: str) -> None:
+        """Pop ``op``'s operands and push the node it makes."""
+        right, right_depth = self.operands.pop()
+        if op == "not":
+            node: Node | _Run = Not(_freeze(right))
+            depth = right_depth + 1
+        else:
+            left, left_depth = self.operands.pop()
+            if isinstance(left, _Run) and left.op == op:
+                left.parts.append(right)
+                left.depth = max(left.depth, right_depth + 1)
+                node, depth = left, left.depth
+            else:
+                depth = max(left_depth, right_depth) + 1
+                node = _Run(op, [_freeze(left), right], depth)
+        if depth > MAX_DEPTH:
+            raise self.fail(f"nested more than {MAX_DEPTH} levels deep")
+        self.operands.append((node, depth))
+
+    def reduce(self, rank: int) -> None:
+        """Apply the pending operators that bind at least as tightly as ``rank`` (up to a ``(``)."""
+        while self.operators and self.operators[-1] != "(" and _RANK[self.operators[-1]] >= rank:
+            self.apply(self.operators.pop())
+
+    def at(self, kind: str, text: str) -> bool:
+        tok = self.peek()
+        return tok is not None and tok[:2] == (kind, text)
+
+    def close(self) -> None:
+        """A ``)``: everything since its ``(`` becomes one operand."""
+        self.reduce(0)
+        if not self.operators:
+            raise self.fail("a ')' without its '('")
+        self.operators.pop()
+        self.i += 1
 
     def parse(self) -> Node:
-        node = self.disjunction()
+        while True:
+            while self.is_word("not") or self.at("paren", "("):
+                self.push("not" if self.is_word("not") else "(")
+            self.operands.append((self.comparison(), 1))
+            while self.at("paren", ")"):
+                self.close()
+            joiner = self.is_word("and", "or")
+            if joiner is None:
+                break
+            self.reduce(_RANK[joiner])
+            self.push(joiner)
         if self.peek() is not None:
             raise self.fail("expected 'and', 'or' or the end")
-        return node
-
-    def disjunction(self) -> Node:
-        node = self.conjunction()
-        while self.word("or"):
-            node = Join("or", node, self.conjunction())
-        return node
-
-    def conjunction(self) -> Node:
-        node = self.negation()
-        while self.word("and"):
-            node = Join("and", node, self.negation())
-        return node
-
-    def negation(self) -> Node:
-        if self.word("not"):
-            return Not(self.negation())
-        tok = self.peek()
-        if tok == ("paren", "("):
-            self.i += 1
-            node = self.disjunction()
-            if self.peek() != ("paren", ")"):
-                raise self.fail("expected ')'")
-            self.i += 1
-            return node
-        return self.comparison()
+        self.reduce(0)
+        if self.operators:
+            raise self.fail("expected ')'")
+        return _freeze(self.operands[0][0])
 
     def comparison(self) -> Compare:
         tok = self.peek()
@@ -164,38 +225,48 @@ class _Parser:
         self.i += 1
         op = self.peek()
         if op is None or op[0] != "op":
-            raise self.fail(f"expected a comparison operator after {tok[1]!r}")
+            raise self.fail(f"expected a comparison operator after {brief(tok[1])}")
         self.i += 1
         value = self.literal()
         if value is None and op[1] not in ("==", "=", "!="):
-            raise FilterError(f"filter {self.text!r}: null compares with == or != only, not {op[1]!r}")
+            raise FilterError(f"filter {brief(self.text)}: null compares with == or != only, not {op[1]!r}")
         return Compare(tok[1], op[1], value)
 
     def literal(self) -> Value:
         tok = self.peek()
         if tok is None:
             raise self.fail("expected a literal")
-        kind, text = tok
-        self.i += 1
+        kind, text, _ = tok
         if kind == "number":
+            self.i += 1
             return float(text) if any(c in text for c in ".eE") else int(text)
         if kind == "string":
+            self.i += 1
             return re.sub(r"\\(.)", r"\1", text[1:-1])
         if kind == "word" and text.lower() in ("true", "false", "null"):
+            self.i += 1
             return {"true": True, "false": False, "null": None}[text.lower()]
-        self.i -= 1
         raise self.fail("expected a number, a quoted string, true, false or null")
 
 
-def _leaves(node: Node) -> list[Compare]:
-    if isinstance(node, Compare):
-        return [node]
-    if isinstance(node, Not):
-        return _leaves(node.inner)
-    return _leaves(node.left) + _leaves(node.right)
+def _leaves(root: Node) -> list[Compare]:
+    """The comparisons of ``root``, left to right (walked with a stack, not recursion)."""
+    found: list[Compare] = []
+    todo: list[Node] = [root]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, Compare):
+            found.append(node)
+        elif isinstance(node, Not):
+            todo.append(node.inner)
+        else:
+            todo.extend(reversed(node.parts))
+    return found
 
 
 def _fits(value: Value, arrow_type: pa.DataType) -> bool:
+    if pa.types.is_dictionary(arrow_type):  # a dictionary-encoded column compares as its values
+        arrow_type = arrow_type.value_type
     if value is None:
         return True
     if isinstance(value, bool):
@@ -225,13 +296,14 @@ class Filter:
         for leaf in _leaves(self.root):
             if leaf.column not in schema.names:
                 raise FilterError(
-                    f"filter {self.text!r}: {where} has no column {leaf.column!r} (columns: {schema.names})"
+                    f"filter {brief(self.text)}: {where} has no column {brief(leaf.column)} "
+                    f"(columns: {brief(schema.names)})"
                 )
             arrow_type = schema.field(leaf.column).type
             if not _fits(leaf.value, arrow_type):
                 raise FilterError(
-                    f"filter {self.text!r}: column {leaf.column!r} of {where} is {arrow_type}, "
-                    f"which cannot compare with {leaf.value!r}"
+                    f"filter {brief(self.text)}: column {brief(leaf.column)} of {where} is {arrow_type}, "
+                    f"which cannot compare with {brief(leaf.value)}"
                 )
 
 
@@ -239,4 +311,6 @@ def parse_filter(text: str) -> Filter:
     """Parse ``text`` (see the module docstring); a ``FilterError`` saying where it stopped otherwise."""
     if not text or not text.strip():
         raise FilterError("filter is empty")
+    if len(text) > MAX_FILTER_CHARS:
+        raise FilterError(f"filter {brief(text)} is longer than {MAX_FILTER_CHARS:,} characters ({len(text):,})")
     return Filter(text, _Parser(text).parse())
