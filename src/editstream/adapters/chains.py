@@ -7,15 +7,13 @@ so every output file of one adaptation has the same column types, even an empty 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import Any
 
 import pyarrow as pa
 
 from ..kinds import get_kind
 from .mapping import AdapterMapping
 from .values import BadValue, MediaDir, bad_cell, image_bytes, phrasings
-
-T = TypeVar("T")
 
 
 def output_schema(mapping: AdapterMapping, source: pa.Schema) -> pa.Schema:
@@ -30,7 +28,7 @@ def output_schema(mapping: AdapterMapping, source: pa.Schema) -> pa.Schema:
     return pa.schema(fields)
 
 
-def _cell(row: dict[str, Any], column: str, read: Callable[..., T], option: Any) -> T:
+def _cell(row: dict[str, Any], column: str, read: Callable[..., Any], option: Any) -> Any:
     """``read(row[column], column, option)``, its ``BadValue`` naming ``column``."""
     try:
         return read(row[column], column, option)

@@ -10,12 +10,13 @@ the bytes; the gather then reads only the rows each output file needs.
 
 from __future__ import annotations
 
-import os
+import contextlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from ..format.safe_yaml import brief
 from ..io import storage
@@ -79,23 +80,10 @@ class Plan:
     plan_rows: int = 0
 
 
-def _parquet_urls(src: str, storage_options: storage.StorageOptions | None) -> list[str]:
-    """Sorted ``*.parquet`` files directly in ``src``. Locally, symlinks to files count as files:
-    the HF cache links ``snapshots/<rev>/data/*.parquet`` to ``blobs/``, and fsspec's listing
-    types a symlink as ``other``, so ``storage.list_files`` alone would see an empty directory."""
-    if not (storage.is_local(src) and "://" not in src):
-        return storage.list_files(src, ".parquet", storage_options)
-    if not os.path.isdir(src):
-        raise FileNotFoundError(f"directory not found: {src}")
-    with os.scandir(src) as entries:
-        names = sorted(e.name for e in entries if e.name.endswith(".parquet") and e.is_file())
-    return [storage.join(src, name) for name in names]
-
-
 def list_sources(src: str, split: str | None, storage_options: storage.StorageOptions | None) -> list[SourceFile]:
     """The ``*.parquet`` files directly in ``src`` (sorted; symlinks followed, as in the HF cache),
     only those named ``{split}-*`` when ``split`` is given, with their footers read."""
-    urls = _parquet_urls(src, storage_options)
+    urls = storage.list_files(src, ".parquet", storage_options)
     if split is not None:
         urls = [u for u in urls if u.rsplit("/", 1)[-1].startswith(f"{split}-")]
     if not urls:
@@ -177,14 +165,50 @@ def check_columns(files: Sequence[SourceFile], mapping: AdapterMapping, where: F
             where.check_types(f.schema, f"source file {f.url}")
 
 
-def _key_rows(
+def read_row_group(pf: pq.ParquetFile, f: SourceFile, rg: int, columns: list[str]) -> pa.Table:
+    """Row group ``rg`` of ``f`` (only ``columns``); an ``OSError`` naming the file and row group if unreadable."""
+    try:
+        return pf.read_row_group(rg, columns=columns)
+    except (OSError, pa.ArrowException) as exc:
+        raise OSError(f"cannot read row group {rg} of {f.url}: {exc}") from exc
+
+
+def source_rows(
     files: Sequence[SourceFile], columns: list[str], storage_options: storage.StorageOptions | None
-) -> Iterator[tuple[int, int, list[dict[str, Any]]]]:
-    """``(file index, row group, rows of only ``columns``)`` for every row group: the plan pass's reads."""
+) -> Iterator[tuple[int, int, int, dict[str, Any]]]:
+    """``(file index, row group, row, values of only columns)`` for every source row, in order (a cell
+    that is not UTF-8 holds its ``BadValue``): the plan pass's, an ungrouped adaptation's and a preview's reads."""
     for i, f in enumerate(files):
         with open_parquet(f.url, storage_options, streaming=True) as pf:
             for rg in range(len(f.row_groups)):
-                yield i, rg, table_rows(pf.read_row_group(rg, columns=columns))
+                for r, row in enumerate(table_rows(read_row_group(pf, f, rg, columns))):
+                    yield i, rg, r, row
+
+
+def gather(
+    files: Sequence[SourceFile],
+    chains: Sequence[tuple[int, ...]],
+    columns: list[str],
+    storage_options: storage.StorageOptions | None,
+    stack: contextlib.ExitStack,
+    opened: dict[int, pq.ParquetFile],
+) -> dict[int, dict[str, Any]]:
+    """The source rows of ``chains`` by location: each source row group read once, only its needed rows
+    kept; files are opened into ``opened`` (closed with ``stack``), so a caller's next batch reuses them."""
+    needed: dict[tuple[int, int], list[int]] = {}
+    for chain in chains:
+        for location in chain:
+            file, rg, row = unpack(location)
+            needed.setdefault((file, rg), []).append(row)
+    rows: dict[int, dict[str, Any]] = {}
+    for (file, rg), wanted in sorted(needed.items()):
+        if file not in opened:
+            opened[file] = stack.enter_context(open_parquet(files[file].url, storage_options, streaming=True))
+        wanted = sorted(set(wanted))
+        table = read_row_group(opened[file], files[file], rg, columns).take(pa.array(wanted, pa.int64()))
+        for row, values in zip(wanted, table_rows(table)):
+            rows[pack(file, rg, row)] = values
+    return rows
 
 
 def _drop(files: Sequence[SourceFile], location: int, code: str, reason: str, key: Any, rows: int) -> dict[str, Any]:
@@ -246,22 +270,21 @@ def plan_groups(
     failed: set[Any] = set()
     drops: list[dict[str, Any]] = []
     rows = 0
-    for file, rg, key_rows in _key_rows(files, columns, storage_options):
-        for r, row in enumerate(key_rows):
-            rows += 1
-            location = pack(file, rg, r)
-            bad = bad_cell(row)
-            if bad is not None:
-                drops.append(_drop(files, location, bad.code, bad.reason, (), 1) | {"column": bad.column})
-                continue
-            key = tuple(row[c] for c in mapping.group_by)
-            if any(v is None for v in key):
-                reason = f"a group_by column {list(mapping.group_by)} is null"
-                drops.append(_drop(files, location, "bad_group_key", reason, key, 1))
-                continue
-            groups.setdefault(key, []).append((row[mapping.order_by] if mapping.order_by else None, location))
-            if where is not None and not where(row):
-                failed.add(key)
+    for file, rg, r, row in source_rows(files, columns, storage_options):
+        rows += 1
+        location = pack(file, rg, r)
+        bad = bad_cell(row)
+        if bad is not None:
+            drops.append(_drop(files, location, bad.code, bad.reason, (), 1) | {"column": bad.column})
+            continue
+        key = tuple(row[c] for c in mapping.group_by)
+        if any(v is None for v in key):
+            reason = f"a group_by column {list(mapping.group_by)} is null"
+            drops.append(_drop(files, location, "bad_group_key", reason, key, 1))
+            continue
+        groups.setdefault(key, []).append((row[mapping.order_by] if mapping.order_by else None, location))
+        if where is not None and not where(row):
+            failed.add(key)
     chains = []
     filtered = 0
     for key, members in groups.items():

@@ -22,7 +22,6 @@ import pyarrow.parquet as pq
 from ..conversion.config import check_apart
 from ..format.safe_yaml import brief
 from ..io import storage
-from ..io.parquet import open_parquet
 from ..io.progress import Progress
 from .builtin import resolve_mapping
 from .chains import ChainBuilder, output_schema
@@ -36,8 +35,19 @@ from .output import (
     write_record,
     write_report,
 )
-from .plan import OutputTask, Plan, SourceFile, check_columns, list_sources, pack, plan_groups, plan_rows, unpack
-from .values import BadValue, MediaDir, bad_cell, table_rows
+from .plan import (
+    OutputTask,
+    Plan,
+    SourceFile,
+    check_columns,
+    gather,
+    list_sources,
+    plan_groups,
+    plan_rows,
+    source_rows,
+    unpack,
+)
+from .values import BadValue, MediaDir, bad_cell
 from .where import Filter, parse_filter
 
 log = logging.getLogger(__name__)
@@ -89,52 +99,18 @@ def _drop(f: SourceFile, rg: int, row: int, exc: BadValue, rows: int = 1, group:
     return record
 
 
-def _read(pf: pq.ParquetFile, f: SourceFile, rg: int, columns: list[str]) -> pa.Table:
-    """Row group ``rg`` of ``f`` (only ``columns``); an ``OSError`` naming the file and row group if unreadable."""
-    try:
-        return pf.read_row_group(rg, columns=columns)
-    except (OSError, pa.ArrowException) as exc:
-        raise OSError(f"cannot read row group {rg} of {f.url}: {exc}") from exc
-
-
 def _adapt_file(job: _Job, f: SourceFile, out: ParquetOut) -> tuple[int, list[dict[str, Any]]]:
     """One source file, row group by row group, into ``out``; ``(filtered rows, drops)``."""
     filtered, drops = 0, []
-    with open_parquet(f.url, job.storage_options, streaming=True) as pf:
-        for rg in range(len(f.row_groups)):
-            for r, row in enumerate(table_rows(_read(pf, f, rg, job.columns))):
-                if job.where is not None and bad_cell(row) is None and not job.where(row):
-                    filtered += 1
-                    continue
-                try:
-                    out.add(job.builder.build([row]))
-                except BadValue as exc:
-                    drops.append(_drop(f, rg, r, exc))
+    for _, rg, r, row in source_rows([f], job.columns, job.storage_options):
+        if job.where is not None and bad_cell(row) is None and not job.where(row):
+            filtered += 1
+            continue
+        try:
+            out.add(job.builder.build([row]))
+        except BadValue as exc:
+            drops.append(_drop(f, rg, r, exc))
     return filtered, drops
-
-
-def _gather(
-    job: _Job,
-    files: Sequence[SourceFile],
-    chains: Sequence[tuple[int, ...]],
-    stack: contextlib.ExitStack,
-    opened: dict[int, pq.ParquetFile],
-) -> dict[int, dict[str, Any]]:
-    """The source rows of ``chains`` by location: each source row group read once, only its needed rows kept."""
-    needed: dict[tuple[int, int], list[int]] = {}
-    for chain in chains:
-        for location in chain:
-            file, rg, row = unpack(location)
-            needed.setdefault((file, rg), []).append(row)
-    rows: dict[int, dict[str, Any]] = {}
-    for (file, rg), wanted in sorted(needed.items()):
-        if file not in opened:
-            opened[file] = stack.enter_context(open_parquet(files[file].url, job.storage_options, streaming=True))
-        wanted = sorted(set(wanted))
-        table = _read(opened[file], files[file], rg, job.columns).take(pa.array(wanted, pa.int64()))
-        for row, values in zip(wanted, table_rows(table)):
-            rows[pack(file, rg, row)] = values
-    return rows
 
 
 def _adapt_chains(job: _Job, files: Sequence[SourceFile], task: OutputTask, out: ParquetOut) -> list[dict[str, Any]]:
@@ -144,7 +120,7 @@ def _adapt_chains(job: _Job, files: Sequence[SourceFile], task: OutputTask, out:
     with contextlib.ExitStack() as stack:
         for start in range(0, len(task.chains), job.rows_per_group):
             batch = task.chains[start : start + job.rows_per_group]
-            rows = _gather(job, files, batch, stack, opened)
+            rows = gather(files, batch, job.columns, job.storage_options, stack, opened)
             for chain in batch:
                 chain_rows = [rows[location] for location in chain]
                 try:

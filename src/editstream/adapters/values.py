@@ -5,14 +5,13 @@ inline, or a null ``bytes`` and a ``path`` relative to where the files were (the
 directory). Anything that cannot become an image or a list of phrasings raises
 :class:`BadValue` with a reason that names the column, so the row is dropped and counted.
 :func:`table_rows` turns a row group into rows even when a string cell is not UTF-8: that cell
-becomes a :class:`BadCell`, and only its row is dropped.
+holds its :class:`BadValue` instead, and only its row is dropped.
 """
 
 from __future__ import annotations
 
 import json
 import posixpath
-from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
@@ -33,18 +32,6 @@ class BadValue(Exception):
         self.column = column
 
 
-@dataclass(frozen=True)
-class BadCell:
-    """A cell arrow could not turn into a Python value (a string that is not UTF-8), in place of its value."""
-
-    column: str
-    reason: str
-
-    def problem(self) -> BadValue:
-        """The :class:`BadValue` that drops the cell's row."""
-        return BadValue(f"{self.column}: {self.reason}", "bad_utf8", column=self.column)
-
-
 def _cells(column: pa.ChunkedArray, name: str) -> list[Any]:
     try:
         return list(column.to_pylist())
@@ -56,12 +43,13 @@ def _cells(column: pa.ChunkedArray, name: str) -> list[Any]:
             try:
                 out.append(chunk[i].as_py())
             except UnicodeDecodeError as exc:
-                out.append(BadCell(name, f"not valid UTF-8 (byte {exc.start}: {exc.object[exc.start : exc.end]!r})"))
+                reason = f"{name}: not valid UTF-8 (byte {exc.start}: {exc.object[exc.start : exc.end]!r})"
+                out.append(BadValue(reason, "bad_utf8", column=name))
     return out
 
 
 def table_rows(table: pa.Table) -> list[dict[str, Any]]:
-    """``table.to_pylist()``, except that a cell that is not valid UTF-8 becomes a :class:`BadCell`."""
+    """``table.to_pylist()``, except that a cell that is not valid UTF-8 holds its :class:`BadValue`."""
     try:
         return table.to_pylist()
     except UnicodeDecodeError:
@@ -70,11 +58,8 @@ def table_rows(table: pa.Table) -> list[dict[str, Any]]:
 
 
 def bad_cell(row: dict[str, Any]) -> BadValue | None:
-    """Why ``row`` cannot be used when one of its cells is a :class:`BadCell`, else ``None``."""
-    for value in row.values():
-        if isinstance(value, BadCell):
-            return value.problem()
-    return None
+    """The :class:`BadValue` one of ``row``'s cells holds (a cell ``table_rows`` could not read), else ``None``."""
+    return next((value for value in row.values() if isinstance(value, BadValue)), None)
 
 
 class MediaDir:

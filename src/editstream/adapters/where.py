@@ -5,6 +5,7 @@ joined by ``and`` / ``or``, negated by ``not``, grouped by parentheses. Literals
 quoted strings, ``true`` / ``false`` and ``null`` (``== null`` / ``!= null`` only). A null
 column value fails every other comparison, as in SQL. :meth:`Filter.check_types` compares the
 literals with the source's arrow types before any row is read, so a typo fails at once.
+Parsing is one linear pass, nesting is bounded (``MAX_DEPTH``) and so is the text (``MAX_FILTER_CHARS``).
 """
 
 from __future__ import annotations
@@ -27,15 +28,16 @@ class FilterError(ValueError):
 MAX_FILTER_CHARS = 1_000_000
 """The longest filter text parsed: parsing is linear, but each row is checked against every comparison."""
 MAX_DEPTH = 100
-"""The deepest nesting of parentheses, ``not`` and alternating ``and`` / ``or`` a filter may have."""
+"""The deepest nesting of parentheses and ``not`` a filter may have (so the parser's recursion is bounded)."""
 
-_SPACE = re.compile(r"\s*")
 _TOKEN = re.compile(
-    r"""(?P<number>-?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?)
+    r"""\s*(?:
+        (?P<number>-?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?)
       | (?P<string>'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")
       | (?P<op>==|!=|<=|>=|<|>|=)
       | (?P<paren>[()])
-      | (?P<word>[A-Za-z_][A-Za-z0-9_.]*)""",
+      | (?P<word>[A-Za-z_][A-Za-z0-9_.]*)
+    )\s*""",
     re.VERBOSE,
 )
 _OPS: dict[str, Callable[[Any, Any], bool]] = {
@@ -48,7 +50,6 @@ _OPS: dict[str, Callable[[Any, Any], bool]] = {
     ">=": operator.ge,
 }
 _KEYWORDS = {"and", "or", "not", "true", "false", "null"}
-_RANK = {"or": 1, "and": 2, "not": 3}
 Value = int | float | str | bool | None
 
 
@@ -93,130 +94,81 @@ class Join:
 
 
 Node = Compare | Not | Join
-Token = tuple[str, str, int]
-"""A token's kind (a ``_TOKEN`` group), its text and the character it starts at."""
 
 
-def _skip_space(text: str, pos: int) -> int:
-    m = _SPACE.match(text, pos)
-    return m.end() if m else pos
-
-
-def _tokens(text: str) -> list[Token]:
-    """The tokens of ``text``, in one pass."""
-    out: list[Token] = []
-    pos = _skip_space(text, 0)
+def _tokens(text: str) -> list[tuple[str, str]]:
+    """The tokens of ``text`` in one pass (each match eats the spaces after it)."""
+    out: list[tuple[str, str]] = []
+    pos = 0
     while pos < len(text):
         m = _TOKEN.match(text, pos)
-        if m is None:
+        if m is None or m.end() == pos:
             raise FilterError(f"filter {brief(text)}: cannot read {brief(text[pos : pos + 20])} at character {pos}")
         kind = m.lastgroup or ""
-        out.append((kind, m.group(kind), pos))
-        pos = _skip_space(text, m.end())
+        out.append((kind, m.group(kind)))
+        pos = m.end()
     return out
 
 
-@dataclass
-class _Run:
-    """A run of one operator being parsed (parts appended in place, so a long run stays linear)."""
-
-    op: str
-    parts: list[Node | _Run]
-    depth: int
-
-
-def _freeze(node: Node | _Run) -> Node:
-    if not isinstance(node, _Run):
-        return node
-    return Join(node.op, tuple(_freeze(p) for p in node.parts))
-
-
 class _Parser:
-    """Operator precedence over the token list with explicit stacks (no recursion): parentheses,
-    then ``not``, ``and``, ``or``; depth and length bounded."""
+    """Recursive descent over the token list: or > and > not > comparison / parentheses, at most
+    ``MAX_DEPTH`` parentheses and ``not`` deep (so at most three frames each)."""
 
     def __init__(self, text: str) -> None:
         self.text = text
         self.tokens = _tokens(text)
         self.i = 0
-        self.operands: list[tuple[Node | _Run, int]] = []
-        self.operators: list[str] = []
+        self.depth = 0
 
     def fail(self, what: str) -> FilterError:
-        if self.i < len(self.tokens):
-            _, found, pos = self.tokens[self.i]
-            return FilterError(f"filter {brief(self.text)}: {what}, found {brief(found)} at character {pos}")
-        return FilterError(f"filter {brief(self.text)}: {what}, found 'the end'")
+        where = self.tokens[self.i][1] if self.i < len(self.tokens) else "the end"
+        return FilterError(f"filter {brief(self.text)}: {what}, found {brief(where)}")
 
-    def peek(self) -> Token | None:
+    def peek(self) -> tuple[str, str] | None:
         return self.tokens[self.i] if self.i < len(self.tokens) else None
 
-    def is_word(self, *values: str) -> str | None:
+    def word(self, value: str) -> bool:
         tok = self.peek()
-        if tok is not None and tok[0] == "word" and tok[1].lower() in values:
-            return tok[1].lower()
-        return None
-
-    def push(self, op: str) -> None:
-        if len(self.operators) >= MAX_DEPTH:
-            raise self.fail(f"nested more than {MAX_DEPTH} levels deep")
-        self.operators.append(op)
-        self.i += 1
-
-    def apply(self, op: str) -> None:
-        """Pop ``op``'s operands and push the node it makes."""
-        right, right_depth = self.operands.pop()
-        if op == "not":
-            node: Node | _Run = Not(_freeze(right))
-            depth = right_depth + 1
-        else:
-            left, left_depth = self.operands.pop()
-            if isinstance(left, _Run) and left.op == op:
-                left.parts.append(right)
-                left.depth = max(left.depth, right_depth + 1)
-                node, depth = left, left.depth
-            else:
-                depth = max(left_depth, right_depth) + 1
-                node = _Run(op, [_freeze(left), right], depth)
-        if depth > MAX_DEPTH:
-            raise self.fail(f"nested more than {MAX_DEPTH} levels deep")
-        self.operands.append((node, depth))
-
-    def reduce(self, rank: int) -> None:
-        """Apply the pending operators that bind at least as tightly as ``rank`` (up to a ``(``)."""
-        while self.operators and self.operators[-1] != "(" and _RANK[self.operators[-1]] >= rank:
-            self.apply(self.operators.pop())
-
-    def at(self, kind: str, text: str) -> bool:
-        tok = self.peek()
-        return tok is not None and tok[:2] == (kind, text)
-
-    def close(self) -> None:
-        """A ``)``: everything since its ``(`` becomes one operand."""
-        self.reduce(0)
-        if not self.operators:
-            raise self.fail("a ')' without its '('")
-        self.operators.pop()
-        self.i += 1
+        if tok is not None and tok[0] == "word" and tok[1].lower() == value:
+            self.i += 1
+            return True
+        return False
 
     def parse(self) -> Node:
-        while True:
-            while self.is_word("not") or self.at("paren", "("):
-                self.push("not" if self.is_word("not") else "(")
-            self.operands.append((self.comparison(), 1))
-            while self.at("paren", ")"):
-                self.close()
-            joiner = self.is_word("and", "or")
-            if joiner is None:
-                break
-            self.reduce(_RANK[joiner])
-            self.push(joiner)
+        node = self.disjunction()
         if self.peek() is not None:
             raise self.fail("expected 'and', 'or' or the end")
-        self.reduce(0)
-        if self.operators:
-            raise self.fail("expected ')'")
-        return _freeze(self.operands[0][0])
+        return node
+
+    def disjunction(self) -> Node:
+        parts = [self.conjunction()]
+        while self.word("or"):
+            parts.append(self.conjunction())
+        return parts[0] if len(parts) == 1 else Join("or", tuple(parts))
+
+    def conjunction(self) -> Node:
+        parts = [self.negation()]
+        while self.word("and"):
+            parts.append(self.negation())
+        return parts[0] if len(parts) == 1 else Join("and", tuple(parts))
+
+    def negation(self) -> Node:
+        negate = self.word("not")
+        if not negate and self.peek() != ("paren", "("):
+            return self.comparison()
+        if self.depth == MAX_DEPTH:
+            raise self.fail(f"nested more than {MAX_DEPTH} levels deep")
+        self.depth += 1
+        if negate:
+            node: Node = Not(self.negation())
+        else:
+            self.i += 1
+            node = self.disjunction()
+            if self.peek() != ("paren", ")"):
+                raise self.fail("expected ')'")
+            self.i += 1
+        self.depth -= 1
+        return node
 
     def comparison(self) -> Compare:
         tok = self.peek()
@@ -236,32 +188,24 @@ class _Parser:
         tok = self.peek()
         if tok is None:
             raise self.fail("expected a literal")
-        kind, text, _ = tok
+        kind, text = tok
+        self.i += 1
         if kind == "number":
-            self.i += 1
             return float(text) if any(c in text for c in ".eE") else int(text)
         if kind == "string":
-            self.i += 1
             return re.sub(r"\\(.)", r"\1", text[1:-1])
         if kind == "word" and text.lower() in ("true", "false", "null"):
-            self.i += 1
             return {"true": True, "false": False, "null": None}[text.lower()]
+        self.i -= 1
         raise self.fail("expected a number, a quoted string, true, false or null")
 
 
-def _leaves(root: Node) -> list[Compare]:
-    """The comparisons of ``root``, left to right (walked with a stack, not recursion)."""
-    found: list[Compare] = []
-    todo: list[Node] = [root]
-    while todo:
-        node = todo.pop()
-        if isinstance(node, Compare):
-            found.append(node)
-        elif isinstance(node, Not):
-            todo.append(node.inner)
-        else:
-            todo.extend(reversed(node.parts))
-    return found
+def _leaves(node: Node) -> list[Compare]:
+    if isinstance(node, Compare):
+        return [node]
+    if isinstance(node, Not):
+        return _leaves(node.inner)
+    return [leaf for part in node.parts for leaf in _leaves(part)]
 
 
 def _fits(value: Value, arrow_type: pa.DataType) -> bool:

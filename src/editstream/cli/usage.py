@@ -21,16 +21,6 @@ def catch_all_kind() -> str:
     return next(k.name for k in all_kinds() if k.source.takes_columns and not k.columns)
 
 
-def check_places(places: dict[str, str]) -> None:
-    """The places a command reads and writes are apart (``conversion.config.check_apart``), or a usage error."""
-    from ..conversion.config import PlacesOverlapError, check_apart
-
-    try:
-        check_apart(places)
-    except PlacesOverlapError as exc:
-        raise UsageProblem(str(exc), "give DST a new or empty directory outside SRC") from None
-
-
 def check_convert_usage(
     src: str,
     dst: str,
@@ -39,9 +29,15 @@ def check_convert_usage(
     media_dir: str | None,
     so: dict[str, Any] | None,
 ) -> None:
-    """``convert``'s arguments fit together: DST is not SRC, ``--media-dir`` goes with a JSONL SRC
-    (and a JSONL SRC needs it), and a parquet SRC whose columns fit no kind is given ``--schema``."""
-    check_places({"SRC": src, "DST": dst})
+    """``convert``'s arguments fit together: DST and SRC do not overlap (``check_apart``), ``--media-dir``
+    goes with a JSONL SRC (and a JSONL SRC needs it), and a parquet SRC whose columns fit no kind is
+    given ``--schema``."""
+    from ..conversion.config import PlacesOverlapError, check_apart
+
+    try:
+        check_apart({"SRC": src, "DST": dst})
+    except PlacesOverlapError as exc:
+        raise UsageProblem(str(exc), "give DST a new or empty directory outside SRC") from None
     if isinstance(found, JsonlFile):
         if not media_dir:
             raise UsageProblem(

@@ -75,10 +75,11 @@ def _parts(url: str) -> tuple[str, ...]:
     """``url`` as comparable components: a local path resolved (``.``, ``..``, links: ``realpath``),
     a URL as its scheme (``s3a`` is ``s3``), bucket and key parts (empty and ``.`` parts dropped)."""
     if storage.is_local(url):
-        return ("file", *os.path.realpath(storage.local_path(url)).split(os.sep))
-    scheme, _, rest = url.partition("://")
-    scheme = "s3" if scheme.lower() in ("s3", "s3a") else scheme.lower()
-    return (scheme, *(p for p in posixpath.normpath("/" + rest).split("/") if p))
+        scheme, path, sep = "file", os.path.realpath(storage.local_path(url)), os.sep
+    else:
+        scheme, _, rest = url.partition("://")
+        scheme, path, sep = "s3" if scheme.lower() == "s3a" else scheme.lower(), posixpath.normpath("/" + rest), "/"
+    return (scheme, *(p for p in path.split(sep) if p))
 
 
 def overlap(a: str, b: str) -> bool:
@@ -93,15 +94,11 @@ def check_apart(places: Mapping[str, str]) -> None:
     """A :class:`PlacesOverlapError` naming the first two of ``places`` (role -> path or URL) that
     overlap: a conversion must never write where it reads, nor two outputs share a directory."""
     for (role_a, a), (role_b, b) in itertools.combinations(places.items(), 2):
-        if not overlap(a, b):
-            continue
-        depth_a, depth_b = len(_parts(a)), len(_parts(b))
-        if depth_a == depth_b:
-            what = f"{role_a} and {role_b} are the same place ({a})"
-        else:
-            (inner, x), (outer, y) = ((role_b, b), (role_a, a)) if depth_b > depth_a else ((role_a, a), (role_b, b))
-            what = f"{inner} ({x}) is inside {outer} ({y})"
-        raise PlacesOverlapError(f"{what}: writing one would change the other")
+        if overlap(a, b):
+            inner, outer = sorted([(len(_parts(a)), role_a, a), (len(_parts(b)), role_b, b)], reverse=True)
+            what = f"{inner[1]} ({inner[2]}) is inside {outer[1]} ({outer[2]})"
+            what = f"{role_a} and {role_b} are the same place ({a})" if inner[0] == outer[0] else what
+            raise PlacesOverlapError(f"{what}: writing one would change the other")
 
 
 _SIZE_UNITS = {
