@@ -99,52 +99,31 @@ def list_sources(src: str, split: str | None, storage_options: storage.StorageOp
     return files
 
 
-def _plain(arrow_type: pa.DataType) -> pa.DataType:
-    return arrow_type.value_type if pa.types.is_dictionary(arrow_type) else arrow_type
+_BYTES = (pa.types.is_binary, pa.types.is_large_binary, pa.types.is_fixed_size_binary)
+_TEXT = (pa.types.is_string, pa.types.is_large_string)
+_LISTS = (pa.types.is_list, pa.types.is_large_list, pa.types.is_fixed_size_list)
 
 
-def _is_bytes(arrow_type: pa.DataType) -> bool:
-    t = _plain(arrow_type)
-    return bool(pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_fixed_size_binary(t))
-
-
-def _is_text(arrow_type: pa.DataType, *, binary_ok: bool = False) -> bool:
-    t = _plain(arrow_type)
-    return bool(pa.types.is_string(t) or pa.types.is_large_string(t)) or (binary_ok and _is_bytes(t))
-
-
-def _holds_image(arrow_type: pa.DataType) -> bool:
-    """Binary, a path string, or an HF Image struct (``bytes`` binary and/or ``path`` string)."""
-    t = _plain(arrow_type)
-    if _is_bytes(t) or _is_text(t):
-        return True
-    if not pa.types.is_struct(t):
-        return False
-    fields = {t.field(i).name: t.field(i).type for i in range(t.num_fields)}
-    return ("bytes" in fields and _is_bytes(fields["bytes"])) or ("path" in fields and _is_text(fields["path"]))
-
-
-def _holds_phrasings(arrow_type: pa.DataType, fmt: str) -> bool:
-    """A string (``string``, ``json``) or a list of strings (``list``); binary read as UTF-8 text."""
-    t = _plain(arrow_type)
-    if fmt != "list":
-        return _is_text(t, binary_ok=True)
-    is_list = pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t)
-    return is_list and _is_text(t.value_type, binary_ok=True)
+def _is(arrow_type: pa.DataType, tests: tuple[Any, ...]) -> bool:
+    """Whether ``arrow_type`` (a dictionary's value type for a dictionary) passes one of ``tests``."""
+    plain = arrow_type.value_type if pa.types.is_dictionary(arrow_type) else arrow_type
+    return any(test(plain) for test in tests)
 
 
 def _type_problem(mapping: AdapterMapping, schema: pa.Schema) -> str | None:
+    """Why a column cannot hold what the mapping reads from it: an image (binary, a path, an HF Image
+    struct with binary ``bytes`` or a string ``path``) or phrasings (text, binary read as UTF-8, or a list)."""
     for column in mapping.images:
-        if not _holds_image(schema.field(column).type):
-            what = "binary, a path string or an Image struct {bytes, path}"
-            return f"image column {brief(column)} is {schema.field(column).type}; an image column holds {what}"
+        t = schema.field(column).type
+        parts = {f.name: f.type for f in t} if pa.types.is_struct(t) else {}
+        if not (_is(t, _BYTES + _TEXT) or _is(parts.get("bytes", t), _BYTES) or _is(parts.get("path", t), _TEXT)):
+            return f"image column {brief(column)} is {t}, not binary, a path string or an Image struct {{bytes, path}}"
     for source in mapping.instructions:
-        if not _holds_phrasings(schema.field(source.column).type, source.format):
-            need = "a list of strings" if source.format == "list" else "a string (or binary UTF-8 text)"
-            return (
-                f"instruction column {brief(source.column)} is {schema.field(source.column).type}; "
-                f"format {source.format} needs {need}"
-            )
+        t = schema.field(source.column).type
+        listed = source.format == "list"
+        if not (_is(t, _LISTS) and _is(t.value_type, _BYTES + _TEXT) if listed else _is(t, _BYTES + _TEXT)):
+            need = "a list of strings" if listed else "a string (or binary UTF-8 text)"
+            return f"instruction column {brief(source.column)} is {t}; format {source.format} needs {need}"
     return None
 
 

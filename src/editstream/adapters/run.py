@@ -216,13 +216,12 @@ def _nothing_made(summary: dict[str, Any], where: Filter | None) -> str:
     for d in summary["drops"]:
         first.setdefault(d["code"], d["reason"])
     codes = "; ".join(f"{code}: {n}, e.g. {brief(first[code])}" for code, n in summary["dropped_by_code"].items())
-    rows, dropped, filtered = summary["rows_in"], summary["dropped_rows"], summary["filtered_rows"]
-    see = f"see {summary['report']}"
-    if dropped == rows:
-        return f"all {rows} rows dropped ({codes}), {see}"
-    if filtered == rows:
-        return f"all {rows} rows filtered out by {brief(where.text if where else None)}, {see}"
-    return f"no chains made: of {rows} rows, {filtered} filtered out, {dropped} dropped ({codes}), {see}"
+    rows, filtered = summary["rows_in"], summary["filtered_rows"]
+    what = f"all {rows} rows dropped ({codes})"
+    if filtered:
+        what = f"of {rows} rows, {filtered} filtered out by {brief(where.text if where else None)}, the rest dropped"
+        what += f" ({codes})" if codes else ""
+    return f"no chains made: {what}, see {summary['report']}"
 
 
 def adapt(

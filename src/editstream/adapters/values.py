@@ -32,28 +32,20 @@ class BadValue(Exception):
         self.column = column
 
 
-def _cells(column: pa.ChunkedArray, name: str) -> list[Any]:
+def _cell(cell: pa.Scalar, column: str) -> Any:
     try:
-        return list(column.to_pylist())
-    except UnicodeDecodeError:
-        pass
-    out: list[Any] = []
-    for chunk in column.chunks:
-        for i in range(len(chunk)):
-            try:
-                out.append(chunk[i].as_py())
-            except UnicodeDecodeError as exc:
-                reason = f"{name}: not valid UTF-8 (byte {exc.start}: {exc.object[exc.start : exc.end]!r})"
-                out.append(BadValue(reason, "bad_utf8", column=name))
-    return out
+        return cell.as_py()
+    except UnicodeDecodeError as exc:
+        reason = f"{column}: not valid UTF-8 (byte {exc.start}: {exc.object[exc.start : exc.end]!r})"
+        return BadValue(reason, "bad_utf8", column=column)
 
 
 def table_rows(table: pa.Table) -> list[dict[str, Any]]:
     """``table.to_pylist()``, except that a cell that is not valid UTF-8 holds its :class:`BadValue`."""
     try:
         return table.to_pylist()
-    except UnicodeDecodeError:
-        columns = {name: _cells(table.column(name), name) for name in table.column_names}
+    except UnicodeDecodeError:  # read cell by cell, only now: the fast path above holds for good data
+        columns = {name: [_cell(cell, name) for cell in table.column(name)] for name in table.column_names}
         return [dict(zip(columns, values)) for values in zip(*columns.values())]
 
 

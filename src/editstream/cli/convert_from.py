@@ -95,17 +95,18 @@ def _adapt(src: str, dst: str, mapping: Any, opts: dict[str, Any], kw: dict[str,
     from ..adapters import run_adapter
 
     progress = not (kw["no_progress"] or SETTINGS.quiet)
-    common = dict(
-        where=opts["where"],
-        media_dir=kw["media_dir"],
-        split=opts["split"],
-        storage_options=so,
-        progress=progress,
-    )
+    common = dict(where=opts["where"], media_dir=kw["media_dir"], split=opts["split"], storage_options=so)
     if opts["target"] == "parquet":
-        result: dict[str, Any] = run_adapter(src, dst, mapping, to="parquet", **common)
+        result: dict[str, Any] = run_adapter(src, dst, mapping, to="parquet", progress=progress, **common)
         return result
-    shard_options = {k: kw[k] for k in ("layout", "shard_size", "samples_per_shard", "overwrite", "drop_bad_rows")}
+    names = ("layout", "shard_size", "samples_per_shard", "overwrite", "drop_bad_rows", "digest", "break_lock")
+    shard_options = {k: kw[k] for k in (*names, "workers", "engine", "ray_address")}
+    with running_executor(kw["engine"], kw["workers"], kw["ray_address"]) as runner:
+        common.update(shard_options, staging=opts["staging"], executor=runner, progress=progress)
+        result = run_adapter(src, dst, mapping, to="webdataset", **common)
+    return result
+    names = ("layout", "shard_size", "samples_per_shard", "overwrite", "drop_bad_rows", "digest", "break_lock")
+    shard_options = {k: kw[k] for k in (*names, "workers", "engine", "ray_address")}
     with running_executor(kw["engine"], kw["workers"], kw["ray_address"]) as runner:
         result = run_adapter(
             src,
@@ -113,12 +114,8 @@ def _adapt(src: str, dst: str, mapping: Any, opts: dict[str, Any], kw: dict[str,
             mapping,
             to="webdataset",
             staging=opts["staging"],
-            workers=kw["workers"],
-            engine=kw["engine"],
-            ray_address=kw["ray_address"],
             executor=runner,
-            digest=kw["digest"],
-            break_lock=kw["break_lock"],
+            progress=progress,
             **shard_options,
             **common,
         )
