@@ -4,9 +4,9 @@ quoted short for the error messages about them.
 ``yaml.safe_load`` runs no code, but an alias repeats what its anchor names, so 300 bytes of
 nested aliases expand to a billion values: the objects are shared while loading, and blow up the
 first time anything walks or prints them. :func:`load_yaml` counts the document's size with every
-alias expanded (each node once, each scalar by its characters) before building any object, and
-refuses a document over ``max_size``, one whose alias refers to itself, or one nested deeper than
-Python's stack. :func:`brief` quotes a value for a message without ever printing all of it.
+alias expanded (1 per node plus each scalar's characters) before building any object, and refuses
+a document over ``max_size``, one whose alias refers to itself, or one nested deeper than Python's
+stack. :func:`brief` quotes a value for a message without ever printing all of it.
 """
 
 from __future__ import annotations
@@ -35,40 +35,28 @@ def brief(value: Any) -> str:
     return _SHORT.repr(value)
 
 
-def _children(node: yaml.Node) -> list[yaml.Node]:
-    if isinstance(node, yaml.SequenceNode):
-        return list(node.value)
-    if isinstance(node, yaml.MappingNode):
-        return [part for pair in node.value for part in pair]
-    return []
-
-
-def expanded_size(root: yaml.Node, limit: int, origin: str) -> int:
-    """The size of ``root`` with every alias expanded (nodes + scalar characters), each shared node
-    counted once per use but computed once; a ``YamlBoundError`` past ``limit`` or on a loop."""
-    sizes: dict[int, int] = {}
-    open_nodes: set[int] = set()
-    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
-    while stack:
-        node, done = stack.pop()
-        key = id(node)
-        if done:
-            open_nodes.discard(key)
-            total = 1 + (len(node.value) if isinstance(node, yaml.ScalarNode) else 0)
-            total += sum(sizes[id(child)] for child in _children(node))
-            if total > limit:
-                raise YamlBoundError(
-                    f"{origin}: the YAML expands to more than {limit:,} values and characters "
-                    "(aliases repeat what their anchor names); refused"
-                )
-            sizes[key] = total
-        elif key in open_nodes:
-            raise YamlBoundError(f"{origin}: a YAML alias refers to itself (a loop); refused")
-        elif key not in sizes:
-            open_nodes.add(key)
-            stack.append((node, True))
-            stack.extend((child, False) for child in _children(node) if id(child) not in sizes)
-    return sizes[id(root)]
+def expanded_size(node: yaml.Node, limit: int, origin: str, sizes: dict[int, int], path: set[int]) -> int:
+    """The size of ``node`` with every alias expanded (1 per node, plus each scalar's characters),
+    each shared node computed once (``sizes``); a ``YamlBoundError`` past ``limit`` or on a loop."""
+    key = id(node)
+    if key in sizes:
+        return sizes[key]
+    if key in path:
+        raise YamlBoundError(f"{origin}: a YAML alias refers to itself (a loop); refused")
+    path.add(key)
+    if isinstance(node, yaml.ScalarNode):
+        total = 1 + len(node.value)
+    else:
+        parts = [p for item in node.value for p in (item if isinstance(item, tuple) else (item,))]
+        total = 1 + sum(expanded_size(p, limit, origin, sizes, path) for p in parts)
+    if total > limit:
+        raise YamlBoundError(
+            f"{origin}: the YAML expands to more than {limit:,} values and characters "
+            "(aliases repeat what their anchor names); refused"
+        )
+    path.discard(key)
+    sizes[key] = total
+    return total
 
 
 def load_yaml(text: str | bytes, origin: str, *, max_size: int = DEFAULT_MAX_SIZE) -> Any:
@@ -80,7 +68,7 @@ def load_yaml(text: str | bytes, origin: str, *, max_size: int = DEFAULT_MAX_SIZ
         node = loader.get_single_node()
         if node is None:
             return None
-        expanded_size(node, max_size, origin)
+        expanded_size(node, max_size, origin, {}, set())
         return loader.construct_document(node)
     except RecursionError:
         raise YamlBoundError(f"{origin}: the YAML is nested too deeply; refused") from None
