@@ -105,21 +105,6 @@ def _adapt(src: str, dst: str, mapping: Any, opts: dict[str, Any], kw: dict[str,
         common.update(shard_options, staging=opts["staging"], executor=runner, progress=progress)
         result = run_adapter(src, dst, mapping, to="webdataset", **common)
     return result
-    names = ("layout", "shard_size", "samples_per_shard", "overwrite", "drop_bad_rows", "digest", "break_lock")
-    shard_options = {k: kw[k] for k in (*names, "workers", "engine", "ray_address")}
-    with running_executor(kw["engine"], kw["workers"], kw["ray_address"]) as runner:
-        result = run_adapter(
-            src,
-            dst,
-            mapping,
-            to="webdataset",
-            staging=opts["staging"],
-            executor=runner,
-            progress=progress,
-            **shard_options,
-            **common,
-        )
-    return result
 
 
 def convert_from(

@@ -129,7 +129,7 @@ def dry_run(src: str, dst: str, **options: Any) -> dict[str, Any]:
     plan = plan_conversion(cfg)
     summary = dry_run_summary(cfg, plan)
     names = _names(cfg.dst, cfg.storage_options)
-    foreign = foreign_names(cfg.dst, cfg.storage_options)
+    foreign = [n for n in names if not is_own_name(n)]
     if foreign:
         summary["dst_state"] = f"holds {_count(foreign)} editstream did not write ({_shown(foreign)}): refused"
     elif mf.MANIFEST_NAME in names:
