@@ -357,6 +357,31 @@ def test_invalid_utf8_in_a_string_column_is_one_dropped_row_located_by_column(tm
     assert all("UTF-8" in d["reason"] for d in summary["drops"])
 
 
+def test_invalid_utf8_in_a_grouped_source_drops_its_row_or_its_session(tmp_path):
+    # sessions s0, s1, s2 of two turns each; s1's second turn has a tag that is not UTF-8 (its
+    # session is dropped whole), and one more row's session key is not UTF-8 (dropped alone)
+    keys = [b"s0", b"s0", b"s1", b"s1", b"s2", b"s2", b"s\xff"]
+    tags = [b"ok", b"ok", b"ok", b"\xe9t\xe9", b"ok", b"ok", b"ok"]
+    table = pa.table(
+        {
+            "k": bad_utf8_strings(keys),
+            "n": [1, 2, 1, 2, 1, 2, 1],
+            "a": pa.array([hf_image(png(i)) for i in range(7)], IMAGE),
+            "b": pa.array([hf_image(png(i + 10)) for i in range(7)], IMAGE),
+            "t": [f"e{i}" for i in range(7)],
+            "tag": bad_utf8_strings(tags),
+        }
+    )
+    src = tmp_path / "src"
+    src.mkdir()
+    pq.write_table(table, src / "train-00000-of-00001.parquet", row_group_size=4)
+    text = "images: [a, b]\ninstructions: [t]\ngroup_by: [k]\norder_by: n\nwhere: \"tag != 'no'\"\n"
+    summary = adapt(str(src), str(tmp_path / "out"), str(mapping_file(tmp_path, text)), progress=False)
+    assert summary["chains_out"] == 2 and summary["dropped_rows"] == 3
+    located = sorted((d["row_group"], d["row"], d["column"], d["rows"]) for d in summary["drops"])
+    assert located == [(0, 3, "tag", 2), (1, 2, "k", 1)]
+
+
 def test_a_latin1_binary_instruction_is_one_dropped_row(tmp_path):
     texts = [b"make it blue", "rendre plus foncé".encode("latin-1"), b"add a hat"]
     rows = [{"a": hf_image(png(i)), "b": hf_image(png(i + 5)), "t": t} for i, t in enumerate(texts)]

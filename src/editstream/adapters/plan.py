@@ -22,7 +22,7 @@ from ..format.safe_yaml import brief
 from ..io import storage
 from ..io.parquet import open_parquet
 from .mapping import AdapterMapping, MappingError
-from .values import bad_cell, table_rows
+from .values import BadValue, bad_cell, table_rows
 from .where import Filter
 
 _ROW_BITS = 24
@@ -190,17 +190,12 @@ def gather(
     return rows
 
 
-def _drop(files: Sequence[SourceFile], location: int, code: str, reason: str, key: Any, rows: int) -> dict[str, Any]:
+def _drop(
+    files: Sequence[SourceFile], location: int, code: str, reason: str, key: Any, rows: int, column: str | None = None
+) -> dict[str, Any]:
     file, rg, row = unpack(location)
-    return {
-        "file": files[file].name,
-        "row_group": rg,
-        "row": row,
-        "group": list(key),
-        "code": code,
-        "reason": reason,
-        "rows": rows,
-    }
+    record = {"file": files[file].name, "row_group": rg, "row": row, "group": list(key), "code": code}
+    return record | ({"column": column} if column else {}) | {"reason": reason, "rows": rows}
 
 
 def _order_problem(members: list[tuple[Any, int]]) -> tuple[int, str] | None:
@@ -233,6 +228,17 @@ def _sorted_group(
     return tuple(loc for _, loc in members), None
 
 
+def _no_session(
+    mapping: AdapterMapping, key: tuple[Any, ...], bad: BadValue | None
+) -> tuple[str, str, str | None] | None:
+    """Why a row belongs to no session, ``(code, reason, column)``: a group_by cell unreadable or null."""
+    if bad is not None and bad.column in mapping.group_by:
+        return bad.code, bad.reason, bad.column
+    if any(v is None for v in key):
+        return "bad_group_key", f"a group_by column {list(mapping.group_by)} is null", None
+    return None
+
+
 def plan_groups(
     files: list[SourceFile],
     mapping: AdapterMapping,
@@ -247,28 +253,32 @@ def plan_groups(
     columns += [c for c in (where.columns if where else ()) if c not in columns]
     groups: dict[Any, list[tuple[Any, int]]] = {}
     failed: set[Any] = set()
+    broken: dict[Any, tuple[int, BadValue]] = {}  # a session with a cell that cannot be read: dropped whole
     drops: list[dict[str, Any]] = []
     rows = 0
     for file, rg, r, row in source_rows(files, columns, storage_options):
         rows += 1
-        location = pack(file, rg, r)
-        bad = bad_cell(row)
-        if bad is not None:
-            drops.append(_drop(files, location, bad.code, bad.reason, (), 1) | {"column": bad.column})
-            continue
+        location, bad = pack(file, rg, r), bad_cell(row)
         key = tuple(row[c] for c in mapping.group_by)
-        if any(v is None for v in key):
-            reason = f"a group_by column {list(mapping.group_by)} is null"
-            drops.append(_drop(files, location, "bad_group_key", reason, key, 1))
+        lost = _no_session(mapping, key, bad)
+        if lost is not None:
+            code, reason, column = lost
+            drops.append(_drop(files, location, code, reason, () if column else key, 1, column))
             continue
-        groups.setdefault(key, []).append((row[mapping.order_by] if mapping.order_by else None, location))
-        if where is not None and not where(row):
+        groups.setdefault(key, []).append((row[mapping.order_by] if mapping.order_by and not bad else None, location))
+        if bad is not None:
+            broken.setdefault(key, (location, bad))
+        elif where is not None and not where(row):
             failed.add(key)
     chains = []
     filtered = 0
     for key, members in groups.items():
         if key in failed:
             filtered += len(members)
+            continue
+        if key in broken:
+            location, bad = broken[key]
+            drops.append(_drop(files, location, bad.code, bad.reason, key, len(members), bad.column))
             continue
         chain, drop = _sorted_group(files, mapping, key, members)
         if drop is not None:
