@@ -14,7 +14,7 @@ from .builtin import builtin_names, builtin_path, resolve_mapping
 from .mapping import AdapterMapping, InstructionSource, MappingError, load_mapping, mapping_from_dict
 from .peek import Peeked, peek
 from .pipeline import run_adapter, staging_dir
-from .run import adapt
+from .run import NoChainsError, adapt
 from .values import BadValue
 from .where import Filter, FilterError, parse_filter
 
@@ -25,6 +25,7 @@ __all__ = [
     "FilterError",
     "InstructionSource",
     "MappingError",
+    "NoChainsError",
     "Peeked",
     "adapt",
     "builtin_names",

@@ -6,14 +6,14 @@ so every output file of one adaptation has the same column types, even an empty 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pyarrow as pa
 
 from ..kinds import get_kind
 from .mapping import AdapterMapping
-from .values import BadValue, MediaDir, image_bytes, phrasings
+from .values import BadValue, MediaDir, bad_cell, image_bytes, phrasings
 
 
 def output_schema(mapping: AdapterMapping, source: pa.Schema) -> pa.Schema:
@@ -26,6 +26,14 @@ def output_schema(mapping: AdapterMapping, source: pa.Schema) -> pa.Schema:
         per_row = bool(mapping.group_by) and column not in mapping.group_by
         fields.append(pa.field(column, pa.list_(arrow_type) if per_row else arrow_type))
     return pa.schema(fields)
+
+
+def _cell(row: dict[str, Any], column: str, read: Callable[..., Any], option: Any) -> Any:
+    """``read(row[column], column, option)``, its ``BadValue`` naming ``column``."""
+    try:
+        return read(row[column], column, option)
+    except BadValue as exc:
+        raise BadValue(exc.reason, exc.code, column=column) from None
 
 
 class ChainBuilder:
@@ -48,10 +56,13 @@ class ChainBuilder:
         for i, row in enumerate(rows):
             columns = self.mapping.images if i == 0 else self.mapping.images[1:]
             try:
-                images.extend(image_bytes(row[c], c, self.media) for c in columns)
-                instructions.extend(phrasings(row[s.column], s.column, s.format) for s in self.mapping.instructions)
+                bad = bad_cell(row)
+                if bad is not None:
+                    raise bad
+                images.extend(_cell(row, c, image_bytes, self.media) for c in columns)
+                instructions.extend(_cell(row, s.column, phrasings, s.format) for s in self.mapping.instructions)
             except BadValue as exc:
-                raise BadValue(exc.reason, exc.code, i) from None
+                raise BadValue(exc.reason, exc.code, i, exc.column) from None
         out: dict[str, Any] = {self.image_column: images, self.text_column: instructions}
         for column in self.mapping.keep:
             if self.mapping.group_by and column not in self.mapping.group_by:

@@ -19,6 +19,7 @@ from typing import Any
 import yaml
 
 from ..format.columns import normalize_type
+from ..format.safe_yaml import YamlBoundError, brief, load_yaml
 from ..kinds import DatasetKind, UnknownKindError, all_kinds, get_kind
 from .where import FilterError, parse_filter
 
@@ -45,7 +46,7 @@ class MappingError(ValueError):
 
 
 def _error(origin: str, key: str, what: str, value: Any) -> MappingError:
-    return MappingError(f"{origin}: key {key!r}: {what} (got {value!r})")
+    return MappingError(f"{origin}: key {brief(key)}: {what} (got {brief(value)})")
 
 
 @dataclass(frozen=True)
@@ -207,10 +208,7 @@ def _instruction(origin: str, value: Any) -> InstructionSource:
         column = value.get("column")
         if not isinstance(column, str) or not column:
             raise _error(origin, "instructions", "an entry needs a 'column' name", value)
-        fmt = value.get("format", "string")
-        if fmt not in INSTRUCTION_FORMATS:
-            raise _error(origin, "instructions", f"format must be one of {list(INSTRUCTION_FORMATS)}", fmt)
-        return InstructionSource(column, fmt)
+        return InstructionSource(column, value.get("format", "string"))  # the format is checked by the mapping
     raise _error(origin, "instructions", "an entry is a column name or {column: NAME, format: string|list|json}", value)
 
 
@@ -256,7 +254,8 @@ def mapping_from_dict(data: Any, origin: str = "<mapping>") -> AdapterMapping:
 
 
 def load_mapping(path: str | Path) -> AdapterMapping:
-    """Read a mapping file: JSON by a ``.json`` suffix, else YAML."""
+    """Read a mapping file: JSON by a ``.json`` suffix, else YAML (``load_yaml``: aliases expanded
+    within a bound, so a few hundred bytes cannot expand to gigabytes)."""
     path = Path(path)
     origin = str(path)
     try:
@@ -264,7 +263,9 @@ def load_mapping(path: str | Path) -> AdapterMapping:
     except FileNotFoundError:
         raise MappingError(f"mapping file not found: {origin}") from None
     try:
-        data = json.loads(text) if path.suffix.lower() == ".json" else yaml.safe_load(text)
-    except (ValueError, yaml.YAMLError) as exc:
-        raise MappingError(f"{origin}: cannot parse the mapping: {exc}") from None
+        data = json.loads(text) if path.suffix.lower() == ".json" else load_yaml(text, origin)
+    except YamlBoundError as exc:
+        raise MappingError(str(exc)) from None
+    except (ValueError, yaml.YAMLError, RecursionError) as exc:
+        raise MappingError(f"{origin}: cannot parse the mapping: {brief(str(exc))}") from None
     return mapping_from_dict(data, origin)

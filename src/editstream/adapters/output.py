@@ -12,13 +12,13 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import os
 from collections.abc import Iterable, Mapping
 from typing import IO, Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ..conversion.source import absolute
 from ..io import storage
 from .chains import to_table
 
@@ -31,11 +31,6 @@ REPORT = "adapt_report.json"
 def fingerprint(data: Any) -> str:
     """sha256 of ``data`` as canonical JSON: what a done record must match to be kept."""
     return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()
-
-
-def absolute(url: str) -> str:
-    """A local path made absolute (``parquet_info.json`` keys are the paths a loader joins); URLs as given."""
-    return os.path.abspath(url) if storage.is_local(url) and "://" not in url else url.rstrip("/")
 
 
 def _record_url(dst: str, name: str) -> str:
@@ -164,22 +159,21 @@ def tidy_dst(dst: str, planned: Iterable[str], so: storage.StorageOptions | None
     records = set()
     if storage.exists(records_dir, so):
         records = {u.rsplit("/", 1)[-1][: -len(".json")] for u in storage.list_files(records_dir, ".json", so)}
-    for url in storage.list_files(dst, ".parquet", so):
-        name = url.rsplit("/", 1)[-1]
-        if name in keep:
-            continue
-        if name not in records:
-            raise FileExistsError(
-                f"DST {dst} holds {name}, which no adaptation wrote; adapt into a new or empty directory"
-            )
-        storage.remove(url, so)
+    stale = {url.rsplit("/", 1)[-1]: url for url in storage.list_files(dst, ".parquet", so)}
+    foreign = sorted(set(stale) - keep - records)
+    if foreign:  # refused before anything is removed
+        raise FileExistsError(
+            f"DST {dst} holds {foreign[0]}, which no adaptation wrote; adapt into a new or empty directory"
+        )
+    for name in sorted(set(stale) - keep):
+        storage.remove(stale[name], so)
     for name in records - keep:
         storage.remove(_record_url(dst, name), so)
 
 
 def write_parquet_info(dst: str, records: Mapping[str, Mapping[str, Any]], so: storage.StorageOptions | None) -> str:
     """``parquet_info.json``: ``{DST/name: {num_row_groups, num_rows}}`` for every non-empty output file."""
-    root = absolute(dst)
+    root = absolute(dst).rstrip("/")  # the keys are the paths a loader joins
     info = {
         storage.join(root, name): {"num_row_groups": r["num_row_groups"], "num_rows": r["num_rows"]}
         for name, r in sorted(records.items())

@@ -8,17 +8,17 @@ its :class:`BadValue`, so a preview shows it rather than silently skipping it.
 
 from __future__ import annotations
 
-from collections.abc import Generator, Iterator
+import contextlib
+from collections.abc import Generator
 from pathlib import Path
 from typing import Any
 
 from ..io import storage
-from ..io.parquet import open_parquet
 from .builtin import resolve_mapping
 from .chains import ChainBuilder
 from .mapping import AdapterMapping
-from .plan import SourceFile, check_columns, list_sources, plan_groups, unpack
-from .values import BadValue, MediaDir
+from .plan import SourceFile, check_columns, gather, list_sources, plan_groups, source_rows
+from .values import BadValue, MediaDir, bad_cell
 from .where import Filter, parse_filter
 
 Peeked = tuple[str, dict[str, Any] | BadValue]
@@ -27,13 +27,10 @@ Peeked = tuple[str, dict[str, Any] | BadValue]
 
 def _rows(
     files: list[SourceFile], columns: list[str], where: Filter | None, so: storage.StorageOptions | None
-) -> Iterator[tuple[str, dict[str, Any]]]:
-    for f in files:
-        with open_parquet(f.url, so, streaming=True) as pf:
-            for rg in range(len(f.row_groups)):
-                for r, row in enumerate(pf.read_row_group(rg, columns=columns).to_pylist()):
-                    if where is None or where(row):
-                        yield f"{f.name} rg {rg} row {r}", row
+) -> Generator[tuple[str, list[dict[str, Any]]]]:
+    for i, rg, r, row in source_rows(files, columns, so):
+        if where is None or bad_cell(row) is not None or where(row):
+            yield f"{files[i].name} rg {rg} row {r}", [row]
 
 
 def _grouped(
@@ -46,15 +43,10 @@ def _grouped(
 ) -> Generator[tuple[str, list[dict[str, Any]]]]:
     plan = plan_groups(files, mapping, where, n, "peek", so)
     chains = plan.tasks[0].chains if plan.tasks else ()
-    groups: dict[tuple[int, int], list[dict[str, Any]]] = {}
+    with contextlib.ExitStack() as stack:
+        found = gather(files, chains, columns, so, stack, {})
     for chain in chains:
-        rows = []
-        for location in chain:
-            file, rg, row = unpack(location)
-            if (file, rg) not in groups:
-                with open_parquet(files[file].url, so, streaming=True) as pf:
-                    groups[(file, rg)] = pf.read_row_group(rg, columns=columns).to_pylist()
-            rows.append(groups[(file, rg)][row])
+        rows = [found[location] for location in chain]
         key = ", ".join(f"{c}={rows[0][c]}" for c in mapping.group_by)
         yield f"{key} ({len(rows)} rows)", rows
 
@@ -68,7 +60,7 @@ def peek(
     media_dir: str | None = None,
     split: str | None = None,
     storage_options: storage.StorageOptions | None = None,
-) -> Iterator[Peeked]:
+) -> Generator[Peeked]:
     """The first ``n`` chains ``mapping`` makes of the parquet at ``src`` (options as for ``adapt``)."""
     mapping = resolve_mapping(mapping)
     text = mapping.where if where is None else where
@@ -81,7 +73,7 @@ def peek(
     if mapping.group_by:
         chains = _grouped(files, mapping, where_filter, columns, n, storage_options)
     else:
-        chains = ((title, [row]) for title, row in _rows(files, columns, where_filter, storage_options))
+        chains = _rows(files, columns, where_filter, storage_options)
     try:
         for count, (title, rows) in enumerate(chains):
             if count >= n:

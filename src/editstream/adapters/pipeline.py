@@ -4,6 +4,8 @@
 that with the ordinary converter (one shard per row group), so the parquet and the shards hold
 the same rows in the same units and order: NeMo's loader on the parquet and editstream on the
 shards yield the same stream. The staging parquet is kept; it is a valid BAGEL dataset itself.
+Every refusal comes before the first write: SRC, the staging directory and DST must not overlap,
+and a shard DST holding files editstream did not write is refused before the staging is written.
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from ..conversion import convert
+from ..conversion.config import check_apart
+from ..conversion.dst import ForeignFilesError, foreign_names
 from ..io import storage
 from .builtin import resolve_mapping
 from .mapping import AdapterMapping
@@ -56,6 +60,10 @@ def run_adapter(
         raise ValueError(f"staging and converter options apply to to='webdataset' only, not {sorted(convert_options)}")
     mapping = resolve_mapping(adapter)
     parquet_dst = dst if to == "parquet" else (staging or staging_dir(dst))
+    check_apart({"SRC": src, "DST": dst} if to == "parquet" else {"SRC": src, "staging": parquet_dst, "DST": dst})
+    foreign = foreign_names(dst, storage_options) if to == "webdataset" else []
+    if foreign and not convert_options.get("overwrite"):
+        raise ForeignFilesError(dst, foreign)
     summary = adapt(
         src,
         parquet_dst,

@@ -10,16 +10,19 @@ the bytes; the gather then reads only the rows each output file needs.
 
 from __future__ import annotations
 
-import os
+import contextlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 
+from ..format.safe_yaml import brief
 from ..io import storage
 from ..io.parquet import open_parquet
 from .mapping import AdapterMapping, MappingError
+from .values import BadValue, bad_cell, table_rows
 from .where import Filter
 
 _ROW_BITS = 24
@@ -77,23 +80,10 @@ class Plan:
     plan_rows: int = 0
 
 
-def _parquet_urls(src: str, storage_options: storage.StorageOptions | None) -> list[str]:
-    """Sorted ``*.parquet`` files directly in ``src``. Locally, symlinks to files count as files:
-    the HF cache links ``snapshots/<rev>/data/*.parquet`` to ``blobs/``, and fsspec's listing
-    types a symlink as ``other``, so ``storage.list_files`` alone would see an empty directory."""
-    if not (storage.is_local(src) and "://" not in src):
-        return storage.list_files(src, ".parquet", storage_options)
-    if not os.path.isdir(src):
-        raise FileNotFoundError(f"directory not found: {src}")
-    with os.scandir(src) as entries:
-        names = sorted(e.name for e in entries if e.name.endswith(".parquet") and e.is_file())
-    return [storage.join(src, name) for name in names]
-
-
 def list_sources(src: str, split: str | None, storage_options: storage.StorageOptions | None) -> list[SourceFile]:
     """The ``*.parquet`` files directly in ``src`` (sorted; symlinks followed, as in the HF cache),
     only those named ``{split}-*`` when ``split`` is given, with their footers read."""
-    urls = _parquet_urls(src, storage_options)
+    urls = storage.list_files(src, ".parquet", storage_options)
     if split is not None:
         urls = [u for u in urls if u.rsplit("/", 1)[-1].startswith(f"{split}-")]
     if not urls:
@@ -109,45 +99,120 @@ def list_sources(src: str, split: str | None, storage_options: storage.StorageOp
     return files
 
 
+_BYTES = (pa.types.is_binary, pa.types.is_large_binary, pa.types.is_fixed_size_binary)
+_TEXT = (pa.types.is_string, pa.types.is_large_string)
+_LISTS = (pa.types.is_list, pa.types.is_large_list, pa.types.is_fixed_size_list)
+
+
+def _is(arrow_type: pa.DataType, tests: tuple[Any, ...]) -> bool:
+    """Whether ``arrow_type`` (a dictionary's value type for a dictionary) passes one of ``tests``."""
+    plain = arrow_type.value_type if pa.types.is_dictionary(arrow_type) else arrow_type
+    return any(test(plain) for test in tests)
+
+
+def _type_problem(mapping: AdapterMapping, schema: pa.Schema) -> str | None:
+    """Why a column cannot hold what the mapping reads from it: an image (binary, a path, an HF Image
+    struct with binary ``bytes`` or a string ``path``) or phrasings (text, binary read as UTF-8, or a list)."""
+    for column in mapping.images:
+        t = schema.field(column).type
+        parts = {f.name: f.type for f in t} if pa.types.is_struct(t) else {}
+        if not (_is(t, _BYTES + _TEXT) or _is(parts.get("bytes", t), _BYTES) or _is(parts.get("path", t), _TEXT)):
+            return f"image column {brief(column)} is {t}, not binary, a path string or an Image struct {{bytes, path}}"
+    for source in mapping.instructions:
+        t = schema.field(source.column).type
+        listed = source.format == "list"
+        if not (_is(t, _LISTS) and _is(t.value_type, _BYTES + _TEXT) if listed else _is(t, _BYTES + _TEXT)):
+            need = "a list of strings" if listed else "a string (or binary UTF-8 text)"
+            return f"instruction column {brief(source.column)} is {t}; format {source.format} needs {need}"
+    return None
+
+
 def check_columns(files: Sequence[SourceFile], mapping: AdapterMapping, where: Filter | None) -> None:
-    """A ``MappingError`` naming the file and the column when a source file lacks one the mapping reads."""
+    """A ``MappingError`` naming the file and the column when a source file lacks a column the mapping
+    reads, or holds one of a type it cannot use (checked on the footers, before any row is read)."""
     for f in files:
         missing = [c for c in mapping.source_columns if c not in f.schema.names]
         if missing:
             raise MappingError(
-                f"{mapping.origin}: source file {f.url} has no column(s) {missing} (its columns: {f.schema.names})"
+                f"{mapping.origin}: source file {f.url} has no column(s) {brief(missing)} "
+                f"(its columns: {brief(f.schema.names)})"
             )
+        problem = _type_problem(mapping, f.schema)
+        if problem is not None:
+            raise MappingError(f"{mapping.origin}: source file {f.url}: {problem}")
         if where is not None:
             where.check_types(f.schema, f"source file {f.url}")
 
 
-def _key_rows(
+def read_row_group(pf: pq.ParquetFile, f: SourceFile, rg: int, columns: list[str]) -> pa.Table:
+    """Row group ``rg`` of ``f`` (only ``columns``); an ``OSError`` naming the file and row group if unreadable."""
+    try:
+        return pf.read_row_group(rg, columns=columns)
+    except (OSError, pa.ArrowException) as exc:
+        raise OSError(f"cannot read row group {rg} of {f.url}: {exc}") from exc
+
+
+def source_rows(
     files: Sequence[SourceFile], columns: list[str], storage_options: storage.StorageOptions | None
-) -> Iterator[tuple[int, int, list[dict[str, Any]]]]:
-    """``(file index, row group, rows of only ``columns``)`` for every row group: the plan pass's reads."""
+) -> Iterator[tuple[int, int, int, dict[str, Any]]]:
+    """``(file index, row group, row, values of only columns)`` for every source row, in order (a cell
+    that is not UTF-8 holds its ``BadValue``): the plan pass's, an ungrouped adaptation's and a preview's reads."""
     for i, f in enumerate(files):
         with open_parquet(f.url, storage_options, streaming=True) as pf:
             for rg in range(len(f.row_groups)):
-                yield i, rg, pf.read_row_group(rg, columns=columns).to_pylist()
+                for r, row in enumerate(table_rows(read_row_group(pf, f, rg, columns))):
+                    yield i, rg, r, row
 
 
-def _drop(files: Sequence[SourceFile], location: int, code: str, reason: str, key: Any, rows: int) -> dict[str, Any]:
+def gather(
+    files: Sequence[SourceFile],
+    chains: Sequence[tuple[int, ...]],
+    columns: list[str],
+    storage_options: storage.StorageOptions | None,
+    stack: contextlib.ExitStack,
+    opened: dict[int, pq.ParquetFile],
+) -> dict[int, dict[str, Any]]:
+    """The source rows of ``chains`` by location: each source row group read once, only its needed rows
+    kept; files are opened into ``opened`` (closed with ``stack``), so a caller's next batch reuses them."""
+    needed: dict[tuple[int, int], list[int]] = {}
+    for chain in chains:
+        for location in chain:
+            file, rg, row = unpack(location)
+            needed.setdefault((file, rg), []).append(row)
+    rows: dict[int, dict[str, Any]] = {}
+    for (file, rg), wanted in sorted(needed.items()):
+        if file not in opened:
+            opened[file] = stack.enter_context(open_parquet(files[file].url, storage_options, streaming=True))
+        wanted = sorted(set(wanted))
+        table = read_row_group(opened[file], files[file], rg, columns).take(pa.array(wanted, pa.int64()))
+        for row, values in zip(wanted, table_rows(table)):
+            rows[pack(file, rg, row)] = values
+    return rows
+
+
+def _drop(
+    files: Sequence[SourceFile], location: int, code: str, reason: str, key: Any, rows: int, column: str | None = None
+) -> dict[str, Any]:
     file, rg, row = unpack(location)
-    return {
-        "file": files[file].name,
-        "row_group": rg,
-        "row": row,
-        "group": list(key),
-        "code": code,
-        "reason": reason,
-        "rows": rows,
-    }
+    record = {"file": files[file].name, "row_group": rg, "row": row, "group": list(key), "code": code}
+    return record | ({"column": column} if column else {}) | {"reason": reason, "rows": rows}
+
+
+def _order_problem(members: list[tuple[Any, int]]) -> tuple[int, str] | None:
+    """The first row of a sorted session whose order value repeats the previous one, or leaves a gap
+    after it (integer orders must step by one: turns 1, 3 lost turn 2); its location and what is wrong."""
+    for (a, _), (b, loc) in zip(members, members[1:]):
+        if a == b:
+            return loc, "repeats within this session"
+        if all(isinstance(v, int) and not isinstance(v, bool) for v in (a, b)) and b - a > 1:
+            return loc, f"jumps from {a} to {b} in this session (a gap)"
+    return None
 
 
 def _sorted_group(
     files: Sequence[SourceFile], mapping: AdapterMapping, key: Any, members: list[tuple[Any, int]]
 ) -> tuple[tuple[int, ...] | None, dict[str, Any] | None]:
-    """The group's locations in chain order, or ``None`` and the drop record of a group that has no order."""
+    """The group's locations in chain order, or ``None`` and the drop record of a group with no good order."""
     if mapping.order_by is None:
         return tuple(sorted(loc for _, loc in members)), None
     nulls = [loc for order, loc in members if order is None]
@@ -156,13 +221,22 @@ def _sorted_group(
             files, nulls[0], "bad_order", f"{mapping.order_by} is null in this session", key, len(members)
         )
     members.sort()
-    orders = [order for order, _ in members]
-    repeated = [loc for (a, loc), b in zip(members[1:], orders) if a == b]
-    if repeated:
-        return None, _drop(
-            files, repeated[0], "bad_order", f"{mapping.order_by} repeats within this session", key, len(members)
-        )
+    problem = _order_problem(members)
+    if problem is not None:
+        location, what = problem
+        return None, _drop(files, location, "bad_order", f"{mapping.order_by} {what}", key, len(members))
     return tuple(loc for _, loc in members), None
+
+
+def _no_session(
+    mapping: AdapterMapping, key: tuple[Any, ...], bad: BadValue | None
+) -> tuple[str, str, str | None] | None:
+    """Why a row belongs to no session, ``(code, reason, column)``: a group_by cell unreadable or null."""
+    if bad is not None and bad.column in mapping.group_by:
+        return bad.code, bad.reason, bad.column
+    if any(v is None for v in key):
+        return "bad_group_key", f"a group_by column {list(mapping.group_by)} is null", None
+    return None
 
 
 def plan_groups(
@@ -179,25 +253,32 @@ def plan_groups(
     columns += [c for c in (where.columns if where else ()) if c not in columns]
     groups: dict[Any, list[tuple[Any, int]]] = {}
     failed: set[Any] = set()
+    broken: dict[Any, tuple[int, BadValue]] = {}  # a session with a cell that cannot be read: dropped whole
     drops: list[dict[str, Any]] = []
     rows = 0
-    for file, rg, key_rows in _key_rows(files, columns, storage_options):
-        for r, row in enumerate(key_rows):
-            rows += 1
-            key = tuple(row[c] for c in mapping.group_by)
-            location = pack(file, rg, r)
-            if any(v is None for v in key):
-                reason = f"a group_by column {list(mapping.group_by)} is null"
-                drops.append(_drop(files, location, "bad_group_key", reason, key, 1))
-                continue
-            groups.setdefault(key, []).append((row[mapping.order_by] if mapping.order_by else None, location))
-            if where is not None and not where(row):
-                failed.add(key)
+    for file, rg, r, row in source_rows(files, columns, storage_options):
+        rows += 1
+        location, bad = pack(file, rg, r), bad_cell(row)
+        key = tuple(row[c] for c in mapping.group_by)
+        lost = _no_session(mapping, key, bad)
+        if lost is not None:
+            code, reason, column = lost
+            drops.append(_drop(files, location, code, reason, () if column else key, 1, column))
+            continue
+        groups.setdefault(key, []).append((row[mapping.order_by] if mapping.order_by and not bad else None, location))
+        if bad is not None:
+            broken.setdefault(key, (location, bad))
+        elif where is not None and not where(row):
+            failed.add(key)
     chains = []
     filtered = 0
     for key, members in groups.items():
         if key in failed:
             filtered += len(members)
+            continue
+        if key in broken:
+            location, bad = broken[key]
+            drops.append(_drop(files, location, bad.code, bad.reason, key, len(members), bad.column))
             continue
         chain, drop = _sorted_group(files, mapping, key, members)
         if drop is not None:

@@ -19,8 +19,9 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ..conversion.config import check_apart
+from ..format.safe_yaml import brief
 from ..io import storage
-from ..io.parquet import open_parquet
 from ..io.progress import Progress
 from .builtin import resolve_mapping
 from .chains import ChainBuilder, output_schema
@@ -34,8 +35,19 @@ from .output import (
     write_record,
     write_report,
 )
-from .plan import OutputTask, Plan, SourceFile, check_columns, list_sources, pack, plan_groups, plan_rows, unpack
-from .values import BadValue, MediaDir
+from .plan import (
+    OutputTask,
+    Plan,
+    SourceFile,
+    check_columns,
+    gather,
+    list_sources,
+    plan_groups,
+    plan_rows,
+    source_rows,
+    unpack,
+)
+from .values import BadValue, MediaDir, bad_cell
 from .where import Filter, parse_filter
 
 log = logging.getLogger(__name__)
@@ -78,65 +90,27 @@ def _schema(files: Sequence[SourceFile], mapping: AdapterMapping) -> pa.Schema:
 
 
 def _drop(f: SourceFile, rg: int, row: int, exc: BadValue, rows: int = 1, group: Any = None) -> dict[str, Any]:
-    record: dict[str, Any] = {
-        "file": f.name,
-        "row_group": rg,
-        "row": row,
-        "code": exc.code,
-        "reason": exc.reason,
-        "rows": rows,
-    }
+    record: dict[str, Any] = {"file": f.name, "row_group": rg, "row": row}
+    if exc.column is not None:
+        record["column"] = exc.column
+    record.update(code=exc.code, reason=exc.reason, rows=rows)
     if group is not None:
         record["group"] = group
     return record
 
 
-def _read(pf: pq.ParquetFile, f: SourceFile, rg: int, columns: list[str]) -> pa.Table:
-    """Row group ``rg`` of ``f`` (only ``columns``); an ``OSError`` naming the file and row group if unreadable."""
-    try:
-        return pf.read_row_group(rg, columns=columns)
-    except (OSError, pa.ArrowException) as exc:
-        raise OSError(f"cannot read row group {rg} of {f.url}: {exc}") from exc
-
-
 def _adapt_file(job: _Job, f: SourceFile, out: ParquetOut) -> tuple[int, list[dict[str, Any]]]:
     """One source file, row group by row group, into ``out``; ``(filtered rows, drops)``."""
     filtered, drops = 0, []
-    with open_parquet(f.url, job.storage_options, streaming=True) as pf:
-        for rg in range(len(f.row_groups)):
-            for r, row in enumerate(_read(pf, f, rg, job.columns).to_pylist()):
-                if job.where is not None and not job.where(row):
-                    filtered += 1
-                    continue
-                try:
-                    out.add(job.builder.build([row]))
-                except BadValue as exc:
-                    drops.append(_drop(f, rg, r, exc))
+    for _, rg, r, row in source_rows([f], job.columns, job.storage_options):
+        if job.where is not None and bad_cell(row) is None and not job.where(row):
+            filtered += 1
+            continue
+        try:
+            out.add(job.builder.build([row]))
+        except BadValue as exc:
+            drops.append(_drop(f, rg, r, exc))
     return filtered, drops
-
-
-def _gather(
-    job: _Job,
-    files: Sequence[SourceFile],
-    chains: Sequence[tuple[int, ...]],
-    stack: contextlib.ExitStack,
-    opened: dict[int, pq.ParquetFile],
-) -> dict[int, dict[str, Any]]:
-    """The source rows of ``chains`` by location: each source row group read once, only its needed rows kept."""
-    needed: dict[tuple[int, int], list[int]] = {}
-    for chain in chains:
-        for location in chain:
-            file, rg, row = unpack(location)
-            needed.setdefault((file, rg), []).append(row)
-    rows: dict[int, dict[str, Any]] = {}
-    for (file, rg), wanted in sorted(needed.items()):
-        if file not in opened:
-            opened[file] = stack.enter_context(open_parquet(files[file].url, job.storage_options, streaming=True))
-        wanted = sorted(set(wanted))
-        table = _read(opened[file], files[file], rg, job.columns).take(pa.array(wanted, pa.int64()))
-        for row, values in zip(wanted, table.to_pylist()):
-            rows[pack(file, rg, row)] = values
-    return rows
 
 
 def _adapt_chains(job: _Job, files: Sequence[SourceFile], task: OutputTask, out: ParquetOut) -> list[dict[str, Any]]:
@@ -146,7 +120,7 @@ def _adapt_chains(job: _Job, files: Sequence[SourceFile], task: OutputTask, out:
     with contextlib.ExitStack() as stack:
         for start in range(0, len(task.chains), job.rows_per_group):
             batch = task.chains[start : start + job.rows_per_group]
-            rows = _gather(job, files, batch, stack, opened)
+            rows = gather(files, batch, job.columns, job.storage_options, stack, opened)
             for chain in batch:
                 chain_rows = [rows[location] for location in chain]
                 try:
@@ -197,11 +171,17 @@ def _run_task(job: _Job, plan: Plan, task: OutputTask, task_fp: str) -> dict[str
     return record
 
 
+class NoChainsError(ValueError):
+    """An adaptation that made no chain: the source has no rows, or every row was dropped or filtered out."""
+
+
 def _plan(
     src: str, mapping: AdapterMapping, where: Filter | None, split: str | None, chains_per_file: int, so: Any
 ) -> Plan:
     files = list_sources(src, split, so)
     check_columns(files, mapping, where)
+    if not any(f.num_rows for f in files):
+        raise NoChainsError(f"{src}: its {len(files)} parquet file(s) hold 0 rows; nothing to adapt")
     if not mapping.group_by:
         return plan_rows(files)
     return plan_groups(files, mapping, where, chains_per_file, split or "part", so)
@@ -230,6 +210,20 @@ def _summary(mapping: AdapterMapping, plan: Plan, records: dict[str, dict[str, A
     }
 
 
+def _nothing_made(summary: dict[str, Any], where: Filter | None) -> str:
+    """Why an adaptation made no chain, with the counts of each drop code and a reason of each."""
+    first: dict[str, str] = {}
+    for d in summary["drops"]:
+        first.setdefault(d["code"], d["reason"])
+    codes = "; ".join(f"{code}: {n}, e.g. {brief(first[code])}" for code, n in summary["dropped_by_code"].items())
+    rows, filtered = summary["rows_in"], summary["filtered_rows"]
+    what = f"all {rows} rows dropped ({codes})"
+    if filtered:
+        what = f"of {rows} rows, {filtered} filtered out by {brief(where.text if where else None)}, the rest dropped"
+        what += f" ({codes})" if codes else ""
+    return f"no chains made: {what}, see {summary['report']}"
+
+
 def adapt(
     src: str,
     dst: str,
@@ -250,11 +244,13 @@ def adapt(
     :class:`AdapterMapping`. ``media_dir`` resolves image structs that hold a path and no bytes.
     ``where`` replaces the mapping's filter (``""`` turns it off). ``split`` reads only
     ``{split}-*.parquet``. Re-running resumes: finished files whose records match are kept.
-    Returns the summary that ``adapt_report.json`` also holds.
+    Returns the summary that ``adapt_report.json`` also holds; a :class:`NoChainsError` (after the
+    report is written) when no chain was made.
     """
     if rows_per_group < 1 or chains_per_file < 1:
         raise ValueError(f"rows_per_group and chains_per_file must be >= 1, got {rows_per_group}, {chains_per_file}")
     t0 = time.perf_counter()
+    check_apart({"SRC": src, "DST": dst})
     mapping = resolve_mapping(mapping)
     where_filter = _where_of(mapping, where)
     plan = _plan(src, mapping, where_filter, split, chains_per_file, storage_options)
@@ -281,5 +277,7 @@ def adapt(
     summary["parquet_info"] = write_parquet_info(dst, records, storage_options)
     summary["seconds"] = round(time.perf_counter() - t0, 3)
     summary["report"] = write_report(dst, summary, storage_options)
+    if summary["chains_out"] == 0:
+        raise NoChainsError(_nothing_made(summary, where_filter))
     log.info("adapt %s: %d rows in -> %d chains out", mapping.name, summary["rows_in"], summary["chains_out"])
     return summary

@@ -4,6 +4,8 @@ A Hugging Face ``Image`` column is stored as ``struct<bytes: binary, path: strin
 inline, or a null ``bytes`` and a ``path`` relative to where the files were (the media
 directory). Anything that cannot become an image or a list of phrasings raises
 :class:`BadValue` with a reason that names the column, so the row is dropped and counted.
+:func:`table_rows` turns a row group into rows even when a string cell is not UTF-8: that cell
+holds its :class:`BadValue` instead, and only its row is dropped.
 """
 
 from __future__ import annotations
@@ -12,18 +14,44 @@ import json
 import posixpath
 from typing import Any
 
+import pyarrow as pa
+
+from ..format.safe_yaml import brief
 from ..io import storage
 
 
 class BadValue(Exception):
     """A cell (or chain) that cannot be adapted: ``reason`` for the report, ``code`` to count it by,
-    ``row`` the index of the failing row within its chain."""
+    ``row`` the index of the failing row within its chain, ``column`` the cell's column if one is to blame."""
 
-    def __init__(self, reason: str, code: str, row: int = 0) -> None:
+    def __init__(self, reason: str, code: str, row: int = 0, column: str | None = None) -> None:
         super().__init__(reason)
         self.reason = reason
         self.code = code
         self.row = row
+        self.column = column
+
+
+def _cell(cell: pa.Scalar, column: str) -> Any:
+    try:
+        return cell.as_py()
+    except UnicodeDecodeError as exc:
+        reason = f"{column}: not valid UTF-8 (byte {exc.start}: {exc.object[exc.start : exc.end]!r})"
+        return BadValue(reason, "bad_utf8", column=column)
+
+
+def table_rows(table: pa.Table) -> list[dict[str, Any]]:
+    """``table.to_pylist()``, except that a cell that is not valid UTF-8 holds its :class:`BadValue`."""
+    try:
+        return table.to_pylist()
+    except UnicodeDecodeError:  # read cell by cell, only now: the fast path above holds for good data
+        columns = {name: [_cell(cell, name) for cell in table.column(name)] for name in table.column_names}
+        return [dict(zip(columns, values)) for values in zip(*columns.values())]
+
+
+def bad_cell(row: dict[str, Any]) -> BadValue | None:
+    """The :class:`BadValue` one of ``row``'s cells holds (a cell ``table_rows`` could not read), else ``None``."""
+    return next((value for value in row.values() if isinstance(value, BadValue)), None)
 
 
 class MediaDir:
@@ -37,11 +65,13 @@ class MediaDir:
         """The bytes of ``path`` under the media directory; ``BadValue`` if absent, outside it or unset."""
         if self.root is None:
             raise BadValue(
-                f"{column}: no image bytes, only the path {path!r}, and no media_dir to resolve it", "no_media_dir"
+                f"{column}: no image bytes, only the path {brief(path)}, and no media_dir to resolve it", "no_media_dir"
             )
+        if "\0" in path:
+            raise BadValue(f"{column}: image path {brief(path)} holds a NUL byte", "bad_path", column=column)
         clean = posixpath.normpath(path.replace("\\", "/"))
         if clean.startswith("/") or clean == ".." or clean.startswith("../") or "://" in path:
-            raise BadValue(f"{column}: image path {path!r} is not inside the media directory", "media_outside")
+            raise BadValue(f"{column}: image path {brief(path)} is not inside the media directory", "media_outside")
         url = storage.join(self.root, clean)
         try:
             return storage.read_bytes(url, self.storage_options)
@@ -72,19 +102,34 @@ def image_bytes(value: Any, column: str, media: MediaDir) -> bytes:
     raise BadValue(f"{column} is a {type(value).__name__}, not an image", "null_image")
 
 
+def _text(value: Any, column: str) -> Any:
+    """A binary cell's text (strict UTF-8); any other value as it is."""
+    if not isinstance(value, bytes):
+        return value
+    try:
+        return value.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        reason = f"{column}: binary text that is not valid UTF-8 (byte {exc.start})"
+        raise BadValue(reason, "bad_utf8", column=column) from None
+
+
 def _checked(column: str, items: Any) -> list[str]:
     if not isinstance(items, list) or not items:
         raise BadValue(f"{column} holds no phrasings", "bad_instruction")
+    items = [_text(item, column) for item in items]
     for item in items:
         if not isinstance(item, str) or not item.strip():
-            raise BadValue(f"{column} holds a phrasing that is not a non-empty string: {item!r}", "bad_instruction")
-    return list(items)
+            reason = f"{column} holds a phrasing that is not a non-empty string: {brief(item)}"
+            raise BadValue(reason, "bad_instruction")
+    return items
 
 
 def phrasings(value: Any, column: str, fmt: str) -> list[str]:
-    """The phrasings of one edit from a cell of format ``string``, ``list`` or ``json``."""
+    """The phrasings of one edit from a cell of format ``string``, ``list`` or ``json`` (binary cells
+    are read as UTF-8 text)."""
     if value is None:
         raise BadValue(f"{column} is null", "bad_instruction")
+    value = _text(value, column)
     if fmt == "string":
         return _checked(column, [value])
     if fmt == "list":

@@ -5,6 +5,7 @@ joined by ``and`` / ``or``, negated by ``not``, grouped by parentheses. Literals
 quoted strings, ``true`` / ``false`` and ``null`` (``== null`` / ``!= null`` only). A null
 column value fails every other comparison, as in SQL. :meth:`Filter.check_types` compares the
 literals with the source's arrow types before any row is read, so a typo fails at once.
+Parsing is one linear pass, nesting is bounded (``MAX_DEPTH``) and so is the text (``MAX_FILTER_CHARS``).
 """
 
 from __future__ import annotations
@@ -17,10 +18,17 @@ from typing import Any
 
 import pyarrow as pa
 
+from ..format.safe_yaml import brief
+
 
 class FilterError(ValueError):
     """A filter expression that does not parse, or does not fit the source's columns."""
 
+
+MAX_FILTER_CHARS = 1_000_000
+"""The longest filter text parsed: parsing is linear, but each row is checked against every comparison."""
+MAX_DEPTH = 100
+"""The deepest nesting of parentheses and ``not`` a filter may have (so the parser's recursion is bounded)."""
 
 _TOKEN = re.compile(
     r"""\s*(?:
@@ -29,7 +37,7 @@ _TOKEN = re.compile(
       | (?P<op>==|!=|<=|>=|<|>|=)
       | (?P<paren>[()])
       | (?P<word>[A-Za-z_][A-Za-z0-9_.]*)
-    )""",
+    )\s*""",
     re.VERBOSE,
 )
 _OPS: dict[str, Callable[[Any, Any], bool]] = {
@@ -74,30 +82,28 @@ class Not:
 
 @dataclass(frozen=True)
 class Join:
-    """``left and right`` / ``left or right``."""
+    """``a and b and ...`` / ``a or b or ...``: a run of one operator is one node, however long."""
 
     op: str
-    left: Node
-    right: Node
+    parts: tuple[Node, ...]
 
     def __call__(self, row: Mapping[str, Any]) -> bool:
         if self.op == "and":
-            return self.left(row) and self.right(row)
-        return self.left(row) or self.right(row)
+            return all(part(row) for part in self.parts)
+        return any(part(row) for part in self.parts)
 
 
 Node = Compare | Not | Join
 
 
 def _tokens(text: str) -> list[tuple[str, str]]:
+    """The tokens of ``text`` in one pass (each match eats the spaces after it)."""
     out: list[tuple[str, str]] = []
     pos = 0
     while pos < len(text):
-        if text[pos:].strip() == "":
-            break
         m = _TOKEN.match(text, pos)
         if m is None or m.end() == pos:
-            raise FilterError(f"filter {text!r}: cannot read {text[pos:].strip()[:20]!r} at character {pos}")
+            raise FilterError(f"filter {brief(text)}: cannot read {brief(text[pos : pos + 20])} at character {pos}")
         kind = m.lastgroup or ""
         out.append((kind, m.group(kind)))
         pos = m.end()
@@ -105,16 +111,18 @@ def _tokens(text: str) -> list[tuple[str, str]]:
 
 
 class _Parser:
-    """Recursive descent over the token list: or > and > not > comparison / parentheses."""
+    """Recursive descent over the token list: or > and > not > comparison / parentheses, at most
+    ``MAX_DEPTH`` parentheses and ``not`` deep (so at most three frames each)."""
 
     def __init__(self, text: str) -> None:
         self.text = text
         self.tokens = _tokens(text)
         self.i = 0
+        self.depth = 0
 
     def fail(self, what: str) -> FilterError:
         where = self.tokens[self.i][1] if self.i < len(self.tokens) else "the end"
-        return FilterError(f"filter {self.text!r}: {what}, found {where!r}")
+        return FilterError(f"filter {brief(self.text)}: {what}, found {brief(where)}")
 
     def peek(self) -> tuple[str, str] | None:
         return self.tokens[self.i] if self.i < len(self.tokens) else None
@@ -133,29 +141,34 @@ class _Parser:
         return node
 
     def disjunction(self) -> Node:
-        node = self.conjunction()
+        parts = [self.conjunction()]
         while self.word("or"):
-            node = Join("or", node, self.conjunction())
-        return node
+            parts.append(self.conjunction())
+        return parts[0] if len(parts) == 1 else Join("or", tuple(parts))
 
     def conjunction(self) -> Node:
-        node = self.negation()
+        parts = [self.negation()]
         while self.word("and"):
-            node = Join("and", node, self.negation())
-        return node
+            parts.append(self.negation())
+        return parts[0] if len(parts) == 1 else Join("and", tuple(parts))
 
     def negation(self) -> Node:
-        if self.word("not"):
-            return Not(self.negation())
-        tok = self.peek()
-        if tok == ("paren", "("):
+        negate = self.word("not")
+        if not negate and self.peek() != ("paren", "("):
+            return self.comparison()
+        if self.depth == MAX_DEPTH:
+            raise self.fail(f"nested more than {MAX_DEPTH} levels deep")
+        self.depth += 1
+        if negate:
+            node: Node = Not(self.negation())
+        else:
             self.i += 1
             node = self.disjunction()
             if self.peek() != ("paren", ")"):
                 raise self.fail("expected ')'")
             self.i += 1
-            return node
-        return self.comparison()
+        self.depth -= 1
+        return node
 
     def comparison(self) -> Compare:
         tok = self.peek()
@@ -164,11 +177,11 @@ class _Parser:
         self.i += 1
         op = self.peek()
         if op is None or op[0] != "op":
-            raise self.fail(f"expected a comparison operator after {tok[1]!r}")
+            raise self.fail(f"expected a comparison operator after {brief(tok[1])}")
         self.i += 1
         value = self.literal()
         if value is None and op[1] not in ("==", "=", "!="):
-            raise FilterError(f"filter {self.text!r}: null compares with == or != only, not {op[1]!r}")
+            raise FilterError(f"filter {brief(self.text)}: null compares with == or != only, not {op[1]!r}")
         return Compare(tok[1], op[1], value)
 
     def literal(self) -> Value:
@@ -192,10 +205,12 @@ def _leaves(node: Node) -> list[Compare]:
         return [node]
     if isinstance(node, Not):
         return _leaves(node.inner)
-    return _leaves(node.left) + _leaves(node.right)
+    return [leaf for part in node.parts for leaf in _leaves(part)]
 
 
 def _fits(value: Value, arrow_type: pa.DataType) -> bool:
+    if pa.types.is_dictionary(arrow_type):  # a dictionary-encoded column compares as its values
+        arrow_type = arrow_type.value_type
     if value is None:
         return True
     if isinstance(value, bool):
@@ -225,13 +240,14 @@ class Filter:
         for leaf in _leaves(self.root):
             if leaf.column not in schema.names:
                 raise FilterError(
-                    f"filter {self.text!r}: {where} has no column {leaf.column!r} (columns: {schema.names})"
+                    f"filter {brief(self.text)}: {where} has no column {brief(leaf.column)} "
+                    f"(columns: {brief(schema.names)})"
                 )
             arrow_type = schema.field(leaf.column).type
             if not _fits(leaf.value, arrow_type):
                 raise FilterError(
-                    f"filter {self.text!r}: column {leaf.column!r} of {where} is {arrow_type}, "
-                    f"which cannot compare with {leaf.value!r}"
+                    f"filter {brief(self.text)}: column {brief(leaf.column)} of {where} is {arrow_type}, "
+                    f"which cannot compare with {brief(leaf.value)}"
                 )
 
 
@@ -239,4 +255,6 @@ def parse_filter(text: str) -> Filter:
     """Parse ``text`` (see the module docstring); a ``FilterError`` saying where it stopped otherwise."""
     if not text or not text.strip():
         raise FilterError("filter is empty")
+    if len(text) > MAX_FILTER_CHARS:
+        raise FilterError(f"filter {brief(text)} is longer than {MAX_FILTER_CHARS:,} characters ({len(text):,})")
     return Filter(text, _Parser(text).parse())

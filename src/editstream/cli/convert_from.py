@@ -16,7 +16,7 @@ import click
 
 from .app import SETTINGS
 from .convert_common import foreign_files_problem, running_executor
-from .errors import UsageProblem
+from .errors import DataProblem, UsageProblem
 from .paths import check_bucket
 
 ADAPTER_OPTIONS = ("adapter", "mapping_file", "target", "where", "split", "staging")
@@ -95,33 +95,15 @@ def _adapt(src: str, dst: str, mapping: Any, opts: dict[str, Any], kw: dict[str,
     from ..adapters import run_adapter
 
     progress = not (kw["no_progress"] or SETTINGS.quiet)
-    common = dict(
-        where=opts["where"],
-        media_dir=kw["media_dir"],
-        split=opts["split"],
-        storage_options=so,
-        progress=progress,
-    )
+    common = dict(where=opts["where"], media_dir=kw["media_dir"], split=opts["split"], storage_options=so)
     if opts["target"] == "parquet":
-        result: dict[str, Any] = run_adapter(src, dst, mapping, to="parquet", **common)
+        result: dict[str, Any] = run_adapter(src, dst, mapping, to="parquet", progress=progress, **common)
         return result
-    shard_options = {k: kw[k] for k in ("layout", "shard_size", "samples_per_shard", "overwrite", "drop_bad_rows")}
+    names = ("layout", "shard_size", "samples_per_shard", "overwrite", "drop_bad_rows", "digest", "break_lock")
+    shard_options = {k: kw[k] for k in (*names, "workers", "engine", "ray_address")}
     with running_executor(kw["engine"], kw["workers"], kw["ray_address"]) as runner:
-        result = run_adapter(
-            src,
-            dst,
-            mapping,
-            to="webdataset",
-            staging=opts["staging"],
-            workers=kw["workers"],
-            engine=kw["engine"],
-            ray_address=kw["ray_address"],
-            executor=runner,
-            digest=kw["digest"],
-            break_lock=kw["break_lock"],
-            **shard_options,
-            **common,
-        )
+        common.update(shard_options, staging=opts["staging"], executor=runner, progress=progress)
+        result = run_adapter(src, dst, mapping, to="webdataset", **common)
     return result
 
 
@@ -133,15 +115,18 @@ def convert_from(
     mapping = _resolve(opts)
     check_bucket(src, so)
     check_bucket(dst, so)
-    from ..adapters import FilterError, MappingError
+    from ..adapters import FilterError, MappingError, NoChainsError
+    from ..conversion.config import PlacesOverlapError
     from ..conversion.dst import ForeignFilesError
 
     try:
         result = _adapt(src, dst, mapping, opts, kw, so)
     except ForeignFilesError as exc:  # a FileExistsError of the shard DST: named like the plain convert's
         raise foreign_files_problem(dst, exc.names) from None
-    except (MappingError, FilterError, FileExistsError) as exc:
+    except (MappingError, FilterError, FileExistsError, PlacesOverlapError) as exc:
         raise UsageProblem(_one_line(exc)) from None
+    except NoChainsError as exc:
+        raise DataProblem(_one_line(exc)) from None
     summary = {k: v for k, v in result["adapt"].items() if k != "drops"}
     click.echo(json.dumps({"adapt": summary, "convert": result["convert"]}, indent=2))
     if summary["dropped"]:

@@ -7,11 +7,9 @@ here the mistake is named by its option, and the advice is a command line.
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from ..data.layouts import JsonlFile, ParquetDirectory
-from ..io import storage
 from .errors import UsageProblem
 from .paths import parquet_columns
 
@@ -23,13 +21,6 @@ def catch_all_kind() -> str:
     return next(k.name for k in all_kinds() if k.source.takes_columns and not k.columns)
 
 
-def _same_place(a: str, b: str) -> bool:
-    """Whether two paths name one place: local paths after resolving ``.``, ``..`` and links."""
-    if storage.is_local(a) and storage.is_local(b):
-        return os.path.realpath(a.removeprefix("file://")) == os.path.realpath(b.removeprefix("file://"))
-    return a.rstrip("/") == b.rstrip("/")
-
-
 def check_convert_usage(
     src: str,
     dst: str,
@@ -38,10 +29,15 @@ def check_convert_usage(
     media_dir: str | None,
     so: dict[str, Any] | None,
 ) -> None:
-    """``convert``'s arguments fit together: DST is not SRC, ``--media-dir`` goes with a JSONL SRC
-    (and a JSONL SRC needs it), and a parquet SRC whose columns fit no kind is given ``--schema``."""
-    if _same_place(src, dst):
-        raise UsageProblem(f"SRC and DST are the same place ({src})", "give DST a new or empty directory")
+    """``convert``'s arguments fit together: DST and SRC do not overlap (``check_apart``), ``--media-dir``
+    goes with a JSONL SRC (and a JSONL SRC needs it), and a parquet SRC whose columns fit no kind is
+    given ``--schema``."""
+    from ..conversion.config import PlacesOverlapError, check_apart
+
+    try:
+        check_apart({"SRC": src, "DST": dst})
+    except PlacesOverlapError as exc:
+        raise UsageProblem(str(exc), "give DST a new or empty directory outside SRC") from None
     if isinstance(found, JsonlFile):
         if not media_dir:
             raise UsageProblem(

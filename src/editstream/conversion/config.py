@@ -1,7 +1,11 @@
-"""What a conversion is asked to do: ``ConvertConfig``, validated before any I/O."""
+"""What a conversion is asked to do: ``ConvertConfig``, validated before any I/O, and the rule
+that keeps the places a command reads and writes apart (:func:`check_apart`)."""
 
 from __future__ import annotations
 
+import itertools
+import os
+import posixpath
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -9,6 +13,7 @@ from typing import Any
 
 from ..format.digest import DEFAULT_DIGEST, check_algorithm
 from ..format.manifest import LAYOUTS
+from ..io import storage
 from ..kinds import get_kind
 from .executors import ENGINES
 from .shapes import strategy_of
@@ -59,8 +64,41 @@ class ConvertConfig:
             raise ValueError(f"samples_per_shard must be > 0, got {self.samples_per_shard}")
         if self.workers is not None and self.workers < 1:
             raise ValueError(f"workers must be >= 1, got {self.workers}")
-        if self.src.rstrip("/") == self.dst.rstrip("/"):
-            raise ValueError("src and dst must differ")
+        check_apart({"src": self.src, "dst": self.dst})
+
+
+class PlacesOverlapError(ValueError):
+    """Two places a command reads and writes are one place, or one is inside the other."""
+
+
+def _parts(url: str) -> tuple[str, ...]:
+    """``url`` as comparable components: a local path resolved (``.``, ``..``, links: ``realpath``),
+    a URL as its scheme (``s3a`` is ``s3``), bucket and key parts (empty and ``.`` parts dropped)."""
+    if storage.is_local(url):
+        scheme, path, sep = "file", os.path.realpath(storage.local_path(url)), os.sep
+    else:
+        scheme, _, rest = url.partition("://")
+        scheme, path, sep = "s3" if scheme.lower() == "s3a" else scheme.lower(), posixpath.normpath("/" + rest), "/"
+    return (scheme, *(p for p in path.split(sep) if p))
+
+
+def overlap(a: str, b: str) -> bool:
+    """Whether ``a`` and ``b`` are one place or one holds the other (whole components only:
+    ``s3://b/src`` holds ``s3://b/src/x``, not ``s3://b/src2``)."""
+    pa, pb = _parts(a), _parts(b)
+    n = min(len(pa), len(pb))
+    return pa[:n] == pb[:n]
+
+
+def check_apart(places: Mapping[str, str]) -> None:
+    """A :class:`PlacesOverlapError` naming the first two of ``places`` (role -> path or URL) that
+    overlap: a conversion must never write where it reads, nor two outputs share a directory."""
+    for (role_a, a), (role_b, b) in itertools.combinations(places.items(), 2):
+        if overlap(a, b):
+            inner, outer = sorted([(len(_parts(a)), role_a, a), (len(_parts(b)), role_b, b)], reverse=True)
+            what = f"{inner[1]} ({inner[2]}) is inside {outer[1]} ({outer[2]})"
+            what = f"{role_a} and {role_b} are the same place ({a})" if inner[0] == outer[0] else what
+            raise PlacesOverlapError(f"{what}: writing one would change the other")
 
 
 _SIZE_UNITS = {

@@ -68,9 +68,14 @@ def _names(dst: str, so: dict[str, Any] | None) -> list[str]:
     return sorted(str(e).rstrip("/").rsplit("/", 1)[-1] for e in fs.ls(prefix, detail=False) if str(e) != prefix)
 
 
+def foreign_names(dst: str, so: dict[str, Any] | None) -> list[str]:
+    """The names directly in ``dst`` that editstream did not write (none when it does not exist)."""
+    return [n for n in _names(dst, so) if not is_own_name(n)]
+
+
 def check_dst(cfg: ConvertConfig) -> None:
     """Refuse a DST holding files editstream did not write, unless ``overwrite`` (they are left alone)."""
-    foreign = [n for n in _names(cfg.dst, cfg.storage_options) if not is_own_name(n)]
+    foreign = foreign_names(cfg.dst, cfg.storage_options)
     if not foreign:
         return
     if cfg.overwrite:
