@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..data.layouts import JsonlFile, ParquetDirectory
+from ..io import storage
 from .errors import UsageProblem
 from .paths import parquet_columns
 
