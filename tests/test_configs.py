@@ -113,3 +113,17 @@ def test_a_typo_inside_a_dataset_info_entry_is_an_error_naming_the_key_the_entry
     with pytest.raises(ValueError) as raised:
         batches(recipe)
     assert expected in str(raised.value) and "of group 'vlm_sft'" in str(raised.value)
+
+
+def test_a_yaml_alias_bomb_as_a_recipe_file_is_refused_at_once(tmp_path):
+    """The recipe's grouped_datasets_path is loaded with the same bound on alias expansion as a mapping."""
+    from editstream import BagelDatasetConfig
+
+    levels = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
+    levels += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]" for i in range(1, 9)]
+    bomb = tmp_path / "groups.yaml"
+    bomb.write_text("\n".join(levels) + "\n")
+    config = BagelDatasetConfig(grouped_datasets_path=str(bomb), dataset_info={})
+    with pytest.raises(ValueError, match="grouped_datasets_path") as err:
+        config.resolved()
+    assert len(str(err.value)) < 1000

@@ -18,6 +18,7 @@ import pyarrow as pa
 
 from ..format.safe_yaml import brief
 from ..io import storage
+from ..io.text import UndecodableRow, rows_with_invalid_text
 
 
 class BadValue(Exception):
@@ -32,21 +33,17 @@ class BadValue(Exception):
         self.column = column
 
 
-def _cell(cell: pa.Scalar, column: str) -> Any:
-    try:
-        return cell.as_py()
-    except UnicodeDecodeError as exc:
-        reason = f"{column}: not valid UTF-8 (byte {exc.start}: {exc.object[exc.start : exc.end]!r})"
-        return BadValue(reason, "bad_utf8", column=column)
-
-
 def table_rows(table: pa.Table) -> list[dict[str, Any]]:
     """``table.to_pylist()``, except that a cell that is not valid UTF-8 holds its :class:`BadValue`."""
     try:
         return table.to_pylist()
-    except UnicodeDecodeError:  # read cell by cell, only now: the fast path above holds for good data
-        columns = {name: [_cell(cell, name) for cell in table.column(name)] for name in table.column_names}
-        return [dict(zip(columns, values)) for values in zip(*columns.values())]
+    except UnicodeDecodeError:  # read column by column, only now: the fast path above holds for good data
+        rows = rows_with_invalid_text(table)
+    for row in rows:
+        if isinstance(row, UndecodableRow):
+            for column in row.columns:
+                row[column] = BadValue(f"{column}: {row.reason(column)}", "bad_utf8", column=column)
+    return [dict(row) for row in rows]
 
 
 def bad_cell(row: dict[str, Any]) -> BadValue | None:

@@ -42,13 +42,15 @@ class UndecodableRow(dict[str, Any]):
         super().__init__(values)
         self.columns = columns
 
+    def reason(self, column: str) -> str:
+        """Why ``column``'s value cannot be read: where its first bad text fails to decode."""
+        first = next((v for v in _walk(self[column]) if isinstance(v, InvalidText)), None)
+        return first.reason if first is not None else "not valid UTF-8"
+
     def problem(self) -> str:
         """The row's problem in one line: the columns and the first bad value's reason."""
-        first = next((v for v in _walk(self[self.columns[0]]) if isinstance(v, InvalidText)), None)
-        reason = first.reason if first is not None else "not valid UTF-8"
-        return f"column {self.columns[0]!r} holds text that is {reason}" + (
-            f" (also {self.columns[1:]})" if len(self.columns) > 1 else ""
-        )
+        also = f" (also {self.columns[1:]})" if len(self.columns) > 1 else ""
+        return f"column {self.columns[0]!r} holds text that is {self.reason(self.columns[0])}{also}"
 
 
 def _walk(value: Any) -> Any:

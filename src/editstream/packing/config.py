@@ -21,6 +21,7 @@ from typing import Any
 
 import yaml
 
+from ..format.safe_yaml import YamlBoundError, load_yaml
 from ..io.storage import read_bytes
 from .dataset import PackedDataset
 from .groups import GroupRegistryMapping
@@ -43,10 +44,13 @@ def load_mapping(
             raw = read_bytes(path, dict(storage_options) if storage_options else None)
         except FileNotFoundError:
             raise FileNotFoundError(f"BAGEL {name}_path {path!r} does not exist") from None
+        origin = f"BAGEL {name}_path {path!r}"
         try:
-            value: Any = yaml.safe_load(raw) if path.endswith((".yaml", ".yml")) else json.loads(raw)
-        except (ValueError, yaml.YAMLError) as exc:
-            raise ValueError(f"BAGEL {name}_path {path!r} does not parse: {exc}") from None
+            value: Any = load_yaml(raw, origin) if path.endswith((".yaml", ".yml")) else json.loads(raw)
+        except YamlBoundError as exc:
+            raise ValueError(str(exc)) from None
+        except (ValueError, RecursionError, yaml.YAMLError) as exc:
+            raise ValueError(f"{origin} does not parse: {str(exc)[:500]}") from None
     elif inline is not None:
         value = inline
     else:
