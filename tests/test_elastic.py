@@ -237,3 +237,69 @@ def test_bad_elastic_settings_name_the_value():
     with pytest.raises(ValueError, match="elastic must be true or false, got 'yes'"):
         BagelDatasetConfig(grouped_datasets={"g": {}}, elastic="yes")
     assert editstream.EpochSteps is not None
+
+
+# --------------------------------------------------------------------------- hand-edited states
+def saved_midway(data, backend="parquet"):
+    """The state after one batch of one logical stream (JSON-ready): its groups have rows left."""
+    loader = build_loader(data, backend, 0, 1, 0, elastic_streams=1)
+    iterator = iter(loader)
+    next(iterator)
+    return json_roundtrip(loader.dataset.state_dict())
+
+
+def resume(data, state, backend="parquet"):
+    dataset = build_loader(data, backend, 0, 1, 0, elastic_streams=1).dataset
+    dataset.load_state_dict(state)
+    return [tuple((d["dataset_name"], tuple(d["data_indexes"])) for d in b["batch_data_indexes"]) for b in dataset]
+
+
+@pytest.mark.parametrize("backend", ["parquet", "webdataset"])
+def test_a_position_past_the_units_rows_is_refused(data, backend):
+    state = saved_midway(data, backend)
+    entry = next(e for e in state["streams"]["0"]["groups"] if e["unit"] is not None and not e["exhausted"])
+    entry["position"][-1] += 1000
+    with pytest.raises(ValueError, match=r"resume position \[.*\] is not a row of .*edited"):
+        resume(data, state, backend)
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda s, k: s["streams"][k].update(done=True), "is done but has rows left"),
+        (lambda s, k: s["streams"][k].pop("rng"), r"streams\[\d\] has no 'rng'"),
+        (lambda s, k: s["streams"][k]["rng"].clear(), "rng chain is malformed"),
+        (lambda s, k: s["streams"][k].update(epoch=5), "not stream .* of epoch 0"),
+        (lambda s, k: s["streams"][k]["groups"].pop(), "groups has 1 entries for the 2 groups"),
+        (lambda s, k: s["streams"][k]["groups"][0].update(position="7"), r"groups\[0\].position is '7', not list"),
+        (lambda s, k: s["streams"].update({"9": s["streams"][k]}), "key '9', not a stream of 0..0"),
+        (lambda s, k: s.pop("fingerprint"), "state has no 'fingerprint'"),
+        (lambda s, k: s.update(num_streams="4"), "state.num_streams is '4', not int"),
+    ],
+)
+def test_malformed_states_are_refused_naming_the_field(data, edit, message):
+    state = saved_midway(data)
+    edit(state, "0")
+    with pytest.raises(ValueError, match=message):
+        resume(data, state)
+
+
+def test_an_empty_state_is_refused_by_the_dataset_and_the_loader(data):
+    with pytest.raises(ValueError, match="was given an empty state"):
+        build_loader(data, "parquet", 0, 1, 0).dataset.load_state_dict({})
+    with pytest.raises(ValueError, match="the loader was given an empty state"):
+        build_loader(data, "parquet", 0, 1, 2).load_state_dict({})
+
+
+def test_an_unmerged_rank_state_loaded_at_other_workers_is_refused_by_editstreams_message(data):
+    _, states = run_partly(data, "parquet", 2, 2, steps=1)
+    for workers in (0, 1):
+        loader = build_loader(data, "parquet", 0, 2, workers)
+        with pytest.raises(ValueError, match=f"saved with num_workers=2, this loader has num_workers={workers}"):
+            loader.load_state_dict(states[0])
+
+
+def test_an_untouched_state_still_resumes_after_the_checks(data):
+    loader = build_loader(data, "parquet", 0, 1, 0, elastic_streams=1)
+    whole = [rows_of(b) for b in loader]
+    assert resume(data, saved_midway(data)) == whole[1:]

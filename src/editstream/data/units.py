@@ -13,6 +13,25 @@ from typing import Any, NamedTuple
 
 logger = logging.getLogger("editstream")
 
+RowsOf = Callable[[int], int]
+"""The number of rows of a row group, by its index (what a resume position is checked against)."""
+
+
+class PositionError(ValueError):
+    """A resume position no row of its unit has: a state saved over other data, or edited by hand."""
+
+
+def _check_position(unit: Any, after: Position, shape: str, sizes: Sequence[int]) -> None:
+    """Refuse ``after`` unless it has one index per entry of ``sizes``, each in ``[0, size)``."""
+    ok = len(after) == len(sizes) and all(
+        isinstance(i, int) and not isinstance(i, bool) and 0 <= i < n for i, n in zip(after, sizes)
+    )
+    if not ok:
+        raise PositionError(
+            f"resume position {list(after)} is not a row of {unit!r} (positions are {shape}, within "
+            f"{list(sizes)}); the state was saved over other data or edited"
+        )
+
 
 class FileUnit(str):
     """A whole parquet file (text-to-image units), as its path or URL; equal to the plain string.
@@ -25,8 +44,15 @@ class FileUnit(str):
     def path(self) -> str:
         return str(self)
 
-    def row_group_reads(self, after: Position | None, num_row_groups: int) -> Iterator[tuple[int, int]]:
-        """``(row_group, first row)`` to read, in order, to resume after ``after`` (``None``: from the start)."""
+    def row_group_reads(
+        self, after: Position | None, num_row_groups: int, rows_of: RowsOf | None = None
+    ) -> Iterator[tuple[int, int]]:
+        """``(row_group, first row)`` to read, in order, to resume after ``after`` (``None``: from the start);
+        a position outside the file (``rows_of`` gives each row group's rows) is a :class:`PositionError`."""
+        if after and rows_of is not None:
+            group = after[0] if isinstance(after[0], int) and 0 <= after[0] < num_row_groups else None
+            sizes = [num_row_groups, rows_of(group) if group is not None else 0]
+            _check_position(self, after, "(row_group, row)", sizes)
         first = after[0] if after else 0
         for row_group in range(first, num_row_groups):
             yield row_group, (after[1] + 1 if after and row_group == first else 0)
@@ -60,8 +86,10 @@ class ShardUnit(str):
     def url(self) -> str:
         return str(self)
 
-    def first_sample(self, after: Position | None) -> int:
-        """The sample to resume at, after ``after``."""
+    def first_sample(self, after: Position | None, num_samples: int | None = None) -> int:
+        """The sample to resume at, after ``after`` (one of the shard's ``num_samples``, when given)."""
+        if after and num_samples is not None:
+            _check_position(self, after, "(sample,)", [num_samples])
         return after[0] + 1 if after else 0
 
     def where(self, position: Position | None = None) -> dict[str, Any]:
@@ -79,7 +107,11 @@ class RowGroupUnit(NamedTuple):
     path: str
     row_group: int
 
-    def row_group_reads(self, after: Position | None, num_row_groups: int = 0) -> Iterator[tuple[int, int]]:
+    def row_group_reads(
+        self, after: Position | None, num_row_groups: int = 0, rows_of: RowsOf | None = None
+    ) -> Iterator[tuple[int, int]]:
+        if after and rows_of is not None:
+            _check_position(self, after, "(row,)", [rows_of(self.row_group)])
         yield self.row_group, (after[0] + 1 if after else 0)
 
     def position(self, row_group: int, row: int) -> Position:

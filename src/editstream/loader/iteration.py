@@ -14,7 +14,7 @@ from typing import Any
 
 from ..data.drops import FATAL, FailureBudget, error_text
 from ..data.rows import BadSample, DropRow, Position, RowSource, close_rows
-from ..data.units import Unit
+from ..data.units import PositionError, Unit
 from ..format.columns import ColumnTypeError
 from ..kinds import DatasetKind, kind_of_dataset
 from .distributed import DistributedIterableDataset, WorkerStatus, current_worker_id
@@ -205,7 +205,7 @@ class SourceIterableDataset(DistributedIterableDataset):
                 position, row = next(rows)
             except StopIteration:
                 return
-            except (*FATAL, ColumnTypeError):
+            except (*FATAL, ColumnTypeError, PositionError):
                 raise
             except Exception as exc:  # noqa: BLE001 - the unit is unreadable from here on: counted, budgeted
                 where = self.source.describe(unit)

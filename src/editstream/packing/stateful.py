@@ -15,9 +15,39 @@ from typing import Any
 
 from .checkpoint.formats import MERGED_FORMAT
 from .checkpoint.merge import saved_progress
+from .checkpoint.streams import StateError
 
 ITERATOR_FINISHED = "_iterator_finished"
 """torchdata's key for a loader state taken after its iteration ended (the next one starts afresh)."""
+
+
+def saved_workers(state: Mapping[str, Any]) -> int | None:
+    """The ``num_workers`` a torchdata loader state was taken with (None: not such a state)."""
+    if "_num_yielded" in state:
+        return 0
+    snapshot = state.get("_snapshot")
+    main = snapshot.get("_main_snapshot") if isinstance(snapshot, Mapping) else None
+    workers = main.get("_num_workers") if isinstance(main, Mapping) else None
+    return workers if isinstance(workers, int) else None
+
+
+def check_loader_state(state: Any, num_workers: int) -> None:
+    """Refuse, before torchdata reads it, a loader state an elastic loader cannot resume from:
+    an empty one, or one rank's state taken with another number of workers (merge it first)."""
+    if not isinstance(state, Mapping) or not state:
+        raise StateError(
+            f"cannot resume: the loader was given {'an empty state' if state == {} else type(state).__name__}; "
+            "pass what dataloader.state_dict() returned, or editstream.merge_states([...]) of every rank's"
+        )
+    workers = saved_workers(state)
+    if workers is None:
+        raise StateError("cannot resume: the state is neither a StatefulDataLoader state nor a merged elastic state")
+    if workers != num_workers:
+        raise StateError(
+            f"cannot resume: this loader state was saved with num_workers={workers}, this loader has "
+            f"num_workers={num_workers}; when the layout changes load editstream.merge_states([...every rank's "
+            "state...]) instead"
+        )
 
 
 @functools.cache
@@ -55,6 +85,7 @@ def stateful_loader_class() -> type[Any]:
                 self.dataset.load_state_dict(state_dict)
                 super().load_state_dict({})
                 return
+            check_loader_state(state_dict, self.num_workers)
             progress = saved_progress(state_dict)
             finished = isinstance(state_dict, Mapping) and bool(state_dict.get(ITERATOR_FINISHED))
             if progress is not None and (finished or progress[1]):

@@ -108,7 +108,8 @@ class ParquetSource:
         whatever the row group's size); the file's column types are checked before any row is read."""
         with open_parquet(unit.path, self.storage_options, streaming=True, retry=self.retry) as pf:
             self._check_columns(unit.path, pf)
-            for rg, first in unit.row_group_reads(after, pf.metadata.num_row_groups):
+            meta = pf.metadata
+            for rg, first in unit.row_group_reads(after, meta.num_row_groups, lambda g: meta.row_group(g).num_rows):
                 for i, values in iter_row_group_rows(pf, unit.path, rg, first):
                     yield unit.position(rg, i), _row_of(values)
 

@@ -112,7 +112,8 @@ class RowGroupShards:
     def reads(self, unit: Unit, after: Position | None) -> Iterator[ShardRead]:
         """The shards to read to resume the unit after ``after``, each from its first row wanted."""
         typed = as_unit(unit)
-        for rg, first_row in typed.row_group_reads(after, self.row_groups[typed.path]):
+        count = self.row_groups[typed.path]
+        for rg, first_row in typed.row_group_reads(after, count, lambda g: _source_rows(self.shards[(typed.path, g)])):
             shard = self.shards[(typed.path, rg)]
             start = _samples_before(shard, first_row) if first_row > 0 else 0
 
@@ -180,7 +181,8 @@ class SizeShards:
         return [self.shards[str(unit)]]
 
     def reads(self, unit: Unit, after: Position | None) -> Iterator[ShardRead]:
-        yield self.shards[str(unit)], as_unit(unit, ShardUnit).first_sample(after), _by_index
+        shard = self.shards[str(unit)]
+        yield shard, as_unit(unit, ShardUnit).first_sample(after, shard.num_samples), _by_index
 
     def where(self, unit: Unit, position: Position | None) -> dict[str, Any]:
         found: dict[str, Any] = as_unit(unit, ShardUnit).where(position)
@@ -205,6 +207,11 @@ def _samples_before(shard: ShardRef, row: int) -> int:
     assert info.source_file is not None and info.row_group is not None
     index = info.samples_before(info.source_file, info.row_group, row)
     return info.num_samples if index is None else index
+
+
+def _source_rows(shard: ShardRef) -> int:
+    """The source rows of a ``rowgroup``-layout shard's row group (its dropped bad rows included)."""
+    return max((s.stop for s in shard.info.rows), default=0)
 
 
 def _row_of(shard: ShardRef, key: str) -> int:

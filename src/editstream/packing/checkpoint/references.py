@@ -56,15 +56,22 @@ def restore_buffer(
     Leaves the global RNGs moved (the caller applies the returned point). Raises
     :class:`~editstream.loader.origins.RecreateError` when a sample does not come back as saved.
     """
-    points = decode_points(chain)
+    try:
+        points = decode_points(chain)
+    except (KeyError, TypeError, ValueError, IndexError) as exc:
+        raise RecreateError(f"the state's rng chain is malformed ({type(exc).__name__}: {str(exc):.120})") from exc
     referenced = [e for e in entries if "sample" not in e]
     if len(points) != len(referenced) + 1:
         raise RecreateError(f"the state's rng chain has {len(points)} points for {len(referenced)} buffered references")
     index = {name: i for i, name in enumerate(group_names)}
     wanted: dict[int, list[tuple[int, ParseOrigin]]] = {}
-    for slot, entry in enumerate(e for e in entries if "sample" not in e):
-        origin = ParseOrigin(int(entry["unit"]), tuple(int(p) for p in entry["position"]), points[slot])
-        wanted.setdefault(index[entry["group"]], []).append((slot, origin))
+    for slot, entry in enumerate(referenced):
+        try:
+            origin = ParseOrigin(int(entry["unit"]), tuple(int(p) for p in entry["position"]), points[slot])
+            group = index[entry["group"]]
+        except (KeyError, TypeError, ValueError) as exc:
+            raise RecreateError(f"buffered entry {slot} of the state is malformed: {entry!r:.120}") from exc
+        wanted.setdefault(group, []).append((slot, origin))
     recreated: dict[int, tuple[dict[str, Any], ParseOrigin]] = {}
     for group, origins in wanted.items():
         units = None if unit_lists is None else unit_lists[group]

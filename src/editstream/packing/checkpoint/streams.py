@@ -77,6 +77,62 @@ def resume_at(order: list[int], entry: Mapping[str, Any], group: str, epoch: int
     return order.index(unit), tuple(int(p) for p in entry["position"])
 
 
+class StateError(ValueError):
+    """A saved elastic state that is malformed or impossible (edited, truncated, or from another run)."""
+
+
+def _field(state: Mapping[str, Any], key: str, kinds: tuple[type, ...], where: str) -> Any:
+    """``state[key]``, refused (naming ``where.key``) when missing or not one of ``kinds``."""
+    if not isinstance(state, Mapping) or key not in state:
+        raise StateError(f"elastic state: {where} has no {key!r}; the state is truncated or not an elastic state")
+    value = state[key]
+    if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
+        names = " or ".join(k.__name__ for k in kinds)
+        raise StateError(f"elastic state: {where}.{key} is {value!r:.80}, not {names}")
+    return value
+
+
+def _check_group_entry(entry: Any, where: str) -> bool:
+    """Check one group's place in a stream's state; return its ``exhausted`` flag."""
+    unit = _field(entry, "unit", (int, type(None)), where)
+    position = _field(entry, "position", (list, type(None)), where)
+    exhausted = bool(_field(entry, "exhausted", (bool,), where))
+    if (unit is None) != (position is None) or (unit is not None and unit < 0):
+        raise StateError(f"elastic state: {where} has unit {unit!r} with position {position!r}")
+    if position is not None and not all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in position):
+        raise StateError(f"elastic state: {where}.position {position!r:.80} is not a list of row indexes")
+    return exhausted
+
+
+def check_stream_state(saved: Any, stream: int, epoch: int, group_names: Sequence[str]) -> None:
+    """Refuse a stream state that is malformed or impossible before anything is resumed from it:
+    another stream's or epoch's, a group missing, a position that is not one, or ``done`` on a stream
+    with rows left (a group not exhausted, samples in its buffer)."""
+    where = f"streams[{stream}]"
+    if _field(saved, "stream", (int,), where) != stream or _field(saved, "epoch", (int,), where) != epoch:
+        raise StateError(
+            f"elastic state: {where} holds stream {saved['stream']} of epoch {saved['epoch']}, "
+            f"not stream {stream} of epoch {epoch}"
+        )
+    started, done = _field(saved, "started", (bool,), where), _field(saved, "done", (bool,), where)
+    if not started:
+        if done:
+            raise StateError(f"elastic state: {where} is done but never started")
+        return
+    groups = _field(saved, "groups", (list,), where)
+    if len(groups) != len(group_names):
+        raise StateError(f"elastic state: {where}.groups has {len(groups)} entries for the {len(group_names)} groups")
+    exhausted = [_check_group_entry(entry, f"{where}.groups[{g}]") for g, entry in enumerate(groups)]
+    buffer = _field(saved, "buffer", (list,), where)
+    _field(saved, "rng", (dict,), where)
+    if done and (not all(exhausted) or buffer):
+        left = [name for name, gone in zip(group_names, exhausted) if not gone]
+        raise StateError(
+            f"elastic state: {where} is done but has rows left (groups not exhausted: {left}, "
+            f"{len(buffer)} buffered samples); the state was edited"
+        )
+
+
 def worker_state(num_streams: int, epoch: int, mine: dict[str, Any], streams: dict[str, Any]) -> dict[str, Any]:
     """One worker's elastic state: its streams' states and the fingerprint they were taken over."""
     return {
@@ -98,11 +154,17 @@ def check_elastic_state(
     """
     found = state.get("format") if isinstance(state, Mapping) else type(state).__name__
     if found not in (ELASTIC_FORMAT, MERGED_FORMAT):
-        raise ValueError(
-            f"cannot resume: this dataset is elastic but the state is {found!r}; an elastic dataset resumes "
+        what = "an empty state" if state == {} else f"a state of format {found!r}"
+        raise StateError(
+            f"cannot resume: this dataset is elastic but was given {what}; an elastic dataset resumes "
             f"from a state saved with elastic: true (or editstream.merge_states of such states)"
         )
-    saved_streams = int(state["num_streams"])
+    saved_streams = _field(state, "num_streams", (int,), "state")
+    if saved_streams < 1:
+        raise StateError(f"elastic state: state.num_streams is {saved_streams}, not a positive number")
+    _field(state, "epoch", (int,), "state")
+    _field(state, "fingerprint", (dict,), "state")
+    _field(state, "streams", (dict,), "state")
     if num_streams is not None and saved_streams != num_streams:
         raise ValueError(
             f"cannot resume: the state has {saved_streams} logical streams, the config sets "
@@ -116,6 +178,11 @@ def check_elastic_state(
         )
     streams = dict(state["streams"])
     epoch = int(state["epoch"])
+    for key, saved in streams.items():
+        if not (isinstance(key, str) and key.isdigit() and int(key) < saved_streams):
+            last = saved_streams - 1
+            raise StateError(f"elastic state: state.streams has key {key!r:.40}, not a stream of 0..{last}")
+        check_stream_state(saved, int(key), epoch, mine["groups"])
     if found == MERGED_FORMAT and all(s.get("done") for s in streams.values()):
         return epoch + 1, None, saved_streams  # the saved epoch was complete: go on with the next
     return epoch, streams, saved_streams
