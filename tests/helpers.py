@@ -37,6 +37,7 @@ import torch
 
 from editstream import ByteTokenizer, PackedDataset, make_bagel_multimodal_dataset
 from editstream.conversion import convert
+from editstream.loader.iteration import SourceIterableDataset
 from editstream.packing.config import BagelDatasetConfig
 from editstream.testing.synth import write_synthetic_dataset
 
@@ -291,6 +292,52 @@ class ToyDataset(torch.utils.data.IterableDataset):
 
 
 REGISTRY = {"toy": ToyDataset, "toy_b": ToyDataset, "toy_c": ToyDataset}
+
+
+class SizedRowSource:
+    """In-memory units of rows, each row a packed length: ``units[k][i]`` is row ``i`` of unit ``u<k>``."""
+
+    def __init__(self, units: Sequence[Sequence[int]]) -> None:
+        self.units = {f"u{k:03d}": list(sizes) for k, sizes in enumerate(units)}
+
+    def iter_unit_rows(self, unit, after):
+        for i in range(after[0] + 1 if after else 0, len(self.units[unit])):
+            yield (i,), {"size": self.units[unit][i], "unit": unit, "row": i}
+
+    def describe(self, unit, position=None):
+        return {"unit": unit, **({"row": position[0]} if position else {})}
+
+    def plan_units(self, units):
+        """Nothing to read ahead in memory."""
+
+
+class SizedRowsDataset(SourceIterableDataset):
+    """A real source dataset (elastic-ready: it reads units in any order and recreates rows) over
+    :class:`SizedRowSource`: row ``i`` of a unit parses into one text item of its packed length."""
+
+    def __init__(
+        self,
+        dataset_name,
+        tokenizer,
+        local_rank,
+        world_size,
+        num_workers,
+        data_status=None,
+        data_dir_list=(),
+        unit_sizes=((4,),),
+        **extra,
+    ):
+        super().__init__(dataset_name, local_rank, world_size, num_workers)
+        self.source = SizedRowSource(unit_sizes)
+        self.data_paths = sorted(self.source.units)
+        self.set_data_status(data_status)
+
+    def parse_row(self, row):
+        ids = [(row["row"] * 7 + k) % 90 for k in range(row["size"] - 2)]
+        return make_sample([text_item()], [ids], num_tokens=len(ids))
+
+
+SIZED_REGISTRY = {"g0": SizedRowsDataset, "g1": SizedRowsDataset, "g2": SizedRowsDataset}
 
 
 def toy_info(*groups, names=("d0",)):

@@ -22,9 +22,11 @@ class PositionError(ValueError):
 
 
 def _check_position(unit: Any, after: Position, shape: str, sizes: Sequence[int]) -> None:
-    """Refuse ``after`` unless it has one index per entry of ``sizes``, each in ``[0, size)``."""
+    """Refuse ``after`` unless it has one index per entry of ``sizes``, each in ``[0, size)`` (the last
+    may be -1: "before the first row", how a buffered row is read again)."""
+    lows = [0] * (len(sizes) - 1) + [-1]
     ok = len(after) == len(sizes) and all(
-        isinstance(i, int) and not isinstance(i, bool) and 0 <= i < n for i, n in zip(after, sizes)
+        isinstance(i, int) and not isinstance(i, bool) and low <= i < n for i, low, n in zip(after, lows, sizes)
     )
     if not ok:
         raise PositionError(

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from ..data.rows import BadSample, Position, RowSource, close_rows
-from ..data.units import Unit
+from ..data.units import PositionError, Unit
 
 TakePoint = Callable[[], Any]
 """Called just before a row's parse: what it returns is kept as the origin's ``point``."""
@@ -101,7 +101,10 @@ def gather_rows(
                 f"{len(units)} units; the state is from other data or another layout"
             )
         unit = units[unit_position]
-        found = _scan(source, unit, _before(min(wanted)), wanted)
+        try:
+            found = _scan(source, unit, _before(min(wanted)), wanted)
+        except PositionError:
+            found = {}  # no such row: reported below with the rest that cannot be found
         if len(found) < len(wanted):
             found.update(_scan(source, unit, None, wanted - set(found)))
         missing = sorted(wanted - set(found))

@@ -33,6 +33,8 @@ class Buffered:
     sample: dict[str, Any]
     group: int
     origin: ParseOrigin | None
+    lead: bool = False
+    """An exact epoch's sample that did not fit beside a mandatory opening: it opens the next sequence."""
 
 
 SampleBuffer = list[Buffered]

@@ -29,7 +29,7 @@ def buffer_state(
     for entry in buffer:
         name = group_names[entry.group]
         if entry.origin is None:
-            entries.append({"group": name, "sample": entry.sample})
+            entries.append({"group": name, "sample": entry.sample, **({"lead": True} if entry.lead else {})})
             continue
         entries.append(
             {
@@ -37,6 +37,7 @@ def buffer_state(
                 "unit": entry.origin.unit_position,
                 "position": list(entry.origin.position),
                 "num_tokens": int(entry.sample["num_tokens"]),
+                **({"lead": True} if entry.lead else {}),
             }
         )
         points.append(entry.origin.point)
@@ -80,10 +81,10 @@ def restore_buffer(
     slot = 0
     for entry in entries:
         if "sample" in entry:
-            buffer.append(Buffered(entry["sample"], index[entry["group"]], None))
+            buffer.append(Buffered(entry["sample"], index[entry["group"]], None, lead=bool(entry.get("lead", False))))
         else:
             sample, origin = recreated[slot]
-            buffer.append(Buffered(sample, index[entry["group"]], origin))
+            buffer.append(Buffered(sample, index[entry["group"]], origin, lead=bool(entry.get("lead", False))))
             slot += 1
     return buffer, points[-1]
 

@@ -19,14 +19,14 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from ...loader.origins import ParseOrigin, TracedDataset
+from ...loader.origins import TracedDataset
 from ...loader.units import epoch_order, stream_share
 from ..checkpoint import streams as saved_streams
 from ..checkpoint.chain import ChainEncoder
 from ..checkpoint.formats import copy_tree
 from ..checkpoint.points import RngPoint, apply_point, capture_point, draw_point, seed_all
 from ..checkpoint.references import restore_buffer
-from ..draws import Buffered, GroupDraws, SampleBuffer, finish, open_with_mandatory, sample_tokens
+from ..draws import Buffered, GroupDraws, SampleBuffer, finish, sample_tokens
 
 if TYPE_CHECKING:
     from ..dataset import PackedDataset
@@ -64,7 +64,10 @@ def epoch_datasets(packer: PackedDataset) -> list[TracedDataset]:
 
 
 def _draw_live(weights: Sequence[float], live: Sequence[bool]) -> int:
-    """A group drawn with ``random.random()`` among the live ones, by weight."""
+    """A group drawn with ``random.random()`` among the live ones, by weight (evenly when the live
+    groups all weigh 0: an exact epoch reads those too, once the weighted ones are done)."""
+    if not any(w > 0 for w, ok in zip(weights, live) if ok):
+        weights = [1.0] * len(weights)
     total = sum(w for w, ok in zip(weights, live) if ok)
     draw = random.random() * total
     last = -1
@@ -78,58 +81,132 @@ def _draw_live(weights: Sequence[float], live: Sequence[bool]) -> int:
     return last
 
 
-def lossless_batches(packer: PackedDataset, draws: GroupDraws, buffer: SampleBuffer) -> Iterator[dict[str, Any]]:
-    """One epoch of packed batches in which every valid sample is packed exactly once.
+def _live_groups(draws: GroupDraws, weights: Sequence[float]) -> list[bool]:
+    """The groups a draw may pick: those with rows left and a weight, else any with rows left."""
+    live = [not done and weight > 0 for done, weight in zip(draws.exhausted, weights)]
+    return live if any(live) else [not done for done in draws.exhausted]
 
-    Groups are drawn by weight among those with samples left; a sample that does not fit goes
-    back to the buffer (to its front when it came from there) and the sequence is yielded; once
-    every group is exhausted the buffer is drained; the last, partial sequence is yielded too.
-    Only a sample that cannot fit any sequence is dropped, and counted (``oversize``).
-    """
-    spec, weights = packer.spec, packer.grouped_weights
-    status = packer.set_sequence_status()
-    batch_data_indexes: list[Any] = []
-    opening = 0  # samples of the sequence put there by the mandatory groups
-    while True:
-        if status.curr == 0:
-            status = open_with_mandatory(packer, draws, status, batch_data_indexes)
-            opening = len(batch_data_indexes)
-        live = [not done and weight > 0 for done, weight in zip(draws.exhausted, weights)]
-        origin: ParseOrigin | None
-        if buffer and (status.curr < spec.prefer_buffer_before or not any(live)):
-            entry = buffer.pop(0)
-            sample, group, origin, from_buffer = entry.sample, entry.group, entry.origin, True
-        elif any(live):
-            group = _draw_live(weights, live)
-            drawn = draws.next_sample(group)
-            if drawn is None:
+
+class LosslessSequence:
+    """The sequence being packed in an exact epoch, and what it holds."""
+
+    def __init__(self, packer: PackedDataset) -> None:
+        self.packer = packer
+        self.status = packer.set_sequence_status()
+        self.indexes: list[Any] = []
+        self.opening = 0  # samples put there before any drawn one: a lead, then the mandatory groups'
+
+    def fits(self, num_tokens: int) -> bool:
+        return self.status.curr + num_tokens <= self.packer.spec.max_num_tokens
+
+    def add(self, sample: dict[str, Any]) -> None:
+        self.status = self.packer.pack_sequence(sample, self.status)
+        self.indexes.append(sample["data_indexes"])
+
+    def batch(self) -> dict[str, Any]:
+        return finish(self.packer, self.status, self.indexes)
+
+
+def _too_big(packer: PackedDataset, draws: GroupDraws, sample: dict[str, Any]) -> bool:
+    """Whether a sample fits no sequence at all (counted, ``oversize``): over the per-sample limit or
+    over the sequence's; the only samples an exact epoch drops."""
+    num_tokens, spec = sample_tokens(sample), packer.spec
+    if num_tokens <= spec.max_num_tokens_per_sample and num_tokens <= spec.max_num_tokens:
+        return False
+    draws.note_drop(
+        "oversize",
+        sample,
+        f"{num_tokens} tokens, over max_num_tokens_per_sample={spec.max_num_tokens_per_sample} "
+        f"or max_num_tokens={spec.max_num_tokens}",
+    )
+    return True
+
+
+def _open(packer: PackedDataset, draws: GroupDraws, buffer: SampleBuffer) -> LosslessSequence:
+    """A new sequence: the buffer's lead sample first (one that did not fit beside the last opening),
+    then one sample of each mandatory group with rows left; a mandatory sample with no room waits in
+    the buffer like any other."""
+    sequence = LosslessSequence(packer)
+    if buffer and buffer[0].lead:
+        sequence.add(buffer.pop(0).sample)
+    for group, mandatory in enumerate(packer.is_mandatory):
+        while mandatory and not draws.exhausted[group]:
+            sample = draws.next_sample(group)
+            if sample is None or _too_big(packer, draws, sample):
                 continue
-            sample, origin, from_buffer = drawn, draws.origin_of(group), False
-        else:
-            break
-        num_tokens = sample_tokens(sample)
-        if num_tokens > spec.max_num_tokens_per_sample or (
-            len(batch_data_indexes) == opening and status.curr + num_tokens > spec.max_num_tokens
-        ):
-            draws.note_drop("oversize", sample, f"{num_tokens} tokens do not fit a sequence")
-            continue
-        if status.curr + num_tokens > spec.max_num_tokens:
-            if from_buffer:
-                buffer.insert(0, Buffered(sample, group, origin))  # back where it was
+            if sequence.fits(sample_tokens(sample)):
+                sequence.add(sample)
             else:
-                buffer.append(Buffered(sample, group, origin))
-                if len(buffer) <= spec.max_buffer_size:
-                    continue
-            yield finish(packer, status, batch_data_indexes)
-            status, batch_data_indexes = packer.set_sequence_status(), []
+                buffer.append(Buffered(sample, group, draws.origin_of(group)))
+            break
+    sequence.opening = len(sequence.indexes)
+    return sequence
+
+
+def _take(
+    packer: PackedDataset, draws: GroupDraws, buffer: SampleBuffer, sequence: LosslessSequence
+) -> tuple[Buffered, int | None] | None:
+    """The next candidate and its buffer slot (None: drawn from a group), or None when the epoch has no
+    rows left. The buffer is preferred while the sequence is short or no group has rows: its first
+    entry that fits, else its first."""
+    fit = _first_fit(buffer, sequence)
+    if fit is None or sequence.status.curr >= packer.spec.prefer_buffer_before:
+        live = _live_groups(draws, packer.grouped_weights)
+        while any(live):
+            group = _draw_live(packer.grouped_weights, live)
+            sample = draws.next_sample(group)
+            if sample is not None:
+                return Buffered(sample, group, draws.origin_of(group)), None
+            live = _live_groups(draws, packer.grouped_weights)
+    if not buffer:
+        return None
+    slot = 0 if fit is None else fit
+    return buffer[slot], slot
+
+
+def _first_fit(buffer: SampleBuffer, sequence: LosslessSequence) -> int | None:
+    """The slot of the buffer's first sample that fits the sequence."""
+    return next((i for i, e in enumerate(buffer) if sequence.fits(sample_tokens(e.sample))), None)
+
+
+def lossless_batches(packer: PackedDataset, draws: GroupDraws, buffer: SampleBuffer) -> Iterator[dict[str, Any]]:
+    """One epoch of packed batches in which every row is packed exactly once.
+
+    A sample is dropped only when it fits no sequence (:func:`_too_big`). One that does not fit the
+    current sequence waits in the buffer, and the sequence is yielded when the buffer is full; one
+    that does not fit beside a sequence's mandatory opening leads the next sequence (its opening
+    comes after it). Once every group is exhausted the buffer is drained; the last, partial
+    sequence is yielded too. A mandatory group with no rows left opens no more sequences.
+    """
+    sequence = _open(packer, draws, buffer)
+    while True:
+        taken = _take(packer, draws, buffer, sequence)
+        if taken is None:
+            break
+        entry, slot = taken
+        if slot is None and _too_big(packer, draws, entry.sample):
             continue
-        status = packer.pack_sequence(sample, status)
-        batch_data_indexes.append(sample["data_indexes"])
-        if status.curr >= spec.expected_num_tokens:
-            yield finish(packer, status, batch_data_indexes)
-            status, batch_data_indexes = packer.set_sequence_status(), []
-    if batch_data_indexes:
-        yield finish(packer, status, batch_data_indexes)
+        if sequence.fits(sample_tokens(entry.sample)):
+            if slot is not None:
+                del buffer[slot]
+            sequence.add(entry.sample)
+            if sequence.status.curr < packer.spec.expected_num_tokens:
+                continue
+        else:
+            beside_opening = len(sequence.indexes) == sequence.opening > 0
+            if beside_opening and not (buffer and buffer[0].lead):
+                if slot is not None:
+                    del buffer[slot]
+                buffer.insert(0, Buffered(entry.sample, entry.group, entry.origin, lead=True))
+                continue
+            if slot is None:
+                buffer.append(entry)
+                if len(buffer) <= packer.spec.max_buffer_size:
+                    continue
+        yield sequence.batch()
+        sequence = _open(packer, draws, buffer)
+    if sequence.indexes:
+        yield sequence.batch()
 
 
 @dataclass
