@@ -550,6 +550,28 @@ def parse_args() -> argparse.Namespace:
     return args
 
 
+def run_plan(
+    plan: list[tuple[str, int]], measurement: Callable[[str, int], Callable[[], Run]], s3: Any, args: Any
+) -> dict[tuple[str, int], Run]:
+    """Every row of the plan ``args.repeat`` times in turn; the fastest run of each row."""
+    best: dict[tuple[str, int], Run] = {}
+    for attempt in range(args.repeat):
+        for name, nw in plan:
+            server0 = s3.cpu_seconds()
+            run = measurement(name, nw)()
+            if name == S3:
+                run.server_cpu = s3.cpu_seconds() - server0
+            key = (name, nw)
+            if key not in best or run.seconds < best[key].seconds:
+                best[key] = run
+            print(
+                f"[{attempt + 1}/{args.repeat}] {name}, {nw} workers: {run.seconds:.2f} s "
+                f"({args.samples / run.seconds:.1f} samples/s), drops {run.drops}, load {load_text()}",
+                file=sys.stderr,
+            )
+    return best
+
+
 def main() -> int:
     """Build the data, time every row (or profile one), print the table and write the results file."""
     args = parse_args()
@@ -606,21 +628,7 @@ def main() -> int:
             return 0
 
         plan = [(name, nw) for nw in worker_counts for name in (LIMIT, *((HANDOFF,) if nw else ()), PARQUET, WDS, S3)]
-        best: dict[tuple[str, int], Run] = {}
-        for attempt in range(args.repeat):
-            for name, nw in plan:
-                server0 = s3.cpu_seconds()
-                run = measurement(name, nw)()
-                if name == S3:
-                    run.server_cpu = s3.cpu_seconds() - server0
-                key = (name, nw)
-                if key not in best or run.seconds < best[key].seconds:
-                    best[key] = run
-                print(
-                    f"[{attempt + 1}/{args.repeat}] {name}, {nw} workers: {run.seconds:.2f} s "
-                    f"({args.samples / run.seconds:.1f} samples/s), drops {run.drops}, load {load_text()}",
-                    file=sys.stderr,
-                )
+        best = run_plan(plan, measurement, s3, args)
     load_after = load_text()
 
     results = [(name, nw, best[(name, nw)]) for name, nw in plan]

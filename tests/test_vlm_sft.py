@@ -134,12 +134,8 @@ class Mirror(torch.utils.data.IterableDataset):
                     sample["data_indexes"] = {"data_indexes": row_idx, "worker_id": wid, "dataset_name": "vlm_sft"}
                     yield sample
 
-    def build(self, item, images):
-        tensors, texts, plan, tokens = [], [], [], 0
-        for img in images or []:
-            t = self.transform(img, img_num=len(images))
-            tensors.append(t)
-            tokens += t.shape[1] * t.shape[2] // self.transform.stride**2
+    @staticmethod
+    def elements(item, num_images):
         elements = []
         for turn in item["conversations"]:
             if turn["from"] == "human" and "<image>" not in turn["value"]:
@@ -149,11 +145,19 @@ class Mirror(torch.utils.data.IterableDataset):
                 for i, piece in enumerate(pieces):
                     if piece.strip():
                         elements.append(("text", 0, piece.strip()))
-                    if i != len(pieces) - 1 and i < len(tensors):
+                    if i != len(pieces) - 1 and i < num_images:
                         elements.append(("image", 0, None))
             elif turn["from"] == "gpt":
                 elements.append(("text", 1, turn["value"]))
-        for kind, loss, text in elements:
+        return elements
+
+    def build(self, item, images):
+        tensors, texts, plan, tokens = [], [], [], 0
+        for img in images or []:
+            t = self.transform(img, img_num=len(images))
+            tensors.append(t)
+            tokens += t.shape[1] * t.shape[2] // self.transform.stride**2
+        for kind, loss, text in self.elements(item, len(tensors)):
             item_plan = {"type": "vit_image", "enable_cfg": 0, "loss": 0, "special_token_loss": 0}
             if kind == "text":
                 ids = self.tokenizer.encode(text)

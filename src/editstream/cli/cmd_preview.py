@@ -58,6 +58,31 @@ def adapted_records(
     return records
 
 
+def _records(
+    data: str, n: int, backend: str, media_dir: str | None, opts: dict[str, Any], allow_outside: bool
+) -> list[Any]:
+    """The first ``n`` records of data editstream reads as it is (not through an adapter)."""
+    from ..data.layouts import LayoutError
+    from ..preview.collect import NoPreviewError, collect
+
+    if not d.names_pattern(data, opts):
+        check_bucket(data, opts)
+    try:
+        return collect(
+            data,
+            n,
+            backend=None if backend == "auto" else backend,
+            media_dir=media_dir,
+            storage_options=opts,
+            allow_outside_media_dir=allow_outside,
+        )
+    except LayoutError as exc:
+        raise open_problem(data, exc) from None
+    except NoPreviewError as exc:
+        advice = f"install the package of its kind; preview knows {', '.join(_kinds())}"
+        raise DataProblem(str(exc), advice) from None
+
+
 @main.command()
 @click.argument("data")
 @click.option(
@@ -113,8 +138,6 @@ def preview(
     JSONL of VLM conversations with --media-dir, or a public dataset's Hub parquet with --from NAME),
     each drawn as its kind says: edit chains as rows of thumbnails with their instructions, images
     with their captions, prompt or conversation."""
-    from ..data.layouts import LayoutError
-    from ..preview.collect import NoPreviewError, collect
     from ..preview.render import save_png, to_html, to_png
 
     suffix = os.path.splitext(out)[1].lower()
@@ -130,22 +153,7 @@ def preview(
         if stray:
             advice = "add --from NAME or --mapping FILE, or leave them out"
             raise UsageProblem(f"{', '.join(stray)} apply to --from/--mapping only", advice)
-        if not d.names_pattern(data, opts):
-            check_bucket(data, opts)
-        try:
-            records = collect(
-                data,
-                n,
-                backend=None if backend == "auto" else backend,
-                media_dir=media_dir,
-                storage_options=opts,
-                allow_outside_media_dir=allow_outside_media_dir,
-            )
-        except LayoutError as exc:
-            raise open_problem(data, exc) from None
-        except NoPreviewError as exc:
-            advice = f"install the package of its kind; preview knows {', '.join(_kinds())}"
-            raise DataProblem(str(exc), advice) from None
+        records = _records(data, n, backend, media_dir, opts, allow_outside_media_dir)
     if not records:
         raise DataProblem(f"{data} holds no records to preview")
     via = adapting["adapter"] or adapting["mapping_file"]

@@ -99,6 +99,40 @@ def _line_ranges(cfg: ConvertConfig, data: bytes, num_lines: int, media_dir: str
     return ranges
 
 
+def _line_task(
+    cfg: ConvertConfig,
+    i: int,
+    root: str,
+    name: str,
+    stem: str,
+    data: bytes,
+    offsets: list[int],
+    a: int,
+    b: int,
+    media_dir: str,
+) -> ShardTask:
+    """The task of shard ``i``: lines ``[a, b)`` of the JSONL, their bytes' digest and media dir."""
+    return ShardTask(
+        src_root=root,
+        dst_root=cfg.dst.rstrip("/"),
+        shard_path=f"shard-{i:06d}.tar",
+        slices=(mf.RowSlice(file=name, row_group=0, start=a, stop=b),),
+        stems=((name, stem),),
+        schema=cfg.schema or "",
+        columns=COLUMNS,
+        drop_bad_rows=False,
+        storage_options=cfg.storage_options,
+        digest=cfg.digest,
+        part=LinePart(
+            byte_start=offsets[a],
+            byte_stop=offsets[b],
+            sha256=hashlib.sha256(data[offsets[a] : offsets[b]]).hexdigest(),
+            media_dir=media_dir,
+            allow_outside=cfg.allow_outside_media_dir,
+        ),
+    )
+
+
 def plan_lines_conversion(cfg: ConvertConfig) -> Plan:
     """Read the JSONL once and cut its lines into shard tasks (see the module docstring)."""
     assert cfg.media_dir is not None and cfg.schema is not None  # ConvertConfig checks them for this shape
@@ -113,30 +147,8 @@ def plan_lines_conversion(cfg: ConvertConfig) -> Plan:
     stem = key_stems([name[: -len(".jsonl")] if name.endswith(".jsonl") else name])[0]
     media_dir = resolve_media_dir(cfg.media_dir)
     check_media_dir(media_dir, cfg.storage_options)
-    tasks = []
-    for i, (a, b) in enumerate(_line_ranges(cfg, data, num_lines, media_dir)):
-        part = data[offsets[a] : offsets[b]]
-        tasks.append(
-            ShardTask(
-                src_root=root,
-                dst_root=cfg.dst.rstrip("/"),
-                shard_path=f"shard-{i:06d}.tar",
-                slices=(mf.RowSlice(file=name, row_group=0, start=a, stop=b),),
-                stems=((name, stem),),
-                schema=cfg.schema,
-                columns=COLUMNS,
-                drop_bad_rows=False,
-                storage_options=so,
-                digest=cfg.digest,
-                part=LinePart(
-                    byte_start=offsets[a],
-                    byte_stop=offsets[b],
-                    sha256=hashlib.sha256(part).hexdigest(),
-                    media_dir=media_dir,
-                    allow_outside=cfg.allow_outside_media_dir,
-                ),
-            )
-        )
+    ranges = _line_ranges(cfg, data, num_lines, media_dir)
+    tasks = [_line_task(cfg, i, root, name, stem, data, offsets, a, b, media_dir) for i, (a, b) in enumerate(ranges)]
     info = {
         "media_dir": cfg.media_dir,
         "jsonl": cfg.src,

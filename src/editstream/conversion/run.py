@@ -8,6 +8,7 @@ crashed conversion resumes and ends byte-identical to an uninterrupted one.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import time
@@ -45,6 +46,9 @@ from .task import Plan, ShardTask
 
 SOURCE_IDENTITIES = "source_identities"
 """The manifest's ``extra`` record of each source file's identity when it was converted (``data.identity``)."""
+CONFIG_FIELDS = frozenset(field.name for field in dataclasses.fields(ConvertConfig))
+"""The keywords of :func:`convert` that make its :class:`ConvertConfig`."""
+
 log = logging.getLogger(__name__)
 
 
@@ -87,25 +91,8 @@ def convert(
     ``break_lock`` takes over a lock left by a conversion that is known to be gone.
     """
     schema, layout = resolve_source(src, schema, layout)
-    cfg = ConvertConfig(
-        src=absolute(src),
-        dst=absolute(dst),
-        schema=schema,
-        parquet_info=parquet_info,
-        workers=workers,
-        engine=engine,
-        ray_address=ray_address,
-        layout=layout,
-        shard_size=shard_size,
-        samples_per_shard=samples_per_shard,
-        overwrite=overwrite,
-        drop_bad_rows=drop_bad_rows,
-        storage_options=storage_options,
-        progress=progress,
-        media_dir=media_dir,
-        digest=digest,
-        allow_outside_media_dir=allow_outside_media_dir,
-    )
+    given = {name: value for name, value in locals().items() if name in CONFIG_FIELDS}
+    cfg = ConvertConfig(**{**given, "src": absolute(src), "dst": absolute(dst)})
     if executor is None and cfg.engine == "ray":
         import_ray()  # a missing optional extra fails before any reads or writes
     if executor is None:

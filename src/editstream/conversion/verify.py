@@ -337,6 +337,21 @@ def schema_problems(manifest: mf.Manifest) -> list[Problem]:
     return problems
 
 
+def _tally(report: VerifyReport, shards: list[mf.ShardInfo], outcomes: dict[str, _ShardOutcome]) -> None:
+    """Add each shard's outcome to the report, in manifest order; a key in two shards is a problem."""
+    seen: dict[str, str] = {}
+    for shard in shards:
+        outcome = outcomes[shard.path]
+        report.shards_checked += 1
+        report.samples_checked += outcome.samples
+        report.rows_compared += outcome.rows_compared
+        report.problems.extend(outcome.problems)
+        for key in outcome.keys:
+            if key in seen and seen[key] != shard.path:
+                report.problems.append(Problem("duplicate_key", shard.path, f"key {key!r} is also in {seen[key]}"))
+            seen.setdefault(key, shard.path)
+
+
 def verify(
     root: str,
     *,
@@ -385,15 +400,5 @@ def verify(
     finally:
         bar.close()
         runner.close()
-    seen: dict[str, str] = {}
-    for shard in m.shards:
-        outcome = outcomes[shard.path]
-        report.shards_checked += 1
-        report.samples_checked += outcome.samples
-        report.rows_compared += outcome.rows_compared
-        report.problems.extend(outcome.problems)
-        for key in outcome.keys:
-            if key in seen and seen[key] != shard.path:
-                report.problems.append(Problem("duplicate_key", shard.path, f"key {key!r} is also in {seen[key]}"))
-            seen.setdefault(key, shard.path)
+    _tally(report, m.shards, outcomes)
     return report

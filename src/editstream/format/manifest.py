@@ -204,17 +204,7 @@ class Manifest:
     # -- checks --------------------------------------------------------------------------
     def validate(self) -> None:
         """Check internal consistency; raise ``ManifestError`` describing the first problem."""
-        if self.format != FORMAT_NAME:
-            raise ManifestError(f"not an editstream manifest (format {self.format!r})")
-        if self.format_version not in READABLE_VERSIONS:
-            raise ManifestError(
-                f"manifest format version {self.format_version} is not supported "
-                f"(this editstream reads versions {', '.join(map(str, READABLE_VERSIONS))})"
-            )
-        if self.digest not in ALGORITHMS or (self.format_version == 1 and self.digest != "sha256"):
-            raise ManifestError(f"unknown digest {self.digest!r} for format version {self.format_version}")
-        if self.layout not in LAYOUTS:
-            raise ManifestError(f"unknown layout {self.layout!r}; expected one of {LAYOUTS}")
+        self._validate_header()
         for i, source in enumerate(self.source_files):
             _check_path(source.path, f"source_files[{i}].path")
         for i, shard in enumerate(self.shards):
@@ -235,6 +225,20 @@ class Manifest:
             self._validate_shard(shard, files)
         if self.layout == "rowgroup":
             self._validate_rowgroup_cover()
+
+    def _validate_header(self) -> None:
+        """The format, its version, the digest and the layout are ones this editstream reads."""
+        if self.format != FORMAT_NAME:
+            raise ManifestError(f"not an editstream manifest (format {self.format!r})")
+        if self.format_version not in READABLE_VERSIONS:
+            raise ManifestError(
+                f"manifest format version {self.format_version} is not supported "
+                f"(this editstream reads versions {', '.join(map(str, READABLE_VERSIONS))})"
+            )
+        if self.digest not in ALGORITHMS or (self.format_version == 1 and self.digest != "sha256"):
+            raise ManifestError(f"unknown digest {self.digest!r} for format version {self.format_version}")
+        if self.layout not in LAYOUTS:
+            raise ManifestError(f"unknown layout {self.layout!r}; expected one of {LAYOUTS}")
 
     def _validate_rowgroup_cover(self) -> None:
         """With one shard per source row group, every row group has exactly one shard."""

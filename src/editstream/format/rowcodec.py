@@ -57,10 +57,14 @@ class _Encoder:
         return name
 
     def value(self, v: Any, path: list[str], column: str) -> Any:
-        if v is None or v is True or v is False or isinstance(v, str):
+        """The JSON form of one value; bytes become members named after ``path``."""
+        if v is None or v is True or v is False or isinstance(v, (str, int)):
             return v
-        if isinstance(v, int):
-            return v
+        if isinstance(v, (list, tuple, dict)):
+            return self._container(v, path, column)
+        return self._leaf(v, path, column)
+
+    def _leaf(self, v: Any, path: list[str], column: str) -> Any:
         if isinstance(v, float):
             if math.isfinite(v):
                 return v
@@ -68,10 +72,15 @@ class _Encoder:
         if isinstance(v, InvalidText):  # kept exactly, so both backends drop the row at the same place
             return {"$invalid_utf8": v.raw.hex()}
         if isinstance(v, (bytes, bytearray, memoryview)):
-            data = v  # memoryviews (zero-copy arrow slices) are written as they are
-            name = self._member_name(path, data)
-            self.members.append((name, data))
+            name = self._member_name(path, v)  # memoryviews (zero-copy arrow slices) are written as they are
+            self.members.append((name, v))
             return {"$bytes": name}
+        tagged = _tag_scalar(v)
+        if tagged is not None:
+            return tagged
+        raise RowCodecError(f"sample {self.key!r}, column {column!r}: cannot encode a value of type {type(v).__name__}")
+
+    def _container(self, v: list[Any] | tuple[Any, ...] | dict[Any, Any], path: list[str], column: str) -> Any:
         if isinstance(v, list):
             # plain scalars (most list items: phrasings, tags) are their own JSON: no walk, no path
             return [
@@ -80,19 +89,14 @@ class _Encoder:
             ]
         if isinstance(v, tuple):
             return {"$tuple": [self.value(item, path + [str(i)], column) for i, item in enumerate(v)]}
-        if isinstance(v, dict):
-            out = {}
-            for k, item in v.items():
-                if not isinstance(k, str):
-                    raise RowCodecError(f"sample {self.key!r}, column {column!r}: dict key {k!r} is not a string")
-                out[k] = self.value(item, path + [safe_component(k)], column)
-            if len(out) == 1 and next(iter(out)).startswith(_TAG_PREFIX):
-                return {"$dict": out}
-            return out
-        tagged = _tag_scalar(v)
-        if tagged is not None:
-            return tagged
-        raise RowCodecError(f"sample {self.key!r}, column {column!r}: cannot encode a value of type {type(v).__name__}")
+        out = {}
+        for k, item in v.items():
+            if not isinstance(k, str):
+                raise RowCodecError(f"sample {self.key!r}, column {column!r}: dict key {k!r} is not a string")
+            out[k] = self.value(item, path + [safe_component(k)], column)
+        if len(out) == 1 and next(iter(out)).startswith(_TAG_PREFIX):
+            return {"$dict": out}
+        return out
 
 
 def _tag_scalar(v: Any) -> dict[str, Any] | None:
@@ -158,31 +162,38 @@ def _decode_value(v: Any, members: Mapping[str, bytes], key: str, used: set[str]
     t = type(v)
     if t is list:
         return [item if type(item) in _PLAIN else _decode_value(item, members, key, used, invalid) for item in v]
-    if t is dict and len(v) == 1 and "$invalid_utf8" in v:
-        text = InvalidText(bytes.fromhex(v["$invalid_utf8"]))
-        if not invalid:
-            raise RowCodecError(f"sample {key!r} holds text that is {text.reason} (a bad row of its source)")
-        return text
     if t is not dict:
         return v
     if len(v) == 1:
         tag, payload = next(iter(v.items()))
         if tag.startswith(_TAG_PREFIX):
-            if tag == "$bytes":
-                if payload not in members:
-                    raise RowCodecError(f"sample {key!r}: member {payload!r} named in the JSON is missing")
-                used.add(payload)
-                return members[payload]
-            if tag == "$tuple":
-                return tuple(_decode_value(item, members, key, used, invalid) for item in payload)
-            if tag == "$dict":
-                return {k: _decode_value(item, members, key, used, invalid) for k, item in payload.items()}
-            if tag == "$timedelta":
-                return _dt.timedelta(days=payload[0], seconds=payload[1], microseconds=payload[2])
-            if tag in _SIMPLE_TAGS:
-                return _SIMPLE_TAGS[tag](payload)
-            raise RowCodecError(f"sample {key!r}: unknown tag {tag!r} in the JSON member")
+            return _decode_tagged(tag, payload, members, key, used, invalid)
     return {k: _decode_value(item, members, key, used, invalid) for k, item in v.items()}
+
+
+def _decode_tagged(
+    tag: str, payload: Any, members: Mapping[str, bytes], key: str, used: set[str], invalid: bool
+) -> Any:
+    """The value a one-key ``{"$tag": payload}`` object stands for."""
+    if tag == "$bytes":
+        if payload not in members:
+            raise RowCodecError(f"sample {key!r}: member {payload!r} named in the JSON is missing")
+        used.add(payload)
+        return members[payload]
+    if tag == "$invalid_utf8":
+        text = InvalidText(bytes.fromhex(payload))
+        if not invalid:
+            raise RowCodecError(f"sample {key!r} holds text that is {text.reason} (a bad row of its source)")
+        return text
+    if tag == "$tuple":
+        return tuple(_decode_value(item, members, key, used, invalid) for item in payload)
+    if tag == "$dict":
+        return {k: _decode_value(item, members, key, used, invalid) for k, item in payload.items()}
+    if tag == "$timedelta":
+        return _dt.timedelta(days=payload[0], seconds=payload[1], microseconds=payload[2])
+    if tag in _SIMPLE_TAGS:
+        return _SIMPLE_TAGS[tag](payload)
+    raise RowCodecError(f"sample {key!r}: unknown tag {tag!r} in the JSON member")
 
 
 def decode_sample(

@@ -12,21 +12,9 @@ from typing import TypeVar
 T = TypeVar("T")
 
 
-def _default_transient(exc: BaseException) -> bool:
-    """Errors worth retrying: connection drops, timeouts, 5xx / throttling from object stores.
-
-    An error that already went through its retries (:class:`RetriesExhausted`) is not retried
-    again by an outer caller: retries never nest.
-    """
-    if isinstance(exc, (KeyboardInterrupt, SystemExit, MemoryError, RetriesExhausted)):
-        return False
-    if isinstance(exc, (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError)):
-        return False
-    if isinstance(exc, (ConnectionError, TimeoutError)):
-        return True
-    name = type(exc).__name__
-    text = str(exc)
-    transient_names = (
+_NEVER_RETRIED = (KeyboardInterrupt, SystemExit, MemoryError, FileNotFoundError, PermissionError, IsADirectoryError)
+_TRANSIENT_NAMES = frozenset(
+    [
         "ClientPayloadError",
         "ServerDisconnectedError",
         "ClientOSError",
@@ -40,41 +28,35 @@ def _default_transient(exc: BaseException) -> bool:
         "ServerTimeoutError",
         "IncompleteReadError",
         "ConnectionClosedError",
-    )
-    if name in transient_names:
+    ]
+)
+"""Exception class names of aiohttp / botocore / urllib3 that mean the connection failed mid-way."""
+_TRANSIENT_ERRNOS = frozenset(
+    (errno.EREMOTEIO, errno.EAGAIN, errno.EBUSY, errno.ECONNRESET, errno.ECONNABORTED, errno.ETIMEDOUT, errno.EPIPE)
+)
+"""OS errors worth retrying; s3fs maps S3 5xx / throttling answers to EREMOTEIO / EAGAIN / EBUSY."""
+_TRANSIENT_MARKERS = (
+    "500", "502", "503", "504", "slowdown", "internalerror", "internal error", "serviceunavailable",
+    "service unavailable", "please try again", "reduce your request rate", "connection reset",
+    "connection aborted", "timed out", "timeout", "response payload is not completed",
+)  # fmt: skip
+"""Words in an error's message that object stores use for a retryable answer."""
+
+
+def _default_transient(exc: BaseException) -> bool:
+    """Errors worth retrying: connection drops, timeouts, 5xx / throttling from object stores.
+
+    An error that already went through its retries (:class:`RetriesExhausted`) is not retried
+    again by an outer caller: retries never nest.
+    """
+    if isinstance(exc, (*_NEVER_RETRIED, NotADirectoryError, RetriesExhausted)):
+        return False
+    if isinstance(exc, (ConnectionError, TimeoutError)) or type(exc).__name__ in _TRANSIENT_NAMES:
         return True
-    if isinstance(exc, OSError) and exc.errno in (
-        errno.EREMOTEIO,
-        errno.EAGAIN,
-        errno.EBUSY,
-        errno.ECONNRESET,
-        errno.ECONNABORTED,
-        errno.ETIMEDOUT,
-        errno.EPIPE,
-    ):
-        return True  # s3fs maps S3 5xx / throttling answers to EREMOTEIO / EAGAIN / EBUSY
-    lowered = text.lower()
-    for marker in (
-        "500",
-        "502",
-        "503",
-        "504",
-        "slowdown",
-        "internalerror",
-        "internal error",
-        "serviceunavailable",
-        "service unavailable",
-        "please try again",
-        "reduce your request rate",
-        "connection reset",
-        "connection aborted",
-        "timed out",
-        "timeout",
-        "response payload is not completed",
-    ):
-        if marker in lowered:
-            return True
-    return False
+    if isinstance(exc, OSError) and exc.errno in _TRANSIENT_ERRNOS:
+        return True
+    lowered = str(exc).lower()
+    return any(marker in lowered for marker in _TRANSIENT_MARKERS)
 
 
 class RetriesExhausted(OSError):
