@@ -102,4 +102,7 @@ def test_a_merged_resume_at_any_layout_packs_the_rest_exactly_once(groups, knobs
         packer.load_state_dict(json.loads(json.dumps(merged)))
         rest += rows_in(list(packer))
     kept, _ = expected_rows(groups)
-    assert consumed + rest == kept
+    if all(stream["done"] for stream in merged["streams"].values()):
+        assert consumed == kept and rest == kept  # a finished epoch's state resumes at the next epoch
+    else:
+        assert consumed + rest == kept
