@@ -79,9 +79,13 @@ def editstream_loader(path: Path) -> Any:
         editstream.nemo.uninstall()
 
 
-def shards_yaml(out: str, tmp_path: Path, shard_only: bool) -> Path:
+def shards_yaml(out: str, tmp_path: Path, shard_only: bool, workers: int = 0) -> Path:
     """The same YAML with every group on the converted shards (editstream only)."""
-    return write_yaml(out, tmp_path, flips=() if shard_only else GROUPS, shard_only=shard_only)
+    path = write_yaml(out, tmp_path, flips=() if shard_only else GROUPS, shard_only=shard_only)
+    config = yaml.safe_load(path.read_text())
+    config["dataloader"]["num_workers"] = workers
+    path.write_text(yaml.safe_dump(config))
+    return path
 
 
 def test_nemos_own_loader_is_nemos(out, tmp_path):
@@ -122,7 +126,7 @@ def test_a_mid_epoch_resume_continues_as_nemos_uninterrupted_run(out, tmp_path, 
     resumed.load_state_dict(state)
     tail, _ = first(resumed, BATCHES - 3)
     assert_batches_equal(nemos, head + tail)
-    on_shards = editstream_loader(shards_yaml(out, tmp_path, shard_only=False))
+    on_shards = editstream_loader(shards_yaml(out, tmp_path, shard_only=False, workers=workers))
     on_shards.load_state_dict(state)  # a parquet state resumes on the shards
     tail_on_shards, _ = first(on_shards, BATCHES - 3)
     assert_batches_equal(nemos[3:], tail_on_shards)
