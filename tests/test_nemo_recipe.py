@@ -317,3 +317,18 @@ def test_the_recipe_class_under_torchrun_reads_each_ranks_share_through_editstre
         assert report["recipe"] == "editstream.nemo.recipes.PretrainRecipeForMultimodal"
         assert report["dataset"] == f"{PackedDataset.__module__}.{PackedDataset.__qualname__}"
         assert_batches_equal(direct_batches(path, steps, rank=rank, world_size=2), report["batches"])
+
+
+@needs_recipes
+def test_the_recipe_module_runs_as_a_script_the_way_nemos_launcher_starts_it(tmp_path):
+    """NeMo's launcher, starting torchrun itself, runs ``<site-packages>/editstream/nemo/recipes.py``
+    as a plain script: its imports must work there (no relative import), up to reading the config."""
+    script = ROOT / "src" / "editstream" / "nemo" / "recipes.py"
+    missing = tmp_path / "no-such-config.yaml"
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    proc = subprocess.run(
+        [sys.executable, str(script), "-c", str(missing)], capture_output=True, text=True, timeout=300, env=env
+    )
+    assert proc.returncode != 0
+    assert "relative import" not in proc.stderr and "ImportError" not in proc.stderr
+    assert "no-such-config.yaml" in proc.stderr

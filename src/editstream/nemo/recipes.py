@@ -18,7 +18,7 @@ from nemo_automodel.components.config._arg_parser import parse_args_and_load_con
 from nemo_automodel.recipes.multimodal.finetune import FinetuneRecipeForMultimodal as NemoFinetuneRecipe
 from nemo_automodel.recipes.multimodal.pretrain import PretrainRecipeForMultimodal as NemoPretrainRecipe
 
-from .hook import install
+from editstream.nemo.hook import install  # absolute: NeMo's launcher runs this file as a script
 
 __all__ = ["FinetuneRecipeForMultimodal", "PretrainRecipeForMultimodal", "main"]
 
