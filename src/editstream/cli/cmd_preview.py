@@ -59,7 +59,7 @@ def adapted_records(
 
 
 def _records(
-    data: str, n: int, backend: str, media_dir: str | None, opts: dict[str, Any], allow_outside: bool
+    data: str, n: int, backend: str, media_dir: str | None, opts: dict[str, Any] | None, allow_outside: bool
 ) -> list[Any]:
     """The first ``n`` records of data editstream reads as it is (not through an adapter)."""
     from ..data.layouts import LayoutError
