@@ -130,3 +130,20 @@ def test_a_mid_epoch_resume_continues_as_nemos_uninterrupted_run(out, tmp_path, 
     on_shards.load_state_dict(state)  # a parquet state resumes on the shards
     tail_on_shards, _ = first(on_shards, BATCHES - 3)
     assert_batches_equal(nemos[3:], tail_on_shards)
+
+
+@pytest.mark.parametrize("workers", [0, 1])
+def test_a_nemo_loader_state_resumes_in_editstream_with_nemos_next_batches(out, tmp_path, workers):
+    """A run that switches its ``recipe:`` line mid-epoch keeps its data position: NeMo's own loader
+    state, loaded into editstream's loader (on the source data, and on the shards), gives the
+    batches NeMo's uninterrupted run gives next."""
+    path = nemo_yaml(out, tmp_path, workers)
+    nemos, _ = first(loader_from(path), BATCHES)
+    nemo_loader = loader_from(path)
+    first(nemo_loader, 3)
+    state = nemo_loader.state_dict()
+    for yaml_path in (path, shards_yaml(out, tmp_path, shard_only=False, workers=workers)):
+        ours = editstream_loader(yaml_path)
+        ours.load_state_dict(state)
+        tail, _ = first(ours, BATCHES - 3)
+        assert_batches_equal(nemos[3:], tail)

@@ -79,3 +79,37 @@ def check_resumable(state: Any, layout: Mapping[str, Any], group_names: list[str
     saved_groups = list(state["datasets"])
     if saved_groups != group_names:
         raise ValueError(f"cannot resume: the state has dataset groups {saved_groups}, this dataset has {group_names}")
+
+
+NEMO_STATE_KEYS = ("version", "yielded_batches", "buffer", "sequence_status", "rng", "grouped_dataset_states")
+"""The keys of NeMo Automodel's ``PackedDataset.state_dict()`` (its version 1)."""
+
+
+def is_nemo_state(state: Any) -> bool:
+    """Whether ``state`` is what NeMo Automodel's own ``PackedDataset.state_dict()`` returns."""
+    return isinstance(state, Mapping) and "format" not in state and all(key in state for key in NEMO_STATE_KEYS)
+
+
+def from_nemo_state(state: Mapping[str, Any], layout: Mapping[str, Any], group_names: list[str]) -> dict[str, Any]:
+    """NeMo's packer state as editstream's format-1 state, so a run that switches its ``recipe:`` line
+    keeps its data position: the same buffer (samples with their tensors), RNG states and dataset
+    ``data_status``. NeMo records no layout or seeds: they are taken as this dataset's (``layout``:
+    rank, world_size, num_workers, worker_id, data_seed, global_seed), so resume at the same layout."""
+    if state["version"] != 1:
+        raise ValueError(f"cannot resume from NeMo's PackedDataset state version {state['version']} (reads 1)")
+    sequence = state["sequence_status"] or {}
+    if sequence.get("curr", 0):
+        raise ValueError("cannot resume from a NeMo state taken with a sequence half packed")
+    datasets = list(state["grouped_dataset_states"])
+    if len(datasets) != len(group_names):
+        raise ValueError(
+            f"cannot resume: NeMo's state has {len(datasets)} dataset groups, this dataset has {group_names}"
+        )
+    return {
+        "format": LITERAL_STATE_FORMAT,
+        "started": True,
+        **layout,
+        "buffer": list(state["buffer"]),
+        "rng": state["rng"],
+        "datasets": {name: dataset or {} for name, dataset in zip(group_names, datasets)},
+    }

@@ -168,6 +168,10 @@ class ReferenceRun:
             )
         packer = self.packer
         layout = {"rank": packer.local_rank, "world_size": packer.world_size, "num_workers": packer.num_workers}
+        if formats.is_nemo_state(state):
+            global_seed, data_seed = packer.seeds()
+            mine = {**layout, "worker_id": current_worker_id(), "data_seed": data_seed, "global_seed": global_seed}
+            state = formats.from_nemo_state(state, mine, packer.group_names)
         formats.check_resumable(state, layout, packer.group_names)
         packer.restore_seeds(state["global_seed"], state["data_seed"])
         for name, dataset in zip(packer.group_names, packer.grouped_datasets):
