@@ -8,7 +8,11 @@ The state holds tensors and RNG states, so it is checked through torch.save, not
 
 from __future__ import annotations
 
+import random
+
+import numpy as np
 import pytest
+import torch
 
 from editstream.packing.checkpoint.chain import CHAIN_FORMAT
 from editstream.packing.checkpoint.formats import STATE_FORMAT
@@ -192,3 +196,43 @@ def test_a_state_from_another_worker_is_refused_when_iteration_starts():
         fresh.load_state_dict(state)
         with pytest.raises(ValueError, match="worker 1 was loaded into worker 0"):
             next(iter(fresh))
+
+
+def nemo_shaped_state(packer, yielded):
+    """What NeMo Automodel's own PackedDataset.state_dict() returns at this point of a 0-worker run:
+    the buffer's samples, the RNG states as they stand, each group's data_status."""
+    return {
+        "version": 1,
+        "yielded_batches": yielded,
+        "buffer": [entry.sample for entry in packer.run.live.buffer],
+        "sequence_status": {"curr": 0, "sample_lens": [], "packed_text_ids": []},  # NeMo's empty sequence
+        "rng": {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()},
+        "grouped_dataset_states": [dataset.state_dict() for dataset in packer.grouped_datasets],
+    }
+
+
+def test_a_state_in_nemos_format_resumes_with_the_same_next_batches():
+    with preserved_global_rng():
+        n, _ = first_state_with_buffer(make_mixed)
+        source = make_mixed()
+        iterator = iter(source)
+        take(iterator, n)
+        state = nemo_shaped_state(source, n)
+        assert state["buffer"]  # the resume must rebuild a buffer of literal samples
+        expected = take(iterator, 4)
+        resumed = make_mixed()
+        resumed.load_state_dict(state)
+        assert_batches_equal(expected, take(iter(resumed), 4))
+
+
+def test_nemo_states_editstream_cannot_resume_exactly_are_refused():
+    with preserved_global_rng():
+        source = make_mixed()
+        take(iter(source), 2)
+        state = nemo_shaped_state(source, 2)
+    with pytest.raises(ValueError, match="NeMo's PackedDataset state version 2"):
+        make_mixed().load_state_dict({**state, "version": 2})
+    with pytest.raises(ValueError, match="sequence half packed"):
+        make_mixed().load_state_dict({**state, "sequence_status": {**state["sequence_status"], "curr": 7}})
+    with pytest.raises(ValueError, match="NeMo's state has 1 dataset groups"):
+        make_mixed().load_state_dict({**state, "grouped_dataset_states": state["grouped_dataset_states"][:1]})

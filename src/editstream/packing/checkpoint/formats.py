@@ -97,8 +97,9 @@ def from_nemo_state(state: Mapping[str, Any], layout: Mapping[str, Any], group_n
     rank, world_size, num_workers, worker_id, data_seed, global_seed), so resume at the same layout."""
     if state["version"] != 1:
         raise ValueError(f"cannot resume from NeMo's PackedDataset state version {state['version']} (reads 1)")
-    sequence = state["sequence_status"] or {}
-    if sequence.get("curr", 0):
+    sequence = state["sequence_status"]
+    curr = sequence.get("curr", 0) if isinstance(sequence, Mapping) else getattr(sequence, "curr", 0)
+    if curr:
         raise ValueError("cannot resume from a NeMo state taken with a sequence half packed")
     datasets = list(state["grouped_dataset_states"])
     if len(datasets) != len(group_names):
