@@ -34,9 +34,12 @@ def out(tmp_path_factory: pytest.TempPathFactory) -> str:
     return out
 
 
-def nemo_yaml(out: str, tmp_path: Path, workers: int = 0, **dataset: Any) -> Path:
-    """The YAML as NeMo's own classes take it: editstream's ``backend:`` / ``webdataset:`` keys removed."""
+def nemo_yaml(out: str, tmp_path: Path, workers: int = 0, used: dict[str, int] | None = None, **dataset: Any) -> Path:
+    """The YAML as NeMo's own classes take it: editstream's ``backend:`` / ``webdataset:`` keys
+    removed (``used``: a group's ``num_used_data`` changed)."""
     config = yaml.safe_load(write_yaml(out, tmp_path).read_text())
+    for group, count in (used or {}).items():
+        config["dataset"]["grouped_datasets"][group]["num_used_data"] = [count]
     for group, args in config["dataset"]["grouped_datasets"].items():
         args.pop("backend")
         for entry in config["dataset"]["dataset_info"][group].values():
@@ -79,11 +82,15 @@ def editstream_loader(path: Path) -> Any:
         editstream.nemo.uninstall()
 
 
-def shards_yaml(out: str, tmp_path: Path, shard_only: bool, workers: int = 0) -> Path:
+def shards_yaml(
+    out: str, tmp_path: Path, shard_only: bool, workers: int = 0, used: dict[str, int] | None = None
+) -> Path:
     """The same YAML with every group on the converted shards (editstream only)."""
     path = write_yaml(out, tmp_path, flips=() if shard_only else GROUPS, shard_only=shard_only)
     config = yaml.safe_load(path.read_text())
     config["dataloader"]["num_workers"] = workers
+    for group, count in (used or {}).items():
+        config["dataset"]["grouped_datasets"][group]["num_used_data"] = [count]
     path.write_text(yaml.safe_dump(config))
     return path
 
@@ -106,6 +113,17 @@ def test_editstream_on_the_shards_gives_nemos_batches(out, tmp_path, shard_only)
     nemos, _ = first(loader_from(nemo_yaml(out, tmp_path)), BATCHES)
     ours, _ = first(editstream_loader(shards_yaml(out, tmp_path, shard_only)), BATCHES)
     assert_batches_equal(nemos, ours)
+
+
+def test_num_used_data_not_a_multiple_of_the_files_takes_nemos_files(out, tmp_path):
+    """``[3]`` over the 2 text-to-image files and ``[4]`` over the 3 edit files: the files taken
+    last depend on the directory's order, which editstream takes as NeMo does (and the shards keep)."""
+    used = {"t2i_pretrain": 3, "unified_edit": 4}
+    nemos, _ = first(loader_from(nemo_yaml(out, tmp_path, used=used)), BATCHES)
+    ours, _ = first(editstream_loader(nemo_yaml(out, tmp_path, used=used)), BATCHES)
+    assert_batches_equal(nemos, ours)
+    on_shards, _ = first(editstream_loader(shards_yaml(out, tmp_path, shard_only=False, used=used)), BATCHES)
+    assert_batches_equal(nemos, on_shards)
 
 
 def test_without_flex_attention_the_batches_are_nemos_too(out, tmp_path):
