@@ -215,3 +215,31 @@ def test_preview_from_an_ungrouped_adapter_filters_and_shows_drops(tmp_path):
     assert_usage_error(bad, "no column 'nope'")
     stray = run_cli("preview", str(src), "--where", "task == 'swap'", "-o", str(page))
     assert_usage_error(stray, "--where", "--from")
+
+
+def test_a_repository_root_or_a_cache_folder_is_found_and_what_was_picked_is_said(tmp_path):
+    """``--local-dir`` downloads and Hub cache folders hold their parquet under ``data/`` and
+    ``snapshots/<rev>/data``: given the root, editstream reads there and says so."""
+    data, expected = magicbrush(tmp_path / "datasets--osunlp--MagicBrush")
+    cache = data.parent.parent.parent  # the cache folder: snapshots/<rev>/data below it
+    local_dir = tmp_path / "local-dir"
+    local_dir.mkdir()
+    (local_dir / "data").symlink_to(data)  # as `huggingface-cli download --local-dir` lays it out
+    (local_dir / "README.md").write_text("a dataset card\n")
+    for root in (cache, local_dir):
+        dst = tmp_path / f"{root.name}-pq"
+        done = run_cli("convert", str(root), str(dst), "--from", "magicbrush", "--to", "parquet")
+        assert done.returncode == 0, done.stderr
+        assert "holds no parquet files itself; reading" in done.stderr and "/data" in done.stderr
+        assert chains_in(dst) == Counter(expected)
+    shown = run_cli("preview", str(cache), "--from", "magicbrush", "-o", str(tmp_path / "mb.html"), "-n", "3")
+    assert shown.returncode == 0, shown.stderr
+
+
+def test_a_folder_without_the_dataset_names_where_it_looked(tmp_path):
+    empty = tmp_path / "not-a-dataset"
+    (empty / "data").mkdir(parents=True)
+    failed = run_cli("convert", str(empty), str(tmp_path / "out"), "--from", "magicbrush", "--to", "parquet")
+    assert failed.returncode != 0
+    message = " ".join(error_lines(failed))
+    assert "holds no parquet files" in message and "looked in" in message and str(empty / "data") in message

@@ -11,6 +11,7 @@ the bytes; the gather then reads only the rows each output file needs.
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -28,6 +29,8 @@ from .where import Filter
 _ROW_BITS = 24
 _GROUP_BITS = 20
 """A location packs (file, row group, row) into one int: row < 2**24, row group < 2**20."""
+
+log = logging.getLogger(__name__)
 
 
 def pack(file: int, row_group: int, row: int) -> int:
@@ -80,15 +83,51 @@ class Plan:
     plan_rows: int = 0
 
 
+def _parquet_in(folder: str, split: str | None, storage_options: storage.StorageOptions | None) -> list[str]:
+    """The ``*.parquet`` files directly in ``folder`` (those named ``{split}-*``); none when it is no folder."""
+    try:
+        urls = storage.list_files(folder, ".parquet", storage_options)
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    return [u for u in urls if split is None or u.rsplit("/", 1)[-1].startswith(f"{split}-")]
+
+
+def _snapshot_data(src: str, storage_options: storage.StorageOptions | None) -> list[str]:
+    """A Hub cache folder's ``snapshots/<rev>/data``: the revision ``refs/main`` names, else every one."""
+    try:
+        rev = storage.read_bytes(storage.join(src, "refs", "main"), storage_options).decode().strip()
+        return [storage.join(src, "snapshots", rev, "data")]
+    except (FileNotFoundError, NotADirectoryError, UnicodeDecodeError):
+        pass
+    try:
+        revs = sorted(storage.list_names(storage.join(src, "snapshots"), storage_options))
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    return [storage.join(src, "snapshots", rev, "data") for rev in revs]
+
+
+def find_parquet_root(src: str, split: str | None, storage_options: storage.StorageOptions | None) -> str:
+    """The folder of a dataset's parquet files: ``src`` itself, or, for a repository root (a
+    ``--local-dir`` download) its ``data/``, for a Hub cache folder (``datasets--org--name``) its
+    ``snapshots/<rev>/data``; says which it picked. None found: an error naming where it looked."""
+    if _parquet_in(src, split, storage_options):
+        return src
+    data, snapshots = storage.join(src, "data"), _snapshot_data(src, storage_options)
+    found = [c for c in (data, *snapshots) if _parquet_in(c, split, storage_options)]
+    if len(found) > 1 and found[0] != data:
+        raise FileNotFoundError(f"{src} holds several snapshots with parquet files ({', '.join(found)}); pass one")
+    if found:
+        log.warning("%s holds no parquet files itself; reading %s", src, found[0])
+        return found[0]
+    looked = ", ".join([src, data, *(snapshots or [storage.join(src, "snapshots", "<rev>", "data")])])
+    which = f" named {split}-*.parquet" if split is not None else ""
+    raise FileNotFoundError(f"{src} holds no parquet files{which}; looked in {looked}")
+
+
 def list_sources(src: str, split: str | None, storage_options: storage.StorageOptions | None) -> list[SourceFile]:
-    """The ``*.parquet`` files directly in ``src`` (sorted; symlinks followed, as in the HF cache),
-    only those named ``{split}-*`` when ``split`` is given, with their footers read."""
-    urls = storage.list_files(src, ".parquet", storage_options)
-    if split is not None:
-        urls = [u for u in urls if u.rsplit("/", 1)[-1].startswith(f"{split}-")]
-    if not urls:
-        which = f" named {split}-*.parquet" if split is not None else ""
-        raise FileNotFoundError(f"{src} holds no parquet files{which}")
+    """The ``*.parquet`` files of ``src`` (:func:`find_parquet_root`; sorted; symlinks followed, as in
+    the HF cache), only those named ``{split}-*`` when ``split`` is given, with their footers read."""
+    urls = _parquet_in(find_parquet_root(src, split, storage_options), split, storage_options)
     files = []
     for url in urls:
         with open_parquet(url, storage_options) as pf:
