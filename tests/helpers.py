@@ -123,6 +123,22 @@ def pipeline_groups(root: Path, backend: str) -> tuple[dict[str, Any], dict[str,
     return groups, info
 
 
+def build_dataloader(dataset_config: BagelDatasetConfig, rank: int, world_size: int, workers: int) -> Any:
+    """The loader a recipe builds from ``dataset_config`` (``BagelDataloaderConfig``, real workers, seed 7)."""
+    from editstream import BagelDataloaderConfig
+
+    tokenizer = ByteTokenizer()
+    built = BagelDataloaderConfig(dataset_config, num_workers=workers, pin_memory=False)
+    return built.build(
+        tokenizer=tokenizer,
+        special_tokens=tokenizer.special_token_ids(),
+        rank=rank,
+        world_size=world_size,
+        batch_size=1,
+        global_seed=7,
+    ).dataloader
+
+
 def make_real_packer(root: Path, backend: str, *, num_workers: int = 0, seed: int = 42) -> PackedDataset:
     """A ``PackedDataset`` over the real edit and t2i datasets of :func:`synth_pipeline_data`.
 

@@ -13,10 +13,11 @@ import collections
 import pytest
 
 import editstream
-from editstream import BagelDataloaderConfig, BagelDatasetConfig, ByteTokenizer, merge_states
+from editstream import BagelDatasetConfig, merge_states
 from helpers import (
     BACKEND_PAIRS,
     SMALL_PACKING,
+    build_dataloader,
     check_state_contract,
     json_roundtrip,
     pipeline_groups,
@@ -42,16 +43,7 @@ def dataset_config(root, backend, **overrides):
 
 
 def build_loader(root, backend, rank, world_size, workers, **overrides):
-    tokenizer = ByteTokenizer()
-    built = BagelDataloaderConfig(dataset_config(root, backend, **overrides), num_workers=workers, pin_memory=False)
-    return built.build(
-        tokenizer=tokenizer,
-        special_tokens=tokenizer.special_token_ids(),
-        rank=rank,
-        world_size=world_size,
-        batch_size=1,
-        global_seed=7,
-    ).dataloader
+    return build_dataloader(dataset_config(root, backend, **overrides), rank, world_size, workers)
 
 
 def rows_of(batch):

@@ -8,9 +8,9 @@ import collections
 
 import pytest
 
-from editstream import BagelDataloaderConfig, BagelDatasetConfig, ByteTokenizer, convert, merge_states
+from editstream import BagelDatasetConfig, convert, merge_states
 from editstream.testing.synth_vlm import write_synthetic_vlm_dataset
-from helpers import BACKEND_DIRS, VAE, VIT, json_roundtrip, synth_pipeline_data, torch_roundtrip
+from helpers import BACKEND_DIRS, VAE, VIT, build_dataloader, json_roundtrip, synth_pipeline_data, torch_roundtrip
 
 pytest.importorskip("torchdata.stateful_dataloader")
 
@@ -63,16 +63,7 @@ def nemo_flagged_config(root, backend):
 
 
 def loader_at(root, backend, rank, world_size, workers):
-    tokenizer = ByteTokenizer()
-    built = BagelDataloaderConfig(nemo_flagged_config(root, backend), num_workers=workers, pin_memory=False)
-    return built.build(
-        tokenizer=tokenizer,
-        special_tokens=tokenizer.special_token_ids(),
-        rank=rank,
-        world_size=world_size,
-        batch_size=1,
-        global_seed=7,
-    ).dataloader
+    return build_dataloader(nemo_flagged_config(root, backend), rank, world_size, workers)
 
 
 def rows_of(batch):
