@@ -17,8 +17,8 @@ from ..io import storage
 from .builtin import resolve_mapping
 from .chains import ChainBuilder
 from .mapping import AdapterMapping
-from .plan import SourceFile, check_columns, gather, list_sources, plan_groups, source_rows
-from .values import BadValue, MediaDir, bad_cell
+from .plan import SourceFile, check_columns, gather, list_sources, passes, plan_groups, source_rows
+from .values import BadValue, MediaDir
 from .where import Filter, parse_filter
 
 Peeked = tuple[str, dict[str, Any] | BadValue]
@@ -29,7 +29,7 @@ def _rows(
     files: list[SourceFile], columns: list[str], where: Filter | None, so: storage.StorageOptions | None
 ) -> Generator[tuple[str, list[dict[str, Any]]]]:
     for i, rg, r, row in source_rows(files, columns, so):
-        if where is None or bad_cell(row) is not None or where(row):
+        if passes(where, row):
             yield f"{files[i].name} rg {rg} row {r}", [row]
 
 

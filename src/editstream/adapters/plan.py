@@ -278,6 +278,12 @@ def _no_session(
     return None
 
 
+def passes(where: Filter | None, row: dict[str, Any]) -> bool:
+    """Whether the filter keeps ``row``: a row whose filter columns cannot be read is kept (its drop is
+    counted when it is adapted); the same rule in every pass, so all cut the same planned rows."""
+    return where is None or bad_cell({c: row[c] for c in where.columns}) is not None or where(row)
+
+
 def plan_groups(
     files: list[SourceFile],
     mapping: AdapterMapping,
@@ -336,3 +342,17 @@ def plan_groups(
 def plan_rows(files: list[SourceFile]) -> Plan:
     """The plan without grouping: one output file per source file, of the same name."""
     return Plan(files, [OutputTask(f.name, source=i) for i, f in enumerate(files)], drops=[])
+
+
+def plan_filtered(files: list[SourceFile], where: Filter, storage_options: storage.StorageOptions | None) -> Plan:
+    """The plan without grouping but with a filter: per source file, the rows it keeps (one-row chains),
+    from a pass over the filter columns only; what training in place reads (an adaptation filters as it goes)."""
+    kept: list[list[tuple[int, ...]]] = [[] for _ in files]
+    filtered = 0
+    for i, rg, r, row in source_rows(files, list(where.columns), storage_options):
+        if passes(where, row):
+            kept[i].append((pack(i, rg, r),))
+        else:
+            filtered += 1
+    tasks = [OutputTask(f.name, chains=tuple(chains)) for f, chains in zip(files, kept)]
+    return Plan(files, tasks, filtered=filtered, drops=[], plan_rows=sum(f.num_rows for f in files))
