@@ -120,6 +120,15 @@ class Layout:
         return data_shape(kind).dataset_arguments(self.backend, self.url, self.count(), media_dir)
 
 
+class LayoutEntry:
+    """A ``data_dir_list`` entry (or ``open_data`` path) that says itself how it is read: its own layout,
+    such as a public dataset read in place through an adapter; every dataset and command then reads it."""
+
+    def layout(self, storage_options: StorageOptions | None) -> Layout:
+        """The layout reading this entry (cheap: listing happens when its units are)."""
+        raise NotImplementedError
+
+
 def kind_of_columns(url: Any, columns: Sequence[str]) -> DatasetKind:
     """The registered kind a table with ``columns`` is (detection); a :class:`LayoutError` listing every
     detectable kind's columns when none fits."""
@@ -297,6 +306,8 @@ def _refusal(found: d.PathKind) -> LayoutError:
 
 def recognise(url: Any, storage_options: StorageOptions | None = None) -> Layout:
     """The layout at ``url`` (a path, URL, pattern or list of shards); a :class:`LayoutError` when there is none."""
+    if isinstance(url, LayoutEntry):
+        return url.layout(storage_options)
     if isinstance(url, (list, tuple)) or is_foreign_entry(url, storage_options):
         return ForeignShards(url, storage_options)
     found = d.detect(url, storage_options)
@@ -311,6 +322,11 @@ def layout_for_backend(entry: Any, backend: str, storage_options: StorageOptions
     """The layout a dataset's ``data_dir_list`` entry has on ``backend``, told from its name alone (no I/O
     beyond a pattern's existence check), so a dataset's constructor stays cheap; on the parquet backend
     a layout added with :func:`register_layout` is asked first (one listing of the entry, only then)."""
+    if isinstance(entry, LayoutEntry):
+        layout = entry.layout(storage_options)
+        if layout.backend != backend:
+            raise BackendMismatch(entry, layout, backend)
+        return layout
     if backend == "webdataset":
         if is_foreign_entry(entry, storage_options):
             return ForeignShards(entry, storage_options)

@@ -1,0 +1,311 @@
+"""Training on a public dataset in place: its published parquet read through an adapter, not converted.
+
+An :class:`InPlace` entry (a ``dataset_info`` entry's ``from:`` / ``mapping:``, ``stream --from``) is a
+layout of its own (:class:`~editstream.data.layouts.LayoutEntry`) on the parquet backend. Its units are
+the row groups ``convert --from`` writes: one output file per source file (ungrouped) or per
+``DEFAULT_CHAINS_PER_FILE`` planned sessions, a row group per ``DEFAULT_ROWS_PER_GROUP`` planned chains.
+A unit's chains are gathered from the source, built by the adapter's own :class:`ChainBuilder`, typed
+as the output file types them and parsed by the kind's dataset like parquet rows, so the stream, its
+drops and its ``data_status`` are those of the converted parquet or shards. A plan that needs a pass
+(``group_by``, or a filter) is kept as a small JSON index beside the data (else in ``$EDITSTREAM_CACHE``,
+default ``~/.cache/editstream``), keyed by the source files' identities and the mapping, and reused.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ..data.identity import file_identity
+from ..data.layouts import KindMismatch, Layout, LayoutEntry, SourceRequest
+from ..data.rows import BadSample, Row
+from ..data.units import Position, PositionError, RowGroupUnit, Unit, as_unit, check_counts, repeat_to, warn_unread
+from ..format.columns import ColumnTypeError, column_type_problems
+from ..io import storage
+from ..io.parquet import open_parquet
+from ..io.storage import StorageOptions
+from ..kinds import DatasetKind, get_kind
+from .builtin import builtin_path
+from .chains import ChainBuilder, output_schema, to_table
+from .mapping import AdapterMapping, MappingError, load_mapping
+from .output import fingerprint
+from .plan import (
+    OutputTask,
+    Plan,
+    SourceFile,
+    check_columns,
+    gather,
+    list_sources,
+    pack,
+    plan_filtered,
+    plan_groups,
+    plan_rows,
+    unpack,
+)
+from .run import DEFAULT_CHAINS_PER_FILE, DEFAULT_ROWS_PER_GROUP
+from .values import BadValue, MediaDir
+from .where import Filter, parse_filter
+
+log = logging.getLogger(__name__)
+
+ENTRY_KEYS = ("from", "mapping", "where", "media_dir", "split")
+"""The keys of a ``dataset_info`` entry read in place: the adapter (one of the first two) and its options."""
+
+
+class StalePlanError(PositionError):
+    """A source file that is not the one its units were listed from: positions in it mean other rows."""
+
+
+@dataclass(frozen=True)
+class InPlace(LayoutEntry):
+    """A public dataset (a parquet folder, repository root or Hub cache folder) read through ``mapping``;
+    ``where`` replaces the mapping's filter (``""``: none), as ``convert --from`` takes them."""
+
+    data_dir: str
+    mapping: AdapterMapping
+    where: str | None = None
+    media_dir: str | None = None
+    split: str | None = None
+
+    def __str__(self) -> str:
+        return f"{self.data_dir} (via adapter {self.mapping.name})"
+
+    def layout(self, storage_options: StorageOptions | None) -> Layout:
+        return InPlaceLayout(self, storage_options)
+
+    @property
+    def filter(self) -> Filter | None:
+        text = self.mapping.where if self.where is None else self.where
+        return parse_filter(text) if text else None
+
+    def plan(self, storage_options: StorageOptions | None) -> Plan:
+        """The source files and the output files' chains (the plan pass's index, when one is needed)."""
+        files = list_sources(self.data_dir, self.split, storage_options)
+        check_columns(files, self.mapping, self.filter)
+        if not self.mapping.group_by and self.filter is None:
+            return plan_rows(files)
+        return _indexed(self, files, storage_options)
+
+
+def in_place_entry(meta: Mapping[str, Any], owner: str) -> InPlace | None:
+    """The :class:`InPlace` entry of a ``dataset_info`` entry naming an adapter (``from: NAME`` or
+    ``mapping: FILE``), else ``None``; a ``ValueError`` naming ``owner`` for a bad combination."""
+    named = [key for key in ("from", "mapping") if key in meta]
+    if not named:
+        stray = [key for key in ENTRY_KEYS if key in meta]
+        if stray:
+            raise ValueError(
+                f"{owner}: {stray} apply to an entry read through an adapter; add from: NAME or mapping: FILE"
+            )
+        return None
+    if len(named) == 2:
+        raise ValueError(f"{owner}: from: {meta['from']!r} and mapping: {meta['mapping']!r} both name the mapping")
+    try:
+        mapping = load_mapping(builtin_path(str(meta["from"])) if "from" in meta else meta["mapping"])
+        entry = InPlace(str(meta["data_dir"]), mapping, meta.get("where"), meta.get("media_dir"), meta.get("split"))
+        entry.filter  # noqa: B018 - a filter that does not parse fails here, before any data is read
+    except (MappingError, ValueError) as exc:
+        raise type(exc)(f"{owner}: {exc}") from None
+    return entry
+
+
+def _index_places(root: str, key: str, so: StorageOptions | None) -> list[tuple[str, StorageOptions | None]]:
+    """Where a plan index may be kept: beside the data, else in the (local) cache folder."""
+    name = f".editstream-plan-{key[:24]}.json"
+    folder = os.environ.get("EDITSTREAM_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "editstream")
+    return [(storage.join(root, name), so), (os.path.join(folder, name), None)]
+
+
+def _indexed(entry: InPlace, files: list[SourceFile], so: StorageOptions | None) -> Plan:
+    """The plan pass's result, read from its index when one matches the source files and the mapping."""
+    where = entry.filter
+    key = fingerprint(
+        {
+            "files": [[f.name, file_identity(f.url, so)] for f in files],
+            "mapping": entry.mapping.fingerprint_data(),
+            "where": where.text if where else None,
+            "chains_per_file": DEFAULT_CHAINS_PER_FILE,
+        }
+    )
+    places = _index_places(files[0].url.rsplit("/", 1)[0], key, so)
+    for url, options in places:
+        with contextlib.suppress(OSError, ValueError):
+            data = json.loads(storage.read_bytes(url, options))
+            if data.get("key") == key:
+                log.info("%s: using the plan index %s", entry, url)
+                tasks = [OutputTask(name, chains=tuple(tuple(c) for c in chains)) for name, chains in data["tasks"]]
+                return Plan(files, tasks, drops=data["drops"])
+    log.info("%s: plan pass over the %d source files", entry, len(files))
+    if entry.mapping.group_by:
+        plan = plan_groups(files, entry.mapping, where, DEFAULT_CHAINS_PER_FILE, entry.split or "part", so)
+    else:
+        assert where is not None
+        plan = plan_filtered(files, where, so)
+    tasks = [[t.name, [list(c) for c in t.chains]] for t in plan.tasks]
+    payload = json.dumps({"key": key, "tasks": tasks, "drops": plan.drops}).encode()
+    for url, options in places:
+        try:
+            storage.write_bytes(url, payload, options)
+            log.info("%s: plan index kept at %s", entry, url)
+            break
+        except OSError as exc:
+            log.info("%s: cannot keep the plan index at %s (%s)", entry, url, exc)
+    return plan
+
+
+@dataclass(frozen=True)
+class InPlaceLayout(Layout):
+    """A public dataset read through an adapter (``url`` is its :class:`InPlace` entry)."""
+
+    title: ClassVar[str] = "a public dataset read through an adapter"
+    holds: ClassVar[str] = "a public dataset's parquet, read through an adapter"
+
+    def detect_kind(self) -> DatasetKind:
+        return get_kind(self.url.mapping.kind)
+
+    def check_kind(self, kind: DatasetKind) -> DatasetKind:
+        if kind.name != self.url.mapping.kind:
+            raise KindMismatch(self.url, self.url.mapping.kind, kind.name, f"adapter {self.url.mapping.name}")
+        return kind
+
+    def count(self) -> int:
+        plan = self.url.plan(self.storage_options)
+        return sum(1 for task in plan.tasks if _num_chains(task, plan.files) > 0)
+
+    def source(self, entries: Sequence[Any], request: SourceRequest) -> InPlaceSource:
+        return InPlaceSource(request, self.storage_options)
+
+
+def _num_chains(task: OutputTask, files: Sequence[SourceFile]) -> int:
+    return len(task.chains) if task.source is None else files[task.source].num_rows
+
+
+@dataclass(frozen=True)
+class _Listed:
+    """What a unit of one output file needs: its entry, the plan, the task, the output schema."""
+
+    entry: InPlace
+    plan: Plan
+    task: OutputTask
+    schema: pa.Schema
+
+
+class InPlaceSource:
+    """Row source over :class:`InPlace` entries: a unit is ``(output file, row group)`` as the adaptation
+    would write it; its rows are the chains the adapter builds, typed as the output file holds them."""
+
+    def __init__(self, request: SourceRequest, storage_options: StorageOptions | None) -> None:
+        self.name = request.dataset_name
+        if request.granularity != "row_group":
+            raise ValueError(f"dataset {self.name!r}: data read through an adapter has row-group units, not files")
+        unknown = sorted(set(request.options) - {"file_order", "retry"})
+        if unknown:
+            raise TypeError(f"dataset {self.name!r}: unknown keyword argument(s) {unknown} for data read in place")
+        self.drops = request.drops
+        self.column_types = dict(request.column_types or {})
+        self.storage_options = storage_options
+        self.listed: dict[str, _Listed] = {}
+        self.builders: dict[InPlace, ChainBuilder] = {}
+
+    def list_units(self, data_dir_list: Sequence[Any], num_used_data: Sequence[int]) -> list[Unit]:
+        """Each entry's output files (in the plan's order, repeated and cut to its ``num_used_data``), as units."""
+        check_counts(self.name, [str(e) for e in data_dir_list], num_used_data)
+        units: list[Unit] = []
+        for entry, num_used in zip(data_dir_list, num_used_data):
+            plan = entry.plan(self.storage_options)
+            schema = output_schema(entry.mapping, plan.files[0].schema)
+            problems = column_type_problems({f.name: f.type for f in schema}, self.column_types)
+            if problems:
+                raise ColumnTypeError(f"dataset {self.name!r}: {entry}: {'; '.join(problems)}")
+            for drop in plan.drops or []:
+                where = {k: drop[k] for k in ("file", "row_group", "row", "group") if k in drop}
+                self.drops.record(drop["code"], where, drop["reason"])
+            sizes: dict[str, int] = {}
+            for task in plan.tasks:
+                chains = _num_chains(task, plan.files)
+                if chains:
+                    path = storage.join(plan.files[0].url.rsplit("/", 1)[0], task.name)
+                    self.listed[path] = _Listed(entry, plan, task, schema)
+                    sizes[path] = -(-chains // DEFAULT_ROWS_PER_GROUP)
+            warn_unread(self.name, str(entry), int(num_used), len(sizes))
+            units += [RowGroupUnit(p, g) for p in repeat_to(list(sizes), int(num_used)) for g in range(sizes[p])]
+        return units
+
+    def _chains(self, listed: _Listed, group: int) -> list[tuple[int, ...]]:
+        """The planned chains (source locations) of one output row group."""
+        start, stop = group * DEFAULT_ROWS_PER_GROUP, (group + 1) * DEFAULT_ROWS_PER_GROUP
+        if listed.task.source is None:
+            return list(listed.task.chains[start:stop])
+        i, base, out = listed.task.source, 0, []
+        for rg, n in enumerate(listed.plan.files[i].row_groups):
+            out += [(pack(i, rg, r - base),) for r in range(max(start, base), min(stop, base + n))]
+            base += n
+        return out
+
+    def _open(self, files: Sequence[SourceFile], chains: Iterable[tuple[int, ...]], stack: Any) -> dict[int, Any]:
+        """The source files the chains read, opened; one whose row groups differ from the plan's is refused."""
+        opened: dict[int, pq.ParquetFile] = {}
+        for i in sorted({unpack(loc)[0] for chain in chains for loc in chain}):
+            pf = stack.enter_context(open_parquet(files[i].url, self.storage_options, streaming=True))
+            now = tuple(pf.metadata.row_group(g).num_rows for g in range(pf.metadata.num_row_groups))
+            if now != files[i].row_groups:
+                raise StalePlanError(
+                    f"dataset {self.name!r}: {files[i].url} changed since its units were listed (row groups of "
+                    f"{list(files[i].row_groups)} rows, now {list(now)}); start again to read it as it is now"
+                )
+            opened[i] = pf
+        return opened
+
+    def iter_unit_rows(self, unit: Unit, after: Position | None) -> Iterator[tuple[Position, Row | BadSample]]:
+        """The chains of one output row group that the adapter keeps, after the ``after``-th of them."""
+        typed = as_unit(unit)
+        listed = self.listed[typed.path]
+        entry, files = listed.entry, listed.plan.files
+        chains = self._chains(listed, typed.row_group)
+        where = entry.filter
+        columns = list(dict.fromkeys([*entry.mapping.source_columns, *(where.columns if where else ())]))
+        with contextlib.ExitStack() as stack:
+            found = gather(files, chains, columns, self.storage_options, stack, self._open(files, chains, stack))
+        builder = self.builders.get(entry) or self.builders.setdefault(
+            entry, ChainBuilder(entry.mapping, MediaDir(entry.media_dir, self.storage_options))
+        )
+        results: list[dict[str, Any] | BadSample] = []
+        for chain in chains:
+            try:
+                results.append(builder.build([found[loc] for loc in chain]))
+            except BadValue as exc:
+                results.append(_bad(files, chain, exc))
+        kept = [r for r in results if not isinstance(r, BadSample)]
+        if after and not 0 <= after[0] < len(kept):
+            raise PositionError(f"dataset {self.name!r}: resume position {list(after)} is not a row of {typed!r}")
+        typed_rows = iter(to_table(kept, listed.schema).to_pylist())  # the values the output file would hold
+        first, k = (after[0] + 1 if after else 0), 0
+        for result in results:
+            row = result if isinstance(result, BadSample) else Row(next(typed_rows))
+            if k >= first:
+                yield (k,), row
+            k += not isinstance(result, BadSample)
+
+    def plan_units(self, units: Iterable[Unit]) -> None:
+        """Nothing to plan: a unit's source row groups are read when it is."""
+
+    def describe(self, unit: Unit, position: Position | None = None) -> dict[str, Any]:
+        """The unit as the converted output names it, and the entry it is read from."""
+        typed = as_unit(unit)
+        listed = self.listed.get(typed.path)
+        return {**typed.where(position), **({"source": str(listed.entry)} if listed else {})}
+
+
+def _bad(files: Sequence[SourceFile], chain: tuple[int, ...], exc: BadValue) -> BadSample:
+    """A chain the adapter drops, located at its failing source row."""
+    file, rg, row = unpack(chain[exc.row])
+    where = {"file": files[file].url, "row_group": rg, "row": row, "code": exc.code}
+    return BadSample(ValueError(exc.reason), where | ({"column": exc.column} if exc.column else {}))

@@ -1,0 +1,166 @@
+"""Training on a public dataset in place (a ``dataset_info`` entry's ``from:``, ``stream --from``): the batches,
+the drops and the resume equal those of the converted shards, on data in the published Hub layouts."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from editstream.adapters import run_adapter
+from editstream.packing.config import BagelDatasetConfig
+from helpers import SMALL_PACKING, VAE, VIT, assert_batches_equal, build_dataloader, run_cli, take, torch_roundtrip
+from hub_shapes import instructpix2pix, magicbrush
+
+BATCHES = 10
+
+
+def _break_one_image(data_dir: Path) -> None:
+    """Null the edited image of one row of the first file (a row the adapter drops), in place."""
+    first = sorted(data_dir.glob("*.parquet"))[0]
+    table = pq.read_table(first)
+    rows = table.to_pylist()
+    rows[4]["edited_image"] = {"bytes": None, "path": None}
+    pq.write_table(type(table).from_pylist(rows, schema=table.schema), first.resolve(), row_group_size=3)
+
+
+@pytest.fixture(scope="module")
+def hub(tmp_path_factory):
+    """MagicBrush (grouped: 2 output row groups) and InstructPix2Pix (ungrouped, 2 files, one bad row) in
+    their Hub layouts, and each converted to shards with ``convert --from``'s defaults."""
+    root = tmp_path_factory.mktemp("hub")
+    made = {}
+    for name, build, n in (("magicbrush", magicbrush, 150), ("instructpix2pix", instructpix2pix, 230)):
+        data_dir, _ = build(root / name, n)
+        if name == "instructpix2pix":
+            _break_one_image(data_dir)
+        shards = root / f"{name}-wds"
+        run_adapter(str(data_dir), str(shards), name, progress=False, workers=1)
+        made[name] = (data_dir, shards)
+    return made
+
+
+def config(entry: dict, backend: str, num_used: int = 2) -> BagelDatasetConfig:
+    groups = {
+        "unified_edit": {
+            "dataset_names": ["hub"],
+            "weight": 1.0,
+            "num_used_data": [num_used],
+            "image_transform_args": dict(VAE),
+            "vit_image_transform_args": dict(VIT),
+            "backend": backend,
+        }
+    }
+    return BagelDatasetConfig(grouped_datasets=groups, dataset_info={"unified_edit": {"hub": entry}}, **SMALL_PACKING)
+
+
+def loaders(hub, name: str, workers: int):
+    """``(in place, shards)`` loaders of the same recipe."""
+    data_dir, shards = hub[name]
+    in_place = config({"data_dir": str(data_dir), "from": name}, "parquet")
+    converted = config({"data_dir": str(shards)}, "webdataset")
+    return build_dataloader(in_place, 0, 1, workers), build_dataloader(converted, 0, 1, workers)
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+@pytest.mark.parametrize("name", ["instructpix2pix", "magicbrush"])
+def test_in_place_gives_the_batches_of_the_converted_shards(hub, name, workers):
+    in_place, converted = loaders(hub, name, workers)
+    expected = take(iter(converted), BATCHES)
+    assert_batches_equal(expected, take(iter(in_place), BATCHES))
+    if workers == 0:  # the row the adapter drops is counted, with where it is, not lost
+        drops = in_place.dataset.grouped_datasets[0].drop_counts
+        assert drops == ({"bad_sample": 1} if name == "instructpix2pix" else {})
+
+
+@pytest.mark.parametrize("name", ["instructpix2pix", "magicbrush"])
+def test_a_resume_in_place_continues_as_the_uninterrupted_run_and_the_shards(hub, name):
+    in_place, converted = loaders(hub, name, 2)
+    expected = take(iter(converted), 2 * BATCHES)
+    first = iter(in_place)
+    assert_batches_equal(expected[:BATCHES], take(first, BATCHES))
+    state = torch_roundtrip(in_place.state_dict())
+    del first
+    for resumed in loaders(hub, name, 2):  # in place again, and the shards from the in-place state
+        resumed.load_state_dict(state)
+        assert_batches_equal(expected[BATCHES:], take(iter(resumed), BATCHES))
+
+
+def plan_passes(caplog) -> int:
+    return sum("plan pass over" in r.getMessage() for r in caplog.records)
+
+
+def test_the_plan_index_is_kept_reused_and_renewed_when_the_source_changes(tmp_path, caplog, monkeypatch):
+    data_dir, _ = magicbrush(tmp_path / "hub", 9)
+    monkeypatch.setenv("EDITSTREAM_CACHE", str(tmp_path / "cache"))
+    caplog.set_level(logging.INFO, logger="editstream.adapters.inplace")
+    recipe = config({"data_dir": str(data_dir), "from": "magicbrush"}, "parquet", 1)
+
+    def units() -> list:
+        return build_dataloader(recipe, 0, 1, 0).dataset.grouped_datasets[0].data_paths
+
+    listed = units()
+    assert plan_passes(caplog) == 1 and len(list(data_dir.glob(".editstream-plan-*.json"))) == 1
+    assert units() == listed and plan_passes(caplog) == 1  # read from the index, not planned again
+    first = sorted(data_dir.glob("*.parquet"))[0]
+    table = pq.read_table(first)
+    pq.write_table(table.slice(1), first.resolve(), row_group_size=2)  # the source changes: a row fewer
+    units()
+    assert plan_passes(caplog) == 2
+
+
+def test_a_source_changed_after_listing_stops_the_stream_naming_the_file(tmp_path):
+    data_dir, _ = magicbrush(tmp_path / "hub", 9)
+    recipe = config({"data_dir": str(data_dir), "from": "magicbrush"}, "parquet", 1)
+    loader = build_dataloader(recipe, 0, 1, 0)
+    assert loader.dataset.grouped_datasets[0].data_paths  # listed (and planned) before the change
+    first = sorted(data_dir.glob("*.parquet"))[0]
+    pq.write_table(pq.read_table(first), first.resolve(), row_group_size=1)
+    with pytest.raises(ValueError, match="changed since its units were listed") as failed:
+        take(iter(loader), 1)
+    assert str(first.name) in str(failed.value) and "dataset 'unified_edit'" in str(failed.value)
+
+
+@pytest.mark.parametrize(
+    ("entry", "needles"),
+    [
+        ({"from": "nosuch"}, ["dataset_info['unified_edit']['hub']", "unknown adapter 'nosuch'", "magicbrush"]),
+        ({"from": "magicbrush", "mapping": "m.yaml"}, ["dataset_info['unified_edit']['hub']", "both name"]),
+        ({"where": "turn_index == 1"}, ["['where']", "from: NAME or mapping: FILE"]),
+        ({"from": "magicbrush", "where": "turn_index =="}, ["dataset_info['unified_edit']['hub']", "filter"]),
+        ({"from": "magicbrush", "colour": 1}, ["unknown key(s) ['colour']"]),
+    ],
+)
+def test_bad_in_place_entries_are_errors_naming_the_dataset(tmp_path, entry, needles):
+    recipe = config({"data_dir": str(tmp_path), **entry}, "parquet")
+    with pytest.raises(ValueError) as failed:
+        build_dataloader(recipe, 0, 1, 0)
+    for needle in needles:
+        assert needle in str(failed.value), (needle, str(failed.value))
+
+
+def test_an_in_place_entry_on_the_webdataset_backend_needs_its_shards(tmp_path):
+    recipe = config({"data_dir": str(tmp_path), "from": "magicbrush"}, "webdataset")
+    with pytest.raises(ValueError, match="webdataset: sub-entry"):
+        build_dataloader(recipe, 0, 1, 0)
+
+
+def test_stream_from_reads_a_repository_root_a_local_dir_and_a_cache_folder(tmp_path):
+    data, _ = magicbrush(tmp_path / "datasets--osunlp--MagicBrush", 12)
+    cache = data.parent.parent.parent
+    local_dir = tmp_path / "local-dir"
+    local_dir.mkdir()
+    (local_dir / "data").symlink_to(data)
+    for root in (data, local_dir, cache):
+        result = run_cli("stream", str(root), "--from", "magicbrush", "--samples", "5")
+        assert result.returncode == 0, result.stderr
+        summary = json.loads(result.stdout)
+        assert (summary["backend"], summary["schema"], summary["samples"]) == ("parquet", "unified_edit", 5)
+        assert summary["drops"] == {}
+    both = run_cli("stream", str(data), "--from", "magicbrush", "--mapping", "x.yaml")
+    assert both.returncode == 2 and "--from and --mapping" in both.stderr
+    unknown = run_cli("stream", str(data), "--from", "nosuch")
+    assert unknown.returncode == 2 and "unknown adapter 'nosuch'" in unknown.stderr
