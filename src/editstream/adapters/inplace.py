@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..data.identity import file_identity
-from ..data.layouts import KindMismatch, Layout, LayoutEntry, SourceRequest
+from ..data.layouts import IN_PLACE_KEYS, KindMismatch, Layout, LayoutEntry, SourceRequest
 from ..data.rows import BadSample, Row
 from ..data.units import Position, PositionError, RowGroupUnit, Unit, as_unit, check_counts, repeat_to, warn_unread
 from ..format.columns import ColumnTypeError, column_type_problems
@@ -55,9 +55,6 @@ from .values import BadValue, MediaDir
 from .where import Filter, parse_filter
 
 log = logging.getLogger(__name__)
-
-ENTRY_KEYS = ("from", "mapping", "where", "media_dir", "split")
-"""The keys of a ``dataset_info`` entry read in place: the adapter (one of the first two) and its options."""
 
 
 class StalePlanError(PositionError):
@@ -100,7 +97,7 @@ def in_place_entry(meta: Mapping[str, Any], owner: str) -> InPlace | None:
     ``mapping: FILE``), else ``None``; a ``ValueError`` naming ``owner`` for a bad combination."""
     named = [key for key in ("from", "mapping") if key in meta]
     if not named:
-        stray = [key for key in ENTRY_KEYS if key in meta]
+        stray = [key for key in IN_PLACE_KEYS if key in meta]
         if stray:
             raise ValueError(
                 f"{owner}: {stray} apply to an entry read through an adapter; add from: NAME or mapping: FILE"
@@ -149,8 +146,8 @@ def _indexed(entry: InPlace, files: list[SourceFile], so: StorageOptions | None)
     else:
         assert where is not None
         plan = plan_filtered(files, where, so)
-    tasks = [[t.name, [list(c) for c in t.chains]] for t in plan.tasks]
-    payload = json.dumps({"key": key, "tasks": tasks, "drops": plan.drops}).encode()
+    listed = [[t.name, [list(c) for c in t.chains]] for t in plan.tasks]
+    payload = json.dumps({"key": key, "tasks": listed, "drops": plan.drops}).encode()
     for url, options in places:
         try:
             storage.write_bytes(url, payload, options)
@@ -244,7 +241,8 @@ class InPlaceSource:
         start, stop = group * DEFAULT_ROWS_PER_GROUP, (group + 1) * DEFAULT_ROWS_PER_GROUP
         if listed.task.source is None:
             return list(listed.task.chains[start:stop])
-        i, base, out = listed.task.source, 0, []
+        i, base = listed.task.source, 0
+        out: list[tuple[int, ...]] = []
         for rg, n in enumerate(listed.plan.files[i].row_groups):
             out += [(pack(i, rg, r - base),) for r in range(max(start, base), min(stop, base + n))]
             base += n

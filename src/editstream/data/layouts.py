@@ -13,6 +13,7 @@ what to give instead. Further layouts are added with :func:`register_layout`; ev
 from __future__ import annotations
 
 import functools
+import importlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -127,6 +128,20 @@ class LayoutEntry:
     def layout(self, storage_options: StorageOptions | None) -> Layout:
         """The layout reading this entry (cheap: listing happens when its units are)."""
         raise NotImplementedError
+
+
+IN_PLACE_KEYS = ("from", "mapping", "where", "media_dir", "split")
+"""The keys of a ``dataset_info`` entry read in place through an adapter: ``from: NAME`` or ``mapping: FILE``
+(one of them), and the adaptation's ``where``, ``media_dir`` and ``split``."""
+
+
+def in_place_entry(meta: Mapping[str, Any], owner: str) -> LayoutEntry | None:
+    """The entry a ``dataset_info`` entry with ``from:`` / ``mapping:`` reads (``None`` without them),
+    built by the adapters layer, named here by module path as a kind names its code: it sits above this one."""
+    if not any(key in meta for key in IN_PLACE_KEYS):
+        return None
+    entry: LayoutEntry | None = importlib.import_module("editstream.adapters.inplace").in_place_entry(meta, owner)
+    return entry
 
 
 def kind_of_columns(url: Any, columns: Sequence[str]) -> DatasetKind:
@@ -334,9 +349,9 @@ def layout_for_backend(entry: Any, backend: str, storage_options: StorageOptions
     if _RECOGNISERS and isinstance(entry, str):
         found = d.detect(entry, storage_options)
         for recogniser in _RECOGNISERS:
-            layout = recogniser(found, storage_options)
-            if layout is not None:
-                return layout
+            recognised = recogniser(found, storage_options)
+            if recognised is not None:
+                return recognised
     return ParquetDirectory(entry, storage_options)
 
 

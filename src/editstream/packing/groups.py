@@ -17,9 +17,8 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from ..adapters.inplace import ENTRY_KEYS as ADAPTER_KEYS
-from ..adapters.inplace import in_place_entry
 from ..data.backends import check_backend
+from ..data.layouts import IN_PLACE_KEYS, in_place_entry
 from ..io.parquet_info import ParquetInfo
 from ..loader.datasets.parameters import dataset_parameters
 from ..loader.transforms import ImageTransform
@@ -37,7 +36,7 @@ ENTRY_KEYS = (
     "webdataset",
     "num_files",
     "num_total_samples",
-    *ADAPTER_KEYS,
+    *IN_PLACE_KEYS,
 )
 """The keys a ``dataset_info`` entry may have; ``num_files`` and ``num_total_samples`` are the
 reference's descriptive counts, accepted and not read (the listing counts the data itself); ``from``
