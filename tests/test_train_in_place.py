@@ -9,11 +9,16 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+from click.testing import CliRunner
 
-from editstream.adapters import run_adapter
+from editstream.adapters import builtin_names, run_adapter
+from editstream.cli.app import main as cli_main
+from editstream.data.layouts import in_place_entry
+from editstream.data.open import open_data
+from editstream.data.rows import BadSample
 from editstream.packing.config import BagelDatasetConfig
 from helpers import SMALL_PACKING, VAE, VIT, assert_batches_equal, build_dataloader, run_cli, take, torch_roundtrip
-from hub_shapes import instructpix2pix, magicbrush
+from hub_shapes import anyedit, hqedit, instructpix2pix, magicbrush, omniedit, ultraedit
 
 BATCHES = 10
 
@@ -27,18 +32,26 @@ def _break_one_image(data_dir: Path) -> None:
     pq.write_table(type(table).from_pylist(rows, schema=table.schema), first.resolve(), row_group_size=3)
 
 
+WHERE = {"omniedit": "task != 'swap'"}
+"""A filter per adapter: an ungrouped mapping with one reads the plan pass's index of the rows it keeps."""
+
+
 @pytest.fixture(scope="module")
 def hub(tmp_path_factory):
-    """MagicBrush (grouped: 2 output row groups) and InstructPix2Pix (ungrouped, 2 files, one bad row) in
-    their Hub layouts, and each converted to shards with ``convert --from``'s defaults."""
+    """MagicBrush (grouped: 2 output row groups), InstructPix2Pix (ungrouped, 2 files, one bad row) and
+    OmniEdit (ungrouped, filtered) in their Hub layouts, each converted to shards as ``convert --from`` does."""
     root = tmp_path_factory.mktemp("hub")
     made = {}
-    for name, build, n in (("magicbrush", magicbrush, 150), ("instructpix2pix", instructpix2pix, 230)):
+    for name, build, n in (
+        ("magicbrush", magicbrush, 150),
+        ("instructpix2pix", instructpix2pix, 230),
+        ("omniedit", omniedit, 450),
+    ):
         data_dir, _ = build(root / name, n)
         if name == "instructpix2pix":
             _break_one_image(data_dir)
         shards = root / f"{name}-wds"
-        run_adapter(str(data_dir), str(shards), name, progress=False, workers=1)
+        run_adapter(str(data_dir), str(shards), name, where=WHERE.get(name), progress=False, workers=1)
         made[name] = (data_dir, shards)
     return made
 
@@ -60,23 +73,39 @@ def config(entry: dict, backend: str, num_used: int = 2) -> BagelDatasetConfig:
 def loaders(hub, name: str, workers: int):
     """``(in place, shards)`` loaders of the same recipe."""
     data_dir, shards = hub[name]
-    in_place = config({"data_dir": str(data_dir), "from": name}, "parquet")
-    converted = config({"data_dir": str(shards)}, "webdataset")
+    where = {"where": WHERE[name]} if name in WHERE else {}
+    in_place = config({"data_dir": str(data_dir), "from": name, **where}, "parquet", 3)
+    converted = config({"data_dir": str(shards)}, "webdataset", 3)
     return build_dataloader(in_place, 0, 1, workers), build_dataloader(converted, 0, 1, workers)
 
 
 @pytest.mark.parametrize("workers", [0, 2])
-@pytest.mark.parametrize("name", ["instructpix2pix", "magicbrush"])
+@pytest.mark.parametrize("name", ["instructpix2pix", "magicbrush", "omniedit"])
 def test_in_place_gives_the_batches_of_the_converted_shards(hub, name, workers):
     in_place, converted = loaders(hub, name, workers)
     expected = take(iter(converted), BATCHES)
     assert_batches_equal(expected, take(iter(in_place), BATCHES))
-    if workers == 0:  # the row the adapter drops is counted, with where it is, not lost
-        drops = in_place.dataset.grouped_datasets[0].drop_counts
-        assert drops == ({"bad_sample": 1} if name == "instructpix2pix" else {})
 
 
-@pytest.mark.parametrize("name", ["instructpix2pix", "magicbrush"])
+def test_a_row_the_adapter_drops_is_yielded_as_a_located_bad_sample(hub):
+    data_dir, _ = hub["instructpix2pix"]
+    handle = open_data(in_place_entry({"data_dir": str(data_dir), "from": "instructpix2pix"}, "test"))
+    source = handle.source()
+    units = handle.units(source)
+    assert [u.row_group for u in units] == [0, 1, 0, 1]  # 115 rows per file: row groups of 100 and 15
+    rows = [row for unit in units for _, row in source.iter_unit_rows(unit, None)]
+    bad = [row for row in rows if isinstance(row, BadSample)]
+    assert len(rows) == 230 and len(bad) == 1
+    assert bad[0].where == {
+        "file": str(sorted(data_dir.glob("*.parquet"))[0]),
+        "row_group": 1,
+        "row": 1,
+        "code": "null_image",
+        "column": "edited_image",
+    }
+
+
+@pytest.mark.parametrize("name", ["instructpix2pix", "magicbrush", "omniedit"])
 def test_a_resume_in_place_continues_as_the_uninterrupted_run_and_the_shards(hub, name):
     in_place, converted = loaders(hub, name, 2)
     expected = take(iter(converted), 2 * BATCHES)
@@ -164,3 +193,40 @@ def test_stream_from_reads_a_repository_root_a_local_dir_and_a_cache_folder(tmp_
     assert both.returncode == 2 and "--from and --mapping" in both.stderr
     unknown = run_cli("stream", str(data), "--from", "nosuch")
     assert unknown.returncode == 2 and "unknown adapter 'nosuch'" in unknown.stderr
+
+
+BUILDERS = {
+    "anyedit": anyedit,
+    "hqedit": hqedit,
+    "hqedit-inverse": hqedit,
+    "instructpix2pix": instructpix2pix,
+    "magicbrush": magicbrush,
+    "omniedit": omniedit,
+    "ultraedit": ultraedit,
+}
+
+
+def test_every_builtin_adapter_has_hub_shaped_test_data():
+    assert sorted(BUILDERS) == builtin_names()
+
+
+@pytest.mark.parametrize("name", sorted(BUILDERS))
+def test_convert_preview_and_stream_take_the_roots_a_download_gives(tmp_path, name):
+    """A Hub cache folder, one of its snapshots, and a ``--local-dir`` repository root (its ``data/``)."""
+    data, expected = BUILDERS[name](tmp_path / "datasets--org--name")
+    local_dir = tmp_path / "local-dir"
+    local_dir.mkdir()
+    (local_dir / "data").symlink_to(data)
+    (local_dir / "README.md").write_text("a dataset card\n")
+    runner = CliRunner()
+    for i, root in enumerate((data.parent.parent.parent, data.parent, local_dir)):
+        dst = tmp_path / f"out-{i}"
+        done = runner.invoke(cli_main, ["convert", str(root), str(dst), "--from", name, "--to", "parquet"])
+        assert done.exit_code == 0, done.output
+        assert json.loads(done.stdout)["adapt"]["chains_out"] == len(expected)
+        page = tmp_path / f"page-{i}.html"
+        shown = runner.invoke(cli_main, ["preview", str(root), "--from", name, "-o", str(page), "-n", "3"])
+        assert shown.exit_code == 0 and "(3 records)" in shown.stdout, shown.output
+        streamed = runner.invoke(cli_main, ["stream", str(root), "--from", name, "--samples", "4"])
+        assert streamed.exit_code == 0, streamed.output
+        assert json.loads(streamed.stdout)["samples"] == 4

@@ -27,7 +27,17 @@ import pyarrow.parquet as pq
 from ..data.identity import file_identity
 from ..data.layouts import IN_PLACE_KEYS, KindMismatch, Layout, LayoutEntry, SourceRequest
 from ..data.rows import BadSample, Row
-from ..data.units import Position, PositionError, RowGroupUnit, Unit, as_unit, check_counts, repeat_to, warn_unread
+from ..data.units import (
+    Position,
+    PositionError,
+    RowGroupUnit,
+    Unit,
+    as_unit,
+    check_counts,
+    check_file_order,
+    repeat_to,
+    warn_unread,
+)
 from ..format.columns import ColumnTypeError, column_type_problems
 from ..io import storage
 from ..io.parquet import open_parquet
@@ -206,6 +216,11 @@ class InPlaceSource:
         unknown = sorted(set(request.options) - {"file_order", "retry"})
         if unknown:
             raise TypeError(f"dataset {self.name!r}: unknown keyword argument(s) {unknown} for data read in place")
+        self.file_order = (
+            "sorted"
+            if request.sorted_files
+            else check_file_order(request.options.get("file_order", "listing"), f"dataset {self.name!r}")
+        )
         self.drops = request.drops
         self.column_types = dict(request.column_types or {})
         self.storage_options = storage_options
@@ -233,8 +248,18 @@ class InPlaceSource:
                     self.listed[path] = _Listed(entry, plan, task, schema)
                     sizes[path] = -(-chains // DEFAULT_ROWS_PER_GROUP)
             warn_unread(self.name, str(entry), int(num_used), len(sizes))
-            units += [RowGroupUnit(p, g) for p in repeat_to(list(sizes), int(num_used)) for g in range(sizes[p])]
+            paths = self._ordered(entry, list(sizes))
+            units += [RowGroupUnit(p, g) for p in repeat_to(paths, int(num_used)) for g in range(sizes[p])]
         return units
+
+    def _ordered(self, entry: InPlace, paths: list[str]) -> list[str]:
+        """The output files in the order ``num_used_data`` takes them: the plan's (sorted), or for an
+        ungrouped mapping, whose output files have the source files' names, the order its folder lists them in."""
+        if self.file_order == "sorted" or entry.mapping.group_by or not paths:
+            return paths
+        listing = storage.list_files(paths[0].rsplit("/", 1)[0], ".parquet", self.storage_options, ordered=False)
+        rank = {url.rsplit("/", 1)[-1]: i for i, url in enumerate(listing)}
+        return sorted(paths, key=lambda p: rank.get(p.rsplit("/", 1)[-1], len(rank)))
 
     def _chains(self, listed: _Listed, group: int) -> list[tuple[int, ...]]:
         """The planned chains (source locations) of one output row group."""
