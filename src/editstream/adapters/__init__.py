@@ -4,13 +4,15 @@ A mapping (:class:`AdapterMapping`, read from YAML/JSON by :func:`load_mapping`)
 columns form the edit chain and its instructions; the built-in adapters (:func:`builtin_names`)
 are such files shipped with the package. :func:`adapt` writes BAGEL parquet with its
 ``parquet_info.json``; :func:`run_adapter` is what ``convert SRC DST --from NAME`` runs (adapt,
-then convert to shards); :func:`peek` reads the first adapted chains in place (``preview --from``).
+then convert to shards); :func:`peek` reads the first adapted chains in place (``preview --from``);
+an :class:`InPlace` entry trains on the source in place (``dataset_info``'s ``from:``, ``stream --from``).
 This layer uses the converter's public API and is imported by no lower layer.
 """
 
 from __future__ import annotations
 
 from .builtin import builtin_names, builtin_path, resolve_mapping
+from .inplace import InPlace
 from .mapping import AdapterMapping, InstructionSource, MappingError, load_mapping, mapping_from_dict
 from .peek import Peeked, peek
 from .pipeline import run_adapter, staging_dir
@@ -23,6 +25,7 @@ __all__ = [
     "BadValue",
     "Filter",
     "FilterError",
+    "InPlace",
     "InstructionSource",
     "MappingError",
     "NoChainsError",
