@@ -230,3 +230,23 @@ def test_convert_preview_and_stream_take_the_roots_a_download_gives(tmp_path, na
         streamed = runner.invoke(cli_main, ["stream", str(root), "--from", name, "--samples", "4"])
         assert streamed.exit_code == 0, streamed.output
         assert json.loads(streamed.stdout)["samples"] == 4
+
+
+def test_in_place_on_s3_keeps_its_index_beside_the_data_and_streams_as_locally(s3_bucket, tmp_path):
+    import s3fs
+
+    data_dir, _ = magicbrush(tmp_path / "hub", 120)
+    fs = s3fs.S3FileSystem(**s3_bucket.storage_options)
+    for f in sorted(data_dir.glob("*.parquet")):
+        fs.put(str(f.resolve()), f"{s3_bucket.name}/mb/data/{f.name}")
+    remote = config(
+        {"data_dir": f"{s3_bucket.url}/mb", "from": "magicbrush", "storage_options": s3_bucket.storage_options},
+        "parquet",
+    )
+    local = config({"data_dir": str(data_dir), "from": "magicbrush"}, "parquet")
+    expected = take(iter(build_dataloader(local, 0, 1, 0)), 6)
+    assert_batches_equal(expected, take(iter(build_dataloader(remote, 0, 1, 0)), 6))
+    s3fs.S3FileSystem.clear_instance_cache()
+    assert [p.rsplit("/", 1)[-1][:16] for p in fs.ls(f"{s3_bucket.name}/mb/data") if p.endswith(".json")] == [
+        ".editstream-plan"
+    ]
