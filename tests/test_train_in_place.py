@@ -250,3 +250,20 @@ def test_in_place_on_s3_keeps_its_index_beside_the_data_and_streams_as_locally(s
     assert [p.rsplit("/", 1)[-1][:16] for p in fs.ls(f"{s3_bucket.name}/mb/data") if p.endswith(".json")] == [
         ".editstream-plan"
     ]
+
+
+def test_a_row_group_whose_every_chain_is_dropped_is_written_empty_so_the_units_still_match(tmp_path):
+    data_dir, _ = instructpix2pix(tmp_path / "hub", 230)
+    first = sorted(data_dir.glob("*.parquet"))[0]
+    table = pq.read_table(first)
+    rows = table.to_pylist()
+    for row in rows[:100]:  # the whole first planned row group of the first file
+        row["edited_image"] = {"bytes": None, "path": None}
+    pq.write_table(type(table).from_pylist(rows, schema=table.schema), first.resolve(), row_group_size=3)
+    shards = tmp_path / "wds"
+    run_adapter(str(data_dir), str(shards), "instructpix2pix", progress=False, workers=1)
+    staged = pq.ParquetFile(tmp_path / "wds-parquet" / first.name).metadata
+    assert [staged.row_group(i).num_rows for i in range(staged.num_row_groups)] == [0, 15]
+    expected = take(iter(build_dataloader(config({"data_dir": str(shards)}, "webdataset"), 0, 1, 0)), BATCHES)
+    in_place = config({"data_dir": str(data_dir), "from": "instructpix2pix"}, "parquet")
+    assert_batches_equal(expected, take(iter(build_dataloader(in_place, 0, 1, 0)), BATCHES))
