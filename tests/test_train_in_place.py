@@ -193,6 +193,10 @@ def test_stream_from_reads_a_repository_root_a_local_dir_and_a_cache_folder(tmp_
     assert both.returncode == 2 and "--from and --mapping" in both.stderr
     unknown = run_cli("stream", str(data), "--from", "nosuch")
     assert unknown.returncode == 2 and "unknown adapter 'nosuch'" in unknown.stderr
+    stray = run_cli("stream", str(data), "--where", "turn_index == 1")
+    assert stray.returncode == 2 and "--where and --split apply to data read through an adapter" in stray.stderr
+    empty = run_cli("stream", str(tmp_path), "--from", "magicbrush")
+    assert empty.returncode == 1 and "holds no parquet files" in empty.stderr and "looked in" in empty.stderr
 
 
 BUILDERS = {
