@@ -271,3 +271,13 @@ def test_a_row_group_whose_every_chain_is_dropped_is_written_empty_so_the_units_
     expected = take(iter(build_dataloader(config({"data_dir": str(shards)}, "webdataset"), 0, 1, 0)), BATCHES)
     in_place = config({"data_dir": str(data_dir), "from": "instructpix2pix"}, "parquet")
     assert_batches_equal(expected, take(iter(build_dataloader(in_place, 0, 1, 0)), BATCHES))
+
+
+def test_a_mapping_the_source_does_not_fit_is_an_error_naming_the_dataset_and_the_file(tmp_path):
+    data_dir, _ = instructpix2pix(tmp_path / "hub", 6)
+    recipe = config({"data_dir": str(data_dir), "from": "magicbrush"}, "parquet")
+    with pytest.raises(ValueError) as failed:
+        build_dataloader(recipe, 0, 1, 0)
+    message = str(failed.value)
+    assert "dataset 'unified_edit'" in message and "train-00000-of-00002.parquet" in message
+    assert "has no column(s)" in message and "img_id" in message

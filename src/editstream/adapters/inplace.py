@@ -139,12 +139,13 @@ def _indexed(entry: InPlace, files: list[SourceFile], so: StorageOptions | None)
             "files": [[f.name, file_identity(f.url, so)] for f in files],
             "mapping": entry.mapping.fingerprint_data(),
             "where": where.text if where else None,
+            "split": entry.split,
             "chains_per_file": DEFAULT_CHAINS_PER_FILE,
         }
     )
     places = _index_places(files[0].url.rsplit("/", 1)[0], key, so)
     for url, options in places:
-        with contextlib.suppress(OSError, ValueError):
+        with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
             data = json.loads(storage.read_bytes(url, options))
             if data.get("key") == key:
                 log.info("%s: using the plan index %s", entry, url)
@@ -232,7 +233,10 @@ class InPlaceSource:
         check_counts(self.name, [str(e) for e in data_dir_list], num_used_data)
         units: list[Unit] = []
         for entry, num_used in zip(data_dir_list, num_used_data):
-            plan = entry.plan(self.storage_options)
+            try:
+                plan = entry.plan(self.storage_options)
+            except (ValueError, OSError) as exc:
+                raise type(exc)(f"dataset {self.name!r}: {exc}") from None
             schema = output_schema(entry.mapping, plan.files[0].schema)
             problems = column_type_problems({f.name: f.type for f in schema}, self.column_types)
             if problems:
