@@ -172,3 +172,31 @@ def test_metadata_and_split_archive_parts_on_s3(s3_bucket, tmp_path):
     local = tmp_path / "out"
     fs.get(f"{s3_bucket.url}/out/", str(local), recursive=True)
     assert chains_of(local) == expected
+
+
+def test_a_mapping_file_reads_parquet_and_jsonl_metadata_with_images_in_a_zip(tmp_path):
+    import zipfile
+
+    import pyarrow as pa
+
+    from hub_shapes import png
+
+    root = tmp_path / "mine"
+    (root / "meta").mkdir(parents=True)
+    with zipfile.ZipFile(root / "pics.zip", "w") as zf:
+        for k in range(6):
+            zf.writestr(f"pics/{k}.png", png(900 + k))
+    rows = [{"src": f"pics/{k}.png", "dst": f"pics/{k + 1}.png", "text": f"step {k}"} for k in (0, 2)]
+    pq.write_table(pa.Table.from_pylist(rows), root / "meta" / "a.parquet")
+    lines = [json.dumps({"src": "pics/4.png", "dst": "pics/5.png", "text": "step 4"}), "{not json"]
+    (root / "meta" / "b.jsonl").write_text("\n".join([*lines, json.dumps(rows[0])]) + "\n")
+    mapping = tmp_path / "m.yaml"
+    mapping.write_text(
+        "kind: unified_edit\nmetadata: [meta/*.parquet, meta/*.jsonl]\nmedia: [pics.zip]\n"
+        "images: [src, dst]\ninstructions: [text]\n"
+    )
+    done = adapt(str(root), str(tmp_path / "out"), mapping, progress=False)
+    step = {k: ((png(900 + k), png(901 + k)), ((f"step {k}",),)) for k in (0, 2, 4)}
+    assert chains_of(tmp_path / "out") == [step[0], step[2], step[4], step[0]]
+    assert [(d["file"], d["row"], d["code"]) for d in done["drops"]] == [("meta/b.jsonl", 1, "bad_json")]
+    assert_rows_accounted(done)

@@ -131,7 +131,13 @@ def find_parquet_root(src: str, split: str | None, storage_options: storage.Stor
 def list_sources(src: str, split: str | None, storage_options: storage.StorageOptions | None) -> list[SourceFile]:
     """The ``*.parquet`` files of ``src`` (:func:`find_parquet_root`; sorted; symlinks followed, as in
     the HF cache), only those named ``{split}-*`` when ``split`` is given, with their footers read."""
-    urls = _parquet_in(find_parquet_root(src, split, storage_options), split, storage_options)
+    return _parquet_files(
+        _parquet_in(find_parquet_root(src, split, storage_options), split, storage_options), storage_options
+    )
+
+
+def _parquet_files(urls: Sequence[str], storage_options: storage.StorageOptions | None) -> list[SourceFile]:
+    """The parquet files at ``urls`` with their footers read."""
     files = []
     for url in urls:
         with open_parquet(url, storage_options) as pf:
@@ -153,7 +159,8 @@ def open_sources(
     index_dir: str | None = None,
 ) -> tuple[list[SourceFile], Mounts]:
     """The source files of ``mapping`` at ``src`` and the media they name: its parquet (:func:`list_sources`),
-    or, for a mapping with ``metadata``, its JSON / JSONL files and its opened ``media`` (:mod:`.sources`)."""
+    or, for a mapping with ``metadata``, its JSON / JSONL (and parquet) files and its opened ``media``
+    (:mod:`.sources`; parquet metadata is read from disk, its image paths relative to the root)."""
     if not mapping.metadata:
         return list_sources(src, split, storage_options), []
     root = find_root(src, mapping, storage_options)
@@ -166,10 +173,11 @@ def open_sources(
             f"{root} holds no metadata file matching {list(mapping.metadata)} on disk or in its media "
             f"({', '.join(w for _, _, w in mounts) or 'none'}){'; members such as ' + found if found else ''}"
         )
-    files = []
+    files = _parquet_files([m.url for m in metas if m.form == "parquet"], storage_options)
     for m in metas:
-        n, schema = count_and_schema(m, storage_options)
-        files.append(SourceFile(m.url, m.name, m.size, (n,), schema, m))
+        if m.form != "parquet":
+            n, schema = count_and_schema(m, storage_options)
+            files.append(SourceFile(m.url, m.name, m.size, (n,), schema, m))
     return files, mounts
 
 

@@ -96,7 +96,7 @@ def _base(name: str, paths_from: str | None) -> str:
 
 
 def _form(name: str) -> str:
-    return "jsonl" if name.endswith(".jsonl") else "json"
+    return next((form for form in ("jsonl", "parquet") if name.endswith(f".{form}")), "json")
 
 
 def list_metadata(
@@ -115,7 +115,7 @@ def list_metadata(
     for prefix, source, what in mounts:
         if not isinstance(source, ArchiveMedia):
             continue
-        for member in _matches([prefix + m for m in source.names()], mapping.metadata):
+        for member in _matches([prefix + m for m in source.names() if not m.endswith(".parquet")], mapping.metadata):
             inner = member[len(prefix) :]
             load = functools.partial(source.read, inner)
             url, base = f"{storage.join(root, what)}#{inner}", _base(member, mapping.paths_from)
