@@ -151,9 +151,10 @@ def test_a_folder_without_the_files_names_what_it_looked_for_and_what_is_close(t
     assert "multi_turn_editing/annotations/*.jsonl" in message and "pix2pix.jsonl" in message
 
 
-def test_peek_reads_the_first_chains_in_place(tmp_path):
+def test_peek_reads_the_first_chains_in_place_also_from_a_cache_folder(tmp_path):
     root, expected = x2i(tmp_path / "x2i")
-    shown = list(peek(str(root), "x2i", 3))
+    cache = as_hub_cache(root, tmp_path / "datasets--yzwang--X2I-mm-instruction")
+    shown = list(peek(str(cache), "x2i", 3))
     assert [title for title, _ in shown] == [f"pix2pix.jsonl rg 0 row {k}" for k in range(3)]
     assert [tuple(row["image_list"]) for _, row in shown] == [images for images, _ in expected[:3]]
 

@@ -163,6 +163,10 @@ def open_sources(
     (:mod:`.sources`; parquet metadata is read from disk, its image paths relative to the root)."""
     if not mapping.metadata:
         return list_sources(src, split, storage_options), []
+    if split is not None:
+        raise MappingError(
+            f"{mapping.origin}: --split picks parquet files by name; this mapping's metadata names its files"
+        )
     root = find_root(src, mapping, storage_options)
     mounts = open_mounts(root, mapping.media, storage_options, index_dir)
     metas = list_metadata(root, mapping, mounts, storage_options)

@@ -224,7 +224,7 @@ def find_root(src: str, mapping: AdapterMapping, so: storage.StorageOptions | No
     """The dataset root that holds ``mapping``'s metadata (or its media, which may hold the metadata):
     ``src`` itself (a repository root, a ``--local-dir`` download) or a Hub cache folder's snapshot."""
     wanted = [*mapping.metadata, *mapping.media]
-    candidates = [src, *snapshot_roots(src, so)]
+    candidates = [*snapshot_roots(src, so), src]  # a cache folder's own walk would see its snapshot's files
     for root in candidates:
         if _matches(_all_files(root, so), wanted):
             if root != src:
