@@ -127,7 +127,10 @@ def test_convert_and_preview_accept_a_root_a_local_dir_and_a_cache_snapshot(tmp_
     root, expected = seed_data_edit(tmp_path / "seed")
     local_dir = tmp_path / "local-dir"
     shutil.copytree(root, local_dir)
-    (local_dir / ".cache" / "huggingface").mkdir(parents=True)  # what `download --local-dir` leaves
+    hidden = local_dir / ".cache" / "huggingface" / "download" / "multi_turn_editing" / "annotations"
+    hidden.mkdir(parents=True)  # what `download --local-dir` leaves: a .metadata file per file
+    (hidden / "split_0001.jsonl.metadata").write_text("3f2c1e0\netag\n1700000000.0\n")
+    (hidden / "split_0009.jsonl").write_text("{not a line of the dataset\n")
     cache = as_hub_cache(root, tmp_path / "datasets--AILab-CVC--SEED-Data-Edit-Part2-3")
     for source in (root, local_dir, cache):
         dst = tmp_path / f"{source.name}-out"

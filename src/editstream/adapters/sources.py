@@ -55,14 +55,16 @@ class MetadataFile:
 
 
 def _all_files(root: str, so: storage.StorageOptions | None) -> list[str]:
-    """Every file under ``root`` (links followed), as paths relative to it, sorted."""
+    """Every file (and local folder) under ``root``, links followed, as paths relative to it, sorted; hidden
+    ones left out (a ``--local-dir`` download's ``.cache/huggingface`` holds a ``.metadata`` file per file)."""
     fs, path = storage.url_to_fs(root, so)
     prefix = path.rstrip("/") + "/"
     try:
         found = fs.find(path, withdirs=True) if storage.is_local(root) else fs.find(path)
     except FileNotFoundError:
         return []
-    return sorted(str(p)[len(prefix) :] for p in found if str(p).startswith(prefix))
+    names = (str(p)[len(prefix) :] for p in found if str(p).startswith(prefix))
+    return sorted(n for n in names if not any(part.startswith(".") for part in n.split("/")))
 
 
 def _matches(names: Sequence[str], patterns: Sequence[str]) -> list[str]:
