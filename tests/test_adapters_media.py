@@ -156,6 +156,9 @@ def test_a_folder_without_the_files_names_what_it_looked_for_and_what_is_close(t
 
 def test_peek_reads_the_first_chains_in_place_also_from_a_cache_folder(tmp_path):
     root, expected = x2i(tmp_path / "x2i")
+    hidden = root / ".cache" / "huggingface" / "download"
+    hidden.mkdir(parents=True)
+    (hidden / "a.jsonl").write_text("{not a line of the dataset\n")  # hidden: not metadata, though '*.jsonl'
     cache = as_hub_cache(root, tmp_path / "datasets--yzwang--X2I-mm-instruction")
     shown = list(peek(str(cache), "x2i", 3))
     assert [title for title, _ in shown] == [f"pix2pix.jsonl rg 0 row {k}" for k in range(3)]
