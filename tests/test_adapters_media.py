@@ -207,3 +207,22 @@ def test_a_mapping_file_reads_parquet_and_jsonl_metadata_with_images_in_a_zip(tm
     assert chains_of(tmp_path / "out") == [step[0], step[2], step[4], step[0]]
     assert [(d["file"], d["row"], d["code"]) for d in done["drops"]] == [("meta/b.jsonl", 1, "bad_json")]
     assert_rows_accounted(done)
+
+
+def test_media_dir_may_be_an_archive_for_jsonl_metadata(tmp_path):
+    from hub_shapes import png
+    from published_layouts import tar_bytes
+
+    root = tmp_path / "mine"
+    root.mkdir()
+    (tmp_path / "images.tar.gz").write_bytes(tar_bytes({f"./img/{k}.png": png(950 + k) for k in range(3)}))
+    lines = [{"a": "img/0.png", "b": "img/1.png", "t": "one"}, {"a": "img/1.png", "b": "img/9.png", "t": "two"}]
+    (root / "edits.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    mapping = tmp_path / "m.yaml"
+    mapping.write_text("kind: unified_edit\nmetadata: ['*.jsonl']\nimages: [a, b]\ninstructions: [t]\n")
+    media = str(tmp_path / "images.tar.gz")
+    done = adapt(str(root), str(tmp_path / "out"), mapping, media_dir=media, progress=False)
+    assert chains_of(tmp_path / "out") == [((png(950), png(951)), (("one",),))]
+    assert [(d["file"], d["row"], d["column"], d["code"]) for d in done["drops"]] == [
+        ("edits.jsonl", 1, "b", "media_missing")
+    ]
