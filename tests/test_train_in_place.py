@@ -19,6 +19,7 @@ from editstream.data.rows import BadSample
 from editstream.packing.config import BagelDatasetConfig
 from helpers import SMALL_PACKING, VAE, VIT, assert_batches_equal, build_dataloader, run_cli, take, torch_roundtrip
 from hub_shapes import anyedit, hqedit, instructpix2pix, magicbrush, omniedit, ultraedit
+from published_layouts import as_hub_cache, gpt_image_edit, seed_data_edit, sharegpt4o, x2i
 
 BATCHES = 10
 
@@ -56,18 +57,12 @@ def hub(tmp_path_factory):
     return made
 
 
-def config(entry: dict, backend: str, num_used: int = 2) -> BagelDatasetConfig:
-    groups = {
-        "unified_edit": {
-            "dataset_names": ["hub"],
-            "weight": 1.0,
-            "num_used_data": [num_used],
-            "image_transform_args": dict(VAE),
-            "vit_image_transform_args": dict(VIT),
-            "backend": backend,
-        }
-    }
-    return BagelDatasetConfig(grouped_datasets=groups, dataset_info={"unified_edit": {"hub": entry}}, **SMALL_PACKING)
+def config(entry: dict, backend: str, num_used: int = 2, kind: str = "unified_edit") -> BagelDatasetConfig:
+    group = {"dataset_names": ["hub"], "weight": 1.0, "num_used_data": [num_used], "backend": backend}
+    group["image_transform_args"] = dict(VAE)
+    if kind == "unified_edit":
+        group["vit_image_transform_args"] = dict(VIT)
+    return BagelDatasetConfig(grouped_datasets={kind: group}, dataset_info={kind: {"hub": entry}}, **SMALL_PACKING)
 
 
 def loaders(hub, name: str, workers: int):
@@ -199,6 +194,33 @@ def test_stream_from_reads_a_repository_root_a_local_dir_and_a_cache_folder(tmp_
     assert empty.returncode == 1 and "holds no parquet files" in empty.stderr and "looked in" in empty.stderr
 
 
+PUBLISHED = {
+    "gpt-image-edit": (gpt_image_edit, "unified_edit"),
+    "sharegpt4o-edit": (sharegpt4o, "unified_edit"),
+    "sharegpt4o-t2i": (sharegpt4o, "t2i_pretrain"),
+    "x2i": (x2i, "unified_edit"),
+    "seed-data-edit": (seed_data_edit, "unified_edit"),
+}
+"""The adapters of JSON / JSONL metadata with media in archives, their published layouts and kinds."""
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+@pytest.mark.parametrize("name", sorted(PUBLISHED))
+def test_metadata_and_archives_in_place_give_the_batches_of_the_converted_shards(tmp_path, monkeypatch, name, workers):
+    monkeypatch.setenv("EDITSTREAM_CACHE", str(tmp_path / "cache"))
+    build, kind = PUBLISHED[name]
+    root = build(tmp_path / "published")[0]
+    shards = tmp_path / "wds"
+    run_adapter(str(root), str(shards), name, progress=False, workers=1)
+    # num_used_data: a multiple of the 1 to 3 output files (which files a remainder takes follows
+    # the converted folder's listing order, which a metadata mapping in place cannot know)
+    converted = config({"data_dir": str(shards)}, "webdataset", 6, kind)
+    in_place = config({"data_dir": str(root), "from": name}, "parquet", 6, kind)
+    expected = take(iter(build_dataloader(converted, 0, 1, workers)), 4)
+    assert_batches_equal(expected, take(iter(build_dataloader(in_place, 0, 1, workers)), 4))
+    assert list((tmp_path / "cache" / "media").iterdir())  # the archives' indexes, kept for the next run
+
+
 BUILDERS = {
     "anyedit": anyedit,
     "hqedit": hqedit,
@@ -210,8 +232,19 @@ BUILDERS = {
 }
 
 
-def test_every_builtin_adapter_has_hub_shaped_test_data():
-    assert sorted(BUILDERS) == builtin_names()
+def test_every_builtin_adapter_has_test_data_in_its_published_layout():
+    assert sorted([*BUILDERS, *PUBLISHED]) == builtin_names()
+
+
+@pytest.mark.parametrize("name", sorted(PUBLISHED))
+def test_stream_from_takes_the_roots_a_download_gives_for_metadata_adapters(tmp_path, monkeypatch, name):
+    monkeypatch.setenv("EDITSTREAM_CACHE", str(tmp_path / "cache"))
+    root = PUBLISHED[name][0](tmp_path / "published")[0]
+    cache = as_hub_cache(root, tmp_path / "datasets--org--name")
+    for source in (root, cache, cache / "snapshots" / "9e1c0aa"):
+        streamed = CliRunner().invoke(cli_main, ["stream", str(source), "--from", name, "--samples", "3"])
+        assert streamed.exit_code == 0, streamed.output
+        assert json.loads(streamed.stdout)["samples"] == 3
 
 
 @pytest.mark.parametrize("name", sorted(BUILDERS))

@@ -28,6 +28,7 @@ from ..data.identity import file_identity
 from ..data.layouts import IN_PLACE_KEYS, KindMismatch, Layout, LayoutEntry, SourceRequest
 from ..data.rows import BadSample, Row
 from ..data.units import (
+    FileUnit,
     Position,
     PositionError,
     RowGroupUnit,
@@ -48,12 +49,13 @@ from .chains import ChainBuilder, output_schema, to_table
 from .mapping import AdapterMapping, MappingError, load_mapping
 from .output import fingerprint
 from .plan import (
+    Mounts,
     OutputTask,
     Plan,
     SourceFile,
     check_columns,
     gather,
-    list_sources,
+    open_sources,
     pack,
     plan_filtered,
     plan_groups,
@@ -93,9 +95,14 @@ class InPlace(LayoutEntry):
         text = self.mapping.where if self.where is None else self.where
         return parse_filter(text) if text else None
 
+    def open(self, storage_options: StorageOptions | None) -> tuple[list[SourceFile], Mounts]:
+        """The source files and the media the mapping names, opened in this process (archive indexes are
+        kept in the cache folder)."""
+        return open_sources(self.data_dir, self.mapping, self.split, storage_options, media_index_dir())
+
     def plan(self, storage_options: StorageOptions | None) -> Plan:
         """The source files and the output files' chains (the plan pass's index, when one is needed)."""
-        files = list_sources(self.data_dir, self.split, storage_options)
+        files, _ = self.open(storage_options)
         check_columns(files, self.mapping, self.filter)
         if not self.mapping.group_by and self.filter is None:
             return plan_rows(files)
@@ -124,11 +131,20 @@ def in_place_entry(meta: Mapping[str, Any], owner: str) -> InPlace | None:
     return entry
 
 
+def cache_folder() -> str:
+    """The local folder for what training in place keeps when it cannot keep it beside the data."""
+    return os.environ.get("EDITSTREAM_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "editstream")
+
+
+def media_index_dir() -> str:
+    """Where the indexes of media archives read in place are kept (keyed by the archives' identities)."""
+    return os.path.join(cache_folder(), "media")
+
+
 def _index_places(root: str, key: str, so: StorageOptions | None) -> list[tuple[str, StorageOptions | None]]:
     """Where a plan index may be kept: beside the data, else in the (local) cache folder."""
     name = f".editstream-plan-{key[:24]}.json"
-    folder = os.environ.get("EDITSTREAM_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "editstream")
-    return [(storage.join(root, name), so), (os.path.join(folder, name), None)]
+    return [(storage.join(root, name), so), (os.path.join(cache_folder(), name), None)]
 
 
 def _indexed(entry: InPlace, files: list[SourceFile], so: StorageOptions | None) -> Plan:
@@ -198,22 +214,23 @@ def _num_chains(task: OutputTask, files: Sequence[SourceFile]) -> int:
 
 @dataclass(frozen=True)
 class _Listed:
-    """What a unit of one output file needs: its entry, the plan, the task, the output schema."""
+    """What a unit of one output file needs: its entry, the plan, the task, the output schema, its row groups."""
 
     entry: InPlace
     plan: Plan
     task: OutputTask
     schema: pa.Schema
+    groups: int
 
 
 class InPlaceSource:
-    """Row source over :class:`InPlace` entries: a unit is ``(output file, row group)`` as the adaptation
-    would write it; its rows are the chains the adapter builds, typed as the output file holds them."""
+    """Row source over :class:`InPlace` entries: a unit is ``(output file, row group)`` (or the whole output
+    file, for a kind read by file) as the adaptation would write it; its rows are the chains the adapter
+    builds, typed as the output file holds them."""
 
     def __init__(self, request: SourceRequest, storage_options: StorageOptions | None) -> None:
         self.name = request.dataset_name
-        if request.granularity != "row_group":
-            raise ValueError(f"dataset {self.name!r}: data read through an adapter has row-group units, not files")
+        self.whole_files = request.granularity == "file"
         unknown = sorted(set(request.options) - {"file_order", "retry"})
         if unknown:
             raise TypeError(f"dataset {self.name!r}: unknown keyword argument(s) {unknown} for data read in place")
@@ -226,7 +243,11 @@ class InPlaceSource:
         self.column_types = dict(request.column_types or {})
         self.storage_options = storage_options
         self.listed: dict[str, _Listed] = {}
-        self.builders: dict[InPlace, ChainBuilder] = {}
+        self._pid = os.getpid()
+        self._readers: dict[InPlace, tuple[Sequence[SourceFile], ChainBuilder]] = {}
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_readers": {}}  # open media stay with the process that opened them
 
     def list_units(self, data_dir_list: Sequence[Any], num_used_data: Sequence[int]) -> list[Unit]:
         """Each entry's output files (in the plan's order, repeated and cut to its ``num_used_data``), as units."""
@@ -249,17 +270,22 @@ class InPlaceSource:
                 chains = _num_chains(task, plan.files)
                 if chains:
                     path = storage.join(plan.files[0].url.rsplit("/", 1)[0], task.name)
-                    self.listed[path] = _Listed(entry, plan, task, schema)
                     sizes[path] = -(-chains // DEFAULT_ROWS_PER_GROUP)
+                    self.listed[path] = _Listed(entry, plan, task, schema, sizes[path])
             warn_unread(self.name, str(entry), int(num_used), len(sizes))
             paths = self._ordered(entry, list(sizes))
-            units += [RowGroupUnit(p, g) for p in repeat_to(paths, int(num_used)) for g in range(sizes[p])]
+            chosen = repeat_to(paths, int(num_used))
+            units += (
+                [FileUnit(p) for p in chosen]
+                if self.whole_files
+                else [RowGroupUnit(p, g) for p in chosen for g in range(sizes[p])]
+            )
         return units
 
     def _ordered(self, entry: InPlace, paths: list[str]) -> list[str]:
         """The output files in the order ``num_used_data`` takes them: the plan's (sorted), or for an
         ungrouped mapping, whose output files have the source files' names, the order its folder lists them in."""
-        if self.file_order == "sorted" or entry.mapping.group_by or not paths:
+        if self.file_order == "sorted" or entry.mapping.group_by or entry.mapping.metadata or not paths:
             return paths
         listing = storage.list_files(paths[0].rsplit("/", 1)[0], ".parquet", self.storage_options, ordered=False)
         rank = {url.rsplit("/", 1)[-1]: i for i, url in enumerate(listing)}
@@ -277,10 +303,30 @@ class InPlaceSource:
             base += n
         return out
 
+    def _reader(self, listed: _Listed) -> tuple[Sequence[SourceFile], ChainBuilder]:
+        """The source files and the chain builder of ``listed``'s entry in this process: media archives are
+        opened by each process itself (a worker never shares a file position with another)."""
+        if self._pid != os.getpid():
+            self._pid, self._readers = os.getpid(), {}
+        entry = listed.entry
+        if entry not in self._readers:
+            files: Sequence[SourceFile] = listed.plan.files
+            mounts: Mounts = []
+            if entry.mapping.metadata or entry.mapping.media:
+                files, mounts = entry.open(self.storage_options)
+                if [f.row_groups for f in files] != [f.row_groups for f in listed.plan.files]:
+                    raise StalePlanError(f"dataset {self.name!r}: {entry} changed since its units were listed")
+            index = media_index_dir()
+            media = MediaDir(entry.media_dir, self.storage_options, mounts=[m[:2] for m in mounts], index_dir=index)
+            self._readers[entry] = (files, ChainBuilder(entry.mapping, media))
+        return self._readers[entry]
+
     def _open(self, files: Sequence[SourceFile], chains: Iterable[tuple[int, ...]], stack: Any) -> dict[int, Any]:
         """The source files the chains read, opened; one whose row groups differ from the plan's is refused."""
         opened: dict[int, pq.ParquetFile] = {}
         for i in sorted({unpack(loc)[0] for chain in chains for loc in chain}):
+            if files[i].meta is not None:  # metadata is checked when a process opens it (_reader)
+                continue
             pf = stack.enter_context(open_parquet(files[i].url, self.storage_options, streaming=True))
             now = tuple(pf.metadata.row_group(g).num_rows for g in range(pf.metadata.num_row_groups))
             if now != files[i].row_groups:
@@ -292,18 +338,22 @@ class InPlaceSource:
         return opened
 
     def iter_unit_rows(self, unit: Unit, after: Position | None) -> Iterator[tuple[Position, Row | BadSample]]:
-        """The chains of one output row group that the adapter keeps, after the ``after``-th of them."""
+        """The chains of one output row group (or file) that the adapter keeps, after the position ``after``."""
         typed = as_unit(unit)
         listed = self.listed[typed.path]
-        entry, files = listed.entry, listed.plan.files
-        chains = self._chains(listed, typed.row_group)
+        for group, first in typed.row_group_reads(after, listed.groups):
+            for k, row in self._group_rows(listed, group, first, typed):
+                yield typed.position(group, k), row
+
+    def _group_rows(self, listed: _Listed, group: int, first: int, unit: Unit) -> Iterator[tuple[int, Row | BadSample]]:
+        """The chains of one output row group the adapter keeps, from the ``first``-th of them, by index."""
+        entry = listed.entry
+        files, builder = self._reader(listed)
+        chains = self._chains(listed, group)
         where = entry.filter
         columns = list(dict.fromkeys([*entry.mapping.source_columns, *(where.columns if where else ())]))
         with contextlib.ExitStack() as stack:
             found = gather(files, chains, columns, self.storage_options, stack, self._open(files, chains, stack))
-        builder = self.builders.get(entry) or self.builders.setdefault(
-            entry, ChainBuilder(entry.mapping, MediaDir(entry.media_dir, self.storage_options))
-        )
         results: list[dict[str, Any] | BadSample] = []
         for chain in chains:
             try:
@@ -311,14 +361,14 @@ class InPlaceSource:
             except BadValue as exc:
                 results.append(_bad(files, chain, exc))
         kept = [r for r in results if not isinstance(r, BadSample)]
-        if after and not 0 <= after[0] < len(kept):
-            raise PositionError(f"dataset {self.name!r}: resume position {list(after)} is not a row of {typed!r}")
+        if first > max(len(kept), 1):
+            raise PositionError(f"dataset {self.name!r}: no row {first - 1} in row group {group} of {unit!r}")
         typed_rows = iter(to_table(kept, listed.schema).to_pylist())  # the values the output file would hold
-        first, k = (after[0] + 1 if after else 0), 0
+        k = 0
         for result in results:
             row = result if isinstance(result, BadSample) else Row(next(typed_rows))
             if k >= first:
-                yield (k,), row
+                yield k, row
             k += not isinstance(result, BadSample)
 
     def plan_units(self, units: Iterable[Unit]) -> None:

@@ -36,12 +36,13 @@ from .output import (
     write_report,
 )
 from .plan import (
+    Mounts,
     OutputTask,
     Plan,
     SourceFile,
     check_columns,
     gather,
-    list_sources,
+    open_sources,
     passes,
     plan_groups,
     plan_rows,
@@ -184,16 +185,20 @@ class NoChainsError(ValueError):
     """An adaptation that made no chain: the source has no rows, or every row was dropped or filtered out."""
 
 
+MEDIA_INDEX = "_editstream_media"
+"""Sub-directory of DST keeping the index of each media archive read (so a resumed run does not rescan)."""
+
+
 def _plan(
-    src: str, mapping: AdapterMapping, where: Filter | None, split: str | None, chains_per_file: int, so: Any
-) -> Plan:
-    files = list_sources(src, split, so)
+    src: str, mapping: AdapterMapping, where: Filter | None, split: str | None, chains_per_file: int, so: Any, dst: str
+) -> tuple[Plan, Mounts]:
+    files, mounts = open_sources(src, mapping, split, so, storage.join(dst, MEDIA_INDEX))
     check_columns(files, mapping, where)
     if not any(f.num_rows for f in files):
-        raise NoChainsError(f"{src}: its {len(files)} parquet file(s) hold 0 rows; nothing to adapt")
+        raise NoChainsError(f"{src}: its {len(files)} source file(s) hold 0 rows; nothing to adapt")
     if not mapping.group_by:
-        return plan_rows(files)
-    return plan_groups(files, mapping, where, chains_per_file, split or "part", so)
+        return plan_rows(files), mounts
+    return plan_groups(files, mapping, where, chains_per_file, split or "part", so), mounts
 
 
 def _summary(mapping: AdapterMapping, plan: Plan, records: dict[str, dict[str, Any]], resumed: int) -> dict[str, Any]:
@@ -262,9 +267,10 @@ def adapt(
     check_apart({"SRC": src, "DST": dst})
     mapping = resolve_mapping(mapping)
     where_filter = _where_of(mapping, where)
-    plan = _plan(src, mapping, where_filter, split, chains_per_file, storage_options)
+    plan, mounts = _plan(src, mapping, where_filter, split, chains_per_file, storage_options, dst)
     columns = list(dict.fromkeys([*mapping.source_columns, *(where_filter.columns if where_filter else ())]))
-    media = MediaDir(media_dir, storage_options)
+    index = storage.join(dst, MEDIA_INDEX)
+    media = MediaDir(media_dir, storage_options, mounts=[m[:2] for m in mounts], index_dir=index)
     schema = _schema(plan.files, mapping)
     job = _Job(
         dst, mapping, where_filter, schema, ChainBuilder(mapping, media), columns, rows_per_group, storage_options
