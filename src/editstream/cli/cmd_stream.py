@@ -55,9 +55,10 @@ def _dataset(found: list[Resolved], workers: int, kw: dict[str, Any]) -> Any:
     return cls(**args)
 
 
-def _in_place(data: tuple[str, ...], schema: str | None, so: Any, kw: dict[str, Any]) -> list[Resolved]:
-    """DATA read in place through the adapter ``--from`` / ``--mapping`` names (with ``--where``, ``--split``
-    and ``--media-dir``), opened and listed now, so a bad mapping or folder fails before torch loads."""
+def _open_all(data: tuple[str, ...], schema: str | None, so: Any, kw: dict[str, Any]) -> list[Resolved]:
+    """The DATA arguments opened (:func:`resolve`), or, with ``--from`` / ``--mapping``, read in place through
+    that adapter (with ``--where``, ``--split``, ``--media-dir``) and listed now: a bad mapping or folder fails
+    before torch loads."""
     from ..adapters import MappingError
     from ..adapters.inplace import in_place_entry
     from ..data.open import open_data
@@ -185,7 +186,7 @@ def stream(data: tuple[str, ...], schema: str | None, samples: int, workers: int
     with --media-dir, or a public dataset read in place with --from) through the dataset class of its
     kind and report throughput and drops (all worker processes)."""
     opts = storage_options(kw.pop("storage_option"), kw.pop("endpoint_url"))
-    found = _in_place(data, schema, opts, kw)  # before torch loads: mistakes fail fast
+    found = _open_all(data, schema, opts, kw)  # before torch loads: mistakes fail fast
     _check_rank(kw["rank"], kw["world_size"])
     import torch
 
