@@ -322,3 +322,18 @@ def test_a_mapping_the_source_does_not_fit_is_an_error_naming_the_dataset_and_th
     message = str(failed.value)
     assert "dataset 'unified_edit'" in message and "train-00000-of-00002.parquet" in message
     assert "has no column(s)" in message and "img_id" in message
+
+
+def test_a_filter_in_place_on_metadata_inside_archives_gives_the_converted_batches(tmp_path, monkeypatch):
+    """The plan index of metadata read from inside split archives is keyed by the archives' parts and
+    kept beside them (not under an ``archive#member`` path)."""
+    monkeypatch.setenv("EDITSTREAM_CACHE", str(tmp_path / "cache"))
+    root = gpt_image_edit(tmp_path / "published")[0]
+    where = "task != 'generate'"
+    shards = tmp_path / "wds"
+    run_adapter(str(root), str(shards), "gpt-image-edit", where=where, progress=False, workers=1)
+    converted = config({"data_dir": str(shards)}, "webdataset", 2)
+    in_place = config({"data_dir": str(root), "from": "gpt-image-edit", "where": where}, "parquet", 2)
+    expected = take(iter(build_dataloader(converted, 0, 1, 0)), 3)
+    assert_batches_equal(expected, take(iter(build_dataloader(in_place, 0, 1, 0)), 3))
+    assert [p.name for p in root.rglob(".editstream-plan-*.json")] and not list(root.rglob("*#*"))

@@ -147,19 +147,29 @@ def _index_places(root: str, key: str, so: StorageOptions | None) -> list[tuple[
     return [(storage.join(root, name), so), (os.path.join(cache_folder(), name), None)]
 
 
+def _held_in(f: SourceFile) -> tuple[str, ...]:
+    """The files on disk a source file is read from (a metadata file inside an archive: the archive's parts)."""
+    return f.meta.held_in if f.meta is not None and f.meta.held_in else (f.url,)
+
+
+def _folder(f: SourceFile) -> str:
+    """The folder on disk holding a source file (or the archive it is read from)."""
+    return _held_in(f)[0].rsplit("/", 1)[0]
+
+
 def _indexed(entry: InPlace, files: list[SourceFile], so: StorageOptions | None) -> Plan:
     """The plan pass's result, read from its index when one matches the source files and the mapping."""
     where = entry.filter
     key = fingerprint(
         {
-            "files": [[f.name, file_identity(f.url, so)] for f in files],
+            "files": [[f.name, [file_identity(u, so) for u in _held_in(f)]] for f in files],
             "mapping": entry.mapping.fingerprint_data(),
             "where": where.text if where else None,
             "split": entry.split,
             "chains_per_file": DEFAULT_CHAINS_PER_FILE,
         }
     )
-    places = _index_places(files[0].url.rsplit("/", 1)[0], key, so)
+    places = _index_places(_folder(files[0]), key, so)
     for url, options in places:
         with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
             data = json.loads(storage.read_bytes(url, options))
@@ -269,7 +279,7 @@ class InPlaceSource:
             for task in plan.tasks:
                 chains = _num_chains(task, plan.files)
                 if chains:
-                    path = storage.join(plan.files[0].url.rsplit("/", 1)[0], task.name)
+                    path = storage.join(_folder(plan.files[0]), task.name)
                     sizes[path] = -(-chains // DEFAULT_ROWS_PER_GROUP)
                     self.listed[path] = _Listed(entry, plan, task, schema, sizes[path])
             warn_unread(self.name, str(entry), int(num_used), len(sizes))

@@ -48,6 +48,8 @@ class MetadataFile:
     size: int
     paths: tuple[str, ...] = ()
     load: Callable[[], bytes] | None = field(default=None, compare=False)
+    held_in: tuple[str, ...] = ()
+    """The files on disk that hold it: ``(url,)``, or an archive member's archive parts."""
 
     def data(self, so: storage.StorageOptions | None) -> bytes:
         """The file's bytes."""
@@ -112,7 +114,7 @@ def list_metadata(
     for name in _matches(_all_files(root, so), mapping.metadata):
         url = storage.join(root, name)
         found[name] = MetadataFile(
-            name, url, _form(name), _base(name, mapping.paths_from), storage.size(url, so), mapping.images
+            name, url, _form(name), _base(name, mapping.paths_from), storage.size(url, so), mapping.images, None, (url,)
         )
     for prefix, source, what in mounts:
         if not isinstance(source, ArchiveMedia):
@@ -122,7 +124,7 @@ def list_metadata(
             load = functools.partial(source.read, inner)
             url, base = f"{storage.join(root, what)}#{inner}", _base(member, mapping.paths_from)
             found[member] = MetadataFile(
-                member, url, _form(member), base, source.members[inner][1], mapping.images, load
+                member, url, _form(member), base, source.members[inner][1], mapping.images, load, tuple(source.urls)
             )
     return [found[name] for name in sorted(found)]
 
