@@ -116,3 +116,52 @@ def test_archives_on_s3_read_in_place(s3_bucket, archives, files):
     for url in (f"{s3_bucket.url}/media/all.tar.gz.part002", f"{s3_bucket.url}/media/images.zip"):
         source = open_media(url, so)
         assert source.read("big/d.bin") == files["big/d.bin"] and source.read("c.webp") == b"tiny"
+
+
+def _copy_parts(archives, tmp_path: Path, which: str) -> list[Path]:
+    parts = [Path(p) for p in m.split_parts(str(archives[which]))]
+    for part in parts:
+        (tmp_path / part.name).write_bytes(part.read_bytes())
+    return [tmp_path / part.name for part in parts]
+
+
+@pytest.mark.parametrize("which, gone", [("parts", 1), ("aa", 2), ("aa", 0)])
+def test_a_split_archive_missing_a_part_is_refused_naming_it(archives, tmp_path, which, gone):
+    parts = _copy_parts(archives, tmp_path, which)
+    parts[gone].unlink()
+    left = next(p for p in parts if p.exists())
+    with pytest.raises(FileNotFoundError) as missing:
+        open_media(str(left))
+    assert parts[gone].name in str(missing.value) and "missing" in str(missing.value)
+
+
+def test_a_truncated_part_is_one_error_naming_the_archive_its_parts_and_sizes(archives, tmp_path):
+    parts = _copy_parts(archives, tmp_path, "aa")
+    parts[-1].write_bytes(parts[-1].read_bytes()[:-5000])
+    with pytest.raises(OSError) as cut:
+        open_media(str(parts[0]))
+    text = str(cut.value)
+    assert "all.tar.gz" in text and f"{len(parts)} part" in text and "cut short" in text and "\n" not in text
+
+
+def test_a_broken_seek_point_file_is_rebuilt_not_fatal(archives, files, tmp_path):
+    index = tmp_path / "index"
+    open_media(str(archives["tgz"]), index_dir=str(index))
+    (seek_points,) = index.glob("*.gzidx")
+    seek_points.write_bytes(seek_points.read_bytes()[:20])  # what a process killed while writing it leaves
+    again = open_media(str(archives["tgz"]), index_dir=str(index))
+    assert again.read("big/d.bin") == files["big/d.bin"]
+
+
+def _open_fds() -> int:
+    return len(list(Path("/proc/self/fd").iterdir()))
+
+
+def test_a_split_archive_holds_one_part_open_at_a_time(archives, files):
+    before = _open_fds()
+    source = open_media(str(archives["aa"]))
+    assert len(m.split_parts(str(archives["aa"]))) > 3
+    assert [source.read(name) for name in files] == list(files.values())
+    assert _open_fds() - before <= 1
+    source.close()
+    assert _open_fds() == before

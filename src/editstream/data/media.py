@@ -20,6 +20,7 @@ import os
 import re
 import tarfile
 import zipfile
+import zlib
 from collections.abc import Sequence
 from typing import IO, Any, Protocol
 
@@ -35,6 +36,8 @@ INDEX_VERSION = 1
 ARCHIVE_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".zip")
 _PART = re.compile(r"\.(?:part-?\d+|part-?[a-z]{2,}|[a-z]{2}|\d{3})$")
 """The suffix of one part of a split archive: ``.part001``, ``.part-aa``, ``.aa``, ``.001``."""
+_NUMBERED = re.compile(r"(\.(?:part-?)?)(\d+|[a-z]+)")
+"""A part suffix as its prefix and its number (digits or letters)."""
 
 
 class MediaMissing(KeyError):
@@ -82,11 +85,44 @@ def split_parts(url: str, storage_options: StorageOptions | None = None) -> list
 def _family(suffix: str) -> re.Pattern[str]:
     """The suffixes of the parts numbered like ``suffix``: ``.part007`` -> ``.part`` and 3 digits,
     ``.ab`` -> 2 letters, ``.part-ab`` -> ``.part-`` and 2 letters."""
-    found = re.fullmatch(r"(\.(?:part-?)?)(\d+|[a-z]+)", suffix)
+    found = _NUMBERED.fullmatch(suffix)
     if found is None:
         return _PART
     kind = r"\d" if found[2].isdigit() else "[a-z]"
     return re.compile(re.escape(found[1]) + f"{kind}{{{len(found[2])}}}")
+
+
+def _ordinal(digits_or_letters: str) -> int:
+    """A part's place in its numbering: ``007`` -> 7, ``ab`` -> 1."""
+    if digits_or_letters.isdigit():
+        return int(digits_or_letters)
+    return sum((ord(c) - 97) * 26**k for k, c in enumerate(reversed(digits_or_letters)))
+
+
+def check_parts(urls: Sequence[str]) -> None:
+    """A ``FileNotFoundError`` naming the parts missing from a split archive's numbering (``.part001``,
+    ``.part003``: ``.part002``; the first is ``aa``, ``000`` or ``001``); a missing last part shows as a
+    truncated archive when it is indexed."""
+    names = [u.rstrip("/").rsplit("/", 1)[-1] for u in urls]
+    stem = archive_stem(names[0])
+    numbered = [(f[1], f[2]) for f in (_NUMBERED.fullmatch(n[len(stem) :]) for n in names) if f is not None]
+    if len(numbered) != len(names) or len({prefix for prefix, _ in numbered}) != 1:
+        return
+    prefix, sample = numbered[0]
+    have = {_ordinal(x) for _, x in numbered}
+    first = 1 if sample.isdigit() and min(have) >= 1 else 0
+    missing = [k for k in range(first, max(have) + 1) if k not in have]
+    if missing:
+        spell = [str(k).zfill(len(sample)) if sample.isdigit() else _letters(k, len(sample)) for k in missing[:5]]
+        raise FileNotFoundError(
+            f"{urls[0].rsplit('/', 1)[0]}: split archive {stem} lacks {len(missing)} part(s) "
+            f"({', '.join(stem + prefix + x for x in spell)}{' ...' if len(missing) > 5 else ''}; "
+            f"{len(names)} found, {names[0]} .. {names[-1]}); download every part before reading it"
+        )
+
+
+def _letters(k: int, width: int) -> str:
+    return "".join(chr(97 + (k // 26**i) % 26) for i in reversed(range(width)))
 
 
 class FolderMedia:
@@ -111,15 +147,17 @@ class FolderMedia:
 
 
 class JoinedFile(io.RawIOBase):
-    """The parts of a split archive as one seekable file (each part read in place, in ranged reads)."""
+    """The parts of a split archive as one seekable file (each part read in place, in ranged reads; one
+    part open at a time, so a 175-part archive holds one file handle)."""
 
     def __init__(self, urls: Sequence[str], storage_options: StorageOptions | None = None) -> None:
         super().__init__()
-        self.parts: list[IO[bytes]] = [_open_seekable(u, storage_options) for u in urls]
+        self.urls, self.storage_options = list(urls), storage_options
         self.starts = [0]
-        for part in self.parts:
-            self.starts.append(self.starts[-1] + part.seek(0, os.SEEK_END))
+        for url in self.urls:
+            self.starts.append(self.starts[-1] + storage.size(url, storage_options))
         self._pos = 0
+        self._open: tuple[int, IO[bytes]] | None = None
 
     @property
     def size(self) -> int:
@@ -139,12 +177,23 @@ class JoinedFile(io.RawIOBase):
         self._pos = max(0, base + offset)
         return self._pos
 
+    def _part(self, i: int) -> IO[bytes]:
+        if self._open is None or self._open[0] != i:
+            self._close_part()
+            self._open = (i, _open_seekable(self.urls[i], self.storage_options))
+        return self._open[1]
+
+    def _close_part(self) -> None:
+        if self._open is not None:
+            self._open[1].close()
+            self._open = None
+
     def readinto(self, buffer: Any) -> int:
         want = min(len(buffer), self.size - self._pos)
         done = 0
         while done < want:
-            i = next(k for k in range(len(self.parts)) if self.starts[k] <= self._pos < self.starts[k + 1])
-            part = self.parts[i]
+            i = next(k for k in range(len(self.urls)) if self.starts[k] <= self._pos < self.starts[k + 1])
+            part = self._part(i)
             part.seek(self._pos - self.starts[i])
             chunk = part.read(min(want - done, self.starts[i + 1] - self._pos))
             if not chunk:
@@ -155,8 +204,7 @@ class JoinedFile(io.RawIOBase):
         return done
 
     def close(self) -> None:
-        for part in self.parts:
-            part.close()
+        self._close_part()
         super().close()
 
 
@@ -176,6 +224,8 @@ class ArchiveMedia:
         self.storage_options = storage_options
         self.index_dir = index_dir
         self.name = archive_stem(self.urls[0].rstrip("/").rsplit("/", 1)[-1])
+        if len(self.urls) > 1 or is_split_part(self.urls[0]):
+            check_parts(self.urls)
         self.gzipped = self.name.endswith((".gz", ".tgz"))
         self.zipped = self.name.endswith(".zip")
         self._raw: Any = (
@@ -209,8 +259,12 @@ class ArchiveMedia:
             ) from exc
 
         paths = self._index_paths()
-        seek_points = paths[1] if paths and storage.is_local(paths[1]) and os.path.exists(paths[1]) else None
-        return indexed_gzip.IndexedGzipFile(fileobj=self._raw, spacing=GZIP_SPACING, index_file=seek_points)
+        if paths and storage.is_local(paths[1]) and os.path.exists(paths[1]):
+            try:
+                return indexed_gzip.IndexedGzipFile(fileobj=self._raw, spacing=GZIP_SPACING, index_file=paths[1])
+            except OSError:  # a seek point file that does not load is built again as the archive is read
+                self._raw.seek(0)
+        return indexed_gzip.IndexedGzipFile(fileobj=self._raw, spacing=GZIP_SPACING)
 
     def _index(self) -> dict[str, tuple[int, int]]:
         paths = self._index_paths()
@@ -220,12 +274,21 @@ class ArchiveMedia:
                 return {name: (int(at), int(size)) for name, (at, size) in saved.items()}
             except (FileNotFoundError, ValueError, TypeError):
                 pass
-        members = self._scan()
+        try:
+            members = self._scan()
+        except (tarfile.TarError, EOFError, OSError, zlib.error) as exc:
+            size = sum(storage.size(u, self.storage_options) for u in self.urls)
+            raise OSError(
+                f"{self.urls[0].rsplit('/', 1)[0]}: cannot index {self.name} ({len(self.urls)} part(s), {size:,} "
+                f"bytes): {exc}; a part is missing or cut short? compare the parts with the dataset's file list"
+            ) from exc
         if paths is not None:
             storage.makedirs(self.index_dir or ".", self.storage_options)
+            if self.gzipped and storage.is_local(paths[1]):  # seek points first: the member list says both exist
+                temp = f"{storage.local_path(paths[1])}.{os.getpid()}.tmp"  # workers may index the same archive
+                self._file.export_index(temp)  # type: ignore[attr-defined]
+                os.replace(temp, storage.local_path(paths[1]))
             storage.write_bytes(paths[0], json.dumps(members).encode(), self.storage_options)
-            if self.gzipped and storage.is_local(paths[1]):
-                self._file.export_index(storage.local_path(paths[1]))  # type: ignore[attr-defined]
         return members
 
     def _scan(self) -> dict[str, tuple[int, int]]:
