@@ -337,3 +337,17 @@ def test_a_filter_in_place_on_metadata_inside_archives_gives_the_converted_batch
     expected = take(iter(build_dataloader(converted, 0, 1, 0)), 3)
     assert_batches_equal(expected, take(iter(build_dataloader(in_place, 0, 1, 0)), 3))
     assert [p.name for p in root.rglob(".editstream-plan-*.json")] and not list(root.rglob("*#*"))
+
+
+def test_listing_and_previewing_in_place_leave_no_archive_open(tmp_path, monkeypatch):
+    from editstream.adapters import InPlace, peek, resolve_mapping
+
+    monkeypatch.setenv("EDITSTREAM_CACHE", str(tmp_path / "cache"))
+    root = gpt_image_edit(tmp_path / "published")[0]
+    entry = InPlace(str(root), resolve_mapping("gpt-image-edit"), where="task != 'generate'")
+    fds = Path("/proc/self/fd")
+    before = len(list(fds.iterdir()))
+    for _ in range(3):
+        assert entry.layout(None).count() == 2
+        assert len(list(peek(str(root), "gpt-image-edit", 2))) == 2
+    assert len(list(fds.iterdir())) == before

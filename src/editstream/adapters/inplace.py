@@ -63,6 +63,7 @@ from .plan import (
     unpack,
 )
 from .run import DEFAULT_CHAINS_PER_FILE, DEFAULT_ROWS_PER_GROUP
+from .sources import close_mounts
 from .values import BadValue, MediaDir
 from .where import Filter, parse_filter
 
@@ -102,11 +103,14 @@ class InPlace(LayoutEntry):
 
     def plan(self, storage_options: StorageOptions | None) -> Plan:
         """The source files and the output files' chains (the plan pass's index, when one is needed)."""
-        files, _ = self.open(storage_options)
-        check_columns(files, self.mapping, self.filter)
-        if not self.mapping.group_by and self.filter is None:
-            return plan_rows(files)
-        return _indexed(self, files, storage_options)
+        files, mounts = self.open(storage_options)
+        try:
+            check_columns(files, self.mapping, self.filter)
+            if not self.mapping.group_by and self.filter is None:
+                return plan_rows(files)
+            return _indexed(self, files, storage_options)
+        finally:
+            close_mounts(mounts)  # the units are read by each process through media it opens itself
 
 
 def in_place_entry(meta: Mapping[str, Any], owner: str) -> InPlace | None:

@@ -18,6 +18,7 @@ from .builtin import resolve_mapping
 from .chains import ChainBuilder
 from .mapping import AdapterMapping
 from .plan import SourceFile, check_columns, gather, open_sources, passes, plan_groups, source_rows
+from .sources import close_mounts
 from .values import BadValue, MediaDir
 from .where import Filter, parse_filter
 
@@ -87,3 +88,4 @@ def peek(
                 yield title, exc
     finally:
         chains.close()  # the open source file, when stopped after n chains
+        close_mounts(mounts)
