@@ -165,3 +165,11 @@ def test_a_split_archive_holds_one_part_open_at_a_time(archives, files):
     assert _open_fds() - before <= 1
     source.close()
     assert _open_fds() == before
+
+
+def test_indexing_an_archive_shows_its_progress_once(archives, tmp_path, capfd):
+    open_media(str(archives["parts"]), index_dir=str(tmp_path / "index"))
+    shown = capfd.readouterr().err
+    assert "index all.tar.gz:" in shown and "MiB (100%)" in shown
+    open_media(str(archives["parts"]), index_dir=str(tmp_path / "index"))
+    assert "index all.tar.gz" not in capfd.readouterr().err  # read from the index kept

@@ -26,6 +26,7 @@ from typing import IO, Any, Protocol
 
 from ..format.sft import contained_media_path
 from ..io import storage
+from ..io.progress import Progress
 from ..io.ranged import RetryingFile
 from ..io.storage import StorageOptions
 from .identity import file_identity
@@ -296,10 +297,15 @@ class ArchiveMedia:
         if self._zip is not None:
             return {_plain(i.filename): (-1, i.file_size) for i in self._zip.infolist() if not i.is_dir()}
         members: dict[str, tuple[int, int]] = {}
-        with tarfile.open(fileobj=self._file, mode="r:") as tar:
-            for info in tar:
+        total = sum(storage.size(u, self.storage_options) for u in self.urls)
+        with (
+            Progress(f"index {self.name}", total >> 20, "MiB") as bar,
+            tarfile.open(fileobj=self._file, mode="r:") as tar,
+        ):
+            for info in tar:  # a full read of the archive: shown, as it is long for a large one
                 if info.isfile():
                     members[_plain(info.name)] = (info.offset_data, info.size)
+                bar.update((self._raw.tell() >> 20) - bar.done)
         return members
 
     def names(self) -> list[str]:
