@@ -30,6 +30,8 @@ def test_gpt_image_edit_reads_metadata_and_images_inside_split_parts_and_locates
     located = {d["code"]: (d["file"], d["row"], d.get("column")) for d in summary["drops"]}
     assert located["media_missing"] == (*drops["missing"], "output")
     assert located["media_outside"] == (*drops["outside"], "input")
+    missing = next(d["reason"] for d in summary["drops"] if d["code"] == "media_missing")
+    assert "hqedit.tar.gz'" in missing and "ultraedit.tar.gz'" in missing  # the archives it looked in
     report = json.loads((staged / "adapt_report.json").read_text())
     assert [d["code"] for d in report["drops"]] == [d["code"] for d in summary["drops"]]
     kept = pq.read_table(output_files(staged)[0]).column("task").to_pylist()

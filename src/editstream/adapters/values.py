@@ -17,7 +17,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from ..data.media import MediaMissing, MediaSource, open_media
+from ..data.media import ArchiveMedia, MediaMissing, MediaSource, archive_stem, open_media
 from ..format.safe_yaml import brief
 from ..format.sft import MediaOutsideError
 from ..io import storage
@@ -93,8 +93,15 @@ class MediaDir:
                 continue
             except MediaOutsideError:
                 raise BadValue(f"{column}: image path {brief(path)} leads outside its media", "media_outside") from None
-        where = self.root or ", ".join(prefix or "." for prefix, _ in self.mounts)
-        raise BadValue(f"{column}: media file {clean} is missing (looked in {brief(where)})", "media_missing")
+        looked = [_place(source) for prefix, source in self.mounts if clean.startswith(prefix)]
+        raise BadValue(f"{column}: media file {clean} is missing (looked in {brief(looked)})", "media_missing")
+
+
+def _place(source: MediaSource) -> str:
+    """Where a media source is, to name in a drop: an archive by its (unsplit) name, a folder by its path."""
+    if isinstance(source, ArchiveMedia):
+        return archive_stem(source.urls[0])
+    return str(getattr(source, "url", source))
 
 
 def image_bytes(value: Any, column: str, media: MediaDir) -> bytes:
