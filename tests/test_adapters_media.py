@@ -183,6 +183,35 @@ def test_metadata_and_split_archive_parts_on_s3(s3_bucket, tmp_path):
     assert chains_of(local) == expected
 
 
+@pytest.mark.s3
+def test_an_unpacked_media_folder_on_s3_is_found_as_locally(s3_bucket, tmp_path):
+    """ShareGPT-4o-Image with its tars unpacked (``text_and_image_to_image/`` at the root): S3 lists no
+    folders, so the media folder is known by the files under it."""
+    import tarfile
+
+    import fsspec
+
+    root, expected, _ = sharegpt4o(tmp_path / "sg4o")
+    for part in sorted(root.glob("text_and_image_to_image_part_*.tar")):
+        with tarfile.open(part) as tar:
+            tar.extractall(root, filter="data")
+        part.unlink()
+    assert chains_of_adapted(root, tmp_path / "local") == expected
+    fs = fsspec.filesystem("s3", **s3_bucket.storage_options)
+    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+        fs.put(str(path), f"{s3_bucket.url}/sg4o/{path.relative_to(root)}")
+    so = s3_bucket.storage_options
+    done = adapt(f"{s3_bucket.url}/sg4o", f"{s3_bucket.url}/out", "sharegpt4o-edit", storage_options=so, progress=False)
+    assert done["dropped_by_code"] == {"bad_image_list": 1}
+    fs.get(f"{s3_bucket.url}/out/", str(tmp_path / "out"), recursive=True)
+    assert chains_of(tmp_path / "out") == expected
+
+
+def chains_of_adapted(root, dst):
+    adapt(str(root), str(dst), "sharegpt4o-edit", progress=False)
+    return chains_of(dst)
+
+
 def test_a_mapping_file_reads_parquet_and_jsonl_metadata_with_images_in_a_zip(tmp_path):
     import zipfile
 

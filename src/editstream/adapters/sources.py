@@ -57,7 +57,7 @@ class MetadataFile:
 
 
 def _all_files(root: str, so: storage.StorageOptions | None) -> list[str]:
-    """Every file (and local folder) under ``root``, links followed, as paths relative to it, sorted; hidden
+    """Every file and folder under ``root``, links followed, as paths relative to it, sorted; hidden
     ones left out (a ``--local-dir`` download's ``.cache/huggingface`` holds a ``.metadata`` file per file)."""
     fs, path = storage.url_to_fs(root, so)
     prefix = path.rstrip("/") + "/"
@@ -65,7 +65,8 @@ def _all_files(root: str, so: storage.StorageOptions | None) -> list[str]:
         found = fs.find(path, withdirs=True) if storage.is_local(root) else fs.find(path)
     except FileNotFoundError:
         return []
-    names = (str(p)[len(prefix) :] for p in found if str(p).startswith(prefix))
+    names = {str(p)[len(prefix) :] for p in found if str(p).startswith(prefix)}
+    names |= {n.rsplit("/", k)[0] for n in names for k in range(1, n.count("/") + 1)}  # S3 lists no folders
     return sorted(n for n in names if not any(part.startswith(".") for part in n.split("/")))
 
 
