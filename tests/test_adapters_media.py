@@ -257,3 +257,16 @@ def test_media_dir_may_be_an_archive_for_jsonl_metadata(tmp_path):
     assert [(d["file"], d["row"], d["column"], d["code"]) for d in done["drops"]] == [
         ("edits.jsonl", 1, "b", "media_missing")
     ]
+
+
+def test_preview_keeps_the_archive_index_that_training_in_place_reuses(tmp_path):
+    """The first look at a dataset indexes its archives once; a second preview (and stream) reads the index."""
+    root, _ = seed_data_edit(tmp_path / "seed")
+    env = {"EDITSTREAM_CACHE": str(tmp_path / "cache")}
+    page = str(tmp_path / "p.html")
+    assert run_cli("preview", str(root), "--from", "seed-data-edit", "-o", page, "-n", "2", env=env).returncode == 0
+    (index,) = (tmp_path / "cache" / "media").glob("multi_turn.tar.gz.*.members.json")
+    kept = index.stat().st_ino  # an index written again is a new file (written under a temp name, renamed)
+    for command in (["preview", str(root), "-o", page, "-n", "2"], ["stream", str(root), "--samples", "2"]):
+        assert run_cli(*command, "--from", "seed-data-edit", env=env).returncode == 0
+        assert index.stat().st_ino == kept

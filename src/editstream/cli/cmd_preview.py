@@ -40,6 +40,7 @@ def adapted_records(
     """The first ``n`` chains the adapter makes of DATA, as preview records; a row it would drop
     is shown with the reason instead of its images."""
     from ..adapters import FilterError, MappingError, peek, resolve_mapping
+    from ..adapters.inplace import media_index_dir
     from ..preview.collect import to_record
     from ..preview.record import Record
 
@@ -48,7 +49,11 @@ def adapted_records(
     records = []
     try:
         mapping = resolve_mapping(adapter or mapping_file or "")
-        for title, row in peek(data, mapping, n, where=where, media_dir=media_dir, split=split, storage_options=opts):
+        index = media_index_dir()  # archives indexed by a first look are not read whole again, nor in place
+        shown = peek(
+            data, mapping, n, where=where, media_dir=media_dir, split=split, storage_options=opts, index_dir=index
+        )
+        for title, row in shown:
             if isinstance(row, dict):
                 records.append(to_record(mapping.kind, title, row))
             else:
