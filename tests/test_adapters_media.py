@@ -112,6 +112,22 @@ def test_a_member_the_metadata_names_but_the_archive_lacks_is_a_located_drop(tmp
     assert "gone.jpg" in drop["reason"]
 
 
+def test_a_conversation_missing_a_middle_turn_is_dropped_not_cut_short(tmp_path):
+    """``optional_tail`` ends a chain at its last turn; an absent image before a present one is a gap."""
+    root, expected = seed_data_edit(tmp_path / "seed")
+    notes = root / "multi_turn_editing" / "annotations" / "split_0001.jsonl"
+    lines = notes.read_text().splitlines()
+    gapped = json.loads(lines[2])  # the five-turn conversation
+    del gapped["edit_image_2"]
+    notes.write_text("\n".join([*lines[:2], json.dumps(gapped)]) + "\n")
+    done = adapt(str(root), str(tmp_path / "out"), "seed-data-edit", progress=False)
+    assert chains_of(tmp_path / "out") == [*expected[:2], *expected[3:]]
+    (drop,) = done["drops"]
+    where = ("multi_turn_editing/annotations/split_0001.jsonl", 2, "edit_image_2", "null_image")
+    assert (drop["file"], drop["row"], drop["column"], drop["code"]) == where
+    assert "edit_image_3" in drop["reason"]
+
+
 def test_a_path_climbing_out_of_the_media_is_refused_even_when_the_file_exists(tmp_path):
     root, _ = x2i(tmp_path / "x2i")
     (tmp_path / "secret.png").write_bytes(b"not for the shards")

@@ -85,6 +85,13 @@ class ChainBuilder:
         images, texts = self.mapping.images, self.mapping.instructions
         if self.mapping.optional_tail:
             end = next((k for k in range(2, len(images)) if row.get(images[k]) is None), len(images))
+            later = [c for c in images[end:] if row.get(c) is not None]
+            if later:  # a turn missing before others: dropped and counted, not cut short in silence
+                raise BadValue(
+                    f"{images[end]} is absent but {later[0]} is not; a chain ends at its last turn",
+                    "null_image",
+                    column=images[end],
+                )
             images, texts = images[:end], texts[: end - 1]
         return (images if first else images[1:]), texts
 
