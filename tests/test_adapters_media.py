@@ -286,3 +286,29 @@ def test_preview_keeps_the_archive_index_that_training_in_place_reuses(tmp_path)
     for command in (["preview", str(root), "-o", page, "-n", "2"], ["stream", str(root), "--samples", "2"]):
         assert run_cli(*command, "--from", "seed-data-edit", env=env).returncode == 0
         assert index.stat().st_ino == kept
+
+
+def test_a_kept_value_of_another_type_than_the_first_rows_is_a_located_drop(tmp_path):
+    """A JSON source's ``keep`` column takes the type of its first 1,000 values; a later value of another
+    type drops its row (convert and in place alike), not the conversion nor the whole unit."""
+    from hub_shapes import png
+
+    root = tmp_path / "mine"
+    (root / "imgs").mkdir(parents=True)
+    (root / "imgs" / "a.png").write_bytes(png(1))
+    (root / "imgs" / "b.png").write_bytes(png(2))
+    rows = [{"src": "imgs/a.png", "dst": "imgs/b.png", "text": "t", "score": k} for k in range(1002)]
+    rows[1001]["score"] = "high"
+    (root / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    mapping = tmp_path / "m.yaml"
+    mapping.write_text(
+        "name: mine\nmetadata: [rows.jsonl]\nmedia: [imgs]\nimages: [src, dst]\ninstructions: [text]\nkeep: [score]\n"
+    )
+    done = adapt(str(root), str(tmp_path / "out"), str(mapping), progress=False)
+    assert done["chains_out"] == 1001
+    (drop,) = done["drops"]
+    assert (drop["file"], drop["row"], drop["column"], drop["code"]) == ("rows.jsonl", 1001, "score", "bad_type")
+    env = {"EDITSTREAM_CACHE": str(tmp_path / "cache")}
+    streamed = run_cli("stream", str(root), "--mapping", str(mapping), "--samples", "2002", env=env)
+    drops = json.loads(streamed.stdout)["drops"]
+    assert "unreadable_unit" not in drops and drops.get("bad_sample", 0) >= 1, drops

@@ -12,6 +12,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from ..format.safe_yaml import brief
 from ..kinds import get_kind
 from .mapping import AdapterMapping, InstructionSource
 from .values import BadValue, MediaDir, bad_cell, image_bytes, phrasings
@@ -42,11 +43,13 @@ def _cell(row: dict[str, Any], column: str, read: Callable[..., Any], option: An
 class ChainBuilder:
     """Builds output rows from the source rows of one chain, checked by the target kind's own row checks."""
 
-    def __init__(self, mapping: AdapterMapping, media: MediaDir) -> None:
+    def __init__(self, mapping: AdapterMapping, media: MediaDir, schema: pa.Schema | None = None) -> None:
         self.mapping = mapping
         self.media = media
         self.kind = get_kind(mapping.kind)
         self.image_column, self.text_column = mapping.target_columns
+        # a JSON source's keep columns are typed by their first rows (parquet's by the file): checked per chain
+        self.keep_types = {c: schema.field(c).type for c in mapping.keep} if schema and mapping.metadata else {}
 
     def build(self, rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
         """The output row of ``rows`` (one row, or a group's rows in order).
@@ -74,6 +77,12 @@ class ChainBuilder:
                 out[column] = [row[column] for row in rows]
             else:
                 out[column] = rows[0][column]
+        for column, arrow_type in self.keep_types.items():
+            try:
+                pa.array([out[column]], arrow_type)
+            except (pa.ArrowException, TypeError, ValueError):
+                reason = f"{column}: {brief(out[column])} is not {arrow_type}, the type of its first rows"
+                raise BadValue(reason, "bad_type", column=column) from None
         problem = self.kind.first_problem(out)
         if problem is not None:
             raise BadValue(f"the chain fails the {self.kind.name} checks: {problem}", "kind_check")

@@ -332,7 +332,7 @@ class InPlaceSource:
                     raise StalePlanError(f"dataset {self.name!r}: {entry} changed since its units were listed")
             index = media_index_dir()
             media = MediaDir(entry.media_dir, self.storage_options, mounts=[m[:2] for m in mounts], index_dir=index)
-            self._readers[entry] = (files, ChainBuilder(entry.mapping, media))
+            self._readers[entry] = (files, ChainBuilder(entry.mapping, media, listed.schema))
         return self._readers[entry]
 
     def _open(self, files: Sequence[SourceFile], chains: Iterable[tuple[int, ...]], stack: Any) -> dict[int, Any]:

@@ -272,9 +272,8 @@ def adapt(
     index = storage.join(dst, MEDIA_INDEX)
     media = MediaDir(media_dir, storage_options, mounts=[m[:2] for m in mounts], index_dir=index)
     schema = _schema(plan.files, mapping)
-    job = _Job(
-        dst, mapping, where_filter, schema, ChainBuilder(mapping, media), columns, rows_per_group, storage_options
-    )
+    builder = ChainBuilder(mapping, media, schema)
+    job = _Job(dst, mapping, where_filter, schema, builder, columns, rows_per_group, storage_options)
     tidy_dst(dst, [t.name for t in plan.tasks], storage_options)
     storage.makedirs(dst, storage_options)
     records: dict[str, dict[str, Any]] = {}
