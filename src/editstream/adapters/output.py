@@ -96,10 +96,10 @@ class ParquetOut:
         if self._writer is None:
             self._file = _Hashing(self._stack.enter_context(storage.atomic_write(self.url, self.so)))
             self._writer = pq.ParquetWriter(self._file, self.schema, compression="snappy")
-        self._writer.write_table(to_table(self.pending, self.schema), row_group_size=len(self.pending))
-        self.num_rows += len(self.pending)
+        table, self.pending = to_table(self.pending, self.schema), []  # the rows' bytes are freed before encoding
+        self._writer.write_table(table, row_group_size=table.num_rows)
+        self.num_rows += table.num_rows
         self.num_row_groups += 1
-        self.pending = []
 
     def finish(self) -> dict[str, Any]:
         """Write the last row group, commit the file; its size, sha256, rows and row groups."""
