@@ -65,6 +65,11 @@ class _Hashing:
         self.closed = True
 
 
+PAGE_ROWS = 8
+"""Most rows in one parquet data page (pages also end at arrow's 1 MB). A reader must hold a page whole,
+and arrow's default (1024 rows) makes a column of large images one page per row group."""
+
+
 class ParquetOut:
     """One output parquet file written row group by row group, so memory holds one row group.
 
@@ -95,7 +100,7 @@ class ParquetOut:
             return
         if self._writer is None:
             self._file = _Hashing(self._stack.enter_context(storage.atomic_write(self.url, self.so)))
-            self._writer = pq.ParquetWriter(self._file, self.schema, compression="snappy")
+            self._writer = pq.ParquetWriter(self._file, self.schema, compression="snappy", write_batch_size=PAGE_ROWS)
         table, self.pending = to_table(self.pending, self.schema), []  # the rows' bytes are freed before encoding
         self._writer.write_table(table, row_group_size=table.num_rows)
         self.num_rows += table.num_rows
