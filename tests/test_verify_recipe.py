@@ -9,6 +9,8 @@ random draws (two-image edits, one phrasing, one caption), so the two passes see
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import io
 import json
 import random
@@ -20,6 +22,7 @@ import yaml
 from PIL import Image
 
 from editstream import BagelDatasetConfig
+from editstream.conversion import convert
 from editstream.loader.pixels import sizes_only, transform_image
 from editstream.loader.transforms import ImageTransform
 from editstream.packing.recipe_count import count_recipe
@@ -104,8 +107,22 @@ def one_epoch(config):
     return yielded, loader.dataset.drop_counts, dropped
 
 
-def test_the_count_is_what_an_epoch_of_training_yields_and_drops(recipe):
+def on_shards(config, root):
+    """The recipe with every group on the webdataset backend, over the data converted to shards."""
+    info = copy.deepcopy(dict(config.dataset_info))
+    for group, entries in info.items():
+        for entry in entries.values():
+            convert(entry["data_dir"], str(root / group), workers=1, progress=False)
+            entry["webdataset"] = {"data_dir": str(root / group)}
+    groups = {g: {**args, "backend": "webdataset"} for g, args in config.grouped_datasets.items()}
+    return dataclasses.replace(config, grouped_datasets=groups, dataset_info=info)
+
+
+@pytest.mark.parametrize("backend", ["parquet", "webdataset"])
+def test_the_count_is_what_an_epoch_of_training_yields_and_drops(recipe, backend, tmp_path):
     _, config = recipe
+    if backend == "webdataset":
+        config = on_shards(config, tmp_path)
     count = count_recipe(config)
     yielded, packer_drops, dataset_drops = one_epoch(config)
     by_group = {e.group: e for e in count.entries}
