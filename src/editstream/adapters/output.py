@@ -83,6 +83,8 @@ class ParquetOut:
         self.rows_per_group = rows_per_group
         self.so = so
         self.pending: list[dict[str, Any]] = []
+        self.chunks: list[pa.Table] = []  # the row group so far, PAGE_ROWS rows a chunk: arrow's copy only
+        self.chunked = 0
         self.num_rows = 0
         self.num_row_groups = 0
         self._stack = contextlib.ExitStack()
@@ -92,16 +94,26 @@ class ParquetOut:
     def add(self, row: dict[str, Any]) -> None:
         """Append one output row; a full row group is written at once."""
         self.pending.append(row)
-        if len(self.pending) >= self.rows_per_group:
+        if len(self.pending) >= PAGE_ROWS or self.chunked + len(self.pending) >= self.rows_per_group:
+            self._chunk()
+        if self.chunked >= self.rows_per_group:
             self._flush()
 
+    def _chunk(self) -> None:
+        """The pending rows into arrow (a chunk of the row group), their Python bytes freed."""
+        if self.pending:
+            self.chunks.append(to_table(self.pending, self.schema))
+            self.chunked += len(self.pending)
+            self.pending = []
+
     def _flush(self) -> None:
-        if not self.pending:
+        self._chunk()
+        if not self.chunks:
             return
         if self._writer is None:
             self._file = _Hashing(self._stack.enter_context(storage.atomic_write(self.url, self.so)))
             self._writer = pq.ParquetWriter(self._file, self.schema, compression="snappy", write_batch_size=PAGE_ROWS)
-        table, self.pending = to_table(self.pending, self.schema), []  # the rows' bytes are freed before encoding
+        table, self.chunks, self.chunked = pa.concat_tables(self.chunks), [], 0
         self._writer.write_table(table, row_group_size=table.num_rows)
         self.num_rows += table.num_rows
         self.num_row_groups += 1
