@@ -152,6 +152,7 @@ def test_verify_recipe_prints_the_table_and_the_json(recipe):
 def test_a_recipe_and_a_dst_together_or_a_file_without_groups_is_a_usage_error(recipe, tmp_path):
     path, _ = recipe
     assert run_cli("verify", "x", "--recipe", str(path)).returncode == 2
+    assert run_cli("verify", "--recipe", str(path), "--source", "x").returncode == 2
     other = tmp_path / "other.yaml"
     other.write_text("model: {}\n")
     result = run_cli("verify", "--recipe", str(other))

@@ -72,6 +72,8 @@ def verify(
     if (recipe is None) == (dst is None):
         raise UsageProblem("give DST or --recipe, not both" if recipe else "give DST (or --recipe RECIPE.yaml)")
     if recipe is not None:
+        if source is not None:
+            raise UsageProblem("--source checks a conversion, not a --recipe", "leave out one of them")
         return _count_recipe(recipe, as_json)
     assert dst is not None
     opts = storage_options(storage_option, endpoint_url)
