@@ -131,7 +131,7 @@ def _layout(ctx: click.Context, layout: str, shard_size: int | None, samples_per
     type=click.IntRange(min=1),
     default=None,
     help="Worker processes (default: the CPU count); with --engine ray, the most shards in flight "
-    "at once (default: twice the cluster's CPUs).",
+    "at once (default: twice the cluster's CPUs). With --from/--mapping they write the adapted files too.",
 )
 @click.option(
     "--engine",

@@ -17,12 +17,14 @@ and calls its transform exactly as the reference does.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+import contextvars
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import torch
 
-from .decode import decode_image
+from .decode import decode_image, opened_image
 from .fast_decode import decode_image_reduced
 from .transforms import ImageTransform, Normalization
 
@@ -31,6 +33,23 @@ IMAGE_DTYPES = ("float32", "uint8")
 
 NORMALIZATION_KEY = "image_normalization"
 """The sample key listing, per entry of ``image_tensor_list``, its ``(mean, std)`` or ``None``."""
+
+
+SIZES_ONLY = contextvars.ContextVar("editstream_sizes_only", default=False)
+"""Set by :func:`sizes_only`: images are opened, not decoded, and transformed to their shape alone."""
+
+
+@contextlib.contextmanager
+def sizes_only() -> Iterator[None]:
+    """Within this block datasets count tokens without pixels: :func:`load_image` reads an image's
+    header (the decode's limits and header errors apply) and :func:`transform_image` gives an
+    ``ImageTransform``'s output shape as a zero-stride tensor, so ``num_tokens`` and the sequence plan
+    are those of the real sample (``editstream verify --recipe``)."""
+    token = SIZES_ONLY.set(True)
+    try:
+        yield
+    finally:
+        SIZES_ONLY.reset(token)
 
 
 def check_image_dtype(value: Any, owner: str) -> str:
@@ -61,6 +80,9 @@ def transform_image(
     ``transform(image)``).
     """
     kwargs = {} if img_num is None else {"img_num": img_num}
+    if SIZES_ONLY.get() and isinstance(transform, ImageTransform):
+        width, height = transform.target_size(*image.size, **kwargs)
+        return torch.zeros((), dtype=torch.uint8).expand(3, height, width), None
     if image_dtype == "uint8" and hands_out_uint8(transform):
         return transform.to_uint8(image, **kwargs), transform.normalization
     return transform(image, **kwargs), None
@@ -101,6 +123,8 @@ def load_image(data: Any, transforms: Sequence[Any], fast_decode: bool, img_num:
     Exact (:func:`decode_image`) unless ``fast_decode`` and every transform is an ImageTransform.
     """
     used = [t for t in transforms if t is not None]
+    if SIZES_ONLY.get() and used and all(isinstance(t, ImageTransform) for t in used):
+        return opened_image(bytes(data))
     if not fast_decode or not used or not all(isinstance(t, ImageTransform) for t in used):
         return decode_image(data)
 

@@ -26,7 +26,7 @@ from ..checkpoint.chain import ChainEncoder
 from ..checkpoint.formats import copy_tree
 from ..checkpoint.points import RngPoint, apply_point, capture_point, draw_point, seed_all
 from ..checkpoint.references import restore_buffer
-from ..draws import Buffered, GroupDraws, SampleBuffer, finish, sample_tokens
+from ..draws import Buffered, GroupDraws, SampleBuffer, finish, limit_exceeded, sample_tokens
 
 if TYPE_CHECKING:
     from ..dataset import PackedDataset
@@ -111,7 +111,7 @@ def _too_big(packer: PackedDataset, draws: GroupDraws, sample: dict[str, Any]) -
     """Whether a sample fits no sequence at all (counted, ``oversize``): over the per-sample limit or
     over the sequence's; the only samples an exact epoch drops."""
     num_tokens, spec = sample_tokens(sample), packer.spec
-    if num_tokens <= spec.max_num_tokens_per_sample and num_tokens <= spec.max_num_tokens:
+    if limit_exceeded(num_tokens, spec) is None:
         return False
     draws.note_drop(
         "oversize",
