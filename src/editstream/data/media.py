@@ -178,14 +178,25 @@ class ArchiveMedia:
         self.name = archive_stem(self.urls[0].rstrip("/").rsplit("/", 1)[-1])
         self.gzipped = self.name.endswith((".gz", ".tgz"))
         self.zipped = self.name.endswith(".zip")
+        self._open()
+        self.members = self._index()
+
+    def _open(self) -> None:
         self._raw: Any = (
-            JoinedFile(self.urls, storage_options)
+            JoinedFile(self.urls, self.storage_options)
             if len(self.urls) > 1
-            else _open_seekable(self.urls[0], storage_options)
+            else _open_seekable(self.urls[0], self.storage_options)
         )
         self._file = self._uncompressed()
         self._zip = zipfile.ZipFile(self._file) if self.zipped else None
-        self.members = self._index()
+
+    def __getstate__(self) -> dict[str, Any]:
+        """What a worker process needs (the index, not the open files): it reopens the archive itself."""
+        return {k: v for k, v in self.__dict__.items() if k not in ("_raw", "_file", "_zip")}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._open()
 
     def _key(self) -> str:
         identity = [file_identity(u, self.storage_options) for u in self.urls]
