@@ -11,15 +11,17 @@ from typing import Any
 import click
 
 from ..data.backends import BACKENDS
+from ..data.layouts import ForeignShards
+from ..data.open import DataHandle
 from .app import main
 from .errors import DataProblem, UsageProblem
 from .options import KindChoice, storage_options, trainable, with_storage_options
-from .resolve import Resolved, resolve
+from .resolve import resolve
 
 log = logging.getLogger("editstream")
 
 
-def _dataset(found: list[Resolved], workers: int, kw: dict[str, Any]) -> Any:
+def _dataset(found: list[DataHandle], workers: int, kw: dict[str, Any]) -> Any:
     """The kind's training dataset over the DATA entries: what the data layer says reads each entry
     whole (or ``--num-used`` of it), the standard arguments by keyword, and a ViT transform or a frame
     sampler only when the class requires one."""
@@ -28,11 +30,11 @@ def _dataset(found: list[Resolved], workers: int, kw: dict[str, Any]) -> Any:
     from ..loader.transforms import ImageTransform
     from ..loader.video import FrameSampler
 
-    handle = found[0].handle
+    handle = found[0]
     cls = handle.kind.dataset_class()
     args: dict[str, Any] = handle.dataset_arguments()
     for extra in found[1:]:
-        more = extra.handle.dataset_arguments()
+        more = extra.dataset_arguments()
         for key, value in more.items():
             if isinstance(value, list):
                 args[key] = [*args[key], *value]
@@ -175,8 +177,8 @@ def stream(
     del loader  # workers stop (and have written their drop counts)
     summary = {
         "backend": found[0].backend,
-        "schema": found[0].schema,
-        "foreign_shards": found[0].foreign,
+        "schema": found[0].kind.name,
+        "foreign_shards": isinstance(found[0].layout, ForeignShards),
         "units": len(ds.data_paths),
         "samples": n,
         "tokens": tokens,
