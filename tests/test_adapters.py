@@ -119,7 +119,14 @@ def assert_rows_accounted(summary: dict[str, Any]) -> None:
 
 # --------------------------------------------------------------------------- the built-in adapters
 def test_the_six_datasets_have_built_in_adapters():
-    assert set(DATASETS) | {"hqedit-inverse"} == set(builtin_names())
+    media_layouts = {
+        "gpt-image-edit",
+        "sharegpt4o-edit",
+        "sharegpt4o-t2i",
+        "x2i",
+        "seed-data-edit",
+    }  # see test_adapters_media
+    assert set(DATASETS) | {"hqedit-inverse"} | media_layouts == set(builtin_names())
 
 
 @pytest.mark.parametrize("name", sorted(DATASETS))

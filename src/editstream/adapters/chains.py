@@ -6,13 +6,14 @@ so every output file of one adaptation has the same column types, even an empty 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import pyarrow as pa
 
 from ..kinds import get_kind
-from .mapping import AdapterMapping
+from .mapping import AdapterMapping, InstructionSource
 from .values import BadValue, MediaDir, bad_cell, image_bytes, phrasings
 
 
@@ -21,8 +22,10 @@ def output_schema(mapping: AdapterMapping, source: pa.Schema) -> pa.Schema:
     per-row column of a grouped chain (a ``group_by`` column stays a single value)."""
     images, texts = mapping.target_columns
     fields = [pa.field(images, pa.list_(pa.binary())), pa.field(texts, pa.list_(pa.list_(pa.string())))]
+    if mapping.captioned:
+        fields = [pa.field(images, pa.binary()), pa.field(texts, pa.string())]
     for column in mapping.keep:
-        arrow_type = source.field(column).type
+        arrow_type = source.field(column).type if column in source.names else pa.string()
         per_row = bool(mapping.group_by) and column not in mapping.group_by
         fields.append(pa.field(column, pa.list_(arrow_type) if per_row else arrow_type))
     return pa.schema(fields)
@@ -54,16 +57,18 @@ class ChainBuilder:
         images: list[bytes] = []
         instructions: list[list[str]] = []
         for i, row in enumerate(rows):
-            columns = self.mapping.images if i == 0 else self.mapping.images[1:]
             try:
                 bad = bad_cell(row)
                 if bad is not None:
                     raise bad
-                images.extend(_cell(row, c, image_bytes, self.media) for c in columns)
-                instructions.extend(_cell(row, s.column, phrasings, s.format) for s in self.mapping.instructions)
+                images_in, texts_in = self._parts(row, first=i == 0)
+                images.extend(_cell(row, c, image_bytes, self.media) for c in images_in)
+                instructions.extend(_cell(row, s.column, phrasings, s) for s in texts_in)
             except BadValue as exc:
                 raise BadValue(exc.reason, exc.code, i, exc.column) from None
         out: dict[str, Any] = {self.image_column: images, self.text_column: instructions}
+        if self.mapping.captioned:
+            out = {self.image_column: images[0], self.text_column: _captions(self.mapping, instructions)}
         for column in self.mapping.keep:
             if self.mapping.group_by and column not in self.mapping.group_by:
                 out[column] = [row[column] for row in rows]
@@ -73,6 +78,25 @@ class ChainBuilder:
         if problem is not None:
             raise BadValue(f"the chain fails the {self.kind.name} checks: {problem}", "kind_check")
         return out
+
+    def _parts(self, row: dict[str, Any], first: bool) -> tuple[Sequence[str], Sequence[InstructionSource]]:
+        """The image columns and instruction sources of ``row``: all of them, less the first image after
+        the first row of a group, and with ``optional_tail`` only those before the first absent image."""
+        images, texts = self.mapping.images, self.mapping.instructions
+        if self.mapping.optional_tail:
+            end = next((k for k in range(2, len(images)) if row.get(images[k]) is None), len(images))
+            images, texts = images[:end], texts[: end - 1]
+        return (images if first else images[1:]), texts
+
+
+def _captions(mapping: AdapterMapping, phrasings: list[list[str]]) -> str:
+    """The captions JSON object of a text-to-image row: each caption column's text by its name
+    (``name.1``, ``name.2``... for the further phrasings of a list column)."""
+    captions: dict[str, str] = {}
+    for source, texts in zip(mapping.instructions, phrasings):
+        for k, text in enumerate(texts):
+            captions[source.column if k == 0 else f"{source.column}.{k}"] = text
+    return json.dumps(captions, ensure_ascii=False)
 
 
 def to_table(rows: list[dict[str, Any]], schema: pa.Schema) -> pa.Table:

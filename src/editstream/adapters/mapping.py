@@ -24,6 +24,9 @@ INSTRUCTION_FORMATS = ("string", "list", "json")
 """How a column holds an edit's phrasings: one string, a list of strings, or a JSON string of either."""
 IMAGE_LIST_TYPE = "list<binary>"
 INSTRUCTION_LIST_TYPE = "list<list<string>>"
+CAPTIONED_PAIR = ("binary", "string")
+"""A kind of one image and one text column (text-to-image): the mapping names one image column and the
+caption columns, which become the kind's JSON object of captions."""
 KEYS = (
     "name",
     "kind",
@@ -35,6 +38,10 @@ KEYS = (
     "order_by",
     "keep",
     "where",
+    "metadata",
+    "media",
+    "paths_from",
+    "optional_tail",
 )
 
 
@@ -52,6 +59,8 @@ class InstructionSource:
 
     column: str
     format: str = "string"
+    remove: tuple[str, ...] = ()
+    """Literal texts cut out of every phrasing (e.g. an image placeholder such as ``<img><|image_1|></img>``)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -65,6 +74,11 @@ class AdapterMapping:
     previous output), and every row's instructions in turn. ``keep`` columns are carried as
     extra columns (a ``group_by`` column once per chain, any other one as a list, one value
     per row). ``where`` is the default filter (:mod:`.where`).
+
+    A source of JSON / JSONL metadata names its files with ``metadata`` (globs under the dataset
+    root, or inside its ``media`` archives) and its images' folders or archives with ``media``;
+    image paths are relative to the root, or with ``paths_from`` to the metadata file's folder
+    joined with it. ``optional_tail``: images after the first edit may be absent (a shorter chain).
     """
 
     name: str
@@ -77,10 +91,24 @@ class AdapterMapping:
     where: str | None = None
     dataset: str | None = None
     description: str = ""
+    metadata: tuple[str, ...] = ()
+    media: tuple[str, ...] = ()
+    paths_from: str | None = None
+    optional_tail: bool = False
     origin: str = field(default="<mapping>", compare=False)
+
+    @property
+    def captioned(self) -> bool:
+        """Whether the kind is one image and its captions (text-to-image), not an edit chain."""
+        return target_columns(self.kind, self.origin)[2]
 
     def __post_init__(self) -> None:
         o = self.origin
+        if self.captioned:
+            if len(self.images) != 1 or not self.instructions or self.group_by or self.optional_tail:
+                what = "a text-to-image kind takes one image column, caption columns, no group_by or optional_tail"
+                raise _error(o, "images", what, self.images)
+            return self._check_rest()
         if len(self.images) < 2:
             raise _error(o, "images", "a chain needs at least 2 image columns (the input and an output)", self.images)
         _no_duplicates(o, "images", self.images)
@@ -91,6 +119,12 @@ class AdapterMapping:
                 f"{len(self.images)} image columns make {len(self.images) - 1} edits, so name that many instructions",
                 [i.column for i in self.instructions],
             )
+        self._check_rest()
+
+    def _check_rest(self) -> None:
+        o = self.origin
+        if (self.paths_from or self.media) and not self.metadata:
+            raise _error(o, "media", "media and paths_from go with metadata (the files that name the images)", None)
         for source in self.instructions:
             if source.format not in INSTRUCTION_FORMATS:
                 raise _error(o, "instructions", f"format must be one of {list(INSTRUCTION_FORMATS)}", source.format)
@@ -108,8 +142,9 @@ class AdapterMapping:
 
     @property
     def target_columns(self) -> tuple[str, str]:
-        """The kind's image-list and instruction-list column names, found by their types in the registry."""
-        return target_columns(self.kind, self.origin)
+        """The kind's image(-list) and instruction-list (or captions) column names, found by their types."""
+        images, texts, _ = target_columns(self.kind, self.origin)
+        return images, texts
 
     @property
     def source_columns(self) -> tuple[str, ...]:
@@ -126,7 +161,10 @@ class AdapterMapping:
         if self.description:
             out["description"] = self.description
         out["images"] = list(self.images)
-        out["instructions"] = [{"column": i.column, "format": i.format} for i in self.instructions]
+        out["instructions"] = [
+            {"column": i.column, "format": i.format} | ({"remove": list(i.remove)} if i.remove else {})
+            for i in self.instructions
+        ]
         if self.group_by:
             out["group_by"] = list(self.group_by)
         if self.order_by is not None:
@@ -135,6 +173,13 @@ class AdapterMapping:
             out["keep"] = list(self.keep)
         if self.where is not None:
             out["where"] = self.where
+        for key in ("metadata", "media"):
+            if getattr(self, key):
+                out[key] = list(getattr(self, key))
+        if self.paths_from is not None:
+            out["paths_from"] = self.paths_from
+        if self.optional_tail:
+            out["optional_tail"] = True
         return out
 
     def fingerprint_data(self) -> dict[str, Any]:
@@ -151,27 +196,34 @@ def _no_duplicates(origin: str, key: str, names: tuple[str, ...]) -> None:
         raise _error(origin, key, f"names {sorted(set(seen))} more than once", list(names))
 
 
-def _chain_pair(kind: DatasetKind) -> tuple[str, str] | None:
+def _chain_pair(kind: DatasetKind) -> tuple[str, str, bool] | None:
+    """The kind's (images, texts, captioned) columns: an edit chain's two lists, or one image and its captions."""
     by_type: dict[str, list[str]] = {}
     for column, notation in kind.columns.items():
         by_type.setdefault(normalize_type(notation), []).append(column)
-    images = by_type.get(IMAGE_LIST_TYPE, [])
-    texts = by_type.get(INSTRUCTION_LIST_TYPE, [])
-    return (images[0], texts[0]) if len(images) == 1 and len(texts) == 1 else None
+    for (image_type, text_type), captioned in (
+        ((IMAGE_LIST_TYPE, INSTRUCTION_LIST_TYPE), False),
+        (CAPTIONED_PAIR, True),
+    ):
+        images, texts = by_type.get(image_type, []), by_type.get(text_type, [])
+        if len(images) == 1 and len(texts) == 1:
+            return images[0], texts[0], captioned
+    return None
 
 
 def default_kind(origin: str = "<mapping>") -> str:
     """The kind a mapping without ``kind:`` targets: the one registered kind whose columns are an
     edit chain (a single image list and instruction list); an error when none or several are."""
-    chains = [k.name for k in all_kinds() if k.source.takes_columns and _chain_pair(k) is not None]
+    chains = [k.name for k in all_kinds() if k.source.takes_columns and (_chain_pair(k) or (0, 0, 1))[2] is False]
     if len(chains) != 1:
         raise _error(origin, "kind", f"is required: the registered edit-chain kinds are {chains}", None)
     return chains[0]
 
 
-def target_columns(kind_name: str, origin: str = "<mapping>") -> tuple[str, str]:
-    """The ``(image list, instruction list)`` columns of ``kind_name``: its columns typed
-    ``list<binary>`` and ``list<list<string>>``, so no module but the kind's own spells them."""
+def target_columns(kind_name: str, origin: str = "<mapping>") -> tuple[str, str, bool]:
+    """The ``(image list, instruction list, False)`` columns of ``kind_name`` (typed ``list<binary>`` and
+    ``list<list<string>>``), or ``(image, captions, True)`` of a one-image kind (``binary`` + ``string``),
+    so no module but the kind's own spells them."""
     try:
         kind = get_kind(kind_name)
     except UnknownKindError as exc:
@@ -181,7 +233,8 @@ def target_columns(kind_name: str, origin: str = "<mapping>") -> tuple[str, str]
         raise _error(
             origin,
             "kind",
-            f"kind {kind.name!r} has no single {IMAGE_LIST_TYPE} + {INSTRUCTION_LIST_TYPE} pair",
+            f"kind {kind.name!r} has no single {IMAGE_LIST_TYPE} + {INSTRUCTION_LIST_TYPE} pair "
+            f"(nor one {CAPTIONED_PAIR[0]} image + {CAPTIONED_PAIR[1]} captions)",
             kind_name,
         )
     return pair
@@ -199,13 +252,14 @@ def _instruction(origin: str, value: Any) -> InstructionSource:
     if isinstance(value, str) and value:
         return InstructionSource(value)
     if isinstance(value, dict):
-        unknown = sorted(set(value) - {"column", "format"})
+        unknown = sorted(set(value) - {"column", "format", "remove"})
         if unknown:
-            raise _error(origin, "instructions", f"an entry takes 'column' and 'format', not {unknown}", value)
+            raise _error(origin, "instructions", f"an entry takes 'column', 'format', 'remove', not {unknown}", value)
         column = value.get("column")
         if not isinstance(column, str) or not column:
             raise _error(origin, "instructions", "an entry needs a 'column' name", value)
-        return InstructionSource(column, value.get("format", "string"))  # the format is checked by the mapping
+        remove = _names(origin, "remove", value.get("remove", []))
+        return InstructionSource(column, value.get("format", "string"), remove)  # the format is checked later
     raise _error(origin, "instructions", "an entry is a column name or {column: NAME, format: string|list|json}", value)
 
 
@@ -215,6 +269,13 @@ def _text(origin: str, data: Mapping[str, Any], key: str, *, required: bool = Fa
         return None
     if not isinstance(value, str) or not value.strip():
         raise _error(origin, key, "must be a non-empty string", value)
+    return value
+
+
+def _flag(origin: str, data: Mapping[str, Any], key: str) -> bool:
+    value = data.get(key, False)
+    if not isinstance(value, bool):
+        raise _error(origin, key, "must be true or false", value)
     return value
 
 
@@ -246,6 +307,10 @@ def mapping_from_dict(data: Any, origin: str = "<mapping>") -> AdapterMapping:
         where=_text(origin, data, "where"),
         dataset=_text(origin, data, "dataset"),
         description=_text(origin, data, "description") or "",
+        metadata=_names(origin, "metadata", data["metadata"]) if data.get("metadata") is not None else (),
+        media=_names(origin, "media", data["media"]) if data.get("media") is not None else (),
+        paths_from=_text(origin, data, "paths_from"),
+        optional_tail=_flag(origin, data, "optional_tail"),
         origin=origin,
     )
 

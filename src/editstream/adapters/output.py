@@ -68,14 +68,16 @@ class _Hashing:
 class ParquetOut:
     """One output parquet file written row group by row group, so memory holds one row group.
 
-    The file appears under its name only when :meth:`finish` completes (temp name + rename
-    locally, a multipart upload completed on close on S3); an output with no rows writes no file.
+    The caller cuts the row groups (:meth:`end_group`) after every so many planned chains,
+    however many of them survived (none: an empty row group), so the output's units are known from
+    the plan alone, as training in place lists them. The file appears under its name only when
+    :meth:`finish` completes (temp name + rename locally, a multipart upload completed on close on
+    S3); an output with no row group writes no file.
     """
 
-    def __init__(self, url: str, schema: pa.Schema, rows_per_group: int, so: storage.StorageOptions | None) -> None:
+    def __init__(self, url: str, schema: pa.Schema, so: storage.StorageOptions | None) -> None:
         self.url = url
         self.schema = schema
-        self.rows_per_group = rows_per_group
         self.so = so
         self.pending: list[dict[str, Any]] = []
         self.num_rows = 0
@@ -85,25 +87,21 @@ class ParquetOut:
         self._writer: pq.ParquetWriter | None = None
 
     def add(self, row: dict[str, Any]) -> None:
-        """Append one output row; a full row group is written at once."""
+        """Append one output row to the row group being gathered."""
         self.pending.append(row)
-        if len(self.pending) >= self.rows_per_group:
-            self._flush()
 
-    def _flush(self) -> None:
-        if not self.pending:
-            return
+    def end_group(self) -> None:
+        """Write the rows added since the last cut as one row group (possibly empty)."""
         if self._writer is None:
             self._file = _Hashing(self._stack.enter_context(storage.atomic_write(self.url, self.so)))
             self._writer = pq.ParquetWriter(self._file, self.schema, compression="snappy")
-        self._writer.write_table(to_table(self.pending, self.schema), row_group_size=len(self.pending))
+        self._writer.write_table(to_table(self.pending, self.schema), row_group_size=max(len(self.pending), 1))
         self.num_rows += len(self.pending)
         self.num_row_groups += 1
         self.pending = []
 
     def finish(self) -> dict[str, Any]:
-        """Write the last row group, commit the file; its size, sha256, rows and row groups."""
-        self._flush()
+        """Commit the file; its size, sha256, rows and row groups."""
         size, digest = 0, None
         if self._writer is not None and self._file is not None:
             self._writer.close()
@@ -135,7 +133,7 @@ def intact_record(
         return None
     if not isinstance(record, dict) or record.get("fingerprint") != task_fingerprint:
         return None
-    if record.get("num_rows") == 0:
+    if record.get("num_row_groups") == 0:
         return record
     try:
         data = storage.read_bytes(storage.join(dst, name), so)
@@ -172,12 +170,12 @@ def tidy_dst(dst: str, planned: Iterable[str], so: storage.StorageOptions | None
 
 
 def write_parquet_info(dst: str, records: Mapping[str, Mapping[str, Any]], so: storage.StorageOptions | None) -> str:
-    """``parquet_info.json``: ``{DST/name: {num_row_groups, num_rows}}`` for every non-empty output file."""
+    """``parquet_info.json``: ``{DST/name: {num_row_groups, num_rows}}`` for every output file written."""
     root = absolute(dst).rstrip("/")  # the keys are the paths a loader joins
     info = {
         storage.join(root, name): {"num_row_groups": r["num_row_groups"], "num_rows": r["num_rows"]}
         for name, r in sorted(records.items())
-        if r["num_rows"] > 0
+        if r["num_row_groups"] > 0
     }
     url = storage.join(dst, PARQUET_INFO)
     storage.write_bytes(url, json.dumps(info, indent=1).encode(), so)

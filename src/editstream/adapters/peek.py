@@ -17,8 +17,8 @@ from ..io import storage
 from .builtin import resolve_mapping
 from .chains import ChainBuilder
 from .mapping import AdapterMapping
-from .plan import SourceFile, check_columns, gather, list_sources, plan_groups, source_rows
-from .values import BadValue, MediaDir, bad_cell
+from .plan import SourceFile, check_columns, gather, open_sources, passes, plan_groups, source_rows
+from .values import BadValue, MediaDir
 from .where import Filter, parse_filter
 
 Peeked = tuple[str, dict[str, Any] | BadValue]
@@ -29,7 +29,7 @@ def _rows(
     files: list[SourceFile], columns: list[str], where: Filter | None, so: storage.StorageOptions | None
 ) -> Generator[tuple[str, list[dict[str, Any]]]]:
     for i, rg, r, row in source_rows(files, columns, so):
-        if where is None or bad_cell(row) is not None or where(row):
+        if passes(where, row):
             yield f"{files[i].name} rg {rg} row {r}", [row]
 
 
@@ -60,15 +60,18 @@ def peek(
     media_dir: str | None = None,
     split: str | None = None,
     storage_options: storage.StorageOptions | None = None,
+    index_dir: str | None = None,
 ) -> Generator[Peeked]:
-    """The first ``n`` chains ``mapping`` makes of the parquet at ``src`` (options as for ``adapt``)."""
+    """The first ``n`` chains ``mapping`` makes of the source at ``src`` (options as for ``adapt``;
+    ``index_dir`` keeps the indexes of media archives, which are otherwise scanned on each call)."""
     mapping = resolve_mapping(mapping)
     text = mapping.where if where is None else where
     where_filter = parse_filter(text) if text else None
-    files = list_sources(src, split, storage_options)
+    files, mounts = open_sources(src, mapping, split, storage_options, index_dir)
     check_columns(files, mapping, where_filter)
     columns = list(dict.fromkeys([*mapping.source_columns, *(where_filter.columns if where_filter else ())]))
-    builder = ChainBuilder(mapping, MediaDir(media_dir, storage_options))
+    media = MediaDir(media_dir, storage_options, mounts=[m[:2] for m in mounts], index_dir=index_dir)
+    builder = ChainBuilder(mapping, media)
     chains: Generator[tuple[str, list[dict[str, Any]]]]
     if mapping.group_by:
         chains = _grouped(files, mapping, where_filter, columns, n, storage_options)

@@ -17,10 +17,21 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ..data.media import MediaSource
 from ..format.safe_yaml import brief
 from ..io import storage
 from ..io.parquet import open_parquet
 from .mapping import AdapterMapping, MappingError
+from .sources import (
+    MetadataFile,
+    count_and_schema,
+    describe,
+    find_root,
+    list_metadata,
+    metadata_rows,
+    open_mounts,
+    snapshot_roots,
+)
 from .values import BadValue, bad_cell, table_rows
 from .where import Filter
 
@@ -54,6 +65,8 @@ class SourceFile:
     size: int
     row_groups: tuple[int, ...]
     schema: pa.Schema
+    meta: MetadataFile | None = None
+    """A JSON / JSONL metadata file (one row group of all its rows) instead of parquet."""
 
     @property
     def num_rows(self) -> int:
@@ -91,17 +104,8 @@ def _parquet_in(folder: str, split: str | None, storage_options: storage.Storage
 
 
 def _snapshot_data(src: str, storage_options: storage.StorageOptions | None) -> list[str]:
-    """A Hub cache folder's ``snapshots/<rev>/data``: the revision ``refs/main`` names, else every one."""
-    try:
-        rev = storage.read_bytes(storage.join(src, "refs", "main"), storage_options).decode().strip()
-        return [storage.join(src, "snapshots", rev, "data")]
-    except (FileNotFoundError, NotADirectoryError, UnicodeDecodeError):
-        pass
-    try:
-        revs = sorted(storage.list_names(storage.join(src, "snapshots"), storage_options))
-    except (FileNotFoundError, NotADirectoryError):
-        return []
-    return [storage.join(src, "snapshots", rev, "data") for rev in revs]
+    """A Hub cache folder's ``snapshots/<rev>/data`` (:func:`snapshot_roots`)."""
+    return [storage.join(root, "data") for root in snapshot_roots(src, storage_options)]
 
 
 def find_parquet_root(src: str, split: str | None, storage_options: storage.StorageOptions | None) -> str:
@@ -125,7 +129,13 @@ def find_parquet_root(src: str, split: str | None, storage_options: storage.Stor
 def list_sources(src: str, split: str | None, storage_options: storage.StorageOptions | None) -> list[SourceFile]:
     """The ``*.parquet`` files of ``src`` (:func:`find_parquet_root`; sorted; symlinks followed, as in
     the HF cache), only those named ``{split}-*`` when ``split`` is given, with their footers read."""
-    urls = _parquet_in(find_parquet_root(src, split, storage_options), split, storage_options)
+    return _parquet_files(
+        _parquet_in(find_parquet_root(src, split, storage_options), split, storage_options), storage_options
+    )
+
+
+def _parquet_files(urls: Sequence[str], storage_options: storage.StorageOptions | None) -> list[SourceFile]:
+    """The parquet files at ``urls`` with their footers read."""
     files = []
     for url in urls:
         with open_parquet(url, storage_options) as pf:
@@ -134,6 +144,43 @@ def list_sources(src: str, split: str | None, storage_options: storage.StorageOp
             schema = pf.schema_arrow
         files.append(SourceFile(url, url.rsplit("/", 1)[-1], storage.size(url, storage_options), sizes, schema))
     return files
+
+
+Mounts = list[tuple[str, MediaSource, str]]
+
+
+def open_sources(
+    src: str,
+    mapping: AdapterMapping,
+    split: str | None,
+    storage_options: storage.StorageOptions | None,
+    index_dir: str | None = None,
+) -> tuple[list[SourceFile], Mounts]:
+    """The source files of ``mapping`` at ``src`` and the media they name: its parquet (:func:`list_sources`),
+    or, for a mapping with ``metadata``, its JSON / JSONL (and parquet) files and its opened ``media``
+    (:mod:`.sources`; parquet metadata is read from disk, its image paths relative to the root)."""
+    if not mapping.metadata:
+        return list_sources(src, split, storage_options), []
+    if split is not None:
+        raise MappingError(
+            f"{mapping.origin}: --split picks parquet files by name; this mapping's metadata names its files"
+        )
+    root = find_root(src, mapping, storage_options)
+    mounts = open_mounts(root, mapping.media, storage_options, index_dir)
+    metas = list_metadata(root, mapping, mounts, storage_options)
+    log.warning("%s", describe(root, metas, mounts))
+    if not metas:
+        found = ", ".join(sorted(m for mount in mounts for m in mount[1].names())[:5])
+        raise FileNotFoundError(
+            f"{root} holds no metadata file matching {list(mapping.metadata)} on disk or in its media "
+            f"({', '.join(w for _, _, w in mounts) or 'none'}){'; members such as ' + found if found else ''}"
+        )
+    files = _parquet_files([m.url for m in metas if m.form == "parquet"], storage_options)
+    for m in metas:
+        if m.form != "parquet":
+            n, schema = count_and_schema(m, storage_options)
+            files.append(SourceFile(m.url, m.name, m.size, (n,), schema, m))
+    return files, mounts
 
 
 _BYTES = (pa.types.is_binary, pa.types.is_large_binary, pa.types.is_fixed_size_binary)
@@ -168,6 +215,8 @@ def check_columns(files: Sequence[SourceFile], mapping: AdapterMapping, where: F
     """A ``MappingError`` naming the file and the column when a source file lacks a column the mapping
     reads, or holds one of a type it cannot use (checked on the footers, before any row is read)."""
     for f in files:
+        if f.meta is not None:  # a JSON row lacking a column holds null there: checked row by row
+            continue
         missing = [c for c in mapping.source_columns if c not in f.schema.names]
         if missing:
             raise MappingError(
@@ -195,6 +244,10 @@ def source_rows(
     """``(file index, row group, row, values of only columns)`` for every source row, in order (a cell
     that is not UTF-8 holds its ``BadValue``): the plan pass's, an ungrouped adaptation's and a preview's reads."""
     for i, f in enumerate(files):
+        if f.meta is not None:
+            for r, row in enumerate(metadata_rows(f.meta, columns, storage_options)):
+                yield i, 0, r, row
+            continue
         with open_parquet(f.url, storage_options, streaming=True) as pf:
             for rg in range(len(f.row_groups)):
                 for r, row in enumerate(table_rows(read_row_group(pf, f, rg, columns))):
@@ -218,6 +271,13 @@ def gather(
             needed.setdefault((file, rg), []).append(row)
     rows: dict[int, dict[str, Any]] = {}
     for (file, rg), wanted in sorted(needed.items()):
+        meta = files[file].meta
+        if meta is not None:
+            keep = set(wanted)
+            for r, values in enumerate(metadata_rows(meta, columns, storage_options)):
+                if r in keep:
+                    rows[pack(file, rg, r)] = values
+            continue
         if file not in opened:
             opened[file] = stack.enter_context(open_parquet(files[file].url, storage_options, streaming=True))
         wanted = sorted(set(wanted))
@@ -274,6 +334,12 @@ def _no_session(
     if any(v is None for v in key):
         return "bad_group_key", f"a group_by column {list(mapping.group_by)} is null", None
     return None
+
+
+def passes(where: Filter | None, row: dict[str, Any]) -> bool:
+    """Whether the filter keeps ``row``: a row whose filter columns cannot be read is kept (its drop is
+    counted when it is adapted); the same rule in every pass, so all cut the same planned rows."""
+    return where is None or bad_cell({c: row[c] for c in where.columns}) is not None or where(row)
 
 
 def plan_groups(
@@ -333,4 +399,25 @@ def plan_groups(
 
 def plan_rows(files: list[SourceFile]) -> Plan:
     """The plan without grouping: one output file per source file, of the same name."""
-    return Plan(files, [OutputTask(f.name, source=i) for i, f in enumerate(files)], drops=[])
+    return Plan(files, [OutputTask(output_name(f), source=i) for i, f in enumerate(files)], drops=[])
+
+
+def output_name(f: SourceFile) -> str:
+    """The output file of an ungrouped source file: its name, or a metadata file's path made one parquet name."""
+    if f.meta is None:
+        return f.name
+    return f.name.rsplit(".", 1)[0].replace("/", "-") + ".parquet"
+
+
+def plan_filtered(files: list[SourceFile], where: Filter, storage_options: storage.StorageOptions | None) -> Plan:
+    """The plan without grouping but with a filter: per source file, the rows it keeps (one-row chains),
+    from a pass over the filter columns only; what training in place reads (an adaptation filters as it goes)."""
+    kept: list[list[tuple[int, ...]]] = [[] for _ in files]
+    filtered = 0
+    for i, rg, r, row in source_rows(files, list(where.columns), storage_options):
+        if passes(where, row):
+            kept[i].append((pack(i, rg, r),))
+        else:
+            filtered += 1
+    tasks = [OutputTask(output_name(f), chains=tuple(chains)) for f, chains in zip(files, kept)]
+    return Plan(files, tasks, filtered=filtered, drops=[], plan_rows=sum(f.num_rows for f in files))

@@ -36,18 +36,20 @@ from .output import (
     write_report,
 )
 from .plan import (
+    Mounts,
     OutputTask,
     Plan,
     SourceFile,
     check_columns,
     gather,
-    list_sources,
+    open_sources,
+    passes,
     plan_groups,
     plan_rows,
     source_rows,
     unpack,
 )
-from .values import BadValue, MediaDir, bad_cell
+from .values import BadValue, MediaDir
 from .where import Filter, parse_filter
 
 log = logging.getLogger(__name__)
@@ -100,16 +102,22 @@ def _drop(f: SourceFile, rg: int, row: int, exc: BadValue, rows: int = 1, group:
 
 
 def _adapt_file(job: _Job, f: SourceFile, out: ParquetOut) -> tuple[int, list[dict[str, Any]]]:
-    """One source file, row group by row group, into ``out``; ``(filtered rows, drops)``."""
-    filtered, drops = 0, []
+    """One source file, row group by row group, into ``out``; ``(filtered rows, drops)``. Each output
+    row group holds what survives of ``rows_per_group`` rows the filter keeps (see :class:`ParquetOut`)."""
+    filtered, drops, planned = 0, [], 0
     for _, rg, r, row in source_rows([f], job.columns, job.storage_options):
-        if job.where is not None and bad_cell(row) is None and not job.where(row):
+        if not passes(job.where, row):
             filtered += 1
             continue
         try:
             out.add(job.builder.build([row]))
         except BadValue as exc:
             drops.append(_drop(f, rg, r, exc))
+        planned += 1
+        if planned % job.rows_per_group == 0:
+            out.end_group()
+    if planned % job.rows_per_group:
+        out.end_group()
     return filtered, drops
 
 
@@ -129,6 +137,7 @@ def _adapt_chains(job: _Job, files: Sequence[SourceFile], task: OutputTask, out:
                     file, rg, row = unpack(chain[exc.row])
                     group = [chain_rows[0][c] for c in job.mapping.group_by]
                     drops.append(_drop(files[file], rg, row, exc, rows=len(chain), group=group))
+            out.end_group()
     return drops
 
 
@@ -145,13 +154,14 @@ def _task_fingerprint(job: _Job, plan: Plan, task: OutputTask, media_dir: str | 
             "where": job.where.text if job.where else None,
             "media_dir": media_dir,
             "rows_per_group": job.rows_per_group,
+            "row_groups": "planned",  # one per rows_per_group planned chains, however many survive
             "sources": sources,
         }
     )
 
 
 def _run_task(job: _Job, plan: Plan, task: OutputTask, task_fp: str) -> dict[str, Any]:
-    out = ParquetOut(storage.join(job.dst, task.name), job.schema, job.rows_per_group, job.storage_options)
+    out = ParquetOut(storage.join(job.dst, task.name), job.schema, job.storage_options)
     try:
         if task.source is not None:
             filtered, drops = _adapt_file(job, plan.files[task.source], out)
@@ -162,7 +172,7 @@ def _run_task(job: _Job, plan: Plan, task: OutputTask, task_fp: str) -> dict[str
     except BaseException:
         out.abort()
         raise
-    if stats["num_rows"] == 0:  # nothing survived: no file, and none left from an earlier plan
+    if stats["num_row_groups"] == 0:  # nothing planned: no file, and none left from an earlier plan
         storage.remove(out.url, job.storage_options)
     rows_used = rows_in - filtered - sum(d["rows"] for d in drops)
     record = {"fingerprint": task_fp, **stats, "rows_in": rows_in, "rows_used": rows_used, "filtered": filtered}
@@ -175,16 +185,20 @@ class NoChainsError(ValueError):
     """An adaptation that made no chain: the source has no rows, or every row was dropped or filtered out."""
 
 
+MEDIA_INDEX = "_editstream_media"
+"""Sub-directory of DST keeping the index of each media archive read (so a resumed run does not rescan)."""
+
+
 def _plan(
-    src: str, mapping: AdapterMapping, where: Filter | None, split: str | None, chains_per_file: int, so: Any
-) -> Plan:
-    files = list_sources(src, split, so)
+    src: str, mapping: AdapterMapping, where: Filter | None, split: str | None, chains_per_file: int, so: Any, dst: str
+) -> tuple[Plan, Mounts]:
+    files, mounts = open_sources(src, mapping, split, so, storage.join(dst, MEDIA_INDEX))
     check_columns(files, mapping, where)
     if not any(f.num_rows for f in files):
-        raise NoChainsError(f"{src}: its {len(files)} parquet file(s) hold 0 rows; nothing to adapt")
+        raise NoChainsError(f"{src}: its {len(files)} source file(s) hold 0 rows; nothing to adapt")
     if not mapping.group_by:
-        return plan_rows(files)
-    return plan_groups(files, mapping, where, chains_per_file, split or "part", so)
+        return plan_rows(files), mounts
+    return plan_groups(files, mapping, where, chains_per_file, split or "part", so), mounts
 
 
 def _summary(mapping: AdapterMapping, plan: Plan, records: dict[str, dict[str, Any]], resumed: int) -> dict[str, Any]:
@@ -199,7 +213,7 @@ def _summary(mapping: AdapterMapping, plan: Plan, records: dict[str, dict[str, A
         "rows_in": plan.plan_rows if grouped else sum(f.num_rows for f in plan.files),
         "chains_out": sum(r["num_rows"] for r in records.values()),
         "rows_used": sum(r["rows_used"] for r in records.values()),
-        "files_out": sum(1 for r in records.values() if r["num_rows"]),
+        "files_out": sum(1 for r in records.values() if r["num_row_groups"]),
         "bytes_out": sum(r["size"] for r in records.values()),
         "filtered_rows": plan.filtered + sum(r["filtered"] for r in records.values()),
         "dropped": len(drops),
@@ -253,9 +267,10 @@ def adapt(
     check_apart({"SRC": src, "DST": dst})
     mapping = resolve_mapping(mapping)
     where_filter = _where_of(mapping, where)
-    plan = _plan(src, mapping, where_filter, split, chains_per_file, storage_options)
+    plan, mounts = _plan(src, mapping, where_filter, split, chains_per_file, storage_options, dst)
     columns = list(dict.fromkeys([*mapping.source_columns, *(where_filter.columns if where_filter else ())]))
-    media = MediaDir(media_dir, storage_options)
+    index = storage.join(dst, MEDIA_INDEX)
+    media = MediaDir(media_dir, storage_options, mounts=[m[:2] for m in mounts], index_dir=index)
     schema = _schema(plan.files, mapping)
     job = _Job(
         dst, mapping, where_filter, schema, ChainBuilder(mapping, media), columns, rows_per_group, storage_options

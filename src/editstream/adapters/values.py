@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import json
 import posixpath
+from collections.abc import Sequence
 from typing import Any
 
 import pyarrow as pa
 
+from ..data.media import MediaMissing, MediaSource, open_media
 from ..format.safe_yaml import brief
+from ..format.sft import MediaOutsideError
 from ..io import storage
 from ..io.text import UndecodableRow, rows_with_invalid_text
 
@@ -50,15 +53,27 @@ def bad_cell(row: dict[str, Any]) -> BadValue | None:
 
 
 class MediaDir:
-    """Reads the files a null-bytes image struct points at, inside one media directory only."""
+    """Reads the images a row names by path, only inside its media: the ``--media-dir`` folder or archive,
+    and the media sources a mapping names, each serving names under its folder's path in the dataset
+    (``mounts``: ``(prefix, source)``). A name outside them is refused, one absent is a ``media_missing`` drop."""
 
-    def __init__(self, root: str | None, storage_options: storage.StorageOptions | None = None) -> None:
+    def __init__(
+        self,
+        root: str | None,
+        storage_options: storage.StorageOptions | None = None,
+        *,
+        mounts: Sequence[tuple[str, MediaSource]] = (),
+        index_dir: str | None = None,
+    ) -> None:
         self.root = root
         self.storage_options = storage_options
+        self.mounts = list(mounts)
+        if root is not None:
+            self.mounts.insert(0, ("", open_media(root, storage_options, index_dir=index_dir)))
 
     def read(self, column: str, path: str) -> bytes:
-        """The bytes of ``path`` under the media directory; ``BadValue`` if absent, outside it or unset."""
-        if self.root is None:
+        """The bytes of ``path`` in the media; ``BadValue`` if absent, outside it or no media is set."""
+        if not self.mounts:
             raise BadValue(
                 f"{column}: no image bytes, only the path {brief(path)}, and no media_dir to resolve it", "no_media_dir"
             )
@@ -67,13 +82,17 @@ class MediaDir:
         clean = posixpath.normpath(path.replace("\\", "/"))
         if clean.startswith("/") or clean == ".." or clean.startswith("../") or "://" in path:
             raise BadValue(f"{column}: image path {brief(path)} is not inside the media directory", "media_outside")
-        url = storage.join(self.root, clean)
-        try:
-            return storage.read_bytes(url, self.storage_options)
-        except FileNotFoundError:
-            raise BadValue(f"{column}: media file {url} is missing", "media_missing") from None
-        except IsADirectoryError:
-            raise BadValue(f"{column}: media path {url} is a directory", "media_missing") from None
+        for prefix, source in self.mounts:
+            if not clean.startswith(prefix):
+                continue
+            try:
+                return source.read(clean[len(prefix) :])
+            except MediaMissing:
+                continue
+            except MediaOutsideError:
+                raise BadValue(f"{column}: image path {brief(path)} leads outside its media", "media_outside") from None
+        where = self.root or ", ".join(prefix or "." for prefix, _ in self.mounts)
+        raise BadValue(f"{column}: media file {clean} is missing (looked in {brief(where)})", "media_missing")
 
 
 def image_bytes(value: Any, column: str, media: MediaDir) -> bytes:
@@ -94,6 +113,10 @@ def image_bytes(value: Any, column: str, media: MediaDir) -> bytes:
         raise BadValue(f"{column} has neither image bytes nor a path", "null_image")
     if isinstance(value, str) and value:
         return media.read(column, value)
+    if isinstance(value, list) and len(value) == 1 and isinstance(value[0], str) and value[0]:
+        return media.read(column, value[0])  # a list of input images holding one (ShareGPT-4o's input_image)
+    if isinstance(value, list):
+        raise BadValue(f"{column} lists {len(value)} images; one edit step takes one", "bad_image_list")
     raise BadValue(f"{column} is a {type(value).__name__}, not an image", "null_image")
 
 
@@ -119,9 +142,18 @@ def _checked(column: str, items: Any) -> list[str]:
     return items
 
 
-def phrasings(value: Any, column: str, fmt: str) -> list[str]:
-    """The phrasings of one edit from a cell of format ``string``, ``list`` or ``json`` (binary cells
-    are read as UTF-8 text)."""
+def phrasings(value: Any, column: str, source: Any) -> list[str]:
+    """The phrasings of one edit from a cell of ``source.format`` ``string``, ``list`` or ``json`` (binary
+    cells are read as UTF-8 text), each with ``source.remove`` cut out."""
+    texts = _phrasings(value, column, source.format)
+    if not source.remove:
+        return texts
+    for cut in source.remove:
+        texts = [t.replace(cut, "") for t in texts]
+    return _checked(column, [" ".join(t.split()) for t in texts])
+
+
+def _phrasings(value: Any, column: str, fmt: str) -> list[str]:
     if value is None:
         raise BadValue(f"{column} is null", "bad_instruction")
     value = _text(value, column)

@@ -57,6 +57,39 @@ def _dataset(found: list[DataHandle], workers: int, kw: dict[str, Any]) -> Any:
     return cls(**args)
 
 
+def _open_all(data: tuple[str, ...], schema: str | None, so: Any, kw: dict[str, Any]) -> list[DataHandle]:
+    """The DATA arguments opened (:func:`resolve`), or, with ``--from`` / ``--mapping``, read in place through
+    that adapter (with ``--where``, ``--split``, ``--media-dir``) and listed now: a bad mapping or folder fails
+    before torch loads."""
+    from ..adapters import MappingError
+    from ..adapters.inplace import in_place_entry
+    from ..data.open import open_data
+
+    adapter, mapping, where, split = (kw.pop(k) for k in ("adapter", "mapping_file", "where", "split"))
+    if adapter is None and mapping is None:
+        if where is not None or split is not None:
+            raise UsageProblem("--where and --split apply to data read through an adapter", "add --from NAME")
+        return resolve(data, kw.pop("backend"), schema, so, kw.pop("media_dir"))
+    if adapter is not None and mapping is not None:
+        raise UsageProblem("--from and --mapping both name the mapping", "give one of them")
+    if kw.pop("backend") not in ("auto", "parquet", "source"):
+        raise UsageProblem("data read through an adapter is read on the parquet backend", "leave --backend out")
+    options = {"where": where, "split": split, "media_dir": kw.pop("media_dir")}
+    named = {"from": adapter} if adapter is not None else {"mapping": mapping}
+    found: list[DataHandle] = []
+    for url in data:
+        try:
+            entry = in_place_entry({"data_dir": url, **named, **options}, "stream")
+            handle = open_data(entry, kind=schema, storage_options=so)
+            handle.layout.count()
+        except (MappingError, ValueError) as exc:
+            raise UsageProblem(" ".join(str(exc).split())) from None
+        except FileNotFoundError as exc:
+            raise DataProblem(str(exc)) from None
+        found.append(handle)
+    return found
+
+
 def _tokens(sample: Any, ds: Any) -> int:
     """A sample's ``num_tokens``; a sample without one is a parser's bug, named with its kind, dataset and row."""
     tokens = sample.get("num_tokens") if isinstance(sample, dict) else None
@@ -136,17 +169,26 @@ def _check_rank(rank: int | None, world_size: int | None) -> None:
 @click.option(
     "--media-dir",
     default=None,
-    help="For a JSONL DATA (LLaVA-style lines): the directory its image and video names are relative to.",
+    help="For a JSONL DATA (LLaVA-style lines), or a mapping's image paths: the directory the names are relative to.",
 )
+@click.option(
+    "--from",
+    "adapter",
+    default=None,
+    metavar="NAME",
+    help="Read DATA (a public dataset's parquet folder, repository root or Hub cache folder) in place through "
+    "this built-in adapter: the stream convert --from NAME and the converted data would give.",
+)
+@click.option("--mapping", "mapping_file", default=None, metavar="FILE", help="As --from, with a mapping file.")
+@click.option("--where", default=None, help="With --from/--mapping: a filter replacing the mapping's own.")
+@click.option("--split", default=None, help="With --from/--mapping: read only {split}-*.parquet.")
 @with_storage_options
-def stream(
-    data: tuple[str, ...], backend: str, schema: str | None, samples: int, workers: int, seed: int, **kw: Any
-) -> None:
-    """Stream samples from DATA (parquet directories, converted roots, shard patterns, or a JSONL file
-    with --media-dir) through the dataset class of its kind and report throughput and drops (all
-    worker processes)."""
+def stream(data: tuple[str, ...], schema: str | None, samples: int, workers: int, seed: int, **kw: Any) -> None:
+    """Stream samples from DATA (parquet directories, converted roots, shard patterns, a JSONL file
+    with --media-dir, or a public dataset read in place with --from) through the dataset class of its
+    kind and report throughput and drops (all worker processes)."""
     opts = storage_options(kw.pop("storage_option"), kw.pop("endpoint_url"))
-    found = resolve(data, backend, schema, opts, kw.pop("media_dir"))  # before torch loads: mistakes fail fast
+    found = _open_all(data, schema, opts, kw)  # before torch loads: mistakes fail fast
     _check_rank(kw["rank"], kw["world_size"])
     import torch
 

@@ -10,6 +10,7 @@ adds layouts, which every command and dataset then reads.
 from __future__ import annotations
 
 import functools
+import importlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -115,6 +116,29 @@ class Layout:
     def dataset_arguments(self, kind: DatasetKind, media_dir: str | None = None) -> dict[str, Any]:
         """The keyword arguments of ``kind``'s training dataset that read this entry whole."""
         return data_shape(kind).dataset_arguments(self.backend, self.url, self.count(), media_dir)
+
+
+class LayoutEntry:
+    """A ``data_dir_list`` entry (or ``open_data`` path) that says itself how it is read: its own layout,
+    such as a public dataset read in place through an adapter; every dataset and command then reads it."""
+
+    def layout(self, storage_options: StorageOptions | None) -> Layout:
+        """The layout reading this entry (cheap: listing happens when its units are)."""
+        raise NotImplementedError
+
+
+IN_PLACE_KEYS = ("from", "mapping", "where", "media_dir", "split")
+"""The keys of a ``dataset_info`` entry read in place through an adapter: ``from: NAME`` or ``mapping: FILE``
+(one of them), and the adaptation's ``where``, ``media_dir`` and ``split``."""
+
+
+def in_place_entry(meta: Mapping[str, Any], owner: str) -> LayoutEntry | None:
+    """The entry a ``dataset_info`` entry with ``from:`` / ``mapping:`` reads (``None`` without them),
+    built by the adapters layer, named here by module path as a kind names its code: it sits above this one."""
+    if not any(key in meta for key in IN_PLACE_KEYS):
+        return None
+    entry: LayoutEntry | None = importlib.import_module("editstream.adapters.inplace").in_place_entry(meta, owner)
+    return entry
 
 
 def kind_of_columns(url: Any, columns: Sequence[str]) -> DatasetKind:
@@ -294,6 +318,8 @@ def _refusal(found: d.PathKind) -> LayoutError:
 
 def recognise(url: Any, storage_options: StorageOptions | None = None) -> Layout:
     """The layout at ``url`` (a path, URL, pattern or list of shards); a :class:`LayoutError` when there is none."""
+    if isinstance(url, LayoutEntry):
+        return url.layout(storage_options)
     if isinstance(url, (list, tuple)) or is_foreign_entry(url, storage_options):
         return ForeignShards(url, storage_options)
     found = d.detect(url, storage_options)
@@ -308,6 +334,11 @@ def layout_for_backend(entry: Any, backend: str, storage_options: StorageOptions
     """The layout a dataset's ``data_dir_list`` entry has on ``backend``, told from its name alone (no I/O
     beyond a pattern's existence check), so a dataset's constructor stays cheap; on the parquet backend
     a layout added with :func:`register_layout` is asked first (one listing of the entry, only then)."""
+    if isinstance(entry, LayoutEntry):
+        layout = entry.layout(storage_options)
+        if layout.backend != backend:
+            raise BackendMismatch(entry, layout, backend)
+        return layout
     if backend == "webdataset":
         if is_foreign_entry(entry, storage_options):
             return ForeignShards(entry, storage_options)
@@ -315,9 +346,9 @@ def layout_for_backend(entry: Any, backend: str, storage_options: StorageOptions
     if _RECOGNISERS and isinstance(entry, str):
         found = d.detect(entry, storage_options)
         for recogniser in _RECOGNISERS:
-            layout = recogniser(found, storage_options)
-            if layout is not None:
-                return layout
+            recognised = recogniser(found, storage_options)
+            if recognised is not None:
+                return recognised
     return ParquetDirectory(entry, storage_options)
 
 

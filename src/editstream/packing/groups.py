@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ..data.backends import check_backend
+from ..data.layouts import IN_PLACE_KEYS, in_place_entry
 from ..io.parquet_info import ParquetInfo
 from ..loader.datasets.parameters import dataset_parameters
 from ..loader.transforms import ImageTransform
@@ -32,9 +33,11 @@ ENTRY_KEYS = (
     "webdataset",
     "num_files",
     "num_total_samples",
+    *IN_PLACE_KEYS,
 )
 """The keys a ``dataset_info`` entry may have; ``num_files`` and ``num_total_samples`` are the
-reference's descriptive counts, accepted and not read (the listing counts the data itself)."""
+reference's descriptive counts, accepted and not read (the listing counts the data itself); ``from``
+or ``mapping`` (with ``where``, ``media_dir``, ``split``) read a public dataset in place through an adapter."""
 WEBDATASET_KEYS = ("data_dir", "storage_options")
 """The keys of an entry's ``webdataset:`` sub-entry."""
 
@@ -215,6 +218,12 @@ def attach_dataset_info(group: str, args: dict[str, Any], ctx: GroupContext) -> 
         check_backend(backend, f"group {group!r}")
     if backend == "webdataset" and any("jsonl_path" in meta for meta in metas):
         args["jsonl_path_list"] = None  # the shards hold the lines: no JSONL is read on the webdataset backend
+    for name, meta in zip(names, metas):
+        if backend == "webdataset" and "webdataset" not in meta and ("from" in meta or "mapping" in meta):
+            raise ValueError(
+                f"dataset_info[{group!r}][{name!r}]: data read through an adapter is read on the parquet backend; "
+                f"give its converted shards in a webdataset: sub-entry to read group {group!r} on webdataset"
+            )
     metas = [_location(group, name, meta, backend) for name, meta in zip(names, metas)]
     storage_options = _agreed_setting(group, names, metas, "storage_options", args.pop("storage_options", None))
     source_only = backend == "webdataset"
@@ -222,7 +231,8 @@ def attach_dataset_info(group: str, args: dict[str, Any], ctx: GroupContext) -> 
     for name, meta in zip(names, metas):
         if ctx.local_rank == 0:
             logger.info("preparing dataset %s/%s", group, name)
-        args["data_dir_list"].append(meta["data_dir"])
+        entry = in_place_entry(meta, f"dataset_info[{group!r}][{name!r}]") if not source_only else None
+        args["data_dir_list"].append(meta["data_dir"] if entry is None else entry)
         if "parquet_info_path" in meta and not source_only:
             info = _read_parquet_info(
                 meta["parquet_info_path"], meta.get("storage_options", storage_options), group, name
