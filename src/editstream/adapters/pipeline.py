@@ -1,11 +1,9 @@
 """``run_adapter``: what ``convert SRC DST --from NAME`` runs: adapt, then (by default) convert to shards.
 
-``--to webdataset`` adapts to BAGEL-format parquet in a staging directory first and converts
-that with the ordinary converter (one shard per row group), so the parquet and the shards hold
-the same rows in the same units and order: NeMo's loader on the parquet and editstream on the
-shards yield the same stream. The staging parquet is kept; it is a valid BAGEL dataset itself.
-Every refusal comes before the first write: SRC, the staging directory and DST must not overlap,
-and a shard DST holding files editstream did not write is refused before the staging is written.
+``--to webdataset`` adapts into a staging BAGEL parquet (kept; a valid dataset itself) and converts
+it one shard per row group, so NeMo's loader on the parquet and editstream on the shards yield the
+same stream. Every refusal (overlapping SRC / staging / DST, a DST holding foreign files) comes
+before the first write.
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
 """The adaptation plan: the source files, and which source rows form each output file's chains.
 
-Without ``group_by`` every source file becomes one output file of the same name, its rows in
-order (no plan pass needed). With ``group_by`` a plan pass reads only the key, order and filter
-columns of every row group (never an image), groups the rows, sorts each group, orders the
-chains by the position of their first row and cuts them into output files. The plan holds one
-small integer location and one order value per row, so it grows with the row count, not with
-the bytes; the gather then reads only the rows each output file needs.
+Without ``group_by`` each source file becomes one output file of the same name. With it, a plan
+pass reads only the key, order and filter columns, groups and sorts the rows, orders the chains by
+their first row and cuts them into output files; the plan holds one small location and order value
+per row, and the gather reads only the rows each output file needs.
 """
 
 from __future__ import annotations

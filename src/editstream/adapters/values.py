@@ -1,11 +1,9 @@
 """Source cell values -> chain parts: image bytes (Hugging Face Image structs unwrapped) and phrasings.
 
-A Hugging Face ``Image`` column is stored as ``struct<bytes: binary, path: string>``: the bytes
-inline, or a null ``bytes`` and a ``path`` relative to where the files were (the media
-directory). Anything that cannot become an image or a list of phrasings raises
-:class:`BadValue` with a reason that names the column, so the row is dropped and counted.
-:func:`readable_rows` keeps a row whose string cell is not UTF-8: that cell holds its
-:class:`BadValue` instead, and only its row is dropped.
+An ``Image`` struct holds its bytes inline, or a null ``bytes`` and a ``path`` under the media
+directory. A value that cannot become an image or phrasings raises :class:`BadValue` naming the
+column, so only its row is dropped and counted; :func:`readable_rows` does the same for strings that
+are not UTF-8.
 """
 
 from __future__ import annotations

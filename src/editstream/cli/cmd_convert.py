@@ -31,7 +31,7 @@ def check_schema_fits(found: ParquetDirectory | JsonlFile, schema: str, so: dict
     kind = get_kind(schema)
     if not isinstance(found, ParquetDirectory) or not kind.columns:
         return
-    columns = parquet_columns(found, so)
+    columns = parquet_columns(found)
     missing = [c for c in kind.columns if c not in columns]
     if not missing:
         return

@@ -1,18 +1,12 @@
 """What a dataset turns an encoded image into: the opt-in uint8 output and the opt-in fast decode.
 
 Both are off by default, and then a dataset decodes with :func:`~editstream.loader.decode.decode_image`
-and calls its transform exactly as the reference does.
-
-- ``image_dtype="uint8"``: an :class:`~editstream.loader.transforms.ImageTransform` hands out
-  the resized uint8 pixels (``to_uint8``) instead of the normalized float32 tensor, and the
-  sample records the transform's ``(mean, std)`` beside each image (``image_normalization``,
-  parallel to ``image_tensor_list``) so the packer and the consumer can normalize later to the
-  same bits. A transform that is not an ``ImageTransform`` (or overrides its ``__call__``) is
-  called as usual and its image recorded with ``None``: packed as the float32 path packs it.
-- ``fast_decode=True``: images are decoded by :func:`~editstream.loader.fast_decode.decode_image_reduced`
-  (JPEGs much larger than every target at a reduced DCT scale, other large images box-reduced
-  once, smaller targets resized from the largest output), when every transform the image goes
-  to is an ``ImageTransform`` (so the output size is still computed from the stored size).
+and calls its transform exactly as the reference does. ``image_dtype="uint8"``: an
+:class:`~editstream.loader.transforms.ImageTransform` hands out resized uint8 pixels and the sample
+records its ``(mean, std)`` per image (``image_normalization``; ``None`` for any other transform,
+whose float32 output is packed as is). ``fast_decode=True``: images go through
+:func:`~editstream.loader.fast_decode.decode_image_reduced` when every transform they go to is an
+``ImageTransform``.
 """
 
 from __future__ import annotations

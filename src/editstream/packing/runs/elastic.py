@@ -1,12 +1,9 @@
 """The elastic run: finite, exact epochs over a fixed number of logical streams, whatever the layout.
 
 Each logical stream ``s`` of ``S`` owns, in epoch ``e``, a contiguous share of every group's
-units (the sorted units shuffled by ``(seed, e)``), its own RNG states (seeded by ``(seed, e, s)``
-and kept apart from the caller's) and its own lossless packer. What a stream yields therefore
-depends on the data, the seed, the epoch and ``s`` alone, never on the layout: physical worker
-``g`` of ``P = world_size x max(1, num_workers)`` runs the streams with ``s % P == g`` in turn,
-and its state holds those streams' states (:mod:`~editstream.packing.checkpoint.streams`);
-``merge_states`` joins the ranks' states into one that any layout loads.
+shuffled units, its own RNG states (seeded by ``(seed, e, s)``) and its own lossless packer, so
+what it yields never depends on the layout. Physical worker ``g`` of ``P`` runs the streams with
+``s % P == g`` and saves their states; ``merge_states`` joins the ranks' states for any layout.
 """
 
 from __future__ import annotations
