@@ -1,6 +1,6 @@
 """Benchmark: the exact decode path and opt-in ``fast_decode=True`` against the reference (not a test).
 
-Three sets of generated photographic images (``editstream.testing.photos``: gradients,
+Three sets of generated photographic images (``tests/photos.py``: gradients,
 texture, sensor noise, hard edges, text, one-pixel stripes), as ``unified_edit`` rows of three
 images, decoded with the standard transforms (VAE ``ImageTransform(512, 256, 16)``, ViT
 ``ImageTransform(490, 224, 14)``):
@@ -53,6 +53,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(1, str(Path(__file__).resolve().parents[1] / "tests"))  # the generated photos live beside the tests
 import quiet  # waiting for an idle machine, others' CPU during a run
 from machine import describe
 
@@ -71,7 +72,7 @@ PATHS = ("reference", "exact", "fast")
 
 
 def _sizes(spec: dict[str, Any]) -> list[tuple[int, int]]:
-    from editstream.testing.photos import PHOTO_SIZES
+    from photos import PHOTO_SIZES
 
     rng = np.random.default_rng(spec["seed"])
     count = len(spec["formats"])
@@ -84,7 +85,7 @@ def _sizes(spec: dict[str, Any]) -> list[tuple[int, int]]:
 
 
 def _encode(seed: int, size: tuple[int, int], fmt: str) -> bytes:
-    from editstream.testing.photos import photographic_image, photographic_jpeg
+    from photos import photographic_image, photographic_jpeg
 
     if fmt == "JPEG":
         return photographic_jpeg(seed, *size)

@@ -2,7 +2,7 @@
 
 A subset of the converter benchmark's synthetic edit parquet (``--files`` source files,
 rowgroup conversion, cached under ``--out``) is uploaded to a local S3 server (moto, started
-here on loopback) and read through ``editstream.testing.faultproxy.FaultProxy(upstream,
+here on loopback) and read through ``tests/faultproxy.py``: ``FaultProxy(upstream,
 latency=...)``, which waits ``latency`` seconds before forwarding each request (an object
 store's first-byte latency; no faults). Each run reads every row once with ``TarSource`` as
 the dataset loop does (``plan_units`` then ``iter_unit_rows``), no image decode, best of
@@ -29,11 +29,12 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(1, str(Path(__file__).resolve().parents[1] / "tests"))  # the fault proxy lives beside the tests
 
 import convert as convert_bench
 
-from editstream.testing.faultproxy import FaultProxy
 from editstream.testing.s3server import LocalS3Server
+from faultproxy import FaultProxy
 
 BUCKET = "latency-bench"
 MODES = {"read-ahead (default, 64 MiB)": None, "2 blocks in flight (old behaviour)": 8 << 20}

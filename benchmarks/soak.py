@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
-from editstream.testing.soak import run_soak
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the soak lives beside the tests
+
+from fault_soak import run_soak
 
 
 def main() -> int:

@@ -122,7 +122,7 @@ def test_a_mapping_file_converts_like_the_builtin(tmp_path):
         (["--schema", "unified_edit"], ["--schema", "--from/--mapping"]),
         (["--parquet-info", "info.json"], ["--parquet-info"]),
         (["--mapping", "m.yaml"], ["--from and --mapping"]),
-        (["--to", "parquet", "--workers", "2", "--digest", "sha256"], ["--workers, --digest", "--to webdataset only"]),
+        (["--to", "parquet", "--workers", "2", "--digest", "sha256"], ["--digest applies", "--to webdataset only"]),
         (["--to", "parquet", "--staging", "s"], ["--staging"]),
     ],
 )

@@ -19,7 +19,7 @@ from PIL import Image
 from editstream import ImageTransform
 from editstream.loader.decode import decode_image
 from editstream.loader.pixels import load_image
-from editstream.testing.photos import photographic_image
+from photos import photographic_image
 
 TRANSFORMS = (
     ImageTransform(512, 256, 16),

@@ -6,7 +6,7 @@ targets), the largest output of an image that was not reduced (bit-identical to 
 path), the per-call limits and the truncated-image behaviour. What may differ: pixel values,
 within the documented quality floor:
 
-    on generated photographic images (``editstream.testing.photos``) with the standard
+    on generated photographic images (``tests/photos.py``) with the standard
     transforms (VAE ``ImageTransform(512, 256, 16)``, ViT ``ImageTransform(490, 224, 14)``),
     the outputs that differ from the exact path's have a mean PSNR of at least 38 dB against
     it; the worst is reported, not promised (``benchmarks/fast_decode.py`` has the tables: its
@@ -41,9 +41,9 @@ from editstream.format.images import DEFAULT_MAX_IMAGE_PIXELS
 from editstream.loader.decode import ImageRejected, decode_image
 from editstream.loader.fast_decode import FAST_DECODE_MARGIN, ReducedImage, decode_image_reduced
 from editstream.loader.pixels import load_image
-from editstream.testing.photos import photographic_image, photographic_jpeg
 from editstream.testing.synth_vlm import write_synthetic_vlm_dataset
 from helpers import VAE, VIT, make_real_packer, synth_and_convert
+from photos import photographic_image, photographic_jpeg
 
 PSNR_FLOOR_DB = 35.0
 PSNR_MEAN_GOAL_DB = 38.0

@@ -20,8 +20,8 @@ from botocore.config import Config
 from botocore.exceptions import ClientError
 from fsspec.exceptions import FSTimeoutError
 
-from editstream.testing.faultproxy import FAULT_KINDS, FaultPlan, FaultProxy
 from editstream.testing.s3server import LocalS3Server
+from faultproxy import FAULT_KINDS, FaultPlan, FaultProxy
 
 KEY = "testing"
 SECRET = "testing"

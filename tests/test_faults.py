@@ -20,7 +20,7 @@ import torch
 from editstream import ByteTokenizer, ImageTransform, UnifiedEditIterableDataset
 from editstream.data.drops import FailureBudgetExceeded
 from editstream.io.retry import RetryPolicy
-from editstream.testing.faultproxy import FaultPlan, FaultProxy
+from faultproxy import FaultPlan, FaultProxy
 from helpers import VAE, VIT, synth_and_convert
 
 FAST_RETRY = RetryPolicy(max_attempts=8, initial_backoff=0.01, max_backoff=0.05)

@@ -19,7 +19,7 @@ import pytest
 from editstream import convert, write_synthetic_dataset
 from editstream.conversion.lock import LOCK_NAME
 from editstream.conversion.verify import verify
-from editstream.testing.faultproxy import FaultPlan, FaultProxy
+from faultproxy import FaultPlan, FaultProxy
 
 pytestmark = pytest.mark.slow
 

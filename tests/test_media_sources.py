@@ -4,6 +4,7 @@ locally and on S3; archives indexed once (kept in an index folder) and read memb
 from __future__ import annotations
 
 import io
+import pickle
 import subprocess
 import tarfile
 import zipfile
@@ -95,6 +96,22 @@ def test_an_archive_is_indexed_once_and_the_index_is_kept(archives, files, tmp_p
     monkeypatch.setattr(ArchiveMedia, "_scan", no_rescan)
     again = open_media(str(archives["tgz"]), index_dir=str(tmp_path / "index"))
     assert again.read("big/d.bin") == files["big/d.bin"]
+
+
+@pytest.mark.parametrize("which", ["tar", "tgz", "zip", "aa"])
+def test_an_archive_travels_to_another_process_with_its_index(archives, files, which, monkeypatch):
+    """A process pool pickles the media with its task: the copy reopens the archive, keeps the index."""
+    source = open_media(str(archives[which]))
+    assert source.read("c.webp") == b"tiny"  # the original has read once: its file is open and moved
+
+    def no_rescan(self):
+        raise AssertionError("the archive was scanned again")
+
+    monkeypatch.setattr(ArchiveMedia, "_scan", no_rescan)
+    copy = pickle.loads(pickle.dumps(source))
+    for name, data in files.items():
+        assert copy.read(name) == data
+    assert source.read("images/a.png") == files["images/a.png"]
 
 
 def test_a_folder_refuses_names_outside_it(archives):

@@ -20,7 +20,7 @@ from editstream.io.ranged import read_range
 from editstream.io.readahead import ReadAhead
 from editstream.io.retry import RetryPolicy
 from editstream.io.service import ByteBudget
-from editstream.testing.faultproxy import FaultPlan, FaultProxy
+from faultproxy import FaultPlan, FaultProxy
 
 FAST_RETRY = RetryPolicy(max_attempts=8, initial_backoff=0.01, max_backoff=0.05)
 HANG_GUARD = 60.0

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from editstream.testing.soak import run_soak
+from fault_soak import run_soak
 
 pytestmark = [pytest.mark.s3, pytest.mark.slow]
 

@@ -17,7 +17,7 @@ from editstream import ByteTokenizer, ImageTransform, UnifiedEditIterableDataset
 from editstream.io import storage
 from editstream.io.ranged import read_range
 from editstream.io.retry import RetriesExhausted, RetryPolicy
-from editstream.testing.faultproxy import FaultPlan, FaultProxy
+from faultproxy import FaultPlan, FaultProxy
 from helpers import VAE, VIT, synth_and_convert
 
 QUICK = RetryPolicy(max_attempts=3, initial_backoff=0.01, max_backoff=0.05, deadline=30)

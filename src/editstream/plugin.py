@@ -1,11 +1,9 @@
 """What a plug-in dataset kind builds on: the one editstream module a kind's package imports.
 
-A kind is a :class:`DatasetKind` record (names, columns, :class:`RowProblem` checks, the dotted
-paths of its code) in the ``editstream.kinds`` entry-point group or given to :func:`register`. Its
-dataset is a :class:`RowDataset` building samples with ``new_sample`` / ``add_text`` / ``add_image``
-/ ``add_video``; its preview returns a :class:`Record`; its synth function writes a
-:class:`ParquetSynth` with :func:`write_parquet_kind`. Names load on first use, so a record module
-importing this stays cheap (every command loads it).
+A kind is a :class:`DatasetKind` record (an ``editstream.kinds`` entry point, or given to
+:func:`register`); its dataset a :class:`RowDataset`, its preview returns a :class:`Record`, its
+synth function writes a :class:`ParquetSynth` with :func:`write_parquet_kind`. Names load on first
+use, so a record module importing this stays cheap.
 """
 
 from __future__ import annotations

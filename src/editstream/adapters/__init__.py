@@ -1,12 +1,10 @@
 """Adapters: public image-editing datasets in their own Hub schemas -> BAGEL-format edit rows.
 
-A mapping (:class:`AdapterMapping`, read from YAML/JSON by :func:`load_mapping`) says which
-columns form the edit chain and its instructions; the built-in adapters (:func:`builtin_names`)
-are such files shipped with the package. :func:`adapt` writes BAGEL parquet with its
-``parquet_info.json``; :func:`run_adapter` is what ``convert SRC DST --from NAME`` runs (adapt,
-then convert to shards); :func:`peek` reads the first adapted chains in place (``preview --from``);
-an :class:`InPlace` entry trains on the source in place (``dataset_info``'s ``from:``, ``stream --from``).
-This layer uses the converter's public API and is imported by no lower layer.
+A mapping (:class:`AdapterMapping`, :func:`load_mapping`; the built-in ones are
+:func:`builtin_names`) says which columns form the edit chain. :func:`adapt` writes BAGEL parquet,
+:func:`run_adapter` adapts then converts (``convert --from``), :func:`peek` reads the first chains
+in place (``preview --from``), an :class:`InPlace` entry trains on the source in place
+(``dataset_info``'s ``from:``, ``stream --from``). This layer uses the converter's public API only.
 """
 
 from __future__ import annotations

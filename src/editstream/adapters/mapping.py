@@ -1,11 +1,8 @@
 """The declarative mapping: which source columns become an edit chain, read from YAML or JSON.
 
-A mapping names its target kind (or leaves it to the one registered edit-chain kind), the image
-columns of one source row in chain order (input first), where each edit's phrasings come from,
-optional ``group_by`` / ``order_by`` for multi-turn sessions, the extra columns to keep and a
-default filter. Every check runs when the mapping is built, and its errors name the file, the
-key and the value, so a user who copied a built-in adapter and changed it learns exactly which
-line is wrong.
+It names the target kind, the image columns in chain order, where each edit's phrasings come
+from, optional ``group_by`` / ``order_by`` for multi-turn sessions, extra columns and a default
+filter. Every check runs when the mapping is built; errors name the file, the key and the value.
 """
 
 from __future__ import annotations

@@ -65,6 +65,11 @@ class _Hashing:
         self.closed = True
 
 
+PAGE_ROWS = 8
+"""Most rows in one parquet data page (pages also end at arrow's 1 MB). A reader must hold a page whole,
+and arrow's default (1024 rows) makes a column of large images one page per row group."""
+
+
 class ParquetOut:
     """One output parquet file written row group by row group, so memory holds one row group.
 
@@ -80,6 +85,7 @@ class ParquetOut:
         self.schema = schema
         self.so = so
         self.pending: list[dict[str, Any]] = []
+        self.chunks: list[pa.Table] = []  # the row group so far, PAGE_ROWS rows a chunk: arrow's copy only
         self.num_rows = 0
         self.num_row_groups = 0
         self._stack = contextlib.ExitStack()
@@ -89,16 +95,26 @@ class ParquetOut:
     def add(self, row: dict[str, Any]) -> None:
         """Append one output row to the row group being gathered."""
         self.pending.append(row)
+        if len(self.pending) >= PAGE_ROWS:
+            self._chunk()
+
+    def _chunk(self) -> None:
+        """The pending rows into arrow (a chunk of the row group), their Python bytes freed."""
+        if self.pending:
+            self.chunks.append(to_table(self.pending, self.schema))
+            self.pending = []
 
     def end_group(self) -> None:
         """Write the rows added since the last cut as one row group (possibly empty)."""
+        self._chunk()
         if self._writer is None:
             self._file = _Hashing(self._stack.enter_context(storage.atomic_write(self.url, self.so)))
-            self._writer = pq.ParquetWriter(self._file, self.schema, compression="snappy")
-        self._writer.write_table(to_table(self.pending, self.schema), row_group_size=max(len(self.pending), 1))
-        self.num_rows += len(self.pending)
+            self._writer = pq.ParquetWriter(self._file, self.schema, compression="snappy", write_batch_size=PAGE_ROWS)
+        table = pa.concat_tables(self.chunks) if self.chunks else to_table([], self.schema)
+        self.chunks = []
+        self._writer.write_table(table, row_group_size=max(table.num_rows, 1))
+        self.num_rows += table.num_rows
         self.num_row_groups += 1
-        self.pending = []
 
     def finish(self) -> dict[str, Any]:
         """Commit the file; its size, sha256, rows and row groups."""

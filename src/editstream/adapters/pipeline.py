@@ -1,11 +1,9 @@
 """``run_adapter``: what ``convert SRC DST --from NAME`` runs: adapt, then (by default) convert to shards.
 
-``--to webdataset`` adapts to BAGEL-format parquet in a staging directory first and converts
-that with the ordinary converter (one shard per row group), so the parquet and the shards hold
-the same rows in the same units and order: NeMo's loader on the parquet and editstream on the
-shards yield the same stream. The staging parquet is kept; it is a valid BAGEL dataset itself.
-Every refusal comes before the first write: SRC, the staging directory and DST must not overlap,
-and a shard DST holding files editstream did not write is refused before the staging is written.
+``--to webdataset`` adapts into a staging BAGEL parquet (kept; a valid dataset itself) and converts
+it one shard per row group, so NeMo's loader on the parquet and editstream on the shards yield the
+same stream. Every refusal (overlapping SRC / staging / DST, a DST holding foreign files) comes
+before the first write.
 """
 
 from __future__ import annotations
@@ -23,6 +21,8 @@ from .output import PARQUET_INFO
 from .run import DEFAULT_CHAINS_PER_FILE, DEFAULT_ROWS_PER_GROUP, adapt
 
 TARGETS = ("webdataset", "parquet")
+PARALLEL = ("workers", "engine", "ray_address", "executor")
+"""Options both steps take: the adaptation's output files and the shards run on the same executor."""
 
 
 def staging_dir(dst: str) -> str:
@@ -51,13 +51,16 @@ def run_adapter(
     ``to="parquet"`` writes the BAGEL parquet (+ ``parquet_info.json``) into ``dst`` itself;
     ``to="webdataset"`` writes it to ``staging`` (default :func:`staging_dir`) and converts it
     into shards under ``dst`` with ``editstream.convert`` (``convert_options`` pass through:
-    ``workers``, ``digest``, ``overwrite``, ``engine``...). Both steps resume when re-run.
+    ``workers``, ``digest``, ``overwrite``, ``engine``...). ``workers`` / ``engine`` / ``ray_address`` /
+    ``executor`` also run the adaptation's output files (with either target). Both steps resume when re-run.
     Returns ``{"adapt": summary, "convert": summary or None}``.
     """
     if to not in TARGETS:
         raise ValueError(f"to must be one of {TARGETS}, got {to!r}")
-    if to == "parquet" and (staging is not None or convert_options):
-        raise ValueError(f"staging and converter options apply to to='webdataset' only, not {sorted(convert_options)}")
+    parallel = {k: convert_options[k] for k in PARALLEL if k in convert_options}
+    shard_only = sorted(k for k in convert_options if k not in PARALLEL)
+    if to == "parquet" and (staging is not None or shard_only):
+        raise ValueError(f"staging and converter options apply to to='webdataset' only, not {shard_only}")
     mapping = resolve_mapping(adapter)
     parquet_dst = dst if to == "parquet" else (staging or staging_dir(dst))
     check_apart({"SRC": src, "DST": dst} if to == "parquet" else {"SRC": src, "staging": parquet_dst, "DST": dst})
@@ -65,17 +68,9 @@ def run_adapter(
     if foreign and not convert_options.get("overwrite"):
         raise ForeignFilesError(dst, foreign)
     summary = adapt(
-        src,
-        parquet_dst,
-        mapping,
-        media_dir=media_dir,
-        where=where,
-        split=split,
-        rows_per_group=rows_per_group,
-        chains_per_file=chains_per_file,
-        storage_options=storage_options,
-        progress=progress,
-    )
+        src, parquet_dst, mapping, media_dir=media_dir, where=where, split=split, rows_per_group=rows_per_group,
+        chains_per_file=chains_per_file, storage_options=storage_options, progress=progress, **parallel,
+    )  # fmt: skip
     if to == "parquet":
         return {"adapt": summary, "convert": None}
     converted = convert(

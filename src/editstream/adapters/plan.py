@@ -1,11 +1,9 @@
 """The adaptation plan: the source files, and which source rows form each output file's chains.
 
-Without ``group_by`` every source file becomes one output file of the same name, its rows in
-order (no plan pass needed). With ``group_by`` a plan pass reads only the key, order and filter
-columns of every row group (never an image), groups the rows, sorts each group, orders the
-chains by the position of their first row and cuts them into output files. The plan holds one
-small integer location and one order value per row, so it grows with the row count, not with
-the bytes; the gather then reads only the rows each output file needs.
+Without ``group_by`` each source file becomes one output file of the same name. With it, a plan
+pass reads only the key, order and filter columns, groups and sorts the rows, orders the chains by
+their first row and cuts them into output files; the plan holds one small location and order value
+per row, and the gather reads only the rows each output file needs.
 """
 
 from __future__ import annotations
@@ -22,7 +20,7 @@ import pyarrow.parquet as pq
 from ..data.media import MediaSource
 from ..format.safe_yaml import brief
 from ..io import storage
-from ..io.parquet import open_parquet
+from ..io.parquet import iter_row_group_batches, open_parquet
 from .mapping import AdapterMapping, MappingError
 from .sources import (
     MetadataFile,
@@ -34,7 +32,7 @@ from .sources import (
     open_mounts,
     snapshot_roots,
 )
-from .values import BadValue, bad_cell, table_rows
+from .values import BadValue, bad_cell, readable_rows
 from .where import Filter
 
 _ROW_BITS = 24
@@ -232,12 +230,14 @@ def check_columns(files: Sequence[SourceFile], mapping: AdapterMapping, where: F
             where.check_types(f.schema, f"source file {f.url}")
 
 
-def read_row_group(pf: pq.ParquetFile, f: SourceFile, rg: int, columns: list[str]) -> pa.Table:
-    """Row group ``rg`` of ``f`` (only ``columns``); an ``OSError`` naming the file and row group if unreadable."""
-    try:
-        return pf.read_row_group(rg, columns=columns)
-    except (OSError, pa.ArrowException) as exc:
-        raise OSError(f"cannot read row group {rg} of {f.url}: {exc}") from exc
+def row_group_rows(
+    pf: pq.ParquetFile, f: SourceFile, rg: int, columns: list[str], start: int = 0, stop: int | None = None
+) -> Iterator[tuple[int, dict[str, Any]]]:
+    """``(row, values of only columns)`` of rows ``[start, stop)`` of row group ``rg``, read a few rows at a
+    time (memory follows the largest rows, not the row group); an ``OSError`` naming the file and row
+    group if unreadable."""
+    for first, rows in iter_row_group_batches(pf, f.url, rg, start, stop, columns=columns):
+        yield from enumerate(readable_rows(rows), start=first)
 
 
 def source_rows(
@@ -252,7 +252,7 @@ def source_rows(
             continue
         with open_parquet(f.url, storage_options, streaming=True) as pf:
             for rg in range(len(f.row_groups)):
-                for r, row in enumerate(table_rows(read_row_group(pf, f, rg, columns))):
+                for r, row in row_group_rows(pf, f, rg, columns):
                     yield i, rg, r, row
 
 
@@ -282,10 +282,10 @@ def gather(
             continue
         if file not in opened:
             opened[file] = stack.enter_context(open_parquet(files[file].url, storage_options, streaming=True))
-        wanted = sorted(set(wanted))
-        table = read_row_group(opened[file], files[file], rg, columns).take(pa.array(wanted, pa.int64()))
-        for row, values in zip(wanted, table_rows(table)):
-            rows[pack(file, rg, row)] = values
+        keep = set(wanted)
+        for row, values in row_group_rows(opened[file], files[file], rg, columns, min(keep), max(keep) + 1):
+            if row in keep:
+                rows[pack(file, rg, row)] = values
     return rows
 
 

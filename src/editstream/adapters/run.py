@@ -20,6 +20,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..conversion.config import check_apart
+from ..conversion.executors import Executor
 from ..format.safe_yaml import brief
 from ..io import storage
 from ..io.progress import Progress
@@ -35,6 +36,7 @@ from .output import (
     write_record,
     write_report,
 )
+from .parallel import OutputWork, run_outputs
 from .plan import (
     Mounts,
     OutputTask,
@@ -181,6 +183,21 @@ def _run_task(job: _Job, plan: Plan, task: OutputTask, task_fp: str) -> dict[str
     return record
 
 
+def _pending(job: _Job, plan: Plan, media_dir: str | None) -> tuple[dict[str, dict[str, Any]], list[OutputWork]]:
+    """The records of output files a run before finished (kept), and the tasks of the others."""
+    records: dict[str, dict[str, Any]] = {}
+    works = []
+    files_only = Plan(plan.files, [])  # what a task needs of the plan: small to hand to another process
+    for task in plan.tasks:
+        task_fp = _task_fingerprint(job, plan, task, media_dir)
+        kept = intact_record(job.dst, task.name, task_fp, job.storage_options)
+        if kept is not None:
+            records[task.name] = kept
+        else:
+            works.append(OutputWork(task.name, _run_task, (job, files_only, task, task_fp)))
+    return records, works
+
+
 class NoChainsError(ValueError):
     """An adaptation that made no chain: the source has no rows, or every row was dropped or filtered out."""
 
@@ -250,6 +267,10 @@ def adapt(
     chains_per_file: int = DEFAULT_CHAINS_PER_FILE,
     storage_options: storage.StorageOptions | None = None,
     progress: bool = True,
+    workers: int | None = 1,
+    engine: str = "auto",
+    ray_address: str | None = None,
+    executor: Executor | None = None,
 ) -> dict[str, Any]:
     """Adapt the parquet dataset at ``src`` (a directory; the HF cache's symlinked files are followed)
     to rows of the mapping's kind under ``dst``, with ``parquet_info.json`` and ``adapt_report.json``.
@@ -257,7 +278,9 @@ def adapt(
     ``mapping``: a built-in adapter name (``builtin_names()``), a mapping file, or an
     :class:`AdapterMapping`. ``media_dir`` resolves image structs that hold a path and no bytes.
     ``where`` replaces the mapping's filter (``""`` turns it off). ``split`` reads only
-    ``{split}-*.parquet``. Re-running resumes: finished files whose records match are kept.
+    ``{split}-*.parquet``. Re-running resumes: finished files whose records match are kept. Output
+    files are written as tasks on ``executor``, else on ``engine`` with ``workers`` (the converter's
+    executors: this process, a process pool, Ray), with the same bytes however they ran.
     Returns the summary that ``adapt_report.json`` also holds; a :class:`NoChainsError` (after the
     report is written) when no chain was made.
     """
@@ -276,17 +299,12 @@ def adapt(
     job = _Job(dst, mapping, where_filter, schema, builder, columns, rows_per_group, storage_options)
     tidy_dst(dst, [t.name for t in plan.tasks], storage_options)
     storage.makedirs(dst, storage_options)
-    records: dict[str, dict[str, Any]] = {}
-    resumed = 0
+    records, works = _pending(job, plan, media_dir)
+    resumed = len(records)
     with Progress(f"adapt {mapping.name}", len(plan.tasks), "files", enabled=progress) as bar:
-        for task in plan.tasks:
-            task_fp = _task_fingerprint(job, plan, task, media_dir)
-            record = intact_record(dst, task.name, task_fp, storage_options)
-            resumed += record is not None
-            if record is None:
-                record = _run_task(job, plan, task, task_fp)
-            records[task.name] = record
-            bar.update(1, rows=record["num_rows"], nbytes=record["size"])
+        bar.update(resumed, rows=sum(r["num_rows"] for r in records.values()))
+        made = run_outputs(works, bar, executor=executor, engine=engine, workers=workers, ray_address=ray_address)
+    records = {task.name: records.get(task.name) or made[task.name] for task in plan.tasks}
     summary = _summary(mapping, plan, records, resumed)
     summary["parquet_info"] = write_parquet_info(dst, records, storage_options)
     summary["seconds"] = round(time.perf_counter() - t0, 3)

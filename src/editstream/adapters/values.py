@@ -1,11 +1,9 @@
 """Source cell values -> chain parts: image bytes (Hugging Face Image structs unwrapped) and phrasings.
 
-A Hugging Face ``Image`` column is stored as ``struct<bytes: binary, path: string>``: the bytes
-inline, or a null ``bytes`` and a ``path`` relative to where the files were (the media
-directory). Anything that cannot become an image or a list of phrasings raises
-:class:`BadValue` with a reason that names the column, so the row is dropped and counted.
-:func:`table_rows` turns a row group into rows even when a string cell is not UTF-8: that cell
-holds its :class:`BadValue` instead, and only its row is dropped.
+An ``Image`` struct holds its bytes inline, or a null ``bytes`` and a ``path`` under the media
+directory. A value that cannot become an image or phrasings raises :class:`BadValue` naming the
+column, so only its row is dropped and counted; :func:`readable_rows` does the same for strings that
+are not UTF-8.
 """
 
 from __future__ import annotations
@@ -15,13 +13,11 @@ import posixpath
 from collections.abc import Sequence
 from typing import Any
 
-import pyarrow as pa
-
 from ..data.media import ArchiveMedia, MediaMissing, MediaSource, archive_stem, open_media
 from ..format.safe_yaml import brief
 from ..format.sft import MediaOutsideError
 from ..io import storage
-from ..io.text import UndecodableRow, rows_with_invalid_text
+from ..io.text import UndecodableRow
 
 
 class BadValue(Exception):
@@ -36,21 +32,20 @@ class BadValue(Exception):
         self.column = column
 
 
-def table_rows(table: pa.Table) -> list[dict[str, Any]]:
-    """``table.to_pylist()``, except that a cell that is not valid UTF-8 holds its :class:`BadValue`."""
-    try:
-        return table.to_pylist()
-    except UnicodeDecodeError:  # read column by column, only now: the fast path above holds for good data
-        rows = rows_with_invalid_text(table)
+def readable_rows(rows: list[Any]) -> list[dict[str, Any]]:
+    """Rows as :func:`~editstream.io.parquet.batch_rows` gives them, an undecodable cell (text that is not
+    UTF-8) replaced by its :class:`BadValue`."""
+    out = []
     for row in rows:
         if isinstance(row, UndecodableRow):
             for column in row.columns:
                 row[column] = BadValue(f"{column}: {row.reason(column)}", "bad_utf8", column=column)
-    return [dict(row) for row in rows]
+        out.append(dict(row))
+    return out
 
 
 def bad_cell(row: dict[str, Any]) -> BadValue | None:
-    """The :class:`BadValue` one of ``row``'s cells holds (a cell ``table_rows`` could not read), else ``None``."""
+    """The :class:`BadValue` one of ``row``'s cells holds (a cell ``readable_rows`` could not read), else ``None``."""
     return next((value for value in row.values() if isinstance(value, BadValue)), None)
 
 

@@ -1,11 +1,9 @@
 """A small, safe row filter: ``o_score >= 8 and task != 'removal'``, parsed by hand, never ``eval``.
 
-A filter is comparisons of a column with a literal (``==``, ``!=``, ``<``, ``<=``, ``>``, ``>=``),
-joined by ``and`` / ``or``, negated by ``not``, grouped by parentheses. Literals are numbers,
-quoted strings, ``true`` / ``false`` and ``null`` (``== null`` / ``!= null`` only). A null
-column value fails every other comparison, as in SQL. :meth:`Filter.check_types` compares the
-literals with the source's arrow types before any row is read, so a typo fails at once.
-Parsing is one linear pass, nesting is bounded (``MAX_DEPTH``) and so is the text (``MAX_FILTER_CHARS``).
+Comparisons of a column with a literal (number, quoted string, ``true`` / ``false``, ``null`` with
+``==`` / ``!=`` only), joined by ``and`` / ``or``, negated by ``not``, grouped by parentheses; a
+null value fails every other comparison, as in SQL. :meth:`Filter.check_types` checks the literals
+against the arrow types before any row is read. Nesting and text length are bounded.
 """
 
 from __future__ import annotations

@@ -1,14 +1,9 @@
 """The command group: global flags (``-v``, ``-q``, ``--debug``), logging, and how failures end.
 
-Exit codes: 0 success, 1 a data or storage problem (missing data, no credentials, a failed
-verification), 2 a usage error (an option or path that the command line must change), 130
-Ctrl-C, 141 stdout closed by its reader (``editstream inspect --list | head``: nothing is
-printed, as for ``cat``). Every failure is printed as one ``Error:`` line plus at most one
-line of advice; ``--debug`` lets the exception through with its traceback instead.
-
-The global flags are accepted before the subcommand and after it (every error's advice says
-"run with --debug", and users type that at the end of the line): :class:`EditstreamGroup`
-adds them to each subcommand it registers, where they add to what was given before.
+Exit codes: 0 success, 1 a data or storage problem, 2 a usage error, 130 Ctrl-C, 141 stdout closed
+by its reader (nothing printed, as for ``cat``). A failure prints one ``Error:`` line and at most
+one line of advice; ``--debug`` shows the traceback instead. :class:`EditstreamGroup` accepts the
+global flags after the subcommand too, where users type them.
 """
 
 from __future__ import annotations

@@ -31,7 +31,7 @@ def check_schema_fits(found: ParquetDirectory | JsonlFile, schema: str, so: dict
     kind = get_kind(schema)
     if not isinstance(found, ParquetDirectory) or not kind.columns:
         return
-    columns = parquet_columns(found, so)
+    columns = parquet_columns(found)
     missing = [c for c in kind.columns if c not in columns]
     if not missing:
         return
@@ -131,7 +131,7 @@ def _layout(ctx: click.Context, layout: str, shard_size: int | None, samples_per
     type=click.IntRange(min=1),
     default=None,
     help="Worker processes (default: the CPU count); with --engine ray, the most shards in flight "
-    "at once (default: twice the cluster's CPUs).",
+    "at once (default: twice the cluster's CPUs). With --from/--mapping they write the adapted files too.",
 )
 @click.option(
     "--engine",

@@ -11,15 +11,17 @@ from typing import Any
 import click
 
 from ..data.backends import BACKENDS
+from ..data.layouts import ForeignShards
+from ..data.open import DataHandle
 from .app import main
 from .errors import DataProblem, UsageProblem
 from .options import KindChoice, storage_options, trainable, with_storage_options
-from .resolve import Resolved, resolve
+from .resolve import resolve
 
 log = logging.getLogger("editstream")
 
 
-def _dataset(found: list[Resolved], workers: int, kw: dict[str, Any]) -> Any:
+def _dataset(found: list[DataHandle], workers: int, kw: dict[str, Any]) -> Any:
     """The kind's training dataset over the DATA entries: what the data layer says reads each entry
     whole (or ``--num-used`` of it), the standard arguments by keyword, and a ViT transform or a frame
     sampler only when the class requires one."""
@@ -28,11 +30,11 @@ def _dataset(found: list[Resolved], workers: int, kw: dict[str, Any]) -> Any:
     from ..loader.transforms import ImageTransform
     from ..loader.video import FrameSampler
 
-    handle = found[0].handle
+    handle = found[0]
     cls = handle.kind.dataset_class()
     args: dict[str, Any] = handle.dataset_arguments()
     for extra in found[1:]:
-        more = extra.handle.dataset_arguments()
+        more = extra.dataset_arguments()
         for key, value in more.items():
             if isinstance(value, list):
                 args[key] = [*args[key], *value]
@@ -55,7 +57,7 @@ def _dataset(found: list[Resolved], workers: int, kw: dict[str, Any]) -> Any:
     return cls(**args)
 
 
-def _open_all(data: tuple[str, ...], schema: str | None, so: Any, kw: dict[str, Any]) -> list[Resolved]:
+def _open_all(data: tuple[str, ...], schema: str | None, so: Any, kw: dict[str, Any]) -> list[DataHandle]:
     """The DATA arguments opened (:func:`resolve`), or, with ``--from`` / ``--mapping``, read in place through
     that adapter (with ``--where``, ``--split``, ``--media-dir``) and listed now: a bad mapping or folder fails
     before torch loads."""
@@ -74,7 +76,7 @@ def _open_all(data: tuple[str, ...], schema: str | None, so: Any, kw: dict[str, 
         raise UsageProblem("data read through an adapter is read on the parquet backend", "leave --backend out")
     options = {"where": where, "split": split, "media_dir": kw.pop("media_dir")}
     named = {"from": adapter} if adapter is not None else {"mapping": mapping}
-    found = []
+    found: list[DataHandle] = []
     for url in data:
         try:
             entry = in_place_entry({"data_dir": url, **named, **options}, "stream")
@@ -84,7 +86,7 @@ def _open_all(data: tuple[str, ...], schema: str | None, so: Any, kw: dict[str, 
             raise UsageProblem(" ".join(str(exc).split())) from None
         except FileNotFoundError as exc:
             raise DataProblem(str(exc)) from None
-        found.append(Resolved(handle))
+        found.append(handle)
     return found
 
 
@@ -217,8 +219,8 @@ def stream(data: tuple[str, ...], schema: str | None, samples: int, workers: int
     del loader  # workers stop (and have written their drop counts)
     summary = {
         "backend": found[0].backend,
-        "schema": found[0].schema,
-        "foreign_shards": found[0].foreign,
+        "schema": found[0].kind.name,
+        "foreign_shards": isinstance(found[0].layout, ForeignShards),
         "units": len(ds.data_paths),
         "samples": n,
         "tokens": tokens,

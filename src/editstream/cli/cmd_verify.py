@@ -1,4 +1,5 @@
-"""``editstream verify``: re-read every shard of a converted root and check it against the manifest."""
+"""``editstream verify``: re-read every shard of a converted root and check it against the manifest, or
+(``--recipe``) count what a training recipe's limits keep of each of its datasets."""
 
 from __future__ import annotations
 
@@ -15,8 +16,38 @@ from .options import storage_options, with_storage_options
 from .paths import check_bucket, converted_root
 
 
+def _count_recipe(path: str, as_json: bool) -> None:
+    """``--recipe``: the recipe's ``dataset:`` section loaded as training loads it, then counted."""
+    from ..format.safe_yaml import YamlBoundError, load_yaml
+    from ..packing.config import BagelDatasetConfig
+    from ..packing.recipe_count import count_recipe
+
+    try:
+        with open(path, "rb") as f:
+            recipe = load_yaml(f.read(), path)
+    except OSError as exc:
+        raise UsageProblem(f"--recipe {path}: {exc.strerror or exc}", "give a recipe YAML file") from None
+    except (YamlBoundError, ValueError) as exc:
+        raise UsageProblem(f"--recipe {path} does not parse: {exc}") from None
+    section = recipe.get("dataset", recipe) if isinstance(recipe, dict) else None
+    if not isinstance(section, dict) or "grouped_datasets" not in section and "grouped_datasets_path" not in section:
+        raise UsageProblem(f"--recipe {path} has no dataset: section with grouped_datasets", "give a BAGEL recipe")
+    try:
+        config = BagelDatasetConfig(**{k: v for k, v in section.items() if not str(k).startswith("_")})
+    except (TypeError, ValueError) as exc:
+        raise UsageProblem(f"--recipe {path}: {exc}") from None
+    report = count_recipe(config)
+    click.echo(json.dumps(report.to_dict(), indent=2) if as_json else report.format())
+
+
 @main.command()
-@click.argument("dst")
+@click.argument("dst", required=False)
+@click.option(
+    "--recipe",
+    default=None,
+    help="Instead of DST: count, per dataset of this BAGEL recipe (YAML), the samples that survive its "
+    "max_num_tokens_per_sample and max_num_tokens at its transform sizes, and why the others do not.",
+)
 @click.option(
     "--source", default=None, help="Also check every row of this parquet source (or JSONL) against the shards."
 )
@@ -25,7 +56,8 @@ from .paths import check_bucket, converted_root
 @click.option("--no-progress", is_flag=True, help="No progress bar or progress lines.")
 @with_storage_options
 def verify(
-    dst: str,
+    dst: str | None,
+    recipe: str | None,
     source: str | None,
     workers: int | None,
     as_json: bool,
@@ -33,9 +65,17 @@ def verify(
     storage_option: tuple[str, ...],
     endpoint_url: str | None,
 ) -> None:
-    """Re-read every shard of DST and check it against the manifest; exit 1 on any mismatch."""
+    """Re-read every shard of DST and check it against the manifest; exit 1 on any mismatch.
+    With --recipe, count what the recipe's limits keep instead (exit 0 with the table)."""
     from ..conversion.verify import verify as run
 
+    if (recipe is None) == (dst is None):
+        raise UsageProblem("give DST or --recipe, not both" if recipe else "give DST (or --recipe RECIPE.yaml)")
+    if recipe is not None:
+        if source is not None:
+            raise UsageProblem("--source checks a conversion, not a --recipe", "leave out one of them")
+        return _count_recipe(recipe, as_json)
+    assert dst is not None
     opts = storage_options(storage_option, endpoint_url)
     converted_root(dst, opts, "verify")
     if source is not None:

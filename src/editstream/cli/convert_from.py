@@ -25,9 +25,6 @@ ONLY_WITH_ADAPTER = {"target": "--to", "where": "--where", "split": "--split", "
 NEVER_WITH_ADAPTER = {"schema": "--schema", "parquet_info": "--parquet-info", "dry_run": "--dry-run"}
 """The adapter decides the kind and writes its own parquet_info; it has no dry run."""
 SHARD_OPTIONS = {
-    "workers": "--workers",
-    "engine": "--engine",
-    "ray_address": "--ray-address",
     "layout": "--layout",
     "shard_size": "--shard-size",
     "samples_per_shard": "--samples-per-shard",
@@ -36,7 +33,8 @@ SHARD_OPTIONS = {
     "digest": "--digest",
     "break_lock": "--break-lock",
 }
-"""Options of the shard conversion: meaningless (so refused) with ``--to parquet``."""
+"""Options of the shard conversion: meaningless (so refused) with ``--to parquet``; ``--workers``,
+``--engine`` and ``--ray-address`` run the adaptation's output files too, so both targets take them."""
 
 
 def given(ctx: click.Context, names: dict[str, str]) -> list[str]:
@@ -96,14 +94,13 @@ def _adapt(src: str, dst: str, mapping: Any, opts: dict[str, Any], kw: dict[str,
 
     progress = not (kw["no_progress"] or SETTINGS.quiet)
     common = dict(where=opts["where"], media_dir=kw["media_dir"], split=opts["split"], storage_options=so)
-    if opts["target"] == "parquet":
-        result: dict[str, Any] = run_adapter(src, dst, mapping, to="parquet", progress=progress, **common)
-        return result
     names = ("layout", "shard_size", "samples_per_shard", "overwrite", "drop_bad_rows", "digest", "break_lock")
-    shard_options = {k: kw[k] for k in (*names, "workers", "engine", "ray_address")}
+    if opts["target"] == "webdataset":
+        common.update({k: kw[k] for k in (*names, "workers", "engine", "ray_address")}, staging=opts["staging"])
     with running_executor(kw["engine"], kw["workers"], kw["ray_address"]) as runner:
-        common.update(shard_options, staging=opts["staging"], executor=runner, progress=progress)
-        result = run_adapter(src, dst, mapping, to="webdataset", **common)
+        result: dict[str, Any] = run_adapter(
+            src, dst, mapping, to=opts["target"], executor=runner, progress=progress, **common
+        )
     return result
 
 

@@ -114,7 +114,7 @@ def parquet_source(url: str, storage_options: dict[str, Any] | None) -> ParquetD
     raise DataProblem(f"no *.parquet files in {url}", "give the directory that holds the parquet files")
 
 
-def parquet_columns(found: ParquetDirectory, storage_options: dict[str, Any] | None = None) -> list[str]:
+def parquet_columns(found: ParquetDirectory) -> list[str]:
     """The column names of the first parquet file of a parquet directory."""
     try:
         return found.columns()

@@ -7,39 +7,15 @@ option to pass, and the DATA arguments must agree on one backend, kind and layou
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
-from ..data.layouts import BackendMismatch, ForeignShards, JsonlFile, KindMismatch, LayoutError
+from ..data.layouts import BackendMismatch, JsonlFile, KindMismatch, LayoutError
 from ..data.open import DataHandle, open_data
 from ..format import detect as d
 from ..kinds import get_kind
 from .errors import DataProblem, UsageProblem
 from .options import trainable
 from .paths import check_bucket, missing_path, unfinished_conversion
-
-
-@dataclass(frozen=True)
-class Resolved:
-    """One DATA argument, opened: its handle, and whether its kind was given rather than read."""
-
-    handle: DataHandle
-
-    @property
-    def entry(self) -> Any:
-        return self.handle.url
-
-    @property
-    def backend(self) -> str:
-        return self.handle.backend
-
-    @property
-    def schema(self) -> str:
-        return self.handle.kind.name
-
-    @property
-    def foreign(self) -> bool:
-        return isinstance(self.handle.layout, ForeignShards)
 
 
 def all_trainable() -> list[Any]:
@@ -70,7 +46,9 @@ def _check_streamable(url: str, handle: DataHandle) -> None:
     raise UsageProblem(f"{url} holds {handle.kind.name} data; stream reads {names}", "give data of a kind stream reads")
 
 
-def _open_one(url: str, backend: str, schema: str | None, so: dict[str, Any] | None, media_dir: str | None) -> Resolved:
+def _open_one(
+    url: str, backend: str, schema: str | None, so: dict[str, Any] | None, media_dir: str | None
+) -> DataHandle:
     if not d.names_pattern(url, so):
         check_bucket(url, so)
     wanted = None if backend == "auto" else backend
@@ -86,16 +64,16 @@ def _open_one(url: str, backend: str, schema: str | None, so: dict[str, Any] | N
             f"{url} is a JSONL file, and its image and video names need --media-dir DIR",
             f"editstream stream {url} --media-dir DIR",
         )
-    return Resolved(handle)
+    return handle
 
 
 def resolve(
     data: tuple[str, ...], backend: str, schema: str | None, so: dict[str, Any] | None, media_dir: str | None = None
-) -> list[Resolved]:
+) -> list[DataHandle]:
     """Open every DATA argument; they must agree on backend, kind and layout, and ``schema`` must fit."""
     found = [_open_one(url, backend, schema, so, media_dir) for url in data]
-    kinds = {(r.backend, r.schema, type(r.handle.layout)) for r in found}
+    kinds = {(h.backend, h.kind.name, type(h.layout)) for h in found}
     if len(kinds) > 1:
-        shown = ", ".join(f"{r.entry}: {r.schema} on {r.backend}" for r in found)
+        shown = ", ".join(f"{h.url}: {h.kind.name} on {h.backend}" for h in found)
         raise UsageProblem(f"DATA arguments of different kinds ({shown})", "stream one kind at a time")
     return found

@@ -62,7 +62,7 @@ def _check_detectable(src: str, found: ParquetDirectory, so: dict[str, Any] | No
     """A parquet SRC without ``--schema`` must have the columns of a kind detection recognises."""
     from ..kinds import all_kinds, detect_kind
 
-    columns = parquet_columns(found, so)
+    columns = parquet_columns(found)
     if detect_kind(columns) is not None:
         return
     names = ", ".join(k.name for k in all_kinds() if k.source.takes_columns and k.detectable and k.columns)

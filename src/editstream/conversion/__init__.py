@@ -1,13 +1,9 @@
 """The converter: parquet rows -> row codec -> tar shards, planned, parallel, resumable.
 
-``shapes`` is the one dispatch on a kind's source shape: ``parquet_*`` modules plan, read and
-verify parquet slices, ``lines_*`` modules JSONL lines + media. ``shard`` writes one shard of a
-``task``, ``run`` drives a whole conversion on an executor (``executors``: in-process, process
-pool, Ray), and ``verify`` and ``inspect`` read the result back.
-The converter uses the shared ``io`` and ``format`` layers and never the loader.
-
-The names below load on first use, so importing a light module of the package (``executors``,
-to start the workers while this process is still importing pyarrow) does not import them all.
+``shapes`` dispatches on a kind's source shape (``parquet_*`` and ``lines_*`` modules), ``shard``
+writes one shard, ``run`` drives a conversion on an executor, ``verify`` and ``inspect`` read the
+result back. The converter never imports the loader. The names below load on first use, so a
+light module (``executors``) imports without the rest.
 """
 
 from __future__ import annotations

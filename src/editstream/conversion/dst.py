@@ -1,11 +1,8 @@
 """Whose files are in DST: a conversion writes only into a directory that holds nothing but its own.
 
-Before a conversion writes, :func:`check_dst` refuses a DST that holds files editstream did
-not write (``overwrite`` goes on, leaving them where they are); once the destination is
-prepared, :func:`remove_orphans` deletes shards, idx files and done records of earlier runs
-that the new plan does not write, so nothing globbing ``*.tar`` reads a stale shard; and
-:func:`write_plan_note` records the shard count, so a partial DST can say "7/32 shards done".
-``dry_run_summary`` describes a plan without writing anything.
+:func:`check_dst` refuses a DST holding files editstream did not write (``overwrite`` leaves them
+be), :func:`remove_orphans` deletes earlier runs' shards, idx files and done records the new plan
+does not write, and :func:`write_plan_note` records the shard count for progress reports.
 """
 
 from __future__ import annotations

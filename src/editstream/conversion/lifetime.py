@@ -1,13 +1,9 @@
 """Worker processes never outlive their converter, and SIGTERM stops a conversion like Ctrl-C.
 
-A pool worker started through the fork server holds both ends of its task queue and the
-fork server's "alive" pipe, so when the converter is killed (an OOM kill, ``kill -9``) neither
-the workers nor the fork server ever see end-of-file: they used to live on indefinitely.
-Each worker now watches the converter's process and exits the moment it is gone (a pidfd on
-Linux, a one-second poll elsewhere); the fork server and the resource tracker then exit by
-themselves once the last worker has. SIGTERM, which Slurm and Kubernetes send on
-preemption, becomes a ``KeyboardInterrupt`` in the converter's main thread, so it takes the
-Ctrl-C path: workers stopped, finished shards kept, a re-run resumes.
+A pool worker never sees end-of-file when its converter is killed (it holds both ends of its
+queue), so each worker watches the converter's process (a pidfd on Linux, a one-second poll
+elsewhere) and exits when it is gone. SIGTERM (Slurm, Kubernetes preemption) becomes a
+``KeyboardInterrupt``: workers stopped, finished shards kept, a re-run resumes.
 """
 
 from __future__ import annotations

@@ -1,12 +1,9 @@
 """Planning the conversion of a JSONL + media kind: one JSONL file cut into shards of consecutive lines.
 
-The JSONL is read once: its lines (split exactly as ``readlines`` splits them) give the byte
-range of every shard's lines, so each task reads only its own part, and its bytes become the
-converted root's ``lines.jsonl``. In the manifest the JSONL is one source file with one "row
-group" holding all its lines, so a shard's ``RowSlice(file, 0, start, stop)`` is a line range
-and a sample's key is ``make_key(stem, 0, line_index)``: verify, inspect and the done records
-of crash-safe resume work unchanged. Shards hold ``samples_per_shard`` lines (1000 by
-default), or about ``shard_size`` bytes estimated from the media files' sizes.
+The JSONL is read once; its lines (as ``readlines`` splits them) give each shard's byte range.
+In the manifest it is one source file with one "row group" of all its lines, so a shard's
+``RowSlice`` is a line range and verify, inspect and resume work unchanged. Shards hold
+``samples_per_shard`` lines (1000), or about ``shard_size`` bytes estimated from the media sizes.
 """
 
 from __future__ import annotations

@@ -1,17 +1,11 @@
 """Rows of a JSONL + media shard task: its lines, each with the media it references, read.
 
-A task reads only its byte range of the JSONL (checked against the plan's hash) and decodes
-it into exactly the lines ``readlines`` gives. For each line the media the reference would
-open are read under the media directory: a file's bytes, or a frame folder's entries in
-listing order (``os.listdir`` order for local folders, as the reference sees them). Media that
-is absent is recorded as ``None``, never an error: the row is kept verbatim and the loader
-drops it where the reference does. A name outside the media directory is not read at all
-(unless the user opted out): it is left out of the sample, the line's report entry says it was
-refused, and both loader backends drop the line as ``media_outside``. Transient storage errors
-are retried; persistent ones fail the task (a conversion must not record readable media as
-missing). Media of the next lines are read ahead on the process's I/O pool (``_LINES_AHEAD``
-lines; their sizes are not known before they are read, so they hold none of its byte budget).
-A line's report entry lists every problem found, never drops it.
+A task reads only its byte range of the JSONL (checked against the plan's hash) and, for each
+line, the media the reference would open under the media directory (a file's bytes, or a frame
+folder's entries in listing order). Absent media is recorded as ``None`` and the row kept, so
+the loader drops it where the reference does; a name outside the media directory is not read
+and the line is reported as refused. Transient storage errors are retried, persistent ones fail
+the task. The next lines' media are read ahead on the process's I/O pool (``_LINES_AHEAD`` lines).
 """
 
 from __future__ import annotations

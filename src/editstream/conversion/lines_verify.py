@@ -1,17 +1,11 @@
 """``verify`` for roots of a JSONL + media kind: the copy of the JSONL the loader lists lines from, and the source.
 
-The shards themselves are checked like any other (size, digest, idx, keys, every sample
-decodes); this adds the kind's JSONL record: ``lines.jsonl`` must have the recorded size, hash and
-line count, and, when a source JSONL is given, that file must be the one that was converted.
-
-With a source, every sample's media is also compared with the media directory as it is now
-(:class:`MediaComparison`, run inside the one pass over each shard): the media is read again
-under the recorded media directory, exactly as the converter read it, and must be the bytes the
-sample holds. A file replaced or deleted since the conversion, a frame folder whose entries
-changed, or media missing at conversion that exists now, each is a problem naming the file:
-the source backend would no longer yield the samples the shards hold. Comparing with the
-shards' own bytes (their digests are checked in the same pass) needs no per-file record in the
-manifest, so roots converted before this check existed are checked just the same.
+``lines.jsonl`` must have the recorded size, hash and line count, and a given source JSONL must
+be the one that was converted. With a source, every sample's media is read again under the
+recorded media directory (:class:`MediaComparison`, inside the one pass over each shard) and must
+be the bytes the sample holds, so media replaced, deleted or appeared since the conversion is a
+problem naming the file. Comparing with the shards' own bytes needs no per-file record in the
+manifest, so older roots are checked the same way.
 """
 
 from __future__ import annotations

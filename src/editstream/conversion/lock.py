@@ -1,11 +1,9 @@
 """One conversion at a time per DST: a lock object with an owner and a heartbeat.
 
-Two converters writing one DST used to race (one failed on the other's temp file). The lock
-is ``DST/_editstream.lock``, created exclusively (``O_EXCL`` locally, a conditional put with
-``If-None-Match: *`` on S3), holding who owns it and when it last beat. A second run is
-refused with the owner's host, pid and start time. A lock whose owner is gone is taken over:
-on this host when the owner's pid no longer exists, anywhere when its heartbeat is older
-than ``stale_after`` seconds; ``break_lock=True`` takes it over at once.
+``DST/_editstream.lock`` is created exclusively (``O_EXCL`` locally, ``If-None-Match: *`` on S3)
+and names its owner; a second run is refused with the owner's host, pid and start time. A lock is
+taken over when its owner's pid is gone (same host), its heartbeat is older than ``stale_after``,
+or with ``break_lock=True``.
 """
 
 from __future__ import annotations

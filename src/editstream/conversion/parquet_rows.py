@@ -1,11 +1,8 @@
 """Rows of a parquet shard task, streamed as zero-copy views, and the report entry of a bad one.
 
-Each task opens only its own files, checks their columns and row counts against the plan,
-and yields its rows in slice order; a bad row's entry names its file, row group and row, with
-the first problem its kind's checks find and whether the parser always fails on it. The rows
-are decoded on the I/O pool (``io.prefetch``), batches of about ``BATCH_BYTES`` at most
-``PREFETCH_BATCHES`` ahead (each counted at ``BATCH_BYTES`` against the process's I/O budget),
-so decoding overlaps with checking, encoding and writing them.
+A task opens only its own files, checks their columns and row counts against the plan and yields
+rows in slice order, decoded on the I/O pool (``io.prefetch``) up to ``PREFETCH_BATCHES`` ahead. A
+bad row's entry names its file, row group and row, its first problem and whether it is fatal.
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
-"""What report.json says of rows: bad rows (its kind's checks find the row bad) and image notes
-(the row trains, but its parser decodes an image to other pixels than the file holds).
+"""What report.json says of rows: bad rows and image notes (rows that train, but decode to other
+pixels than the file holds).
 
-Both name where the row is in one shape for every source shape: a parquet row its row group and
-row, a JSONL line its line number. A note is not a bad row: the row is kept and counted good, and
-``report.json`` lists notes under ``image_notes`` (only when there are any, so a report without
-them keeps its bytes). Both travel in done records, so a resumed conversion reports what an
-uninterrupted one does; they are serialised only at the file boundary.
+Both locate the row the same way for every source shape and travel in done records, so a resumed
+conversion reports what an uninterrupted one does. Notes are listed under ``image_notes`` only
+when there are any, so a report without them keeps its bytes.
 """
 
 from __future__ import annotations

@@ -76,20 +76,13 @@ def convert(
 ) -> dict[str, Any]:
     """Convert the parquet dataset at ``src`` into WebDataset shards under ``dst``; returns a summary.
 
-    A ``src`` ending in ``.jsonl`` (or a ``schema`` of a JSONL + media kind) is a JSONL with media under
-    ``media_dir`` (the source backend's ``data_dir`` string: it is recorded and orders the epoch);
-    its shards hold consecutive lines (``samples_per_shard``, default 1000, or ``shard_size``).
-    A media name outside ``media_dir`` (absolute, or climbing out with ``..``) is refused, never
-    read, and listed in report.json, unless ``allow_outside_media_dir``.
-    Re-running after a crash resumes (finished shards are checked by size and digest and kept).
-    ``digest``: ``"xxh3_128"`` (default) or ``"sha256"``, for every shard and idx; the manifest
-    records it and ``verify`` checks it.
-    ``engine``: ``"auto"``/``"local"`` (this machine) or ``"ray"`` (Ray tasks; ``ray_address``
-    as for ``ray.init``, ``"auto"`` for a running cluster); every engine writes the same bytes.
-    ``executor`` overrides ``engine``/``workers`` with any object that has ``map_unordered``.
-    One conversion at a time holds DST (:class:`~editstream.conversion.lock.ConversionLock`);
-    ``break_lock`` takes over a lock left by a conversion that is known to be gone.
-    """
+    A ``src`` ending in ``.jsonl`` (or a ``schema`` of a JSONL + media kind) is a JSONL with media
+    under ``media_dir`` (the source backend's ``data_dir`` string, recorded: it orders the epoch); its
+    shards hold consecutive lines, and media names outside ``media_dir`` are refused and reported
+    unless ``allow_outside_media_dir``. A re-run after a crash resumes. ``digest``: ``"xxh3_128"``
+    (default) or ``"sha256"``. ``engine``: ``"auto"``/``"local"`` or ``"ray"`` (``ray_address`` as for
+    ``ray.init``), all writing the same bytes; ``executor`` overrides both. One conversion at a time
+    holds DST; ``break_lock`` takes over a lock left by a conversion known to be gone."""
     schema, layout = resolve_source(src, schema, layout)
     given = {name: value for name, value in locals().items() if name in CONFIG_FIELDS}
     cfg = ConvertConfig(**{**given, "src": absolute(src), "dst": absolute(dst)})

@@ -1,19 +1,11 @@
 """Check a converted dataset against its manifest (and optionally against its source).
 
-What the root and source are checked for beyond the shards depends on the kind's source shape
-(``shapes``): a parquet source's coverage of every row, or a JSONL copy and its source file.
-
-Each shard is read once: the bytes are hashed while the tar is walked, so size, digest
-(the manifest's algorithm: xxh3-128, or sha256 for older manifests),
-sample count, idx offsets, key order and contiguity, and the decodability of every sample
-are all checked in one pass. With a parquet source, every source row is compared with its sample;
-with a JSONL source, every sample's media is compared with the media directory now.
-
-The manifest's ``schema`` must describe what the shards hold (:func:`schema_problems`): its kind
-must be one whose columns the manifest lists, no other kind's record may be in ``extra``, and
-every sample must hold exactly the manifest's columns. The shard digests cover the samples,
-so a hand-edited ``schema`` (or ``columns``) that no longer fits them is reported.
-Problems are collected (never raised) so one run reports everything that is wrong.
+Each shard is read once: its bytes are hashed while the tar is walked, so size, digest, sample
+count, idx offsets, key order and the decodability of every sample are checked in one pass; what
+the root and source are checked for beyond that is the kind's source shape's (``shapes``). The
+manifest's ``schema`` must fit what the shards hold (:func:`schema_problems`), so a hand-edited
+``schema`` or ``columns`` is reported. Problems are collected, never raised, so one run reports
+everything that is wrong.
 """
 
 from __future__ import annotations

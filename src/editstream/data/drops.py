@@ -1,17 +1,10 @@
 """Counting what a stream drops: bad rows, unreadable units, corrupt shards.
 
-Nothing is dropped silently: every drop increments a per-reason counter, keeps its location
-(file, row group, row, or shard URL and key) in a short history, and is logged: each location
-once, the first few of each reason and then every 100th, so a bad dataset cannot flood the
-log. A drop line says why in the words of ``report.json`` ("instruction 1 has no phrasings")
-and where with the paths the user gave (the shard, not the converter's source path).
-
-DataLoader workers are other processes: each one writes its counts to a small file in a
-directory private to the dataset, and :meth:`DropLog.as_dict` adds them up, so the main
-process's ``drop_counts`` covers every worker.
-
-A :class:`FailureBudget` stops a stream when failures come in a row (units that cannot be read,
-rows whose parser fails on something other than bad data), with an error naming the last one.
+Every drop increments a per-reason counter, keeps its location in a short history and is logged
+(each location once, the first few of each reason, then every 100th), in the words of
+``report.json`` and with the paths the user gave. DataLoader workers write their counts to a
+directory private to the dataset and :meth:`DropLog.as_dict` adds them up. A
+:class:`FailureBudget` stops a stream when failures come in a row, naming the last one.
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 """What identifies a source file's content without reading it, so a changed source is never trusted.
 
-A local file is its size, modification time (nanoseconds) and inode: replacing a file (a new
-file renamed over it) changes the inode, rewriting it in place changes the time, and a rewrite
-that kept the time by hand would still have to keep the size. An object in S3 (or any store
-whose listing gives one) is its size and ETag, which changes whenever the object is written
-again. The converter records every source file's identity when it plans, checks it again when
-it opens the file, and keeps it in the manifest, so a later run knows which files changed.
+A local file is its size, modification time (ns) and inode (replacing it changes the inode,
+rewriting it the time); an object is its size and ETag. The converter records each source
+file's identity when it plans, checks it when it opens the file and keeps it in the manifest.
 """
 
 from __future__ import annotations

@@ -1,13 +1,10 @@
 """What a path holds, as editstream reads it: the one place that recognises a layout.
 
-:func:`recognise` looks at a path once (its name and one listing, ``format.detect``) and
-answers a typed :class:`Layout`: a directory of parquet files, a converted root (its
-``manifest.json``), foreign tar shards (a brace pattern, a glob, a ``.tar``, a directory of
-tars), or a JSONL file (of a JSONL + media kind). Each layout knows its backend, the kind its
-data is, the row source that reads it and the ``num_used_data`` entry that reads it whole.
-A path that holds nothing of the kind is a :class:`LayoutError` that says what it holds and
-what to give instead. Further layouts are added with :func:`register_layout`; every command,
-:func:`~editstream.data.open.open_data` and the training datasets then read them too.
+:func:`recognise` looks at a path once (``format.detect``) and answers a typed :class:`Layout`
+(parquet directory, converted root, foreign shards, JSONL file) that knows its backend, its kind,
+the row source that reads it and the ``num_used_data`` entry that reads it whole. A path of no
+layout is a :class:`LayoutError` saying what it holds and what to give; :func:`register_layout`
+adds layouts, which every command and dataset then reads.
 """
 
 from __future__ import annotations

@@ -1,14 +1,10 @@
 """Where the images a metadata file names by path are: a folder, or an archive read in place.
 
-A published dataset often ships its metadata (JSON, JSONL, parquet) apart from its images: a
-folder, a ``.tar`` or ``.tar.gz`` archive, an archive split into parts (``x.tar.gz.part001``,
-``x.tar.gz.aa``, ...), a ``.zip``, or WebDataset shards. :func:`open_media` opens any of them,
-locally or on S3, as a :class:`MediaSource` that reads one member by name. Split parts are read
-as one stream without joining them on disk; a ``.tar.gz`` is read through ``indexed_gzip``'s seek
-points. An archive is indexed once (member -> offset and size); with an ``index_dir`` the index
-is kept there, keyed by the archive's identity, so a resumed run does not rescan. Memory stays
-bounded by one member and the gzip seek points (one 32 KiB window per ``GZIP_SPACING`` bytes).
-A name that is not there raises :class:`MediaMissing`, which callers count as a located drop.
+:func:`open_media` opens a folder, a ``.tar`` / ``.tar.gz`` / ``.zip``, an archive split into parts
+(read as one stream, never joined on disk) or WebDataset shards, locally or on S3, as a
+:class:`MediaSource` reading one member by name. A ``.tar.gz`` is read through ``indexed_gzip``
+seek points; an archive is indexed once (kept under ``index_dir`` by the archive's identity), so
+memory stays bounded by one member and the seek points. A missing name raises :class:`MediaMissing`.
 """
 
 from __future__ import annotations
@@ -229,14 +225,25 @@ class ArchiveMedia:
             check_parts(self.urls)
         self.gzipped = self.name.endswith((".gz", ".tgz"))
         self.zipped = self.name.endswith(".zip")
+        self._open()
+        self.members = self._index()
+
+    def _open(self) -> None:
         self._raw: Any = (
-            JoinedFile(self.urls, storage_options)
+            JoinedFile(self.urls, self.storage_options)
             if len(self.urls) > 1
-            else _open_seekable(self.urls[0], storage_options)
+            else _open_seekable(self.urls[0], self.storage_options)
         )
         self._file = self._uncompressed()
         self._zip = zipfile.ZipFile(self._file) if self.zipped else None
-        self.members = self._index()
+
+    def __getstate__(self) -> dict[str, Any]:
+        """What a worker process needs (the index, not the open files): it reopens the archive itself."""
+        return {k: v for k, v in self.__dict__.items() if k not in ("_raw", "_file", "_zip")}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._open()
 
     def _key(self) -> str:
         identity = [file_identity(u, self.storage_options) for u in self.urls]

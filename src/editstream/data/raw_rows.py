@@ -1,17 +1,11 @@
 """Raw rows of a dataset, on either backend, as a dataset's ``parse_row`` receives them: the public reader.
 
-``iter_rows(path)`` opens the data (:func:`~editstream.data.open.open_data`: a parquet directory, a
-converted root, foreign shards, a JSONL file and its media; local or fsspec URLs), lists its units
-the way the loader lists them, then reads every unit once, in listing
-order (the sorted order the loader shuffles; no rank or worker split, no shuffle), and yields a
-:class:`RawRow` per row: the unit, the row's position (what ``data_indexes`` holds after the
-unit), the row itself and where it is. For statistics, filtering and benchmarks: no image is
-decoded. A converted dataset gives the same units, positions and rows on both backends.
-
-Rows a source reads but cannot decode (a shard sample missing a member) are not yielded: each
-is counted as ``bad_sample`` in :attr:`RawRows.drops` with its location, logged, kept in
-:attr:`RawRows.bad` and handed to ``on_bad`` when given. Files the listing cannot read are
-counted there too (``unreadable_file``); a unit that fails while being read raises.
+``iter_rows(path)`` opens the data (:func:`~editstream.data.open.open_data`), lists its units as
+the loader does and reads each once in listing order (no rank split, no shuffle, no image
+decoded), yielding a :class:`RawRow` per row: its unit, position, row and location. A converted
+dataset gives the same rows on both backends. Rows a source cannot decode are not yielded: they
+are counted in :attr:`RawRows.drops` with their location, kept in :attr:`RawRows.bad` and handed
+to ``on_bad``; a unit that fails while being read raises.
 """
 
 from __future__ import annotations

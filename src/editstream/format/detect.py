@@ -1,11 +1,9 @@
 """What a path holds, told from its name and one listing: the first question every command asks.
 
 ``detect(url)`` says whether ``url`` is missing, a single file (parquet, tar shard, JSONL), a
-converted root (``manifest.json``), a partial conversion (done records but no manifest yet),
-a directory of parquet files, a directory of tar shards without a manifest (img2dataset or
-webdataset ShardWriter output), or a brace pattern of shard URLs. A path is literal whenever it
-exists: only a name that exists nowhere and looks like a pattern is read as one. Commands use it to pick a
-backend, to refuse the wrong one with the right one named, and to describe a partial root.
+converted root, a partial conversion, a directory of parquet files or of foreign tar shards, or a
+brace pattern of shard URLs. A path that exists is always literal: only a name that exists nowhere
+and looks like a pattern is read as one.
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
 """Media formats from their bytes: the extension a blob gets, and an image's size from its header alone.
 
-``sniff_extension`` names members in shards (images, and the video containers JSONL + media rows
-carry: MP4/MOV, WebM/Matroska, AVI); ``image_size`` / ``image_header_problem`` check
-rows cheaply: JPEG, PNG, GIF and WebP headers are parsed here directly (a few microseconds,
-where Pillow's WebP plugin decodes far more than the header); anything else goes to
-``PIL.Image.open``, which also reads only the header. ``image_decode_note`` says from the header
-when an image decodes without error but not to its pixels (a 16-bit greyscale PNG turns white).
+``sniff_extension`` names shard members (images and the video containers JSONL rows carry);
+``image_size`` / ``image_header_problem`` check rows cheaply, parsing JPEG, PNG, GIF and WebP
+headers directly and anything else through ``PIL.Image.open``; ``image_decode_note`` says when an
+image decodes without error but not to its pixels (a 16-bit greyscale PNG turns white).
 """
 
 from __future__ import annotations

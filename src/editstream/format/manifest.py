@@ -1,13 +1,9 @@
 """The converter's output description: ``manifest.json``.
 
-The manifest is versioned and written last, so its presence means a conversion finished. It
-records the source files with their row-group row counts (so a loader lists units without
-touching the parquet), and per shard its path, sizes, digest, sample count, idx path and the
-source rows it holds.
-
-Format version 2 names the digest algorithm of the shards (``digest``: ``xxh3_128`` by
-default, or ``sha256``) and each shard carries its digest under that name; version 1
-manifests (every shard with a ``sha256``) are still read, with ``digest`` ``"sha256"``.
+Versioned and written last, so its presence means a conversion finished. It records the source
+files with their row-group row counts (so a loader lists units without touching the parquet) and,
+per shard, its path, sizes, digest, sample count, idx path and source rows. Version 2 names the
+digest algorithm (``xxh3_128`` by default, or ``sha256``); version 1 manifests (``sha256``) still read.
 """
 
 from __future__ import annotations

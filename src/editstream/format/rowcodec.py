@@ -1,12 +1,10 @@
 """One row codec for converter and loader: a parquet row <-> the members of one tar sample.
 
-Every binary value (top level or nested in lists/structs) becomes its own member named
-``{key}.{column}[.{index}...].{ext}``, where ``ext`` is sniffed from the bytes (``jpg``,
-``png``, ``webp`` ... or ``bin``), so stock webdataset decoders, which look at the last
-extension, decode the images. All other values go into ``{key}.json``: a JSON object with
-the row's columns in order, where a binary value is ``{"$bytes": "<member suffix>"}`` and
-the few values plain JSON cannot hold exactly are tagged the same way (``$float`` for
-NaN/inf, ``$tuple``, ``$datetime`` ...). Decoding restores a dict equal to the original row.
+Every binary value (nested too) becomes a member ``{key}.{column}[.{index}...].{ext}`` with a
+sniffed extension, so stock webdataset decoders decode the images; everything else goes into
+``{key}.json`` in column order, where a binary is ``{"$bytes": "<member suffix>"}`` and values
+plain JSON cannot hold exactly are tagged (``$float``, ``$tuple``, ``$datetime`` ...). Decoding
+restores a dict equal to the original row.
 """
 
 from __future__ import annotations

@@ -1,12 +1,10 @@
 """YAML a user hands in (a mapping, a recipe's dataset config), loaded within a bound, and values
 quoted short for the error messages about them.
 
-``yaml.safe_load`` runs no code, but an alias repeats what its anchor names, so 300 bytes of
-nested aliases expand to a billion values: the objects are shared while loading, and blow up the
-first time anything walks or prints them. :func:`load_yaml` counts the document's size with every
-alias expanded (1 per node plus each scalar's characters) before building any object, and refuses
-a document over ``max_size``, one whose alias refers to itself, or one nested deeper than Python's
-stack. :func:`brief` quotes a value for a message without ever printing all of it.
+A few hundred bytes of nested aliases expand to a billion values, so :func:`load_yaml` counts the
+document's size with every alias expanded before building any object, and refuses one over
+``max_size``, a self-referring alias, or nesting deeper than Python's stack. :func:`brief` quotes
+a value without ever printing all of it.
 """
 
 from __future__ import annotations

@@ -1,21 +1,15 @@
 """What the converter and loader both need to know about the rows of a JSONL + media kind.
 
-The source of such a kind is a JSONL file (LLaVA-style lines) plus a media directory. A line names its
-media with ``"image"`` (one name, or a list of names) or, failing that, ``"video"`` (a video
-file, or a frame folder when the name ends with ``/``); names are joined to the media
-directory with ``os.path.join``, as the reference does. Unlike the reference, a name must stay
-inside the media directory (relative, and not climbing out once normalised): the converter,
-the preview and both loader backends refuse other names unless the user opts out
-(:func:`contained_media_path`).
+A source is a LLaVA-style JSONL plus a media directory: a line names its media with ``"image"``
+(one name or a list) or else ``"video"`` (a file, or a frame folder ending in ``/``), joined to the
+media directory with ``os.path.join`` as the reference does, but refused outside it unless the
+user opts out (:func:`contained_media_path`).
 
-A converted line is one shard sample holding the row ``{"line": <the line text exactly as
-readlines gives it>, "media": {<name>: bytes | None, <folder>/: {<entry>: bytes | None}}}``
-through the shared row codec: each blob becomes a member with a sniffed extension, ``None``
-marks media that was missing at conversion time, and a folder's entries keep the order the
-converter listed them in. The dataset root also holds ``lines.jsonl``, a byte copy of the
-source JSONL, and the manifest's ``extra[<kind name>]`` (:class:`SftInfo`) records what the
-loader needs to reproduce the source backend's order: the media directory string as the
-user gave it, and the copy's name, size and hash.
+A converted line is one sample holding ``{"line": <the line as readlines gives it>, "media":
+{<name>: bytes | None, <folder>/: {<entry>: bytes | None}}}`` (``None``: missing at conversion).
+The root also holds ``lines.jsonl``, a byte copy of the source, and the manifest's
+``extra[<kind name>]`` (:class:`SftInfo`: the media directory string, the copy's name, size and
+hash), which is what reproduces the source backend's order.
 """
 
 from __future__ import annotations

@@ -358,17 +358,11 @@ def iter_samples(
 ) -> Iterator[tuple[str, int, dict[str, bytes]]]:
     """Group members into samples: yield ``(key, offset, {suffix: data})`` in stream order.
 
-    Reading starts at ``start_offset`` (seeked to when the file is seekable, otherwise the
-    stream must already be there) and stops at the end-of-archive marker or, when given, at
-    ``end_offset``. Directories and other non-file entries are skipped. With
-    ``require_end_marker`` a stream that ends before the marker is a ``TruncatedTarError``.
-    At the marker exactly one zero block is consumed, so the stream then sits at
-    ``end + 512`` (``verify`` relies on this to find the end offset).
-
-    ``offset`` is the sample's first header. Member names without an extension are skipped,
-    as webdataset does. A key that comes back after another key, or a suffix that repeats
-    within a sample, raises ``SampleOrderError`` (``check_unique_keys`` remembers every key).
-    """
+    Reading starts at ``start_offset`` (seeked to when the file is seekable) and stops at the
+    end-of-archive marker, or at ``end_offset``; ``require_end_marker`` makes an early end a
+    ``TruncatedTarError``. At the marker exactly one zero block is consumed (``verify`` relies on
+    it). ``offset`` is the sample's first header; non-files and names without an extension are
+    skipped, as webdataset does; a key that comes back or a repeated suffix is a ``SampleOrderError``."""
     seen: set[str] = set()
     key: str | None = None
     offset = 0

@@ -1,11 +1,9 @@
 """JSONL text as lines, exactly as Python's text mode reads it.
 
-The reference's JSONL dataset reads its file with ``open(path, "r").readlines()``: UTF-8 here, universal
-newlines (``\\r\\n`` and a lone ``\\r`` become ``\\n``), the newline kept on every line, the last
-line possibly without one. The line texts are sort keys of the reference's epoch order, so
-every reader in editstream (the source backend, the converter, the converted dataset's copy)
-goes through :func:`decode_lines`, which uses the same ``io.TextIOWrapper`` machinery as
-``open``, so the lines are the same strings whatever the storage.
+The reference reads its JSONL with ``open(path, "r").readlines()`` (UTF-8, universal newlines, the
+newline kept), and the line texts are sort keys of its epoch order, so every reader in editstream
+goes through :func:`decode_lines`, which uses the same ``io.TextIOWrapper`` machinery whatever the
+storage.
 """
 
 from __future__ import annotations

@@ -23,6 +23,8 @@ from .text import UndecodableRow, column_values, rows_with_invalid_text
 
 STREAM_BATCH_ROWS = 32
 """Rows decoded at a time by the loader: a few batches of rows in memory, not a row group."""
+STREAM_BATCH_BYTES = 16 << 20
+"""...and at most about this many bytes of them (by the footer's sizes), however large the rows."""
 STREAM_BUFFER_BYTES = 4 << 20
 
 
@@ -154,11 +156,13 @@ def iter_row_group_batches(
     start: int = 0,
     stop: int | None = None,
     *,
-    batch_size: int = STREAM_BATCH_ROWS,
+    batch_size: int | None = None,
     binary_views: bool = False,
+    columns: list[str] | None = None,
 ) -> Iterator[tuple[int, list[dict[str, Any]]]]:
     """``(index of the first row, rows)`` for rows ``[start, stop)`` of one row group, a decoded
-    batch of at most ``batch_size`` rows at a time.
+    batch of at most ``batch_size`` rows at a time (default: ``STREAM_BATCH_ROWS`` rows, fewer when
+    they hold more than ``STREAM_BATCH_BYTES``), only ``columns`` when given.
 
     This is the one way rows leave a parquet file in editstream. Errors name the file, the
     row group and the row reached.
@@ -166,9 +170,11 @@ def iter_row_group_batches(
     if start < 0:
         raise ValueError(f"start must be >= 0, got {start}")
     check_row_group(url, pf, row_group)
+    if batch_size is None:
+        batch_size = batch_rows_for_bytes(pf, row_group, STREAM_BATCH_BYTES, STREAM_BATCH_ROWS)
     index = 0  # index (in the row group) of the first row of the current batch
     try:
-        for batch in pf.iter_batches(batch_size=batch_size, row_groups=[row_group], use_threads=False):
+        for batch in pf.iter_batches(batch_size=batch_size, row_groups=[row_group], columns=columns, use_threads=False):
             n = batch.num_rows
             lo = max(0, start - index)
             hi = n if stop is None else min(n, stop - index)
@@ -189,7 +195,7 @@ def iter_row_group_rows(
     start: int = 0,
     stop: int | None = None,
     *,
-    batch_size: int = STREAM_BATCH_ROWS,
+    batch_size: int | None = None,
     binary_views: bool = False,
 ) -> Iterator[tuple[int, dict[str, Any]]]:
     """``(row index, row)`` for rows ``[start, stop)`` of one row group (``iter_row_group_batches``, row by row)."""

@@ -1,19 +1,9 @@
 """Work ahead of a consumer on the process's I/O pool, within its byte budget (:mod:`.service`).
 
-Two shapes of work ahead, both bounded and both in order:
-
-- :func:`prefetched` runs one iterator a few items ahead (the converter decodes parquet batches
-  this way: pyarrow releases the GIL while it decodes, so the next batch is decoded while the
-  caller encodes and writes the current one). Each ``next`` of the iterator is a task of the
-  pool, so a paused producer holds no thread; an error of the source is raised in the consumer
-  where the item would have been, and a consumer that stops early (``close()``, an exception,
-  garbage collection) stops it and closes the source.
-- :func:`prefetch_ordered` fetches independent items whose order is known ahead (a worker's
-  JSONL-line samples scattered over many shards, the media of a converter task's next lines),
-  several at once.
-
-The bytes of the items ahead are held of the process's budget (an item larger than what is
-free goes alone once its consumer holds nothing), so they count with every other reader's.
+:func:`prefetched` runs one iterator a few items ahead, each ``next`` a pool task (a paused
+producer holds no thread; its errors surface where the item would have been; stopping early
+closes it). :func:`prefetch_ordered` fetches independent items whose order is known ahead,
+several at once. Items ahead hold bytes of the process's budget, shared with every other reader.
 """
 
 from __future__ import annotations

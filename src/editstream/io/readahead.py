@@ -1,27 +1,16 @@
 """Read-ahead of planned byte ranges: several ranged requests in flight, across objects, memory bounded.
 
-An object store answers the first byte after 20-100 ms, so a reader that waits for one block
-before asking for the next spends most of its time waiting. :class:`ReadAhead` is told the
-ranges a reader will consume, in order (a shard from a resume offset, then the next units'
-shards), and keeps ranged block requests in flight ahead of the consumer:
-
-- **how many**: enough to cover the observed fetch time (first-byte latency plus transfer at
-  the observed bandwidth) at the consumer's observed pace, ``ceil(fetch / consume) + 2`` blocks,
-  at least 2, so a slow (decode-bound) consumer holds two or three blocks and a fast one as many
-  as the budget allows;
-- **memory**: every block counts against the process's I/O budget (:mod:`editstream.io.service`,
-  shared with every other reader of the process, 64 MiB per DataLoader worker by default)
-  from its request until the consumer has moved past it, within the read-ahead's own cap
-  when it has one; a read-ahead with nothing held may always take one block, so it never
-  stalls behind another; its requests run on the process's I/O pool;
-- **faults**: every block is one ranged request retried under the :class:`RetryPolicy` from
-  its own offset, so a dropped connection costs a re-read of that block, nothing is lost or
-  repeated; an error is raised when the consumer reaches that block, not before.
+An object store answers the first byte after 20-100 ms, so :class:`ReadAhead` is told the ranges a
+reader will consume, in order, and keeps ``ceil(fetch / consume) + 2`` block requests in flight
+(at least 2), from the observed latency, bandwidth and consumer pace. Every block counts against
+the process's I/O budget (:mod:`editstream.io.service`) until the consumer moves past it; a
+read-ahead holding nothing may always take one block, so it never stalls behind another. Each
+block is one ranged request retried from its own offset, so a fault loses and repeats nothing;
+an error is raised when the consumer reaches that block.
 
 The consumer opens each range with :meth:`ReadAhead.open` and reads it like a file. Opening a
-range abandons the planned ranges before it (a unit that a resume or a failure skipped), and
-a range that was not planned (a resume offset, a re-read from the start) is read first, ahead
-of the plan. A short block is the end of the object (a truncated object) for that range.
+range abandons the planned ranges before it, an unplanned range is read first, and a short block
+ends that range (a truncated object).
 """
 
 from __future__ import annotations

@@ -1,21 +1,12 @@
 """The I/O service of a process: one byte budget and one thread pool for all read-ahead and prefetch.
 
-A DataLoader worker that streams an edit dataset from S3 and a vision-language one holds the
-blocks one reads ahead and the samples the other prefetches; both count against the same
-:class:`ByteBudget` (``IOConfig.max_bytes``) and run their fetches on the same pool
-(``IOConfig.threads``), so a worker holds what was configured whatever the mix of sources.
-Each reader holds a budget inside that one, optionally capped by its own option
-(``readahead_bytes``, ``prefetch_bytes``). A reader holding nothing may always take the one item
-it waits for, even past the limit, so no reader waits behind another (and an item larger than
-the budget is still read): the total is at most ``max_bytes`` plus one item per reader.
-
-Every task on the pool is a leaf (a ranged read, a footer, a media file, one step of an
-iterator): none waits for another task of the pool, so one shared pool cannot deadlock.
-
-The budget and the pool are made on first use in each process, so a forked DataLoader worker
-never uses its parent's (their threads do not survive a fork). :func:`configure` sets the sizes
-(in code, not the environment); a forked worker inherits them and a spawned one takes them from
-the sources pickled to it (:func:`carry` / :func:`adopt`).
+Every reader of a process counts what it holds against one :class:`ByteBudget`
+(``IOConfig.max_bytes``), optionally capped per reader (``readahead_bytes``, ``prefetch_bytes``),
+and fetches on one pool (``IOConfig.threads``). A reader holding nothing may always take the item
+it waits for, so none waits behind another: the total is at most ``max_bytes`` plus one item per
+reader. Every pool task is a leaf, so one shared pool cannot deadlock. Both are made on first use
+in each process (threads do not survive a fork); :func:`configure` sets the sizes, which a spawned
+worker takes from the sources pickled to it (:func:`carry` / :func:`adopt`).
 """
 
 from __future__ import annotations

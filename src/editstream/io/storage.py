@@ -38,18 +38,10 @@ def is_local(url: str) -> bool:
 
 
 def _s3_defaults(storage_options: StorageOptions | None) -> StorageOptions:
-    """S3 options editstream relies on, unless the caller set them.
-
-    - The endpoint comes from ``AWS_ENDPOINT_URL`` (recent botocore reads it itself, older
-      ones do not, so it is passed explicitly).
-    - botocore's own retries are off: their backoff jitter draws from Python's global
-      ``random``, on s3fs's I/O thread, which would shift the per-sample draws of
-      ``parse_row`` whenever a request is retried. editstream's :class:`RetryPolicy` (a
-      private RNG) is the one retry layer; s3fs makes a single attempt per call (see
-      :func:`url_to_fs`), so retries never nest.
-    - Connect and read timeouts are explicit (``S3_CONNECT_TIMEOUT``, ``S3_READ_TIMEOUT``), so
-      a silent endpoint fails an attempt instead of hanging; pass your own in ``config_kwargs``.
-    """
+    """S3 options editstream relies on, unless the caller set them: the endpoint from
+    ``AWS_ENDPOINT_URL`` (older botocore does not read it), botocore's own retries off (their jitter
+    draws from the global ``random`` and would shift ``parse_row``'s draws; :class:`RetryPolicy` is
+    the one retry layer), and explicit connect and read timeouts, so a silent endpoint fails an attempt."""
     opts = dict(storage_options or {})
     endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
     if endpoint and "endpoint_url" not in opts and "endpoint_url" not in opts.get("client_kwargs", {}):

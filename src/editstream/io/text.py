@@ -1,11 +1,8 @@
 """Text columns holding bytes that are not UTF-8: one bad value makes one bad row, never a bad batch.
 
-``pyarrow`` refuses to turn a batch into Python values when one string in it is not valid
-UTF-8, which would take every row of the batch (or the whole conversion) down with it. Here the
-columns of such a batch are converted one by one, and the rows of a failing column one by one:
-an undecodable string becomes an :class:`InvalidText` (its raw bytes, where decoding failed) and
-its row an :class:`UndecodableRow`, so the converter reports the row as bad, by column, and the
-loader drops that row alone.
+pyarrow refuses a whole batch when one string is not valid UTF-8, so such a batch is converted
+column by column and a failing column row by row: the bad string becomes an :class:`InvalidText`
+and its row an :class:`UndecodableRow`, which the converter reports and the loader drops alone.
 """
 
 from __future__ import annotations

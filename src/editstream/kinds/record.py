@@ -85,23 +85,15 @@ def resolve(path: str, find_only: bool = False) -> Any:
 class DatasetKind:
     """A dataset kind: its names, the columns its parser reads, its row checks and where its code lives.
 
-    ``columns`` maps each column the parser reads to its type notation (``format.columns``);
-    they are the columns a parquet source must have and the ones detection looks for.
-    ``dataset`` is the dotted path of the training dataset class (``None``: convert only);
-    ``preview`` names the function ``(title: str, row: Mapping[str, Any]) -> preview.record.Record``
-    that picks the images and texts out of one row for ``editstream preview``, and ``synth`` the
-    function ``(out: str, options: testing.synth.SynthOptions) -> dict[str, Any]`` that writes a
-    synthetic source dataset of the kind into the directory ``out`` for ``editstream synth`` and
-    returns a JSON-able summary (``None``: the command refuses the kind, saying so).
+    ``columns`` maps each column the parser reads to its type notation (``format.columns``): what a
+    parquet source must have and what detection looks for. ``dataset``, ``preview`` and ``synth`` are
+    dotted paths of the training dataset class, the preview function ``(title, row) -> Record`` and
+    the synth function ``(out, SynthOptions) -> summary`` (``None``: the commands refuse the kind).
 
-    The paths are checked when the kind is registered, so a wrong one fails there, naming the field
-    and the path (:meth:`check_paths`). ``register()`` imports each module and looks the attribute
-    up: a script's kind is about to be used. The built-in and entry-point kinds are loaded by every
-    command, ``--help`` included, so only their modules are found (``importlib.util.find_spec``
-    imports the parent packages, which hold the light record, and not the dataset module, which
-    imports torch); the attribute is looked up on first use, where :meth:`code` names the field and
-    the path just the same.
-    """
+    The paths are checked at registration, naming the field and the path (:meth:`check_paths`): a
+    script's kind has its attributes looked up at once; built-in and entry-point kinds (loaded by
+    every command) only have their modules found, without importing torch, and their attributes are
+    looked up on first use (:meth:`code`)."""
 
     name: str
     summary: str

@@ -1,19 +1,11 @@
 """Decoding image bytes to RGB exactly as the reference does, with limits applied per call.
 
-The reference sets Pillow's process-wide globals when imported (``MAX_IMAGE_PIXELS`` to
-200,000,000, ``LOAD_TRUNCATED_IMAGES`` on, ``MAX_TEXT_CHUNK`` to 1 GiB), which changes Pillow
-for every other user in a training process. editstream changes nothing at import. Instead,
-each of its decode calls:
-
-- reads the declared size from the header (:mod:`editstream.format.images`) and refuses an
-  image above ``max_pixels`` (default the reference's 200,000,000) or with an oversized
-  metadata chunk before any pixel is decoded (the reference decodes up to twice that limit:
-  a deliberate difference). The converter's ``report.json`` applies the same rule;
-- opens the four common formats with Pillow's own format factory, so Pillow's global
-  decompression-bomb limit (which a user may have set lower) does not cut in below ours;
-- decodes truncated images grey-filled, as the reference does, with Pillow's
-  ``LOAD_TRUNCATED_IMAGES`` true only inside editstream's own decode on the decoding thread:
-  the flag is wrapped once in an object whose truth value is the process's own everywhere else.
+The reference sets Pillow's process-wide globals on import; editstream changes nothing at import.
+Each decode instead refuses an image above ``max_pixels`` (the reference's 200,000,000) or with an
+oversized metadata chunk from its header, before any pixel is decoded (the converter's report
+applies the same rule); opens the common formats with Pillow's own factories, so a lower global
+bomb limit does not cut in; and decodes truncated images grey-filled, as the reference does, with
+``LOAD_TRUNCATED_IMAGES`` true only inside its own decode on the decoding thread.
 """
 
 from __future__ import annotations

@@ -1,23 +1,12 @@
 """The opt-in fast decode (``fast_decode=True``): less decoding and cheaper resizes, same shapes.
 
-Three savings, each where it applies, none changing an output's shape or token count (every
-target is computed from the stored size):
-
-- *reduced decoding*: a JPEG at least ``2 * FAST_DECODE_MARGIN`` times its largest target on
-  both sides is decoded at 1/2, 1/4 or 1/8 scale (libjpeg's DCT scaling, Pillow's ``draft``);
-- *a box reduction before the resize*: any other image (PNG, WebP, GIF, a JPEG the decoder did
-  not scale) that large is decoded in full, then averaged down by the largest integer factor
-  that keeps the margin (Pillow's ``Image.reduce``, a few ms) so the bicubic resizes that follow
-  read a fraction of the pixels. Those two are what Pillow's ``reducing_gap`` does inside one
-  resize; done once here, every transform of the image shares the reduced pixels;
-- *derived resizes*: a smaller target of the same image (the ViT's, after the VAE's) is
-  resized from the largest output already made instead of from the decode. This is the one
-  saving left for images near their target size (edit data of 512-1024 px), where neither
-  of the others applies; the largest output of such an image keeps the exact path's bits.
-
-The decode limits and the truncated-image behaviour are those of
-:func:`~editstream.loader.decode.decode_image`; the quality floor is in ``tests/test_fast_decode.py``
-and the measured figures in ``docs/figures.md``.
+Every target is computed from the stored size, so no output changes shape or token count. A JPEG
+at least ``2 * FAST_DECODE_MARGIN`` times its largest target is decoded at a reduced DCT scale;
+any other image that large is decoded in full and box-reduced once (Pillow's ``reduce``); a
+smaller target of the same image is resized from the largest output already made, which keeps
+the exact path's bits for that largest output. Decode limits are
+:func:`~editstream.loader.decode.decode_image`'s; the quality floor is in
+``tests/test_fast_decode.py`` and the figures in ``docs/figures.md``.
 """
 
 from __future__ import annotations

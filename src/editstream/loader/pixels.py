@@ -1,28 +1,24 @@
 """What a dataset turns an encoded image into: the opt-in uint8 output and the opt-in fast decode.
 
 Both are off by default, and then a dataset decodes with :func:`~editstream.loader.decode.decode_image`
-and calls its transform exactly as the reference does.
-
-- ``image_dtype="uint8"``: an :class:`~editstream.loader.transforms.ImageTransform` hands out
-  the resized uint8 pixels (``to_uint8``) instead of the normalized float32 tensor, and the
-  sample records the transform's ``(mean, std)`` beside each image (``image_normalization``,
-  parallel to ``image_tensor_list``) so the packer and the consumer can normalize later to the
-  same bits. A transform that is not an ``ImageTransform`` (or overrides its ``__call__``) is
-  called as usual and its image recorded with ``None``: packed as the float32 path packs it.
-- ``fast_decode=True``: images are decoded by :func:`~editstream.loader.fast_decode.decode_image_reduced`
-  (JPEGs much larger than every target at a reduced DCT scale, other large images box-reduced
-  once, smaller targets resized from the largest output), when every transform the image goes
-  to is an ``ImageTransform`` (so the output size is still computed from the stored size).
+and calls its transform exactly as the reference does. ``image_dtype="uint8"``: an
+:class:`~editstream.loader.transforms.ImageTransform` hands out resized uint8 pixels and the sample
+records its ``(mean, std)`` per image (``image_normalization``; ``None`` for any other transform,
+whose float32 output is packed as is). ``fast_decode=True``: images go through
+:func:`~editstream.loader.fast_decode.decode_image_reduced` when every transform they go to is an
+``ImageTransform``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+import contextvars
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import torch
 
-from .decode import decode_image
+from .decode import decode_image, opened_image
 from .fast_decode import decode_image_reduced
 from .transforms import ImageTransform, Normalization
 
@@ -31,6 +27,23 @@ IMAGE_DTYPES = ("float32", "uint8")
 
 NORMALIZATION_KEY = "image_normalization"
 """The sample key listing, per entry of ``image_tensor_list``, its ``(mean, std)`` or ``None``."""
+
+
+SIZES_ONLY = contextvars.ContextVar("editstream_sizes_only", default=False)
+"""Set by :func:`sizes_only`: images are opened, not decoded, and transformed to their shape alone."""
+
+
+@contextlib.contextmanager
+def sizes_only() -> Iterator[None]:
+    """Within this block datasets count tokens without pixels: :func:`load_image` reads an image's
+    header (the decode's limits and header errors apply) and :func:`transform_image` gives an
+    ``ImageTransform``'s output shape as a zero-stride tensor, so ``num_tokens`` and the sequence plan
+    are those of the real sample (``editstream verify --recipe``)."""
+    token = SIZES_ONLY.set(True)
+    try:
+        yield
+    finally:
+        SIZES_ONLY.reset(token)
 
 
 def check_image_dtype(value: Any, owner: str) -> str:
@@ -61,6 +74,9 @@ def transform_image(
     ``transform(image)``).
     """
     kwargs = {} if img_num is None else {"img_num": img_num}
+    if SIZES_ONLY.get() and isinstance(transform, ImageTransform):
+        width, height = transform.target_size(*image.size, **kwargs)
+        return torch.zeros((), dtype=torch.uint8).expand(3, height, width), None
     if image_dtype == "uint8" and hands_out_uint8(transform):
         return transform.to_uint8(image, **kwargs), transform.normalization
     return transform(image, **kwargs), None
@@ -101,6 +117,8 @@ def load_image(data: Any, transforms: Sequence[Any], fast_decode: bool, img_num:
     Exact (:func:`decode_image`) unless ``fast_decode`` and every transform is an ImageTransform.
     """
     used = [t for t in transforms if t is not None]
+    if SIZES_ONLY.get() and used and all(isinstance(t, ImageTransform) for t in used):
+        return opened_image(bytes(data))
     if not fast_decode or not used or not all(isinstance(t, ImageTransform) for t in used):
         return decode_image(data)
 

@@ -1,15 +1,10 @@
 """Why a row was dropped, and whether its data or the parser's own code is to blame.
 
-``parse_row`` fails with whatever its code raised (``IndexError: Cannot choose from an empty
-sequence``, ``UnidentifiedImageError``). The kind's row checks (the ones behind ``report.json``)
-list the row's typed problems; the drop line gives the one the exception points at (an image
-error -> an image problem, any other -> a text or row problem), and the cleaned exception when
-no check explains it. Exceptions are matched by class (``isinstance``), never by name or text.
-
-A row is *bad data* when its kind's checks find a problem or the exception is one that bad data
-raises (:data:`DATA_ERRORS`). Anything else (a ``NameError``, an ``AttributeError`` from the
-parser's own code) is a parser error: the loop still drops the row, but counts it against a
-failure budget so a broken parser stops the stream instead of silently dropping an epoch.
+The drop line gives the kind's row problem the exception points at (an image error -> an image
+problem, any other -> a text or row problem), else the cleaned exception; exceptions are matched
+by class, never by text. A row is *bad data* when its kind's checks find a problem or the
+exception is one bad data raises (:data:`DATA_ERRORS`); anything else is a parser error, still
+dropped but counted against a failure budget so a broken parser stops the stream.
 """
 
 from __future__ import annotations

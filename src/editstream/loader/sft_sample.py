@@ -1,16 +1,10 @@
 """One VLM fine-tuning JSONL line -> one sample, in the reference's two steps, on either backend.
 
-:func:`read_row` is the reference's try-block: parse the JSON, open the images (or sample the
-video's frames and put ``<image>`` markers where ``<video>`` was); any error there drops the
-row as ``jsonl_parse``. :func:`build_sample` is what follows: transform the images with
-``img_num`` = their count, turn the conversation into plan items (:func:`change_format`),
-tokenize, and return ``None`` when no item carries a loss (``no_loss_labels``).
-
-Media come through a :class:`MediaReader`: the source backend reads files under the row's
-media directory, the WebDataset backend reads the members of the converted sample. Both see
-the same bytes, so the samples are the same. The opt-ins of :mod:`editstream.loader.pixels`
-apply to images (not video frames): ``read_row``'s ``decode`` is exact or reduced, and
-``image_dtype="uint8"`` makes ``build_sample`` hand out pixels and their normalization.
+:func:`read_row` is the reference's try-block (parse the JSON, open the images or sample the
+video's frames; any error drops the row as ``jsonl_parse``); :func:`build_sample` transforms the
+images, turns the conversation into plan items and tokenizes (``None`` when nothing carries a
+loss). Media come through a :class:`MediaReader` (files on the source backend, shard members on
+the WebDataset one), so both backends see the same bytes.
 """
 
 from __future__ import annotations

@@ -1,14 +1,9 @@
 """The BAGEL image transform, with Pillow and numpy only (no torchvision).
 
-The output is bit-identical to the reference's torchvision path for PIL inputs: the same
-size rule, ``Image.resize(..., BICUBIC)``, then ``uint8 / 255`` and ``(x - mean) / std`` in
-float32 with the same operation order.
-
-The two halves are also available apart, for the opt-in uint8 hand-off: ``to_uint8`` gives the
-resized pixels and :func:`normalize_pixels` is the one implementation of the float32 step,
-which the consumer side runs on CPU too, so both sides produce the same bits by construction.
-A :class:`~editstream.loader.fast_decode.ReducedImage` (opt-in fast decode) is resized to the
-size its full decode would get.
+Bit-identical to the reference's torchvision path for PIL inputs: the same size rule,
+``Image.resize(..., BICUBIC)``, then ``uint8 / 255`` and ``(x - mean) / std`` in float32 in the
+same order. ``to_uint8`` and :func:`normalize_pixels` are the two halves apart, for the uint8
+hand-off, so both sides produce the same bits by construction.
 """
 
 from __future__ import annotations

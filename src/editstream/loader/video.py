@@ -1,25 +1,17 @@
 """Video frames for JSONL-line rows: the reference's ``FrameSampler``, reading kept apart from choosing.
 
-``FrameSampler(path)`` reads a frame folder (a path ending in ``/``) or a video file (through
-decord) and returns the chosen frames as PIL images, drawing from the global NumPy and Python
-generators in the reference's order (SPEC 11):
+``FrameSampler(path)`` reads a frame folder (a path ending in ``/``) or a video file (decord) and
+draws from the global NumPy and Python generators in the reference's order (SPEC 11): ``t =
+np.random.randint(min_num_frames, max_num_frames + 1)``, then :func:`get_frame_indices`. All
+reading happens before any draw, as in the reference; the choosing part is exposed apart
+(:meth:`FrameSampler.sample_folder_frames`, :meth:`FrameSampler.sample_video`) so the WebDataset
+backend feeds shard members through the same code.
 
-1. ``t = np.random.randint(min_num_frames, max_num_frames + 1)``;
-2. :func:`get_frame_indices`: one ``random.choice`` per interval, in interval order, and, when
-   an interval is empty, ``np.random.permutation`` instead (after the earlier choices drew).
-
-Reading (listing, decoding every folder frame, opening the video) happens before any draw, so
-a row whose media is unreadable fails before drawing, as in the reference. The choosing part
-is exposed separately (:meth:`FrameSampler.sample_folder_frames`, :meth:`FrameSampler.sample_video`)
-so the WebDataset backend feeds frames that come from shard members through the same code.
-
-Reference behaviour kept on purpose: the default ``FrameSampler()`` (``max_num_frames=-1``,
-``min_num_frames=8``) fails on every call (``randint(8, 0)``), so every video row is dropped;
-a folder with no more than ``t`` frames returns all of them; a video always returns ``t``
-frames (the last index repeated when it is short); the rand sampler never picks the last frame
-of an interval. Folder frames are ordered by the number in ``_<n>.jpg``; other names (and equal
-numbers) keep the listing order: ``os.listdir`` order for local folders, as the reference, and
-the object store's order (lexicographic on S3) for URLs.
+Reference behaviour kept on purpose: the default ``FrameSampler()`` fails on every call
+(``randint(8, 0)``); a folder with no more than ``t`` frames returns all of them; a short video
+repeats its last index; the last frame of an interval is never picked. Folder frames sort by the
+number in ``_<n>.jpg``, other names keep the listing order (``os.listdir`` locally, the store's
+order for URLs).
 """
 
 from __future__ import annotations

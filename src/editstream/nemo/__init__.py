@@ -1,13 +1,10 @@
 """``editstream.nemo``: NVIDIA NeMo Automodel's ``components.datasets.multimodal`` tree, served by editstream.
 
-Every submodule of NeMo's tree has a twin here with the same public names (``datasets``,
-``loader``, ``packing``, ``interleave``, ``collate_fns``, ``distributed_iterable``,
-``parquet_utils``, ``transforms``, ``utils``, ``video``), so code written against NeMo runs
-with only the prefix ``nemo_automodel.components.datasets.multimodal`` changed to
-``editstream.nemo``. Importing this package never imports NeMo. To make NeMo's own recipe
-read its data through editstream, call :func:`install` in every process, or name
-``editstream.nemo.FinetuneRecipeForMultimodal`` / ``PretrainRecipeForMultimodal`` as the
-``recipe:`` of a NeMo YAML (those two are NeMo's recipes and import NeMo when first used).
+Every submodule of NeMo's tree has a twin here with the same public names, so code written
+against NeMo runs with the prefix ``nemo_automodel.components.datasets.multimodal`` changed to
+``editstream.nemo``; importing this package never imports NeMo. To make NeMo's own recipe read
+through editstream, call :func:`install` in every process, or name
+``editstream.nemo.FinetuneRecipeForMultimodal`` / ``PretrainRecipeForMultimodal`` as a YAML's ``recipe:``.
 """
 
 from __future__ import annotations

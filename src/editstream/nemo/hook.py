@@ -1,13 +1,9 @@
 """``install()`` / ``uninstall()``: point NeMo Automodel's BAGEL data entry points at editstream's.
 
-NeMo's BAGEL recipe builds its loader through ``RecipeConfig(cfg).bagel_dataloader``, which
-imports ``BagelDatasetConfig`` from NeMo's ``multimodal.datasets`` and ``BagelDataloaderConfig``
-from ``multimodal.loader`` when it runs, and checks the YAML's keys against the dataset
-config's fields. Rebinding those module attributes (and the package's aliases of them) to
-editstream's twins is therefore all it takes: the recipe then builds editstream's loader and
-accepts editstream's extra field (``image_dtype``); ``backend:`` / ``webdataset:`` keys live
-inside ``grouped_datasets`` / ``dataset_info``, which NeMo does not look into. Nothing happens
-at import; ``install()`` is idempotent and ``uninstall()`` restores NeMo's own objects.
+NeMo's recipe imports ``BagelDatasetConfig`` and ``BagelDataloaderConfig`` from its modules when it
+builds the loader, so rebinding those module attributes (and the package's aliases) to editstream's
+twins is all it takes; editstream's keys live inside ``grouped_datasets`` / ``dataset_info``, which
+NeMo does not look into. ``install()`` is idempotent and ``uninstall()`` restores NeMo's objects.
 """
 
 from __future__ import annotations

@@ -1,13 +1,9 @@
 """NeMo Automodel's BAGEL recipes with editstream's data pipeline: the one-line opt-in of a NeMo YAML.
 
-``recipe: editstream.nemo.FinetuneRecipeForMultimodal`` (or ``PretrainRecipeForMultimodal``)
-runs NeMo's own recipe, unchanged except that constructing it calls :func:`install`, so in
-every rank ``setup()`` builds editstream's loader from the YAML's ``dataset:`` and
-``dataloader:`` sections. This module imports NeMo (its recipe module and what that needs):
-``editstream.nemo`` loads it only when a recipe class is asked for. NeMo's launcher, when it
-starts torchrun itself, runs the recipe's module file as a script: name the recipe by this
-module's path (``editstream.nemo.recipes.FinetuneRecipeForMultimodal``) there, and ``main()``
-below runs.
+``recipe: editstream.nemo.FinetuneRecipeForMultimodal`` (or ``PretrainRecipeForMultimodal``) runs
+NeMo's own recipe, whose construction calls :func:`install`. This module imports NeMo. When NeMo's
+launcher starts torchrun itself it runs the recipe's module as a script: name the recipe by this
+module's path there, and ``main()`` below runs.
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 """One packed sequence being built: a typed accumulator, the per-item packing steps, and ``to_tensor``.
 
-``pack_sample`` appends one sample (text, ViT and VAE items in plan order) to a
-:class:`SequenceStatus`, drawing cfg dropout from ``random.random()`` per ``enable_cfg``
-item and a loss-bearing VAE split's timestep from ``np.random.randn()``, in the reference's
-order, so the same seed packs the same bits. ``to_tensor`` turns the accumulator into the
-batch dict the model consumes (its image tensors built by :mod:`editstream.packing.handoff`,
-float32 or, opted in, uint8 with an ``image_normalization`` entry).
+``pack_sample`` appends one sample's text, ViT and VAE items in plan order, drawing cfg dropout
+and timesteps from the global RNGs in the reference's order, so the same seed packs the same bits;
+``to_tensor`` builds the batch dict the model consumes (images by :mod:`editstream.packing.handoff`).
 """
 
 from __future__ import annotations

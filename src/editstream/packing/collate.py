@@ -1,12 +1,9 @@
 """Collating packed batches: the DataLoader hands over one packed sequence per step.
 
-``bagel_packed_collate_fn`` wraps it in a ``SimpleCustomBatch`` (the reference's batch
-object: attributes named after the packed dict's keys, ``pin_memory()``, ``cuda()``, and
-editstream's ``to(device)``); ``collate_fn`` returns the packed dict itself.
-
-A uint8 hand-off batch (``image_dtype="uint8"``) keeps its uint8 images through
-``pin_memory()``; ``cuda()`` / ``to()`` copy them (4x fewer bytes) and then normalize them on
-the target device to the float32 batch's bits (:mod:`editstream.packing.normalize`).
+``bagel_packed_collate_fn`` wraps it in the reference's ``SimpleCustomBatch`` (attributes named
+after the packed dict's keys, ``pin_memory()``, ``cuda()``, and editstream's ``to(device)``);
+``collate_fn`` returns the dict itself. A uint8 hand-off batch stays uint8 through ``pin_memory()``
+and is normalized on the target device by ``cuda()`` / ``to()`` (:mod:`editstream.packing.normalize`).
 """
 
 from __future__ import annotations

@@ -1,13 +1,9 @@
 """``BagelDatasetConfig``: NeMo Automodel's dataset section of a BAGEL recipe, with ``build()``.
 
-Same class name, fields, order and defaults as the reference (``DataConfig`` is an alias), so
-a recipe's ``dataset:`` node loads unchanged: ``grouped_datasets`` / ``dataset_info`` inline
-or from a YAML / JSON file (``*_path``, any fsspec URL), the packing knobs, the sequence
-layout knobs and ``data_seed``. ``build()`` returns a ready ``PackedDataset`` (``set_epoch``
-already called with ``data_seed``) and never mutates the config. Values are validated when
-the config is created, so a typo fails before any data is read. Three fields are editstream's,
-after the reference's: ``image_dtype`` (``"float32"``, or the opt-in ``"uint8"`` hand-off), and the
-opt-in elastic epochs (``elastic``, ``elastic_streams``).
+Same class name, fields, order and defaults as the reference (``DataConfig`` is an alias), so a
+recipe's ``dataset:`` node loads unchanged; values are validated on creation, and ``build()``
+returns a ready ``PackedDataset`` without mutating the config. editstream's fields come after the
+reference's: ``image_dtype`` (the opt-in ``"uint8"`` hand-off), ``elastic`` and ``elastic_streams``.
 """
 
 from __future__ import annotations

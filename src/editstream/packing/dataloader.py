@@ -1,11 +1,9 @@
 """The NeMo dataloader entry points: ``BagelDataloaderConfig(...).build(...)`` and the one-call factory.
 
-``BagelDataloaderConfig`` is the ``dataloader:`` section of a NeMo BAGEL recipe: it builds the
-``PackedDataset`` from a :class:`~editstream.packing.config.BagelDatasetConfig`, seeds the
-process for its rank, and wraps the dataset in torchdata's checkpointable
-``StatefulDataLoader`` (``pip install 'editstream[train]'``; editstream's subclass, which adds
-what elastic epochs need), so ``loader.state_dict()`` taken mid-epoch restores, in a new process,
-to exactly the next batch.
+``BagelDataloaderConfig`` is a recipe's ``dataloader:`` section: it builds the ``PackedDataset``,
+seeds the process for its rank and wraps the dataset in editstream's subclass of torchdata's
+``StatefulDataLoader``, whose ``state_dict()`` taken mid-epoch restores, in a new process, to
+exactly the next batch.
 """
 
 from __future__ import annotations

@@ -1,14 +1,9 @@
 """PackedDataset: greedy token-budget packing of samples drawn from weighted dataset groups.
 
-Behaviour follows BAGEL's packer as adopted by NeMo Automodel (same RNG consumption order, so
-the same seed gives the same batches), with resumable state added: ``state_dict()`` taken
-between two yielded batches lets a fresh ``PackedDataset`` continue with exactly the batches
-an uninterrupted run would yield next, in the main process or inside DataLoader workers. What
-it does with its groups is its run (:mod:`.runs`): the reference stream, or elastic epochs.
-
-``image_dtype="uint8"`` (opt-in) hands batches over with uint8 pixels and an
-``image_normalization`` entry instead of float32 images; ``editstream.normalize_batch`` (or
-``SimpleCustomBatch.to(device)``) then gives the float32 batch bit for bit.
+The reference's packer as adopted by NeMo Automodel (same RNG consumption order, so the same seed
+gives the same batches), plus state: ``state_dict()`` taken between two batches lets a fresh
+``PackedDataset`` continue exactly, in the main process or in DataLoader workers. Its run
+(:mod:`.runs`) is the reference stream or elastic epochs.
 """
 
 from __future__ import annotations

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from ..loader.origins import ParseOrigin, Traced, TracedDataset
 from .accumulator import SequenceStatus
 from .checkpoint.points import draw_point
+from .spec import PackingSpec
 from .validation import sample_problem
 
 if TYPE_CHECKING:
@@ -53,6 +54,16 @@ def draw_group(cumprobs: list[float]) -> int:
 def sample_tokens(sample: Mapping[str, Any]) -> int:
     """A sample's packed length: its tokens plus the two marker tokens of each sequence-plan item."""
     return int(sample["num_tokens"]) + 2 * len(sample["sequence_plan"])
+
+
+def limit_exceeded(num_tokens: int, spec: PackingSpec) -> str | None:
+    """The limit a sample of ``num_tokens`` packed tokens is over (``max_num_tokens_per_sample``, then
+    ``max_num_tokens``: it fits no sequence), or ``None``: what an exact epoch drops as ``oversize``."""
+    if num_tokens > spec.max_num_tokens_per_sample:
+        return "max_num_tokens_per_sample"
+    if num_tokens > spec.max_num_tokens:
+        return "max_num_tokens"
+    return None
 
 
 def traced(dataset: Any) -> Traced:

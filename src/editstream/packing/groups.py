@@ -1,11 +1,8 @@
 """Grouped-dataset configs -> dataset objects, as the reference's ``PackedDataset.build_datasets`` does.
 
-A group's arguments (``dataset_names``, ``weight``, ``is_mandatory``, transform args ...)
-plus its ``dataset_info`` entries (``data_dir``, ``parquet_info_path`` ...) become the
-keyword arguments of the group's registered dataset class. The caller's config is never
-mutated. A packer's ``image_dtype="uint8"`` is passed on to every group that does not set its
-own, when the group's class takes an ``image_dtype`` parameter (a class that does not simply
-yields float32 images, which the packer hands over as they are).
+A group's arguments plus its ``dataset_info`` entries become the keyword arguments of its
+registered dataset class; the caller's config is never mutated. A packer's ``image_dtype="uint8"``
+goes to every group that does not set its own and whose class takes ``image_dtype``.
 """
 
 from __future__ import annotations

@@ -1,12 +1,9 @@
 """The image tensors of a packed batch: float32 as the reference builds them, or the opt-in uint8 hand-off.
 
-A sample's images come with an ``image_normalization`` entry each (``(mean, std)``, or ``None``
-for a tensor to take as it is, as every float32 tensor is). A packer with
-``image_dtype="uint8"`` keeps ``padded_images`` / ``packed_vit_tokens`` uint8 when every image
-behind it is uint8 with its normalization known, and describes them in the batch's
-``image_normalization`` (:mod:`editstream.packing.normalize`). Otherwise, and always with
-``image_dtype="float32"``, uint8 images are normalized here, in the worker, and the tensor is
-built exactly as the reference builds it.
+With ``image_dtype="uint8"``, ``padded_images`` / ``packed_vit_tokens`` stay uint8 when every image
+behind them is uint8 with a known ``(mean, std)``, described in the batch's ``image_normalization``
+(:mod:`editstream.packing.normalize`); otherwise uint8 images are normalized here, in the worker,
+and the tensor is built exactly as the reference builds it.
 """
 
 from __future__ import annotations

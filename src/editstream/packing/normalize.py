@@ -1,23 +1,13 @@
 """Normalizing a uint8 image hand-off into the float32 batch of the default path, bit for bit.
 
-With ``image_dtype="uint8"`` a packed batch carries ``padded_images`` (N x 3 x H x W uint8, zero
-padded) and ``packed_vit_tokens`` (tokens x p*p*3 uint8, channel innermost) as resized pixels,
-4x smaller to hand from a DataLoader worker to the trainer and to copy to the GPU, plus an
-``image_normalization`` entry saying how to finish them::
-
-    {"padded_images": {"mean": [[m0, m1, m2], ...], "std": [...], "sizes": [[h, w], ...]},
-     "packed_vit_tokens": {"mean": [...], "std": [...], "lengths": [tokens, ...]}}
-
-one ``mean`` / ``std`` / size or token count per image, in batch order (only the keys the
-batch carries as uint8). :func:`normalize_batch` turns such a batch into the one the float32
-path yields: ``x.float() / 255``, then ``(x - mean) / std`` per channel in float32, padding set
-to 0.0, ``image_normalization`` removed, every other key untouched.
-
-Same bits by construction: on CPU the arithmetic is the transform's own
-(:func:`~editstream.loader.transforms.normalize_pixels`). On another device it is done there
-with tensor operands (no scalar division, which CUDA turns into a multiplication by the
-reciprocal), after a one-time check per device and ``(mean, std)`` that all 256 values per
-channel come out as on CPU; a device that fails the check gets a lookup table computed on CPU.
+With ``image_dtype="uint8"`` a batch carries ``padded_images`` and ``packed_vit_tokens`` as uint8
+pixels (4x smaller to hand over and copy) plus ``image_normalization``: per key, one ``mean`` /
+``std`` and size (or token count) per image, in batch order. :func:`normalize_batch` gives the
+float32 batch: ``x.float() / 255``, then ``(x - mean) / std`` per channel, padding 0.0, the entry
+removed. On CPU it is the transform's own arithmetic
+(:func:`~editstream.loader.transforms.normalize_pixels`); on another device it uses tensor
+operands after a one-time check per device and ``(mean, std)`` that all 256 values match the
+CPU's, else a lookup table computed on CPU.
 """
 
 from __future__ import annotations

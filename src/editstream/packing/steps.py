@@ -1,11 +1,9 @@
 """Keeping ranks in step at the end of an elastic epoch, when they hold different numbers of batches.
 
-The rule: an epoch lasts as many steps as the rank with the most batches. Each step, every rank
-tells the others (one all-reduce of a 0/1 flag) whether it still has a batch; a rank that has run
-out gets ``None`` for the remaining steps, so it joins every collective its peers make (a
-zero-loss step, say) and nobody waits forever. No batch is dropped or moved to another epoch,
-so every row of the epoch is trained on exactly once and every rank enters the next epoch at the
-same step; the steps a rank spent without a batch are counted in :attr:`EpochSteps.idle_steps`.
+An epoch lasts as many steps as the rank with the most batches: each step one all-reduce of a 0/1
+flag tells whether a rank still has a batch, and a rank that has run out gets ``None`` (and joins
+its peers' collectives). No batch is dropped or moved, so every row trains once per epoch;
+:attr:`EpochSteps.idle_steps` counts the steps a rank spent without one.
 """
 
 from __future__ import annotations

@@ -1,13 +1,9 @@
 """The first N records of a dataset as pictures and words: what a preview shows.
 
-The data is opened by the data layer (``editstream.data.open_data``: a parquet directory, a
-converted root, foreign shards, a JSONL file and its media directory, or any layout added there)
-and read in listing order, no shuffle; each row is drawn by the preview function of its kind
-(:mod:`editstream.preview.record` has the contract). A kind that is not registered, or has no
-preview function, is refused with a :class:`NoPreviewError` that says so. A row the source cannot
-decode is shown as unreadable, with why. A JSONL line's media names outside the media directory
-are not read (unless ``allow_outside_media_dir``): the record says they were refused, as convert
-and the loader do.
+The data is opened by the data layer (``editstream.data.open_data``) and read in listing order;
+each row is drawn by its kind's preview function (:mod:`editstream.preview.record`), and a kind
+without one is a :class:`NoPreviewError`. A row the source cannot decode is shown as unreadable,
+and a JSONL line's media outside the media directory as refused, as convert and the loader do.
 """
 
 from __future__ import annotations

@@ -1,14 +1,10 @@
 """Synthetic source datasets of any registered kind, for tests, demos and benchmarks.
 
-The synth contract: a kind names (``DatasetKind.synth``) a function ``(out, options) -> summary``
-that writes a source dataset of that kind into the directory ``out`` from the common
-:class:`SynthOptions` and returns a JSON-able summary. Parquet kinds describe their rows with a
-:class:`ParquetSynth` and hand it to :func:`write_parquet_kind`, which does the rest: files, row
-groups, ``parquet_info.json``, planted bad rows, worker processes, progress.
-
-Everything is derived from the seed and the row's position, so the same arguments give
-byte-identical parquet files whether rows are generated in this process or in a pool.
-Bad rows can be planted on purpose (``corrupt_fraction``) and are listed in the summary.
+A kind's ``synth`` function ``(out, options) -> summary`` writes a dataset of the kind from the
+common :class:`SynthOptions`; parquet kinds describe their rows with a :class:`ParquetSynth` and
+:func:`write_parquet_kind` does the rest (files, row groups, ``parquet_info.json``, planted bad
+rows, worker processes). Everything follows from the seed and the row's position, so the same
+arguments give byte-identical files in this process or in a pool.
 """
 
 from __future__ import annotations

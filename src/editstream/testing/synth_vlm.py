@@ -1,11 +1,9 @@
 """Synthetic VLM fine-tuning datasets: a LLaVA-style JSONL plus its media directory, for tests, demos and benchmarks.
 
-Lines name single images, image lists, frame folders (``clip_k/frame_<n>.jpg``, some with
-zero-padded numbers and some without, so only the numeric sort gives frame order) and, when
-OpenCV can write one, tiny MP4 videos. Bad rows of every kind the loader must drop are planted
-on purpose (see :data:`BAD_KINDS`) and listed in the summary. A CRLF line ending, a final line
-without a newline and an exact duplicate line are included too. Everything follows from the
-seed, so the same arguments write the same bytes.
+Lines name images, image lists, frame folders (numbered with and without zero padding, so only the
+numeric sort gives frame order) and, when OpenCV can write one, tiny MP4s. Bad rows of every kind
+the loader drops (:data:`BAD_KINDS`), a CRLF ending, a last line without a newline and a duplicate
+line are planted and listed in the summary. The same seed writes the same bytes.
 """
 
 from __future__ import annotations

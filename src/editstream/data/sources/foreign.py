@@ -1,17 +1,12 @@
 """Foreign shards: WebDataset tars that editstream did not write (img2dataset, webdataset's ShardWriter).
 
-``data_dir_list`` entries are brace patterns (``shards-{000..099}.tar``), globs, single ``.tar``
-URLs or lists of them, locally or on S3; there is no manifest. Units are shards: each entry's
-sorted shard URLs go through the reference's ``num_used_data`` rule and the seeded unit
-shuffle, like any other unit. A sample's members become a row through a ``columns`` mapping
+``data_dir_list`` entries are brace patterns, globs, ``.tar`` URLs or lists of them; units are
+shards, under the reference's ``num_used_data`` rule like any other unit. A ``columns`` mapping
 (column -> member candidates, first present wins; ``json:caption`` is a field of the ``json``
-member); by default a kind whose columns all have conventional member names
-(:data:`DEFAULT_MEMBERS`) reads img2dataset output: the image from ``jpg``/``jpeg``/``png``/
-``webp``, captions from ``json``'s ``caption`` field or ``txt``. A resume seeks to the next
-sample's offset, from the shard's ``.tar.idx`` when it has one, else from an index built by
-walking the tar headers (payloads are skipped, not read). Shards on an object store are read
-ahead along the worker's unit order as converted shards are (``prefetch``, ``readahead_bytes``,
-``block_size``: :class:`~editstream.io.readahead.SourceReads`); each shard's size is asked once.
+member) makes a row of a sample; a kind whose columns all have conventional member names
+(:data:`DEFAULT_MEMBERS`) reads img2dataset output without one. A resume seeks to the next
+sample from the shard's ``.tar.idx``, else from a walk of the tar headers; remote shards are
+read ahead as converted shards are (:class:`~editstream.io.readahead.SourceReads`).
 """
 
 from __future__ import annotations

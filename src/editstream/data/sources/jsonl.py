@@ -1,14 +1,10 @@
 """JSONL-line sources: units are lines, each one row; the source backend reads JSONL and media files.
 
 :class:`LineListing` is the listing both line sources share: per ``(jsonl, media_dir, n)`` entry
-every line (newline kept), shuffled with the dataset's rng seeded ``shuffle_seed`` when asked,
-cut to ``n``, as ``(line, media_dir)`` units; it remembers where each unit's line came from.
-:class:`JsonlLineSource` is the reference's way of reading, extended to fsspec URLs: the JSONL
-(local or ``s3://...``) is read in one request into the lines ``open(path).readlines()`` gives,
-and each row's images, video file or frame folder are read through fsspec under the row's media
-directory, joined with ``os.path.join`` exactly as the reference joins them. Unlike the
-reference, a name outside the media directory is refused (:class:`MediaOutsideError`, the row
-is dropped as ``media_outside``) unless the dataset opts out with ``allow_outside_media_dir``.
+every line (newline kept), shuffled with the dataset's rng when asked, cut to ``n``, as
+``(line, media_dir)`` units. :class:`JsonlLineSource` reads as the reference does (the lines
+``readlines()`` gives; media joined with ``os.path.join``), extended to fsspec URLs, except that a
+name outside the media directory is dropped as ``media_outside`` unless the dataset opts out.
 """
 
 from __future__ import annotations

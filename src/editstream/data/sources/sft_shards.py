@@ -1,14 +1,10 @@
 """The WebDataset backend of JSONL-line datasets: converted lines read one sample at a time by byte range.
 
-A converted root (``editstream convert data.jsonl DST --media-dir DIR``) holds shards of
-consecutive lines, a ``.tar.idx`` per shard, ``lines.jsonl`` (a byte copy of the JSONL) and a
-manifest recording the media directory string. Listing reads the manifest and the copy (one
-read each), so the units are the source backend's ``(line, media_dir)`` pairs and the epoch
-order is the same. A worker's rows are then a shuffle over all shards: each row is one ranged
-read of its sample (offsets from the shard's idx, read once per shard and process), fetched
-ahead on the process's I/O pool within its byte budget (:mod:`editstream.io.service`;
-``prefetch_bytes`` caps this source's share) along the order the shared loop plans
-(:meth:`ShardLineSource.plan_units`), since the order is known.
+A converted root holds shards of consecutive lines, a ``.tar.idx`` per shard, ``lines.jsonl`` (a
+byte copy of the JSONL) and a manifest recording the media directory string, so listing (one read
+of the manifest and of the copy) gives the source backend's units and epoch order. Each row is one
+ranged read of its sample, fetched ahead on the process's I/O pool within its byte budget
+(``prefetch_bytes`` caps this source's share) along the order the shared loop plans.
 """
 
 from __future__ import annotations

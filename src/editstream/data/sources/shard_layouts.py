@@ -1,11 +1,9 @@
 """The two layouts of a converted root, as the WebDataset backend lists and reads them.
 
-``rowgroup`` (the converter's default) keeps one shard per source ``(file, row_group)``, so its
-units are the parquet backend's: row groups, or whole files for a kind that reads files, named
-after the source files (``source_root/name``) so they sort as parquet lists them and the
-stream is the parquet backend's, bit for bit. ``size`` cuts shards by size or sample count;
-each shard is a unit of its own. :class:`TarSource` picks the layout from the manifest and
-asks it for units, the shards of a unit, where to start reading one and where a row is.
+``rowgroup`` (the default) keeps one shard per source ``(file, row_group)``, named after the source
+files, so its units and stream are the parquet backend's, bit for bit; ``size`` shards are units of
+their own. :class:`TarSource` asks the manifest's layout for units, a unit's shards, where to start
+reading and where a row is.
 """
 
 from __future__ import annotations

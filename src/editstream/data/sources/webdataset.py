@@ -1,14 +1,11 @@
 """The WebDataset backend: rows streamed from converted tar shards, locally or from S3.
 
-With the converter's ``rowgroup`` layout each shard is one source ``(file, row_group)``, so
-units are listed from the manifest exactly as the parquet backend lists them (same
-``num_used_data`` rule, same sort keys) and the sample stream is the parquet backend's, bit
-for bit. Shards of the ``size`` layout are units of their own. Shards are read in blocks by
-ranged requests: a :class:`~editstream.io.readahead.ReadAhead` keeps several block requests in
-flight along the worker's unit order, across shard boundaries, as many as the observed latency
-and bandwidth need within the process's I/O budget (:mod:`editstream.io.service`, 64 MiB by
-default; ``readahead_bytes`` caps this source's share); transient faults are retried at each
-block's own offset, and a resume seeks to the sample's offset from the ``.tar.idx``.
+The manifest's layout (:mod:`.shard_layouts`) lists the units: with the converter's ``rowgroup``
+layout they are the parquet backend's, so the stream is the parquet backend's bit for bit.
+Shards are read in ranged blocks kept in flight along the worker's unit order within the
+process's I/O budget (:class:`~editstream.io.readahead.ReadAhead`; ``readahead_bytes`` caps this
+source's share); faults are retried at each block's offset, and a resume seeks to the sample's
+offset from the ``.tar.idx``.
 """
 
 from __future__ import annotations

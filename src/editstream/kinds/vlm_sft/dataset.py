@@ -1,39 +1,17 @@
 """``SftJSONLIterableDataset``: vision-language SFT samples from JSONL lines, on either backend.
 
-Units are JSONL lines. Listing (on first use, never in the constructor) reads, for each
-``(jsonl, media_dir, n)``, every line (newline kept), shuffles them with the dataset's rng
-seeded ``shuffle_seed`` when ``shuffle_lines``, and keeps the first ``n`` as ``(line,
-media_dir)`` pairs. ``set_epoch(seed)`` sorts the pairs, shuffles them with ``Random(seed)`` and
-splits ranks and workers (a worker's slice reversed); so ``shuffle_lines`` only chooses which
-lines survive the cut. A sample's ``data_indexes`` is its row index in the worker's list, and a
-worker's resume status is that int (the next row is status + 1).
+Units are JSONL lines (the listing is :class:`~editstream.data.sources.jsonl.LineListing`'s, run
+on first use); a sample's ``data_indexes`` is its row index in the worker's list. The source
+backend (``backend="parquet"`` or ``"source"``) reads the JSONL and media files; ``"webdataset"``
+reads roots converted with ``editstream convert data.jsonl DST --media-dir DIR`` in the same
+order, so a ``data_status`` saved on one backend resumes on the other.
 
-The dataset runs on the shared loop (:mod:`editstream.loader.iteration`): a line is a unit with
-one row, its sources are row sources. The two backends differ only in where lines and media
-come from: the source backend (``backend="parquet"``, the flag value of every dataset, or its
-alias ``"source"``) reads the JSONL and media files (local or fsspec URLs);
-``backend="webdataset"`` reads roots made by ``editstream convert data.jsonl DST --media-dir
-DIR``, whose recorded media dir string (give the source backend the same string) makes the
-order identical. A ``data_status`` saved on one backend resumes on the other.
-
-Deliberate differences from the reference, none of which changes the samples of good data:
-
-- A row the reference would crash the iterator on (``change_format`` missing keys, a transform
-  or tokenizer error) is dropped as ``bad_row``; a converted sample that cannot be read is
-  dropped as ``bad_sample``. Every drop is counted with its location (JSONL file and 1-based
-  line; shard and key on the WebDataset backend). An error that is not a data problem (a
-  ``NameError`` in a parser) also counts against the parser failure budget.
-- A whole pass that yields nothing raises ``RuntimeError`` naming the dataset (the reference
-  spins forever); listing errors name the dataset and the path.
-- A media name outside its media directory (absolute, or climbing out with ``..``) is not read:
-  the row is dropped as ``media_outside`` on both backends (the reference would read any file).
-  ``allow_outside_media_dir=True`` reads such names, as the reference does.
-- ``jsonl_path_list``, ``data_dir_list`` and ``num_used_data`` must have equal lengths and
-  ``num_used_data`` entries must be >= 0 (the reference silently truncates to the shortest
-  list, and slices with negative counts).
-
-Opt-ins (off by default, see :mod:`editstream.loader.pixels`): ``image_dtype="uint8"`` and
-``fast_decode=True`` (images only; video frames are always decoded exactly).
+Deliberate differences from the reference, none changing the samples of good data: a row the
+reference would crash on is dropped and counted with its location (``bad_row``, ``bad_sample``);
+a pass that yields nothing raises instead of spinning; media names outside the media directory
+are dropped as ``media_outside`` unless ``allow_outside_media_dir=True``; the three lists must
+have equal lengths and ``num_used_data`` entries must be >= 0. Opt-ins: ``image_dtype="uint8"``
+and ``fast_decode=True`` (images only; video frames are always decoded exactly).
 """
 
 from __future__ import annotations

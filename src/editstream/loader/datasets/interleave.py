@@ -1,12 +1,9 @@
 """The sample builder: text, image and video items appended to a sample's sequence plan.
 
-``parse_row`` implementations call ``new_sample`` / ``add_text`` / ``add_image`` / ``add_video`` (the
-reference's ``_init_data`` / ``_add_text`` / ``_add_image`` / ``_add_video`` are the same methods) to
-assemble the sample dict the packer consumes (SPEC sections 2-3): ``sequence_plan``,
-``text_ids_list``, ``image_tensor_list`` and a running ``num_tokens``. With ``image_dtype="uint8"``
-the images are uint8 pixels and the sample also lists their ``image_normalization`` (see
-:mod:`editstream.loader.pixels`). :class:`RowDataset` joins the builder to the rows of a kind's
-table, the base of a plug-in kind's dataset.
+``parse_row`` implementations call ``new_sample`` / ``add_text`` / ``add_image`` / ``add_video``
+(also under the reference's ``_init_data`` / ``_add_*`` names) to build the sample dict the packer
+consumes (SPEC sections 2-3). :class:`RowDataset` joins the builder to a kind's rows: the base of a
+plug-in kind's dataset.
 """
 
 from __future__ import annotations

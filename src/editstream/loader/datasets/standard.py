@@ -28,18 +28,11 @@ from ..pixels import check_fast_decode, check_image_dtype, load_image, share_one
 class ParquetStandardIterableDataset(SourceIterableDataset):
     """Iterate rows per unit over parquet (or converted shards); subclasses define ``parse_row``.
 
-    Arguments follow the reference; ``vit_transform`` may be ``None`` for a kind whose samples hold
-    no ViT (understanding) image. ``parquet_info`` (``{path: {"num_row_groups": n}}``) is
-    optional: files it lacks have their row-group count read from the footer. ``data_dir_list``
-    entries may be local paths or fsspec URLs (``s3://...``). For ``backend="webdataset"`` they
-    are converted dataset roots holding a ``manifest.json``, or foreign shards: brace patterns,
-    globs, ``.tar`` URLs or lists of them (``columns=`` maps their members to the columns).
-
-    Two opt-ins (editstream extensions, see :mod:`editstream.loader.pixels`): ``image_dtype="uint8"``
-    yields resized uint8 pixels (normalized later, to the same bits, by the packer or
-    ``editstream.normalize_batch``) and ``fast_decode=True`` decodes large JPEGs at a reduced
-    DCT scale (same shapes and token counts, close but not identical pixels).
-    """
+    Arguments follow the reference; ``vit_transform`` may be ``None`` for a kind with no ViT image,
+    ``parquet_info`` is optional (footers otherwise), and ``data_dir_list`` entries may be fsspec URLs.
+    With ``backend="webdataset"`` they are converted roots or foreign shards (patterns, globs,
+    ``.tar`` URLs; ``columns=`` maps members to columns). Opt-ins (:mod:`editstream.loader.pixels`):
+    ``image_dtype="uint8"`` and ``fast_decode=True``."""
 
     source: ListingRowSource
     unit_granularity = "row_group"

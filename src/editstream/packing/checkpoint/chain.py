@@ -1,13 +1,10 @@
 """A list of RNG points in a few kilobytes of JSON: one literal key per generator, then word counts.
 
-The points a packer saves (where each buffered sample's parse started, then where the stream is
-now) lie on one Mersenne Twister stream per generator, usually a few thousand words apart. Each
-point is written as "the point before it, advanced by ``n`` words", found by stepping a private
-copy of the generator forward one key block at a time; the first point, and any point not
-reached within ``MAX_BLOCKS`` blocks (a reseed in between, say), is a literal (its 624-word key in
-base64), so the encoding is always exact. Torch's states are stored once per distinct value.
-:class:`ChainEncoder` remembers the counts between points it has seen, so a packer that saves its
-state after every batch only counts the words to its newest point.
+Each point is written as "the point before it, advanced by ``n`` words", found by stepping a
+private copy of the generator one key block at a time; the first point, and any not reached
+within ``MAX_BLOCKS`` blocks, is a literal 624-word key, so the encoding is always exact. Torch's
+states are stored once per distinct value; :class:`ChainEncoder` remembers counts between the
+points it has seen, so saving after every batch counts only the words to the newest point.
 """
 
 from __future__ import annotations

@@ -1,14 +1,9 @@
 """Where the global RNGs stand: full captures, and the cheap per-row point a parse starts from.
 
-A checkpoint that keeps a buffered sample as a reference (its row, not its tensors) must be able
-to parse that row again with the random streams exactly where they were. The packer hands
-:func:`draw_point` to its datasets (``iter_with_origins``), which call it before every parse, so it
-must be cheap: Python's state through ``random.getstate()``, torch's through
-``torch.get_rng_state()``, and numpy's Mersenne Twister words and position read straight from its
-bit generator's documented ctypes state address (``np.random.get_state()`` copies the key word by
-word and costs over 100 us). Numpy's cached normal variate (legacy ``randn``) is not part of that
-point: a ``parse_row`` that draws numpy normals is restored from an empty cache, which the
-restore's check then reports.
+Datasets call :func:`draw_point` before every parse, so it must be cheap: Python's and torch's
+states as they give them, numpy's Mersenne Twister words and position read from its bit
+generator's documented ctypes state address (``np.random.get_state()`` costs over 100 us). Numpy's
+cached normal variate is not part of a point; a restore's check reports a parse that needed it.
 """
 
 from __future__ import annotations

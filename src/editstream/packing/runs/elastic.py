@@ -1,12 +1,9 @@
 """The elastic run: finite, exact epochs over a fixed number of logical streams, whatever the layout.
 
 Each logical stream ``s`` of ``S`` owns, in epoch ``e``, a contiguous share of every group's
-units (the sorted units shuffled by ``(seed, e)``), its own RNG states (seeded by ``(seed, e, s)``
-and kept apart from the caller's) and its own lossless packer. What a stream yields therefore
-depends on the data, the seed, the epoch and ``s`` alone, never on the layout: physical worker
-``g`` of ``P = world_size x max(1, num_workers)`` runs the streams with ``s % P == g`` in turn,
-and its state holds those streams' states (:mod:`~editstream.packing.checkpoint.streams`);
-``merge_states`` joins the ranks' states into one that any layout loads.
+shuffled units, its own RNG states (seeded by ``(seed, e, s)``) and its own lossless packer, so
+what it yields never depends on the layout. Physical worker ``g`` of ``P`` runs the streams with
+``s % P == g`` and saves their states; ``merge_states`` joins the ranks' states for any layout.
 """
 
 from __future__ import annotations
@@ -26,7 +23,7 @@ from ..checkpoint.chain import ChainEncoder
 from ..checkpoint.formats import copy_tree
 from ..checkpoint.points import RngPoint, apply_point, capture_point, draw_point, seed_all
 from ..checkpoint.references import restore_buffer
-from ..draws import Buffered, GroupDraws, SampleBuffer, finish, sample_tokens
+from ..draws import Buffered, GroupDraws, SampleBuffer, finish, limit_exceeded, sample_tokens
 
 if TYPE_CHECKING:
     from ..dataset import PackedDataset
@@ -111,7 +108,7 @@ def _too_big(packer: PackedDataset, draws: GroupDraws, sample: dict[str, Any]) -
     """Whether a sample fits no sequence at all (counted, ``oversize``): over the per-sample limit or
     over the sequence's; the only samples an exact epoch drops."""
     num_tokens, spec = sample_tokens(sample), packer.spec
-    if num_tokens <= spec.max_num_tokens_per_sample and num_tokens <= spec.max_num_tokens:
+    if limit_exceeded(num_tokens, spec) is None:
         return False
     draws.note_drop(
         "oversize",

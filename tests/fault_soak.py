@@ -17,13 +17,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..conversion.run import convert
-from ..io.retry import RetryPolicy
-from ..loader.tokenizer import ByteTokenizer
-from ..loader.transforms import ImageTransform
-from .faultproxy import FaultPlan, FaultProxy
-from .s3server import LocalS3Server
-from .synth import synth_kinds, write_synthetic_dataset
+from editstream.conversion.run import convert
+from editstream.io.retry import RetryPolicy
+from editstream.loader.tokenizer import ByteTokenizer
+from editstream.loader.transforms import ImageTransform
+from editstream.testing.s3server import LocalS3Server
+from editstream.testing.synth import synth_kinds, write_synthetic_dataset
+from faultproxy import FaultPlan, FaultProxy
 
 SOAK_KINDS = ("reset_mid_body", "http_503", "reset_mid_body", "http_500", "reset_mid_body", "stall")
 """Fault kinds in round robin: mostly short reads and 5xx, some stalls (each costs a read timeout)."""
