@@ -106,60 +106,11 @@ class FolderMedia:
         return sorted(str(p)[len(prefix) :] for p in fs.find(path))
 
 
-class JoinedFile(io.RawIOBase):
-    """The parts of a split archive as one seekable file (each part read in place, in ranged reads)."""
-
-    def __init__(self, urls: Sequence[str], storage_options: StorageOptions | None = None) -> None:
-        super().__init__()
-        self.parts: list[IO[bytes]] = [_open_seekable(u, storage_options) for u in urls]
-        self.starts = [0]
-        for part in self.parts:
-            self.starts.append(self.starts[-1] + part.seek(0, os.SEEK_END))
-        self._pos = 0
-
-    @property
-    def size(self) -> int:
-        return self.starts[-1]
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def tell(self) -> int:
-        return self._pos
-
-    def seek(self, offset: int, whence: int = os.SEEK_SET) -> int:
-        base = {os.SEEK_SET: 0, os.SEEK_CUR: self._pos, os.SEEK_END: self.size}[whence]
-        self._pos = max(0, base + offset)
-        return self._pos
-
-    def readinto(self, buffer: Any) -> int:
-        want = min(len(buffer), self.size - self._pos)
-        done = 0
-        while done < want:
-            i = next(k for k in range(len(self.parts)) if self.starts[k] <= self._pos < self.starts[k + 1])
-            part = self.parts[i]
-            part.seek(self._pos - self.starts[i])
-            chunk = part.read(min(want - done, self.starts[i + 1] - self._pos))
-            if not chunk:
-                break
-            buffer[done : done + len(chunk)] = chunk
-            done += len(chunk)
-            self._pos += len(chunk)
-        return done
-
-    def close(self) -> None:
-        for part in self.parts:
-            part.close()
-        super().close()
-
-
-def _open_seekable(url: str, storage_options: StorageOptions | None) -> IO[bytes]:
-    if storage.is_local(url):
-        return open(storage.local_path(url), "rb")
-    return io.BufferedReader(RetryingFile(url, storage_options=storage_options))
+def _open_seekable(urls: Sequence[str], storage_options: StorageOptions | None) -> IO[bytes]:
+    """One archive's bytes, seekable: a local file as it is, else (remote, or split into parts) in ranged reads."""
+    if len(urls) == 1 and storage.is_local(urls[0]):
+        return open(storage.local_path(urls[0]), "rb")
+    return io.BufferedReader(RetryingFile(urls, storage_options=storage_options))
 
 
 class ArchiveMedia:
@@ -178,11 +129,7 @@ class ArchiveMedia:
         self.members = self._index()
 
     def _open(self) -> None:
-        self._raw: Any = (
-            JoinedFile(self.urls, self.storage_options)
-            if len(self.urls) > 1
-            else _open_seekable(self.urls[0], self.storage_options)
-        )
+        self._raw: Any = _open_seekable(self.urls, self.storage_options)
         self._file = self._uncompressed()
         self._zip = zipfile.ZipFile(self._file) if self.zipped else None
 
