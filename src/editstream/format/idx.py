@@ -43,9 +43,15 @@ def decode_idx(data: bytes, where: str = "<idx>") -> tuple[list[int], int]:
     return values[:-1], values[-1]
 
 
-def read_idx(url: str, storage_options: storage.StorageOptions | None = None) -> tuple[list[int], int]:
-    """Read an idx file: ``(sample offsets, end offset)``."""
-    return decode_idx(storage.read_bytes(url, storage_options), url)
+def read_idx(
+    url: str, storage_options: storage.StorageOptions | None = None, num_samples: int | None = None
+) -> tuple[list[int], int]:
+    """Read an idx file: ``(sample offsets, end offset)``; with ``num_samples`` (the manifest's count
+    for its shard), an :class:`IdxError` when it holds another number of offsets."""
+    offsets, end = decode_idx(storage.read_bytes(url, storage_options), url)
+    if num_samples is not None and len(offsets) != num_samples:
+        raise IdxError(f"{url}: {len(offsets)} offsets for {num_samples} samples in the manifest")
+    return offsets, end
 
 
 def sample_range(offsets: list[int], end_offset: int, index: int) -> tuple[int, int]:

@@ -223,12 +223,8 @@ class ShardLineSource(LineListing):
     def _sample_offsets(self, shard: _Shard) -> tuple[list[int], int]:
         cached = self._offsets.get(shard.idx_url)
         if cached is None:
-            offsets, end = self.retry.call(lambda: read_idx(shard.idx_url, self.storage_options))
-            if len(offsets) != shard.num_samples:
-                raise SampleMismatchError(
-                    f"{shard.idx_url}: {len(offsets)} offsets for {shard.num_samples} samples in the manifest"
-                )
-            cached = self._offsets.setdefault(shard.idx_url, (offsets, end))
+            found = self.retry.call(lambda: read_idx(shard.idx_url, self.storage_options, shard.num_samples))
+            cached = self._offsets.setdefault(shard.idx_url, found)
         return cached
 
     def _cost(self, item: Item) -> int:
