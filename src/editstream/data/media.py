@@ -143,72 +143,11 @@ class FolderMedia:
         return sorted(str(p)[len(prefix) :] for p in fs.find(path))
 
 
-class JoinedFile(io.RawIOBase):
-    """The parts of a split archive as one seekable file (each part read in place, in ranged reads; one
-    part open at a time, so a 175-part archive holds one file handle)."""
-
-    def __init__(self, urls: Sequence[str], storage_options: StorageOptions | None = None) -> None:
-        super().__init__()
-        self.urls, self.storage_options = list(urls), storage_options
-        self.starts = [0]
-        for url in self.urls:
-            self.starts.append(self.starts[-1] + storage.size(url, storage_options))
-        self._pos = 0
-        self._open: tuple[int, IO[bytes]] | None = None
-
-    @property
-    def size(self) -> int:
-        return self.starts[-1]
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def tell(self) -> int:
-        return self._pos
-
-    def seek(self, offset: int, whence: int = os.SEEK_SET) -> int:
-        base = {os.SEEK_SET: 0, os.SEEK_CUR: self._pos, os.SEEK_END: self.size}[whence]
-        self._pos = max(0, base + offset)
-        return self._pos
-
-    def _part(self, i: int) -> IO[bytes]:
-        if self._open is None or self._open[0] != i:
-            self._close_part()
-            self._open = (i, _open_seekable(self.urls[i], self.storage_options))
-        return self._open[1]
-
-    def _close_part(self) -> None:
-        if self._open is not None:
-            self._open[1].close()
-            self._open = None
-
-    def readinto(self, buffer: Any) -> int:
-        want = min(len(buffer), self.size - self._pos)
-        done = 0
-        while done < want:
-            i = next(k for k in range(len(self.urls)) if self.starts[k] <= self._pos < self.starts[k + 1])
-            part = self._part(i)
-            part.seek(self._pos - self.starts[i])
-            chunk = part.read(min(want - done, self.starts[i + 1] - self._pos))
-            if not chunk:
-                break
-            buffer[done : done + len(chunk)] = chunk
-            done += len(chunk)
-            self._pos += len(chunk)
-        return done
-
-    def close(self) -> None:
-        self._close_part()
-        super().close()
-
-
-def _open_seekable(url: str, storage_options: StorageOptions | None) -> IO[bytes]:
-    if storage.is_local(url):
-        return open(storage.local_path(url), "rb")
-    return io.BufferedReader(RetryingFile(url, storage_options=storage_options))
+def _open_seekable(urls: Sequence[str], storage_options: StorageOptions | None) -> IO[bytes]:
+    """One archive's bytes, seekable: a local file as it is, else (remote, or split into parts) in ranged reads."""
+    if len(urls) == 1 and storage.is_local(urls[0]):
+        return open(storage.local_path(urls[0]), "rb")
+    return io.BufferedReader(RetryingFile(urls, storage_options=storage_options))
 
 
 class ArchiveMedia:
@@ -229,11 +168,7 @@ class ArchiveMedia:
         self.members = self._index()
 
     def _open(self) -> None:
-        self._raw: Any = (
-            JoinedFile(self.urls, self.storage_options)
-            if len(self.urls) > 1
-            else _open_seekable(self.urls[0], self.storage_options)
-        )
+        self._raw: Any = _open_seekable(self.urls, self.storage_options)
         self._file = self._uncompressed()
         self._zip = zipfile.ZipFile(self._file) if self.zipped else None
 

@@ -7,12 +7,11 @@ where: one ranged read. Keys that do not name their row are found by a scan.
 
 from __future__ import annotations
 
-import io
 from collections.abc import Iterator
 from typing import Any
 
 from ..format import manifest as mf
-from ..format.idx import read_idx, sample_range
+from ..format.idx import read_idx, read_sample
 from ..format.keys import make_key, parse_key
 from ..format.tarreader import iter_samples
 from ..io import storage
@@ -73,10 +72,7 @@ def find_members(root: str, key: str, *, storage_options: dict[str, Any] | None 
     if located is not None:
         shard, index = located
         offsets, end = read_idx(storage.join(root, shard.idx_path), storage_options)
-        start, stop = sample_range(offsets, end, index)
-        url = storage.join(root, shard.path)
-        data = storage.read_bytes(url, storage_options, start=start, end=stop)
-        for got, _, members in iter_samples(io.BytesIO(data), start_offset=0, end_offset=len(data), source=url):
+        for got, members in read_sample(storage.join(root, shard.path), offsets, end, index, storage_options):
             if got == key:
                 return members
     for shard in m.shards:  # keys not derived from their row: scan

@@ -7,10 +7,13 @@ resume seeks instead of rescanning (the same layout Megatron-Energon writes).
 
 from __future__ import annotations
 
+import io
 import struct
 
 from ..io import storage
+from ..io.retry import RetryPolicy
 from .manifest import ManifestError
+from .tarreader import iter_samples
 
 
 class IdxError(ManifestError):
@@ -40,9 +43,15 @@ def decode_idx(data: bytes, where: str = "<idx>") -> tuple[list[int], int]:
     return values[:-1], values[-1]
 
 
-def read_idx(url: str, storage_options: storage.StorageOptions | None = None) -> tuple[list[int], int]:
-    """Read an idx file: ``(sample offsets, end offset)``."""
-    return decode_idx(storage.read_bytes(url, storage_options), url)
+def read_idx(
+    url: str, storage_options: storage.StorageOptions | None = None, num_samples: int | None = None
+) -> tuple[list[int], int]:
+    """Read an idx file: ``(sample offsets, end offset)``; with ``num_samples`` (the manifest's count
+    for its shard), an :class:`IdxError` when it holds another number of offsets."""
+    offsets, end = decode_idx(storage.read_bytes(url, storage_options), url)
+    if num_samples is not None and len(offsets) != num_samples:
+        raise IdxError(f"{url}: {len(offsets)} offsets for {num_samples} samples in the manifest")
+    return offsets, end
 
 
 def sample_range(offsets: list[int], end_offset: int, index: int) -> tuple[int, int]:
@@ -51,3 +60,20 @@ def sample_range(offsets: list[int], end_offset: int, index: int) -> tuple[int, 
         raise IndexError(f"sample {index} out of range (shard has {len(offsets)} samples)")
     stop = offsets[index + 1] if index + 1 < len(offsets) else end_offset
     return offsets[index], stop
+
+
+def read_sample(
+    url: str,
+    offsets: list[int],
+    end_offset: int,
+    index: int,
+    storage_options: storage.StorageOptions | None = None,
+    *,
+    retry: RetryPolicy | None = None,
+) -> list[tuple[str, dict[str, bytes]]]:
+    """``(key, members)`` of what the byte range of sample ``index`` holds (one sample in a sound
+    shard): one retried ranged read, the way ``inspect --key`` and the JSONL shard source fetch a sample."""
+    start, stop = sample_range(offsets, end_offset, index)
+    data = storage.read_bytes(url, storage_options, start, stop, retry=retry)
+    found = iter_samples(io.BytesIO(data), start_offset=0, end_offset=len(data), source=url)
+    return [(key, members) for key, _, members in found]

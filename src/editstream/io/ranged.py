@@ -7,8 +7,10 @@ nothing is lost or repeated.
 
 from __future__ import annotations
 
+import bisect
 import io
 import os
+from collections.abc import Sequence
 from typing import IO, Any
 
 from . import storage
@@ -92,16 +94,17 @@ class LocalRangeReader(SequentialReader):
 
 
 class RetryingFile(io.RawIOBase):
-    """A read-only, seekable file over one remote object, read in retried ranged requests.
+    """A read-only, seekable file over one remote object, or the parts of one split into several
+    read as one (each in place), in retried ranged requests.
 
     Reads are served from a block of ``block_size`` bytes fetched at the read position (one
-    ranged request, retried under ``retry``), so pyarrow's footer and page reads, or a
-    sequential scan, cost one request per block. The object's size is read once on open.
+    ranged request, retried under ``retry``, never past the end of its part), so pyarrow's footer
+    and page reads, or a sequential scan, cost one request per block. Sizes are read once on open.
     """
 
     def __init__(
         self,
-        url: str,
+        url: str | Sequence[str],
         *,
         storage_options: StorageOptions | None = None,
         retry: RetryPolicy | None = None,
@@ -110,11 +113,15 @@ class RetryingFile(io.RawIOBase):
         super().__init__()
         if block_size <= 0:
             raise ValueError(f"block_size must be > 0, got {block_size}")
-        self.url = url
+        self.urls = [url] if isinstance(url, str) else list(url)
+        self.url = self.urls[0]
         self.storage_options = storage_options
         self.retry = retry
         self.block_size = block_size
-        self.size = storage.size(url, storage_options)
+        self.starts = [0]
+        for part in self.urls:
+            self.starts.append(self.starts[-1] + storage.size(part, storage_options))
+        self.size = self.starts[-1]
         self._pos = 0
         self._block_start = 0
         self._block = b""
@@ -139,24 +146,31 @@ class RetryingFile(io.RawIOBase):
 
     def read(self, n: int = -1) -> bytes:
         end = self.size if n is None or n < 0 else min(self.size, self._pos + n)
-        if end <= self._pos:
-            return b""
-        block_end = self._block_start + len(self._block)
-        if not (self._block_start <= self._pos and end <= block_end):
-            fetch_end = min(self.size, max(end, self._pos + self.block_size))
-            self._block = read_range(
-                self.url, self._pos, fetch_end, storage_options=self.storage_options, retry=self.retry
-            )
-            self._block_start = self._pos
-            if len(self._block) < fetch_end - self._pos:
-                raise OSError(
-                    f"{self.url}: short read at byte {self._pos} ({len(self._block)} of "
-                    f"{fetch_end - self._pos} bytes); the object changed or is truncated"
-                )
-        start = self._pos - self._block_start
-        out = self._block[start : start + (end - self._pos)]
-        self._pos = end
+        out = b""
+        while self._pos < end:
+            part = bisect.bisect_right(self.starts, self._pos) - 1
+            stop = min(end, self.starts[part + 1])
+            if not (self._block_start <= self._pos and stop <= self._block_start + len(self._block)):
+                self._fetch(part, stop)
+            piece = self._block[self._pos - self._block_start : stop - self._block_start]
+            out = out + piece if out else piece
+            self._pos = stop
         return out
+
+    def _fetch(self, part: int, stop: int) -> None:
+        """Make the block at the read position (through ``stop`` at least) the current one."""
+        base = self.starts[part]
+        fetch_end = min(self.starts[part + 1], max(stop, self._pos + self.block_size))
+        url = self.urls[part]
+        self._block = read_range(
+            url, self._pos - base, fetch_end - base, storage_options=self.storage_options, retry=self.retry
+        )
+        self._block_start = self._pos
+        if len(self._block) < fetch_end - self._pos:
+            raise OSError(
+                f"{url}: short read at byte {self._pos - base} ({len(self._block)} of "
+                f"{fetch_end - self._pos} bytes); the object changed or is truncated"
+            )
 
     def readinto(self, buffer: Any) -> int:
         data = self.read(len(buffer))

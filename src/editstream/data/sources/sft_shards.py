@@ -17,7 +17,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
-from ...format.idx import read_idx, sample_range
+from ...format.idx import read_idx, read_sample, sample_range
 from ...format.keys import make_key
 from ...format.manifest import Manifest, ManifestError
 from ...format.rowcodec import decode_sample
@@ -31,11 +31,9 @@ from ...format.sft import (
     is_frame_folder,
     sort_frames,
 )
-from ...format.tarreader import iter_samples
 from ...io import service, storage
 from ...io.lines import read_jsonl_lines
 from ...io.prefetch import DEFAULT_PREFETCH_ITEMS, prefetch_ordered
-from ...io.ranged import read_range
 from ...io.retry import RetryPolicy
 from ...io.storage import StorageOptions
 from ..drops import FATAL
@@ -225,12 +223,8 @@ class ShardLineSource(LineListing):
     def _sample_offsets(self, shard: _Shard) -> tuple[list[int], int]:
         cached = self._offsets.get(shard.idx_url)
         if cached is None:
-            offsets, end = self.retry.call(lambda: read_idx(shard.idx_url, self.storage_options))
-            if len(offsets) != shard.num_samples:
-                raise SampleMismatchError(
-                    f"{shard.idx_url}: {len(offsets)} offsets for {shard.num_samples} samples in the manifest"
-                )
-            cached = self._offsets.setdefault(shard.idx_url, (offsets, end))
+            found = self.retry.call(lambda: read_idx(shard.idx_url, self.storage_options, shard.num_samples))
+            cached = self._offsets.setdefault(shard.idx_url, found)
         return cached
 
     def _cost(self, item: Item) -> int:
@@ -247,14 +241,13 @@ class ShardLineSource(LineListing):
         place, line = item
         _, shard, index, key = self._locate(place)
         offsets, end = self._sample_offsets(shard)
-        start, stop = sample_range(offsets, end, index)
-        data = read_range(shard.url, start, stop, storage_options=self.storage_options, retry=self.retry)
-        samples = list(iter_samples(io.BytesIO(data), start_offset=0, end_offset=len(data), source=shard.url))
-        if [k for k, _, _ in samples] != [key]:
+        samples = read_sample(shard.url, offsets, end, index, self.storage_options, retry=self.retry)
+        if [k for k, _ in samples] != [key]:
+            start, stop = sample_range(offsets, end, index)
             raise SampleMismatchError(
-                f"{shard.url}: bytes {start}:{stop} hold samples {[k for k, _, _ in samples]}, expected {key!r}"
+                f"{shard.url}: bytes {start}:{stop} hold samples {[k for k, _ in samples]}, expected {key!r}"
             )
-        row = decode_sample(key, samples[0][2])
+        row = decode_sample(key, samples[0][1])
         if row.get(LINE_COLUMN) != line:
             raise SampleMismatchError(f"{shard.url}: sample {key!r} does not hold the line lines.jsonl has")
         media = row.get(MEDIA_COLUMN)

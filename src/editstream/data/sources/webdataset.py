@@ -156,12 +156,7 @@ class TarSource:
         if index > 0:
             if index >= shard.num_samples:
                 return
-            offsets, _ = read_idx(shard.idx_url, self.storage_options)
-            if len(offsets) != shard.num_samples:
-                raise ShardMismatchError(
-                    f"{shard.idx_url}: {len(offsets)} offsets for {shard.num_samples} samples in the manifest"
-                )
-            start = offsets[index]
+            start = read_idx(shard.idx_url, self.storage_options, shard.num_samples)[0][index]
             logger.debug("resume: reading %s from byte %d (sample %d)", shard.url, start, index)
         samples = self._samples(shard, start)
         head = next(samples, None)
