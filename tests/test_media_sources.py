@@ -190,3 +190,17 @@ def test_indexing_an_archive_shows_its_progress_once(archives, tmp_path, capfd):
     assert "index all.tar.gz:" in shown and "MiB (100%)" in shown
     open_media(str(archives["parts"]), index_dir=str(tmp_path / "index"))
     assert "index all.tar.gz" not in capfd.readouterr().err  # read from the index kept
+
+
+def test_a_zip_member_is_read_by_lookup_not_a_scan_of_its_directory(tmp_path, monkeypatch):
+    """Reading every member of a zip of many looks each one up: its directory is walked once, to index it."""
+    names = [f"images/{k:04d}.png" for k in range(300)]
+    with zipfile.ZipFile(tmp_path / "many.zip", "w") as zf:
+        for name in names:
+            zf.writestr(name, name.encode())
+    walks = []
+    real = zipfile.ZipFile.infolist
+    monkeypatch.setattr(zipfile.ZipFile, "infolist", lambda self: walks.append(1) or real(self))
+    source = open_media(str(tmp_path / "many.zip"))
+    assert [source.read(n) for n in names] == [n.encode() for n in names]
+    assert len(walks) == 1

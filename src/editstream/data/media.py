@@ -29,7 +29,7 @@ from .identity import file_identity
 
 GZIP_SPACING = 16 << 20
 """Uncompressed bytes between two gzip seek points: a 10 GB archive keeps about 20 MB of them."""
-INDEX_VERSION = 1
+INDEX_VERSION = 2
 ARCHIVE_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".zip")
 _PART = re.compile(r"\.(?:part-?\d+|part-?[a-z]{2,}|[a-z]{2}|\d{3})$")
 """The suffix of one part of a split archive: ``.part001``, ``.part-aa``, ``.aa``, ``.001``."""
@@ -300,9 +300,10 @@ class ArchiveMedia:
         return members
 
     def _scan(self) -> dict[str, tuple[int, int]]:
-        """Member -> (offset of its data, size), from the archive's headers (tar) or directory (zip)."""
+        """Member -> (offset of its data, size), from the archive's headers (tar); for a zip, the offset is its
+        place in the zip's directory (a read looks the member up there, never scanning it)."""
         if self._zip is not None:
-            return {_plain(i.filename): (-1, i.file_size) for i in self._zip.infolist() if not i.is_dir()}
+            return {_plain(i.filename): (k, i.file_size) for k, i in enumerate(self._zip.infolist()) if not i.is_dir()}
         members: dict[str, tuple[int, int]] = {}
         total = sum(storage.size(u, self.storage_options) for u in self.urls)
         with (
@@ -324,7 +325,7 @@ class ArchiveMedia:
             raise MediaMissing(f"{name!r} is not in {self.name}")
         offset, size = found
         if self._zip is not None:
-            return self._zip.read(next(i for i in self._zip.infolist() if _plain(i.filename) == _plain(name)))
+            return self._zip.read(self._zip.filelist[offset])
         self._file.seek(offset)
         data = self._file.read(size)
         if len(data) != size:
