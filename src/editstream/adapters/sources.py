@@ -26,7 +26,7 @@ import itertools
 import json
 import logging
 import posixpath
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import IO, Any
 
@@ -80,7 +80,7 @@ def _all_files(root: str, so: storage.StorageOptions | None) -> list[str]:
     return sorted(n for n in names if not any(part.startswith(".") for part in n.split("/")))
 
 
-def _matches(names: Sequence[str], patterns: Sequence[str]) -> list[str]:
+def _matches(names: Iterable[str], patterns: Sequence[str]) -> list[str]:
     return [n for n in names if any(fnmatch.fnmatchcase(n, p.strip("/")) for p in patterns)]
 
 
@@ -137,7 +137,7 @@ def list_metadata(
     for prefix, source, what in mounts:
         if not isinstance(source, ArchiveMedia):
             continue
-        for member in _matches([prefix + m for m in source.names() if not m.endswith(".parquet")], mapping.metadata):
+        for member in _matches((prefix + m for m in source.members if not m.endswith(".parquet")), mapping.metadata):
             inner = member[len(prefix) :]
             load = functools.partial(source.read, inner)
             url, base = f"{storage.join(root, what)}#{inner}", _base(member, mapping.paths_from)
