@@ -35,6 +35,9 @@ from editstream.adapters import InPlace, resolve_mapping
 from editstream.data.layouts import in_place_entry
 from editstream.data.media import open_media
 from editstream.data.open import open_data
+import indexed_gzip, PIL.Image, pyarrow.parquet, torch  # what reading imports on first use, before "start"
+from editstream.kinds import get_kind
+get_kind("unified_edit")
 root, what = Path(sys.argv[1]), sys.argv[3]
 start = status("VmRSS")
 if what == "archive":
