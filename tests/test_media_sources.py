@@ -3,6 +3,7 @@ locally and on S3; archives indexed once (kept in an index folder) and read memb
 
 from __future__ import annotations
 
+import gc
 import io
 import pickle
 import subprocess
@@ -175,6 +176,7 @@ def _open_fds() -> int:
 
 
 def test_a_split_archive_holds_one_part_open_at_a_time(archives, files):
+    gc.collect()  # an earlier test's archive left to the collector would close its file mid-count
     before = _open_fds()
     source = open_media(str(archives["aa"]))
     assert len(m.split_parts(str(archives["aa"]))) > 3
@@ -190,3 +192,56 @@ def test_indexing_an_archive_shows_its_progress_once(archives, tmp_path, capfd):
     assert "index all.tar.gz:" in shown and "MiB (100%)" in shown
     open_media(str(archives["parts"]), index_dir=str(tmp_path / "index"))
     assert "index all.tar.gz" not in capfd.readouterr().err  # read from the index kept
+
+
+def test_a_zip_member_is_read_by_lookup_not_a_scan_of_its_directory(tmp_path, monkeypatch):
+    """Reading every member of a zip of many looks each one up: its directory is walked once, to index it."""
+    names = [f"images/{k:04d}.png" for k in range(300)]
+    with zipfile.ZipFile(tmp_path / "many.zip", "w") as zf:
+        for name in names:
+            zf.writestr(name, name.encode())
+    walks = []
+    real = zipfile.ZipFile.infolist
+    monkeypatch.setattr(zipfile.ZipFile, "infolist", lambda self: walks.append(1) or real(self))
+    source = open_media(str(tmp_path / "many.zip"))
+    assert [source.read(n) for n in names] == [n.encode() for n in names]
+    assert len(walks) == 1
+
+
+def test_a_kept_member_index_of_many_members_loads_compactly_and_finds_every_member(tmp_path):
+    """Each process loads an archive's member index: flat arrays, not a Python object per member."""
+    import tracemalloc
+
+    names = [f"images/{k:06d}.png" for k in range(20_000)]
+    with tarfile.open(tmp_path / "many.tar", "w") as tar:
+        for name in names:
+            info = tarfile.TarInfo(name)
+            info.size = 3
+            tar.addfile(info, io.BytesIO(name[-7:-4].encode()))
+    open_media(str(tmp_path / "many.tar"), index_dir=str(tmp_path / "index")).close()
+    tracemalloc.start()
+    source = open_media(str(tmp_path / "many.tar"), index_dir=str(tmp_path / "index"))
+    held, _ = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert held < 50 * len(names)  # names' bytes and three 8-byte numbers a member; a dict of tuples: ~250
+    assert source.names() == names and all(source.read(n) == n[-7:-4].encode() for n in names[::997])
+    with pytest.raises(MediaMissing):
+        source.read("images/000000.pn")
+    source.close()
+
+
+def test_a_small_member_of_a_gzipped_archive_reads_little_more_than_itself(tmp_path):
+    """A read decompresses from its seek point to its member, not a read-ahead of many MiB."""
+    rng = np.random.default_rng(5)
+    members = {"first.txt": b"tiny", **{f"fill/{k}.bin": rng.bytes(1 << 20) for k in range(8)}}
+    _tar(tmp_path / "big.tar.gz", members, "w:gz")
+    open_media(str(tmp_path / "big.tar.gz"), index_dir=str(tmp_path / "index")).close()
+    source = open_media(str(tmp_path / "big.tar.gz"), index_dir=str(tmp_path / "index"))
+
+    def bytes_read() -> int:
+        return next(int(line.split()[1]) for line in open("/proc/self/io") if line.startswith("rchar"))
+
+    before = bytes_read()
+    assert source.read("first.txt") == b"tiny"
+    assert bytes_read() - before < 2 << 20  # the archive holds 8 MiB
+    source.close()

@@ -351,3 +351,38 @@ def test_listing_and_previewing_in_place_leave_no_archive_open(tmp_path, monkeyp
         assert entry.layout(None).count() == 2
         assert len(list(peek(str(root), "gpt-image-edit", 2))) == 2
     assert len(list(fds.iterdir())) == before
+
+
+def test_a_unit_of_jsonl_metadata_in_place_parses_only_its_own_lines(tmp_path, monkeypatch):
+    """Listing counts a JSONL file's lines and keeps where every 100th starts (by the file's identity); a unit
+    seeks there and parses its own lines only, so reading every unit parses each line once, not the file per unit."""
+    from editstream.adapters.sources import SCHEMA_ROWS
+
+    monkeypatch.setenv("EDITSTREAM_CACHE", str(tmp_path / "cache"))
+    root = x2i(tmp_path / "published")[0]
+    lines = (root / "pix2pix.jsonl").read_text().splitlines()
+    n = 1530
+    (root / "pix2pix.jsonl").write_text("\n".join(lines[k % len(lines)] for k in range(n)) + "\n")
+    parsed: list[bytes] = []
+    real = json.loads
+    monkeypatch.setattr(
+        json, "loads", lambda text, **kw: (b"turn it blue" in text and parsed.append(text)) or real(text, **kw)
+    )
+    handle = open_data(in_place_entry({"data_dir": str(root), "from": "x2i"}, "test"))
+    source = handle.source()
+    units = handle.units(source)
+    assert len(units) == 16 and len(parsed) == SCHEMA_ROWS  # listed: the lines counted, the first typed
+    parsed.clear()
+    last = [row for _, row in source.iter_unit_rows(units[-1], None)]
+    assert len(parsed) == len(last) == 30
+    first = [row for _, row in source.iter_unit_rows(units[0], None)]
+    assert len(parsed) == 130 and len(first) == 100
+    rest = [row for unit in units[1:-1] for _, row in source.iter_unit_rows(unit, None)]
+    assert len(parsed) == n and len(first + rest + last) == n  # each line parsed once
+    assert [r["instruction_list"] for r in first + rest + last] == [
+        [[f"turn it blue {k % len(lines)}"]] for k in range(n)
+    ]
+    assert list((tmp_path / "cache" / "media").glob("pix2pix.jsonl.*.lines"))
+    parsed.clear()
+    again = open_data(in_place_entry({"data_dir": str(root), "from": "x2i"}, "test"))
+    assert again.units(again.source()) == units and not parsed  # the kept marks and types, not a count

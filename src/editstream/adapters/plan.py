@@ -24,12 +24,13 @@ from ..io.parquet import iter_row_group_batches, open_parquet
 from .mapping import AdapterMapping, MappingError
 from .sources import (
     MetadataFile,
-    count_and_schema,
     describe,
     find_root,
+    kept_count_and_schema,
     list_metadata,
     metadata_rows,
     open_mounts,
+    rows_at,
     snapshot_roots,
 )
 from .values import BadValue, bad_cell, readable_rows
@@ -67,6 +68,8 @@ class SourceFile:
     schema: pa.Schema
     meta: MetadataFile | None = None
     """A JSON / JSONL metadata file (one row group of all its rows) instead of parquet."""
+    marks: tuple[int, ...] = ()
+    """A JSONL file's byte offset of every ``LINES_PER_MARK``-th line, where a read of some of its rows starts."""
 
     @property
     def num_rows(self) -> int:
@@ -178,8 +181,8 @@ def open_sources(
     files = _parquet_files([m.url for m in metas if m.form == "parquet"], storage_options)
     for m in metas:
         if m.form != "parquet":
-            n, schema = count_and_schema(m, storage_options)
-            files.append(SourceFile(m.url, m.name, m.size, (n,), schema, m))
+            n, schema, marks = kept_count_and_schema(m, storage_options, index_dir)
+            files.append(SourceFile(m.url, m.name, m.size, (n,), schema, m, marks))
     return files, mounts
 
 
@@ -275,10 +278,8 @@ def gather(
     for (file, rg), wanted in sorted(needed.items()):
         meta = files[file].meta
         if meta is not None:
-            keep = set(wanted)
-            for r, values in enumerate(metadata_rows(meta, columns, storage_options)):
-                if r in keep:
-                    rows[pack(file, rg, r)] = values
+            for r, values in rows_at(meta, files[file].marks, wanted, columns, storage_options):
+                rows[pack(file, rg, r)] = values
             continue
         if file not in opened:
             opened[file] = stack.enter_context(open_parquet(files[file].url, storage_options, streaming=True))

@@ -6,25 +6,33 @@ A published dataset often ships rows (JSON lists of objects, JSONL) apart from i
 archive; indexes kept in ``index_dir``), each serving names under its folder's path in the dataset
 (an archive as if unpacked where it lies, a folder as itself), then lists the ``metadata`` matches
 among the files on disk and the members of those archives. A JSONL file is read line by line
-(row = line number - 1); a JSON list is parsed whole and held in memory while its rows are read.
+(row = line number - 1); listing counts its lines and keeps the byte offset of every
+``LINES_PER_MARK``-th (with its rows and types, in ``index_dir`` by the file's identity), so a read
+of some rows seeks and parses those only. A JSON list is parsed whole, once per process (the last one
+kept), and held in memory while its rows are read; a metadata file inside an archive is loaded whole.
 Image paths are rewritten to dataset paths: relative to the root, or with ``paths_from`` to the
 metadata file's folder joined with it.
 """
 
 from __future__ import annotations
 
+import base64
+import contextlib
 import fnmatch
 import functools
+import hashlib
 import io
+import itertools
 import json
 import logging
 import posixpath
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import IO, Any
 
 import pyarrow as pa
 
+from ..data.identity import file_identity
 from ..data.media import ArchiveMedia, MediaSource, archive_stem, is_split_part, open_media
 from ..io import storage
 from .mapping import AdapterMapping
@@ -34,6 +42,8 @@ log = logging.getLogger(__name__)
 
 SCHEMA_ROWS = 1000
 """Rows a JSON source's column types are inferred from (its ``keep`` columns take these types)."""
+LINES_PER_MARK = 100
+"""JSONL lines between two kept byte offsets: a unit's read seeks to the mark before its rows."""
 CLOSE = (".json", ".jsonl", ".parquet", ".tar", ".gz", ".zip")
 
 
@@ -70,7 +80,7 @@ def _all_files(root: str, so: storage.StorageOptions | None) -> list[str]:
     return sorted(n for n in names if not any(part.startswith(".") for part in n.split("/")))
 
 
-def _matches(names: Sequence[str], patterns: Sequence[str]) -> list[str]:
+def _matches(names: Iterable[str], patterns: Sequence[str]) -> list[str]:
     return [n for n in names if any(fnmatch.fnmatchcase(n, p.strip("/")) for p in patterns)]
 
 
@@ -127,7 +137,7 @@ def list_metadata(
     for prefix, source, what in mounts:
         if not isinstance(source, ArchiveMedia):
             continue
-        for member in _matches([prefix + m for m in source.names() if not m.endswith(".parquet")], mapping.metadata):
+        for member in _matches((prefix + m for m in source.members if not m.endswith(".parquet")), mapping.metadata):
             inner = member[len(prefix) :]
             load = functools.partial(source.read, inner)
             url, base = f"{storage.join(root, what)}#{inner}", _base(member, mapping.paths_from)
@@ -168,13 +178,26 @@ def _parsed(f: MetadataFile, so_key: str) -> list[Any] | BadValue:
     return entries
 
 
-def _lines(f: MetadataFile, so: storage.StorageOptions | None) -> Iterator[bytes]:
+@functools.lru_cache(maxsize=1)
+def _member(f: MetadataFile) -> bytes:
+    """A metadata file inside an archive, loaded (the last one read is kept: its units' reads share it)."""
+    return f.data(None)
+
+
+def _stream(f: MetadataFile, so: storage.StorageOptions | None) -> IO[bytes]:
+    """``f`` opened for reading (a seekable file on disk, or an archive member's bytes)."""
     if f.load is not None:
-        yield from io.BytesIO(f.load())
-        return
+        return io.BytesIO(_member(f))
     fs, path = storage.url_to_fs(f.url, so)
-    with fs.open(path, "rb") as stream:
-        yield from stream
+    return fs.open(path, "rb")
+
+
+def _entry(f: MetadataFile, k: int, line: bytes) -> Any:
+    """JSONL line ``k`` of ``f`` parsed, or a ``BadValue`` naming it."""
+    try:
+        return json.loads(line)
+    except ValueError as exc:
+        return BadValue(f"{f.name} line {k + 1} is not valid JSON: {exc}", "bad_json")
 
 
 def entries(f: MetadataFile, so: storage.StorageOptions | None) -> Iterator[Any]:
@@ -183,11 +206,13 @@ def entries(f: MetadataFile, so: storage.StorageOptions | None) -> Iterator[Any]
         parsed = _parsed(f, json.dumps(so, sort_keys=True, default=str))
         yield from [parsed] if isinstance(parsed, BadValue) else parsed
         return
-    for k, line in enumerate(_lines(f, so)):
-        try:
-            yield json.loads(line)
-        except ValueError as exc:
-            yield BadValue(f"{f.name} line {k + 1} is not valid JSON: {exc}", "bad_json")
+    with _stream(f, so) as stream:
+        for k, line in enumerate(stream):
+            yield _entry(f, k, line)
+
+
+def _as_row(item: Any, f: MetadataFile, columns: Sequence[str]) -> dict[str, Any]:
+    return dict.fromkeys(columns, item) if isinstance(item, BadValue) else _row(item, columns, f.paths, f.base)
 
 
 def metadata_rows(
@@ -195,19 +220,89 @@ def metadata_rows(
 ) -> Iterator[dict[str, Any]]:
     """The rows of ``f``: its entries' ``columns``, its image paths made dataset paths."""
     for item in entries(f, so):
-        if isinstance(item, BadValue):
-            yield dict.fromkeys(columns, item)
-        else:
-            yield _row(item, columns, f.paths, f.base)
+        yield _as_row(item, f, columns)
 
 
-def count_and_schema(f: MetadataFile, so: storage.StorageOptions | None) -> tuple[int, pa.Schema]:
-    """How many rows ``f`` holds, and its columns' types inferred from the first ``SCHEMA_ROWS`` objects."""
-    n, first = 0, list[dict[str, Any]]()
-    for item in entries(f, so):
-        n += 1
-        if len(first) < SCHEMA_ROWS and isinstance(item, dict):
-            first.append(item)
+def rows_at(
+    f: MetadataFile,
+    marks: Sequence[int],
+    wanted: Collection[int],
+    columns: Sequence[str],
+    so: storage.StorageOptions | None,
+) -> Iterator[tuple[int, dict[str, Any]]]:
+    """``(row, values)`` of the rows ``wanted`` of ``f``, in order. A JSONL file with its ``marks`` (:func:`count_rows`)
+    is read from the mark before each wanted row, and only wanted lines are parsed; a JSON list is parsed once
+    per process (the last one is kept)."""
+    keep = set(wanted)
+    if f.form == "json" or not marks:
+        for r, item in enumerate(entries(f, so)):
+            if r in keep:
+                yield r, _as_row(item, f, columns)
+        return
+    last = max(keep, default=-1)
+    with _stream(f, so) as stream:
+        for block in sorted({r // LINES_PER_MARK for r in keep}):
+            stream.seek(marks[block])
+            for r in range(block * LINES_PER_MARK, min(last + 1, (block + 1) * LINES_PER_MARK)):
+                line = stream.readline()
+                if not line:
+                    break
+                if r in keep:
+                    yield r, _as_row(_entry(f, r, line), f, columns)
+
+
+def count_rows(f: MetadataFile, so: storage.StorageOptions | None) -> tuple[int, tuple[int, ...]]:
+    """How many rows ``f`` holds and, for JSONL, the byte offset of every ``LINES_PER_MARK``-th line
+    (lines are counted, not parsed)."""
+    if f.form == "json":
+        return sum(1 for _ in entries(f, so)), ()
+    n, at, marks = 0, 0, []
+    with _stream(f, so) as stream:
+        for line in stream:
+            if n % LINES_PER_MARK == 0:
+                marks.append(at)
+            n, at = n + 1, at + len(line)
+    return n, tuple(marks)
+
+
+def kept_count_and_schema(
+    f: MetadataFile, so: storage.StorageOptions | None, index_dir: str | None
+) -> tuple[int, pa.Schema, tuple[int, ...]]:
+    """The rows of ``f``, its columns' types (:func:`schema_of`) and its line marks (:func:`count_rows`); for
+    JSONL kept in ``index_dir`` by the identity of the files holding it, so the next process (a worker, a
+    resumed run) reads them instead of the file."""
+    if index_dir is None or f.form != "jsonl":
+        return _counted(f, so)
+    held = [file_identity(u, so) for u in f.held_in]
+    text = json.dumps({"name": f.name, "held": held, "every": LINES_PER_MARK}, sort_keys=True)
+    url = storage.join(
+        index_dir, f"{posixpath.basename(f.name)}.{hashlib.sha256(text.encode()).hexdigest()[:24]}.lines"
+    )
+    with contextlib.suppress(OSError, ValueError, KeyError, TypeError, pa.ArrowException):
+        data = json.loads(storage.read_bytes(url, so))
+        return (
+            int(data["rows"]),
+            pa.ipc.read_schema(pa.py_buffer(base64.b64decode(data["schema"]))),
+            tuple(data["marks"]),
+        )
+    n, schema, marks = _counted(f, so)
+    kept = {"rows": n, "marks": marks, "schema": base64.b64encode(schema.serialize().to_pybytes()).decode()}
+    try:
+        storage.makedirs(index_dir, so)
+        storage.write_bytes(url, json.dumps(kept).encode(), so)
+    except OSError as exc:
+        log.info("cannot keep the line marks of %s at %s (%s)", f.name, url, exc)
+    return n, schema, marks
+
+
+def _counted(f: MetadataFile, so: storage.StorageOptions | None) -> tuple[int, pa.Schema, tuple[int, ...]]:
+    n, marks = count_rows(f, so)
+    return n, schema_of(f, so), marks
+
+
+def schema_of(f: MetadataFile, so: storage.StorageOptions | None) -> pa.Schema:
+    """The columns' types of ``f``, inferred from its first ``SCHEMA_ROWS`` objects."""
+    first = [item for item in itertools.islice(entries(f, so), SCHEMA_ROWS) if isinstance(item, dict)]
     fields = []
     for column in dict.fromkeys(k for item in first for k in item):
         try:
@@ -215,7 +310,7 @@ def count_and_schema(f: MetadataFile, so: storage.StorageOptions | None) -> tupl
         except (pa.ArrowException, TypeError):
             arrow_type = pa.string()
         fields.append(pa.field(column, pa.string() if pa.types.is_null(arrow_type) else arrow_type))
-    return n, pa.schema(fields)
+    return pa.schema(fields)
 
 
 def snapshot_roots(src: str, so: storage.StorageOptions | None) -> list[str]:
