@@ -16,7 +16,7 @@ import re
 from collections.abc import Mapping
 from concurrent.futures import Future, wait
 from dataclasses import dataclass, field, replace
-from typing import IO, Any
+from typing import Any
 
 from ..format import manifest as mf
 from ..format.digest import DEFAULT_DIGEST, hexdigest, new_hasher, recorded
@@ -31,7 +31,8 @@ from .task import ShardTask
 log = logging.getLogger(__name__)
 
 PROGRESS_DIR = "_editstream_progress"
-_TMP_NAME = re.compile(r"^\.(?P<name>.+)\.[0-9a-f]{32}\.tmp$")
+TEMP_NAME = re.compile(r"^\.(?P<name>.+)\.[0-9a-f]{32}\.tmp$")
+"""A temp file ``storage.atomic_write`` writes before it renames it to ``name``."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -127,16 +128,6 @@ class DoneRecord:
             )
         except (ValueError, TypeError, KeyError, AttributeError):
             return None
-
-
-def open_output(url: str, storage_options: dict[str, Any] | None) -> contextlib.AbstractContextManager[IO[bytes]]:
-    """Write ``url`` so it appears under its name only when complete (``storage.atomic_write``).
-
-    Local files skip the per-file fsync: the whole output is synced once before the manifest
-    is written, and a re-run re-hashes every shard it reuses, so a torn file after a power cut
-    is redone. On S3 a multipart upload completes only on close.
-    """
-    return storage.atomic_write(url, storage_options, fsync=False)
 
 
 def write_output(url: str, data: bytes, storage_options: dict[str, Any] | None, *, fsync: bool = False) -> None:
@@ -266,7 +257,7 @@ def clean_stale_temp_files(dst: str, names: set[str]) -> None:
         if not os.path.isdir(directory):
             continue
         for entry in os.listdir(directory):
-            m = _TMP_NAME.match(entry)
+            m = TEMP_NAME.match(entry)
             if m and (m.group("name") in names or directory.endswith(PROGRESS_DIR)):
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(os.path.join(directory, entry))
