@@ -16,9 +16,10 @@ import re
 from collections.abc import Mapping
 from concurrent.futures import Future, wait
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import IO, Any
 
 from ..format import manifest as mf
+from ..format.detect import PROGRESS_DIR_NAME
 from ..format.digest import DEFAULT_DIGEST, hexdigest, new_hasher, recorded
 from ..format.idx import IdxError, decode_idx
 from ..format.sft import LINES_COPY
@@ -30,7 +31,8 @@ from .task import ShardTask
 
 log = logging.getLogger(__name__)
 
-PROGRESS_DIR = "_editstream_progress"
+PROGRESS_DIR = PROGRESS_DIR_NAME
+
 TEMP_NAME = re.compile(r"^\.(?P<name>.+)\.[0-9a-f]{32}\.tmp$")
 """A temp file ``storage.atomic_write`` writes before it renames it to ``name``."""
 
@@ -197,15 +199,23 @@ def progress_url(dst_root: str, shard_path: str) -> str:
     return storage.join(dst_root, PROGRESS_DIR, shard_path + ".json")
 
 
-def _digest_of(url: str, algorithm: str, storage_options: dict[str, Any] | None) -> str:
-    h = new_hasher(algorithm)
-    with open_read(url, storage_options) as f:
-        while True:
-            chunk = f.read(8 * 1024 * 1024)
-            if not chunk:
-                break
-            h.update(chunk)
-    return h.hexdigest()
+class HashingReader:
+    """A forward-only reader that hashes and counts what passes through it."""
+
+    def __init__(self, f: IO[bytes], algorithm: str) -> None:
+        self._f = f
+        self.hash = new_hasher(algorithm)
+        self.pos = 0
+
+    def read(self, n: int = -1) -> bytes:
+        data = self._f.read(n)
+        self.hash.update(data)
+        self.pos += len(data)
+        return data
+
+    def drain(self) -> None:
+        while self.read(8 * 1024 * 1024):
+            pass
 
 
 def shard_is_intact(
@@ -223,7 +233,10 @@ def shard_is_intact(
             return False
         if not _idx_is_intact(dst_root, shard, storage_options, idx):
             return False
-        return _digest_of(url, digest[0], storage_options) == digest[1]
+        with open_read(url, storage_options) as f:
+            reader = HashingReader(f, digest[0])
+            reader.drain()
+        return reader.hash.hexdigest() == digest[1]
     except FileNotFoundError:
         return False
 
