@@ -16,7 +16,7 @@ import click
 
 from ..data.layouts import JsonlFile, ParquetDirectory
 from .app import SETTINGS, main
-from .convert_common import foreign_files_problem, running_executor, warm_workers
+from .convert_common import foreign_files_problem, running_executor
 from .convert_from import ADAPTER_OPTIONS, refuse_adapter_options
 from .errors import UsageProblem
 from .options import AdapterChoice, KindChoice, SizeType, storage_options, with_storage_options
@@ -205,7 +205,9 @@ def convert(ctx: click.Context, src: str, dst: str, **kw: Any) -> None:
         return
     refuse_adapter_options(ctx)
     if not kw["dry_run"]:
-        warm_workers(kw["engine"], kw["workers"])
+        from ..conversion.executors import warm_up
+
+        warm_up(kw["engine"], kw["workers"])  # the fork server imports while SRC is checked and planned
     schema = kw.pop("schema")
     found = parquet_source(src, so)
     _check_jsonl(src, found, schema)
@@ -258,16 +260,8 @@ def _run(src: str, dst: str, *, engine: str, workers: int | None, ray_address: s
 
 def _api(kw: dict[str, Any]) -> dict[str, Any]:
     """The command's remaining options as ``conversion.convert`` keywords."""
-    names = (
-        "schema",
-        "layout",
-        "storage_options",
-        "media_dir",
-        "parquet_info",
-        "shard_size",
-        "allow_outside_media_dir",
-    )
-    out = {k: kw[k] for k in names if k in kw}
+    optional = ("schema", "layout", "storage_options", "media_dir", "parquet_info", "shard_size")
+    out = {k: kw[k] for k in (*optional, "allow_outside_media_dir") if k in kw}
     out.update(samples_per_shard=kw.get("samples_per_shard"), overwrite=kw["overwrite"])
     out.update(drop_bad_rows=kw["drop_bad_rows"], digest=kw["digest"])
     return out

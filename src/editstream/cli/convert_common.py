@@ -31,14 +31,6 @@ def running_executor(engine: str, workers: int | None, ray_address: str | None) 
         runner.close()
 
 
-def warm_workers(engine: str, workers: int | None) -> None:
-    """Start the fork server of a local multi-worker conversion now (``executors.warm_up``), so
-    its imports of pyarrow & co. run while this process checks the source and plans the shards."""
-    from ..conversion.executors import warm_up
-
-    warm_up(engine, workers)
-
-
 def foreign_files_problem(dst: str, names: list[str]) -> UsageProblem:
     """The usage error for a DST that holds files editstream did not write (``names``, the first few shown)."""
     shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")

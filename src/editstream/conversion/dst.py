@@ -1,8 +1,8 @@
 """Whose files are in DST: a conversion writes only into a directory that holds nothing but its own.
 
 :func:`check_dst` refuses a DST holding files editstream did not write (``overwrite`` leaves them
-be), :func:`remove_orphans` deletes earlier runs' shards, idx files and done records the new plan
-does not write, and :func:`write_plan_note` records the shard count for progress reports.
+be), and :func:`tidy_dst` deletes earlier runs' shards, idx files and done records the new plan
+does not write and records the shard count for progress reports.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from ..format.idx import idx_path_for
 from ..format.sft import LINES_COPY
 from ..io import storage
 from .config import ConvertConfig
+from .records import TEMP_NAME
 from .shapes import plan_conversion
 from .source import absolute, resolve_source
 from .task import Plan
@@ -26,7 +27,6 @@ log = logging.getLogger(__name__)
 
 _OWN_SHARD = re.compile(r"^(?:[a-z0-9_-]+-rg\d{5,}|shard-\d{6,})\.tar(?:\.idx)?$")
 """Shard and idx names the planner gives: ``{stem}-rg00000.tar`` and ``shard-000000.tar``."""
-_OWN_TEMP = re.compile(r"^\..+\.[0-9a-f]{32}\.tmp$")
 _OWN_NAMES = {mf.MANIFEST_NAME, mf.REPORT_NAME, LINES_COPY, PROGRESS_DIR_NAME}
 
 
@@ -52,7 +52,7 @@ def _shown(names: list[str]) -> str:
 
 def is_own_name(name: str) -> bool:
     """Whether a name directly in DST is one editstream writes (outputs, records, temp files, a lock)."""
-    if name in _OWN_NAMES or _OWN_SHARD.match(name) or _OWN_TEMP.match(name):
+    if name in _OWN_NAMES or _OWN_SHARD.match(name) or TEMP_NAME.match(name):
         return True
     return name.startswith((".editstream", "_editstream")) or name.endswith(".lock")
 
@@ -83,8 +83,10 @@ def check_dst(cfg: ConvertConfig) -> None:
     raise ForeignFilesError(cfg.dst, foreign)
 
 
-def remove_orphans(cfg: ConvertConfig, plan: Plan) -> list[str]:
-    """Delete shards, idx files and done records in DST that the plan does not write; returns their names."""
+def tidy_dst(cfg: ConvertConfig, plan: Plan) -> None:
+    """Before the shards are written: delete shards, idx files and done records in DST that the plan
+    does not write (an earlier run's), and note the shard count and source in the progress directory
+    (removed with it when the run finishes) for progress reports."""
     so = cfg.storage_options
     planned = {t.shard_path for t in plan.tasks} | {idx_path_for(t.shard_path) for t in plan.tasks}
     orphans = [n for n in _names(cfg.dst, so) if _OWN_SHARD.match(n) and n not in planned]
@@ -96,35 +98,34 @@ def remove_orphans(cfg: ConvertConfig, plan: Plan) -> list[str]:
             storage.remove(storage.join(records, name), so)
     if orphans:
         log.warning("removed %d shard and idx files of an earlier conversion into %s", len(orphans), cfg.dst)
-    return orphans
-
-
-def write_plan_note(cfg: ConvertConfig, plan: Plan) -> None:
-    """Note the shard count and source in the progress directory (removed with it when the run finishes)."""
     note = {"num_shards": len(plan.tasks), "src": cfg.src, "schema": plan.schema, "layout": cfg.layout}
     url = storage.join(cfg.dst, PROGRESS_DIR_NAME, PLAN_NOTE)
     storage.write_bytes(url, json.dumps(note, indent=1).encode(), cfg.storage_options)
 
 
-def tidy_dst(cfg: ConvertConfig, plan: Plan) -> None:
-    """Before the shards are written: remove orphans of earlier runs and note the plan."""
-    remove_orphans(cfg, plan)
-    write_plan_note(cfg, plan)
-
-
-def estimated_output_bytes(plan: Plan) -> int:
-    """About what the shards will take: the source bytes plus tar headers and JSON per row."""
-    rows = sum(sum(sizes) for sizes in plan.row_groups.values() if sizes is not None)
-    return plan.source_bytes + 2048 * rows
-
-
 def dry_run(src: str, dst: str, **options: Any) -> dict[str, Any]:
     """What ``convert(src, dst, **options)`` would do, planned but not written: files, row groups,
-    shards and estimated bytes, and what DST holds now (``dst_state``)."""
+    shards and estimated bytes (source bytes plus tar headers and JSON per row), and what DST holds
+    now (``dst_state``)."""
     schema, layout = resolve_source(src, options.pop("schema", None), options.pop("layout", "rowgroup"))
     cfg = ConvertConfig(src=absolute(src), dst=absolute(dst), schema=schema, layout=layout, **options)
     plan = plan_conversion(cfg)
-    summary = dry_run_summary(cfg, plan)
+    rows = sum(sum(sizes) for sizes in plan.row_groups.values() if sizes is not None)
+    rows_known = all(sizes is not None for sizes in plan.row_groups.values())
+    summary: dict[str, Any] = {
+        "dry_run": True,
+        "src": cfg.src,
+        "dst": cfg.dst,
+        "schema": plan.schema,
+        "layout": cfg.layout,
+        "source_files": len(plan.files),
+        "row_groups": sum(plan.num_row_groups.values()),
+        "rows": rows if rows_known else None,
+        "shards": len(plan.tasks),
+        "source_bytes": plan.source_bytes,
+        "estimated_output_bytes": plan.source_bytes + 2048 * rows,
+        "first_shards": [t.shard_path for t in plan.tasks[:3]],
+    }
     names = _names(cfg.dst, cfg.storage_options)
     foreign = [n for n in names if not is_own_name(n)]
     if foreign:
@@ -136,22 +137,3 @@ def dry_run(src: str, dst: str, **options: Any) -> dict[str, Any]:
     else:
         summary["dst_state"] = "new or empty"
     return summary
-
-
-def dry_run_summary(cfg: ConvertConfig, plan: Plan) -> dict[str, Any]:
-    """What a conversion would do: files, row groups, shards and estimated bytes; nothing is written."""
-    rows_known = all(sizes is not None for sizes in plan.row_groups.values())
-    return {
-        "dry_run": True,
-        "src": cfg.src,
-        "dst": cfg.dst,
-        "schema": plan.schema,
-        "layout": cfg.layout,
-        "source_files": len(plan.files),
-        "row_groups": sum(plan.num_row_groups.values()),
-        "rows": sum(sum(s) for s in plan.row_groups.values() if s is not None) if rows_known else None,
-        "shards": len(plan.tasks),
-        "source_bytes": plan.source_bytes,
-        "estimated_output_bytes": estimated_output_bytes(plan),
-        "first_shards": [t.shard_path for t in plan.tasks[:3]],
-    }

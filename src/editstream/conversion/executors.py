@@ -143,23 +143,15 @@ def warm_up(engine: str = "auto", workers: int | None = None) -> bool:
 class ProcessPoolExecutor:
     """Runs tasks on ``workers`` processes; each worker builds its own filesystems."""
 
-    def __init__(
-        self,
-        workers: int,
-        *,
-        start_method: str | None = None,
-        max_in_flight: int | None = None,
-        preload: tuple[str, ...] = PRELOAD,
-    ) -> None:
+    def __init__(self, workers: int, *, preload: tuple[str, ...] = PRELOAD) -> None:
         if workers < 1:
             raise ValueError(f"workers must be >= 1, got {workers}")
         self.workers = workers
-        self._ctx = multiprocessing.get_context(start_method or default_start_method())
+        self._ctx = multiprocessing.get_context(default_start_method())
         if self._ctx.get_start_method() == "forkserver":
             # Import the heavy modules (pyarrow, PIL) once in the fork server, not in every worker.
             self._ctx.set_forkserver_preload(list(preload))
         self._pool: _Pool | None = None
-        self._max_in_flight = max_in_flight or 2 * workers
 
     def start(self) -> None:
         """Launch the workers now, without waiting for them, so their start-up (imports in the
@@ -189,7 +181,7 @@ class ProcessPoolExecutor:
         return bounded_map(
             lambda task: pool.submit(fn, task),
             tasks,
-            self._max_in_flight,
+            2 * self.workers,
             wait_some,
             result,
             cancel=_cancel_future,
@@ -223,26 +215,16 @@ class RayExecutor:
     """
 
     def __init__(
-        self,
-        workers: int | None = None,
-        *,
-        address: str | None = None,
-        max_in_flight: int | None = None,
-        runtime_env: dict[str, Any] | None = None,
-        num_cpus: float = 1.0,
+        self, workers: int | None = None, *, address: str | None = None, max_in_flight: int | None = None
     ) -> None:
         if workers is not None and workers < 1:
             raise ValueError(f"workers must be >= 1, got {workers}")
         if max_in_flight is not None and max_in_flight < 1:
             raise ValueError(f"max_in_flight must be >= 1, got {max_in_flight}")
-        if num_cpus <= 0:
-            raise ValueError(f"num_cpus per task must be > 0, got {num_cpus}")
         self._ray = import_ray()
         self.workers = workers
         self.address = address
         self.max_in_flight = max_in_flight
-        self.num_cpus = num_cpus
-        self._runtime_env = runtime_env
         self._owns_ray = False
 
     def start(self) -> None:
@@ -250,11 +232,8 @@ class RayExecutor:
         ray = self._ray
         if ray.is_initialized():
             return
-        kwargs: dict[str, Any] = {"include_dashboard": False}
-        if self._runtime_env is not None:
-            kwargs["runtime_env"] = self._runtime_env
         try:
-            ray.init(address=self.address, **kwargs)
+            ray.init(address=self.address, include_dashboard=False)
         except ConnectionError as exc:
             raise ConnectionError(f"cannot connect to Ray at {self.address or 'the default address'}: {exc}") from exc
         self._owns_ray = True
@@ -265,12 +244,12 @@ class RayExecutor:
         if self.workers is not None:
             return self.workers
         cpus = self._ray.cluster_resources().get("CPU", 1)
-        return max(1, int(2 * cpus / self.num_cpus))
+        return max(1, int(2 * cpus))
 
     def map_unordered(self, fn: Callable[[T], R], tasks: Iterable[T]) -> Iterator[tuple[T, R]]:
         self.start()
         ray = self._ray
-        remote_fn = ray.remote(num_cpus=self.num_cpus)(fn)
+        remote_fn = ray.remote(num_cpus=1)(fn)
 
         def wait_some(refs: list[Any]) -> list[Any]:
             ray.wait(refs, num_returns=1)

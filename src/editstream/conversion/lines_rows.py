@@ -22,8 +22,6 @@ from ..io import storage
 from ..io.lines import decode_lines
 from ..io.prefetch import prefetch_ordered
 from ..io.retry import RetryPolicy
-from ..kinds import DatasetKind
-from .report import BadRow, checked_problems
 from .task import LinePart, ShardTask
 
 _LINES_AHEAD = 17
@@ -77,37 +75,6 @@ def iter_line_rows(task: ShardTask) -> Iterator[tuple[mf.RowSlice, int, dict[str
         yield s, index, {LINE_COLUMN: line, MEDIA_COLUMN: media.result()}
 
 
-def line_bad_row(
-    task: ShardTask, kind: DatasetKind, s: mf.RowSlice, line_index: int, key: str, row: dict[str, Any]
-) -> BadRow | None:
-    """The report entry of a line its kind finds problems with (all of them, and the missing
-    media), or ``None``; the line is kept so the loader drops it where the reference does."""
-    problems = checked_problems(kind.row_problems, row)
-    if not problems:
-        return None
-    return BadRow(
-        file=s.file,
-        line=line_index + 1,
-        key=key,
-        reason="; ".join(p.text for p in problems),
-        shard=task.shard_path,
-        dropped=False,
-        missing=tuple(name for p in problems for name in p.missing),
-    )
-
-
 def line_place(s: mf.RowSlice, line_index: int) -> dict[str, int]:
     """Where a line is, for its notes: its line number, counted from 1."""
     return {"line": line_index + 1}
-
-
-LINES_NOTE = (
-    "every JSONL line is kept verbatim (media missing at conversion time is recorded as null, media "
-    "outside the media directory is refused and left out), so the webdataset backend drops the same "
-    "lines as the source backend, at the same point"
-)
-
-
-def lines_report_note(drop_bad_rows: bool) -> str:
-    """What report.json says about the lines with problems: all kept (``drop_bad_rows`` never applies)."""
-    return LINES_NOTE

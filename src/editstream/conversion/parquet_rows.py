@@ -1,8 +1,7 @@
-"""Rows of a parquet shard task, streamed as zero-copy views, and the report entry of a bad one.
+"""Rows of a parquet shard task, streamed as zero-copy views.
 
 A task opens only its own files, checks their columns and row counts against the plan and yields
-rows in slice order, decoded on the I/O pool (``io.prefetch``) up to ``PREFETCH_BATCHES`` ahead. A
-bad row's entry names its file, row group and row, its first problem and whether it is fatal.
+rows in slice order, decoded on the I/O pool (``io.prefetch``) up to ``PREFETCH_BATCHES`` ahead.
 """
 
 from __future__ import annotations
@@ -19,9 +18,6 @@ from ..format import manifest as mf
 from ..io import storage
 from ..io.parquet import batch_rows_for_bytes, iter_row_group_batches, open_parquet
 from ..io.prefetch import prefetched
-from ..io.text import UndecodableRow
-from ..kinds import DatasetKind, RowProblem
-from .report import DROP_NOTE, BadRow, checked_problems
 from .task import ParquetPart, ShardTask
 
 _BATCH_ROWS = 256
@@ -88,42 +84,6 @@ def iter_parquet_rows(task: ShardTask) -> Iterator[tuple[mf.RowSlice, int, dict[
             yield s, row_index, row
 
 
-def parquet_bad_row(
-    task: ShardTask, kind: DatasetKind, s: mf.RowSlice, row_index: int, key: str, row: dict[str, Any]
-) -> BadRow | None:
-    """The report entry of a row its kind finds bad (its first problem), or ``None``; a row with text
-    that is not UTF-8 is bad whatever its kind (the loader cannot read it)."""
-    if isinstance(row, UndecodableRow):
-        problem = RowProblem(row.problem())
-    else:
-        problems = checked_problems(kind.row_problems, row, first_only=True)
-        if not problems:
-            return None
-        problem = problems[0]
-    return BadRow(
-        file=s.file,
-        row_group=s.row_group,
-        row=row_index,
-        key=key,
-        reason=problem.text,
-        fails=problem.certainty,
-        shard=task.shard_path,
-        dropped=task.drop_bad_rows,
-    )
-
-
 def parquet_row_place(s: mf.RowSlice, row_index: int) -> dict[str, int]:
     """Where a row is, for its notes: its row group and its index in it."""
     return {"row_group": s.row_group, "row": row_index}
-
-
-KEEP_NOTE = (
-    "bad rows are kept verbatim so row positions match the parquet backend; the training-time parser drops "
-    "rows marked fails=always in every epoch, and rows marked fails=if_drawn in the epochs whose random draws "
-    "reach the bad image or instruction"
-)
-
-
-def parquet_report_note(drop_bad_rows: bool) -> str:
-    """What report.json says about the bad rows of a parquet conversion: dropped, or kept and why."""
-    return DROP_NOTE if drop_bad_rows else KEEP_NOTE

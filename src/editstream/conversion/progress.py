@@ -10,14 +10,11 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import threading
 
 from ..io import storage
 from ..io.progress import Progress
-from .records import ShardResult
-
-_TEMP = re.compile(r"^\..+\.[0-9a-f]{32}\.tmp$")
+from .records import TEMP_NAME, ShardResult
 
 
 def bytes_in_flight(dst: str) -> int:
@@ -28,7 +25,7 @@ def bytes_in_flight(dst: str) -> int:
     try:
         with os.scandir(dst) as entries:
             for entry in entries:
-                if _TEMP.match(entry.name):
+                if TEMP_NAME.match(entry.name):
                     with contextlib.suppress(FileNotFoundError):
                         total += entry.stat().st_size
     except OSError:
@@ -47,14 +44,6 @@ class ShardProgress:
         if enabled and dst is not None and storage.is_local(dst):
             self._ticker = threading.Thread(target=self._tick, name="editstream-progress", daemon=True)
             self._ticker.start()
-
-    @property
-    def rows(self) -> int:
-        return self.progress.rows
-
-    @property
-    def bytes(self) -> int:
-        return self.progress.bytes
 
     def _tick(self) -> None:
         assert self.dst is not None

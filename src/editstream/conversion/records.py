@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, replace
 from typing import IO, Any
 
 from ..format import manifest as mf
+from ..format.detect import PROGRESS_DIR_NAME
 from ..format.digest import DEFAULT_DIGEST, hexdigest, new_hasher, recorded
 from ..format.idx import IdxError, decode_idx
 from ..format.sft import LINES_COPY
@@ -30,8 +31,10 @@ from .task import ShardTask
 
 log = logging.getLogger(__name__)
 
-PROGRESS_DIR = "_editstream_progress"
-_TMP_NAME = re.compile(r"^\.(?P<name>.+)\.[0-9a-f]{32}\.tmp$")
+PROGRESS_DIR = PROGRESS_DIR_NAME
+
+TEMP_NAME = re.compile(r"^\.(?P<name>.+)\.[0-9a-f]{32}\.tmp$")
+"""A temp file ``storage.atomic_write`` writes before it renames it to ``name``."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -129,16 +132,6 @@ class DoneRecord:
             return None
 
 
-def open_output(url: str, storage_options: dict[str, Any] | None) -> contextlib.AbstractContextManager[IO[bytes]]:
-    """Write ``url`` so it appears under its name only when complete (``storage.atomic_write``).
-
-    Local files skip the per-file fsync: the whole output is synced once before the manifest
-    is written, and a re-run re-hashes every shard it reuses, so a torn file after a power cut
-    is redone. On S3 a multipart upload completes only on close.
-    """
-    return storage.atomic_write(url, storage_options, fsync=False)
-
-
 def write_output(url: str, data: bytes, storage_options: dict[str, Any] | None, *, fsync: bool = False) -> None:
     """Write a small output atomically (``fsync`` it first when a record will vouch for it)."""
     with storage.atomic_write(url, storage_options, fsync=fsync) as f:
@@ -206,15 +199,23 @@ def progress_url(dst_root: str, shard_path: str) -> str:
     return storage.join(dst_root, PROGRESS_DIR, shard_path + ".json")
 
 
-def _digest_of(url: str, algorithm: str, storage_options: dict[str, Any] | None) -> str:
-    h = new_hasher(algorithm)
-    with open_read(url, storage_options) as f:
-        while True:
-            chunk = f.read(8 * 1024 * 1024)
-            if not chunk:
-                break
-            h.update(chunk)
-    return h.hexdigest()
+class HashingReader:
+    """A forward-only reader that hashes and counts what passes through it."""
+
+    def __init__(self, f: IO[bytes], algorithm: str) -> None:
+        self._f = f
+        self.hash = new_hasher(algorithm)
+        self.pos = 0
+
+    def read(self, n: int = -1) -> bytes:
+        data = self._f.read(n)
+        self.hash.update(data)
+        self.pos += len(data)
+        return data
+
+    def drain(self) -> None:
+        while self.read(8 * 1024 * 1024):
+            pass
 
 
 def shard_is_intact(
@@ -232,7 +233,10 @@ def shard_is_intact(
             return False
         if not _idx_is_intact(dst_root, shard, storage_options, idx):
             return False
-        return _digest_of(url, digest[0], storage_options) == digest[1]
+        with open_read(url, storage_options) as f:
+            reader = HashingReader(f, digest[0])
+            reader.drain()
+        return reader.hash.hexdigest() == digest[1]
     except FileNotFoundError:
         return False
 
@@ -266,7 +270,7 @@ def clean_stale_temp_files(dst: str, names: set[str]) -> None:
         if not os.path.isdir(directory):
             continue
         for entry in os.listdir(directory):
-            m = _TMP_NAME.match(entry)
+            m = TEMP_NAME.match(entry)
             if m and (m.group("name") in names or directory.endswith(PROGRESS_DIR)):
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(os.path.join(directory, entry))

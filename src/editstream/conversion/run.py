@@ -102,32 +102,13 @@ def _convert_locked(cfg: ConvertConfig, plan: Plan, executor: Executor | None, t
     """The part of a conversion that writes DST, run while holding its lock."""
     finished = _prepare_dst(cfg, plan)
     if finished is not None:
-        return _summary(
-            cfg,
-            finished,
-            plan,
-            converted=0,
-            skipped=len(finished.shards),
-            seconds=time.perf_counter() - t0,
-            already_done=True,
-            num_image_notes=_reported_notes(cfg),
-        )
+        return _summary(cfg, finished, plan, None, time.perf_counter() - t0)
     ordered = _run_tasks(cfg, plan, executor)
     manifest = _build_manifest(cfg, plan, ordered)
     _write_report(cfg, plan, manifest, ordered)
     manifest.write(cfg.dst, cfg.storage_options)
     remove_progress(cfg.dst, cfg.storage_options)
-    converted = sum(1 for r in ordered if not r.skipped)
-    return _summary(
-        cfg,
-        manifest,
-        plan,
-        converted=converted,
-        skipped=len(ordered) - converted,
-        seconds=time.perf_counter() - t0,
-        already_done=False,
-        num_image_notes=sum(len(r.notes) for r in ordered),
-    )
+    return _summary(cfg, manifest, plan, ordered, time.perf_counter() - t0)
 
 
 def _prepare_dst(cfg: ConvertConfig, plan: Plan) -> mf.Manifest | None:
@@ -277,17 +258,15 @@ def _build_manifest(cfg: ConvertConfig, plan: Plan, results: list[ShardResult]) 
 
 
 def _summary(
-    cfg: ConvertConfig,
-    manifest: mf.Manifest,
-    plan: Plan,
-    *,
-    converted: int,
-    skipped: int,
-    seconds: float,
-    already_done: bool,
-    num_image_notes: int,
+    cfg: ConvertConfig, manifest: mf.Manifest, plan: Plan, results: list[ShardResult] | None, seconds: float
 ) -> dict[str, Any]:
-    """What ``convert`` returns (and the CLI prints); ``num_image_notes`` only when there are notes."""
+    """What ``convert`` returns (and the CLI prints); ``results`` is ``None`` when DST already held this
+    conversion (nothing converted); ``num_image_notes`` only when there are notes."""
+    if results is None:
+        converted, skipped, num_image_notes = 0, len(manifest.shards), _reported_notes(cfg)
+    else:
+        converted = sum(1 for r in results if not r.skipped)
+        skipped, num_image_notes = len(results) - converted, sum(len(r.notes) for r in results)
     rows = manifest.num_source_rows
     notes = {REPORT_KEYS[0]: num_image_notes} if num_image_notes else {}
     return {
@@ -298,7 +277,7 @@ def _summary(
         "num_shards": len(manifest.shards),
         "converted_shards": converted,
         "skipped_shards": skipped,
-        "already_done": already_done,
+        "already_done": results is None,
         "num_rows": rows,
         "num_samples": manifest.num_samples,
         "num_bad_rows": manifest.num_bad_rows,

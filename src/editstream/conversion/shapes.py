@@ -15,16 +15,17 @@ from typing import TYPE_CHECKING, Any
 
 from ..format import manifest as mf
 from ..io.storage import StorageOptions
-from ..kinds import DatasetKind, SourceShape, UnknownKindError, get_kind
+from ..io.text import UndecodableRow
+from ..kinds import DatasetKind, RowProblem, SourceShape, UnknownKindError, get_kind
 from .lines_plan import check_lines_options, lines_manifest_extra, plan_lines_conversion
-from .lines_rows import iter_line_rows, line_bad_row, line_place, lines_report_note
+from .lines_rows import iter_line_rows, line_place
 from .lines_verify import check_lines_root, lines_media_comparison
 from .parquet_plan import check_parquet_options, plan_parquet_conversion
-from .parquet_rows import iter_parquet_rows, parquet_bad_row, parquet_report_note, parquet_row_place
+from .parquet_rows import iter_parquet_rows, parquet_row_place
 from .parquet_verify import check_parquet_root
 from .problems import Problem
 from .records import ShardResult
-from .report import BadRow
+from .report import DROP_NOTE, BadRow, checked_problems
 from .task import Plan, ShardTask
 
 if TYPE_CHECKING:
@@ -32,8 +33,6 @@ if TYPE_CHECKING:
 
 TaskRows = Iterator[tuple[mf.RowSlice, int, dict[str, Any]]]
 """``(slice, row index in its row group, row)`` for every row of a task, in order."""
-BadRowOf = Callable[[ShardTask, DatasetKind, mf.RowSlice, int, str, dict[str, Any]], BadRow | None]
-"""``(task, kind, slice, row index, key, row)`` -> the row's report entry when it is bad."""
 RowPlace = Callable[[mf.RowSlice, int], dict[str, int]]
 """``(slice, row index)`` -> where the row is in its source file (``row_group``/``row``, or ``line``)."""
 SampleCheck = Callable[[Mapping[str, Any]], list[str]]
@@ -63,12 +62,13 @@ class SourceStrategy:
     """Cut the source into shard tasks."""
     rows: Callable[[ShardTask], TaskRows]
     """A task's rows, read from the source."""
-    bad_row: BadRowOf
-    """A row's report entry when its kind finds it bad, else ``None``."""
     place: RowPlace
-    """Where a row is in its source file, for the report's image notes."""
-    report_note: Callable[[bool], str]
-    """report.json's note on the bad rows, given ``drop_bad_rows``."""
+    """Where a row is in its source file, for the report's bad rows and image notes."""
+    first_problem_only: bool
+    """A bad row is reported with its first problem and whether the parser always fails on it
+    (parquet), or with all its problems and the media names it misses (a JSONL line)."""
+    keep_note: str
+    """report.json's note on the bad rows when they are kept (the one way for a JSONL source)."""
     check_root: Callable[[str, mf.Manifest, str | None, StorageOptions | None], list[Problem]]
     """``verify``'s checks of the whole root (and of the source, when given) beyond its shards."""
     compares_rows: bool
@@ -78,9 +78,48 @@ class SourceStrategy:
     manifest_extra: Callable[[Plan, list[ShardResult]], dict[str, Any]] = _no_extra
     """Records the manifest's ``extra`` gets once every shard is written."""
     sample_check: SampleCheckOf = _no_sample_check
+    """What ``verify`` compares every sample with beyond its source row (a JSONL line's media files now)."""
     fixed_layout: str | None = None
     """The shard layout every conversion of this shape writes (``None``: the one asked for)."""
-    """What ``verify`` compares every sample with beyond its source row (a JSONL line's media files now)."""
+
+    def report_note(self, drop_bad_rows: bool) -> str:
+        """What report.json says about the bad rows: dropped, or kept and why."""
+        return DROP_NOTE if drop_bad_rows else self.keep_note
+
+    def bad_row(
+        self, task: ShardTask, kind: DatasetKind, s: mf.RowSlice, index: int, key: str, row: dict[str, Any]
+    ) -> BadRow | None:
+        """The report entry of a row its kind finds bad, or ``None``; a row with text that is not
+        UTF-8 is bad whatever its kind (the loader cannot read it). A check that raises marks it bad."""
+        first = self.first_problem_only
+        if isinstance(row, UndecodableRow):
+            problems = [RowProblem(row.problem())]
+        else:
+            problems = checked_problems(kind.row_problems, row, first_only=first)
+        if not problems:
+            return None
+        return BadRow(
+            file=s.file,
+            **self.place(s, index),
+            key=key,
+            reason="; ".join(p.text for p in problems),
+            fails=problems[0].certainty if first else None,
+            shard=task.shard_path,
+            dropped=task.drop_bad_rows,
+            missing=() if first else tuple(name for p in problems for name in p.missing),
+        )
+
+
+KEEP_ROWS_NOTE = (
+    "bad rows are kept verbatim so row positions match the parquet backend; the training-time parser drops "
+    "rows marked fails=always in every epoch, and rows marked fails=if_drawn in the epochs whose random draws "
+    "reach the bad image or instruction"
+)
+KEEP_LINES_NOTE = (
+    "every JSONL line is kept verbatim (media missing at conversion time is recorded as null, media "
+    "outside the media directory is refused and left out), so the webdataset backend drops the same "
+    "lines as the source backend, at the same point"
+)
 
 
 PARQUET_SLICES = SourceStrategy(
@@ -88,9 +127,9 @@ PARQUET_SLICES = SourceStrategy(
     check_options=check_parquet_options,
     plan=plan_parquet_conversion,
     rows=iter_parquet_rows,
-    bad_row=parquet_bad_row,
     place=parquet_row_place,
-    report_note=parquet_report_note,
+    first_problem_only=True,
+    keep_note=KEEP_ROWS_NOTE,
     check_root=check_parquet_root,
     compares_rows=True,
     mixed_media=False,
@@ -100,9 +139,9 @@ JSONL_LINES = SourceStrategy(
     check_options=check_lines_options,
     plan=plan_lines_conversion,
     rows=iter_line_rows,
-    bad_row=line_bad_row,
     place=line_place,
-    report_note=lines_report_note,
+    first_problem_only=False,
+    keep_note=KEEP_LINES_NOTE,
     check_root=check_lines_root,
     compares_rows=False,  # the JSONL is checked as a whole file (its hash), not row by row
     mixed_media=True,
@@ -113,18 +152,13 @@ JSONL_LINES = SourceStrategy(
 _BY_SHAPE = {s.shape: s for s in (PARQUET_SLICES, JSONL_LINES)}
 
 
-def strategy_for(shape: SourceShape) -> SourceStrategy:
-    """The strategy of a source shape."""
-    return _BY_SHAPE[shape]
-
-
 def strategy_of(schema: str | None) -> SourceStrategy:
     """The strategy of the kind called ``schema``: parquet when no kind is named (it is detected
     from the columns) or the kind is not registered here (a root converted by a plug-in now gone)."""
     if schema is None:
         return PARQUET_SLICES
     try:
-        return strategy_for(get_kind(schema).source)
+        return _BY_SHAPE[get_kind(schema).source]
     except UnknownKindError:
         return PARQUET_SLICES
 

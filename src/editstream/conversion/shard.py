@@ -20,7 +20,7 @@ from ..format.tarwriter import TarWriter
 from ..io import storage
 from ..io.retry import RetryPolicy
 from ..kinds import get_kind
-from .records import IdxDigest, ShardResult, open_output, reuse, write_output, write_record
+from .records import IdxDigest, ShardResult, reuse, write_output, write_record
 from .report import BadRow, RowNote, notes_of
 from .shapes import strategy_of
 from .task import ShardTask
@@ -80,8 +80,10 @@ def _convert_shard_once(task: ShardTask) -> ShardResult:
         return reused
     t0 = time.perf_counter()
     shard_url = storage.join(task.dst_root, task.shard_path)
+    # Atomic, without a per-file fsync: every output is synced once before the manifest is written,
+    # and a re-run re-hashes every shard it reuses, so a file torn by a power cut is redone.
     with (
-        open_output(shard_url, task.storage_options) as f,
+        storage.atomic_write(shard_url, task.storage_options, fsync=False) as f,
         TarWriter(f, buffer_size=2 * 1024 * 1024, background=True, digest=task.digest) as writer,
     ):
         work = _write_rows(task, writer)

@@ -14,11 +14,10 @@ import contextlib
 import math
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
-from typing import IO, Any
+from typing import Any
 
 from ..data.layouts import ConvertedRoot
 from ..format import manifest as mf
-from ..format.digest import new_hasher
 from ..format.idx import read_idx
 from ..format.keys import make_key
 from ..format.rowcodec import RowCodecError, decode_sample
@@ -31,6 +30,7 @@ from ..io.ranged import open_read
 from ..kinds import UnknownKindError, get_kind
 from .executors import make_executor
 from .problems import Problem
+from .records import HashingReader
 from .shapes import SampleCheck, strategy_of
 
 _MAX_PROBLEMS_PER_SHARD = 20
@@ -67,25 +67,6 @@ class VerifyReport:
             f"{len(self.problems)} problems"
         )
         return "\n".join([head] + [f"  {p}" for p in self.problems])
-
-
-class _HashingReader:
-    """A forward-only reader that hashes and counts what passes through it."""
-
-    def __init__(self, f: IO[bytes], algorithm: str) -> None:
-        self._f = f
-        self.hash = new_hasher(algorithm)
-        self.pos = 0
-
-    def read(self, n: int = -1) -> bytes:
-        data = self._f.read(n)
-        self.hash.update(data)
-        self.pos += len(data)
-        return data
-
-    def drain(self) -> None:
-        while self.read(8 * 1024 * 1024):
-            pass
 
 
 def rows_equal(a: Any, b: Any) -> bool:
@@ -223,7 +204,7 @@ class _ShardVerifier:
         for text in self.check.sample_check(row):
             self.problem("source", f"sample {key!r}: {text}")
 
-    def walk(self, reader: _HashingReader) -> None:
+    def walk(self, reader: HashingReader) -> None:
         """Read every sample: keys in the expected order, every sample decodes, rows equal the source."""
         expected = self.info.kept_rows()
         originals = self._source_rows() if self.check.source is not None else None
@@ -279,7 +260,7 @@ def _check_shard(check: _ShardCheck) -> _ShardOutcome:
         return _ShardOutcome([Problem("missing_shard", verifier.name, f"{verifier.url} does not exist")], [], 0, 0)
     idx = verifier.read_idx()
     with open_read(verifier.url, so, block_size=8 * 1024 * 1024) as f:
-        reader = _HashingReader(f, verifier.info.digest[0])
+        reader = HashingReader(f, verifier.info.digest[0])
         verifier.walk(reader)
         reader.drain()
     verifier.totals(reader.pos, reader.hash.hexdigest(), idx)

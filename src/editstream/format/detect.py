@@ -17,7 +17,7 @@ from ..io.storage import StorageOptions
 from .manifest import MANIFEST_NAME
 
 PROGRESS_DIR_NAME = "_editstream_progress"
-"""The converter's done-record directory (``conversion.records.PROGRESS_DIR``; a test keeps them equal)."""
+"""The converter's done-record directory (``conversion.records.PROGRESS_DIR``)."""
 PLAN_NOTE = "_plan"
 """The note a conversion leaves in its progress directory: how many shards it plans, from which source."""
 
