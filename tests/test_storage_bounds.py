@@ -141,6 +141,15 @@ def test_retries_do_not_nest_and_only_transient_errors_are_retried():
     assert not policy.is_transient(OSError("something went wrong"))  # used to be retried: any message
     assert not policy.is_transient(FileNotFoundError("gone"))
     assert not policy.is_transient(RetriesExhausted("x: gave up after 6 attempts in 1.0 s: timed out"))
+    for status in (
+        "An error occurred (503) when calling GetObject",
+        "500, message='Internal Server Error'",
+        "HTTP/1.1 502 Bad Gateway",
+        "status 504",
+    ):
+        assert policy.is_transient(OSError(status)), status
+    # a number that merely holds 500 (a modification time in ns, a row count) is no server answer
+    assert not policy.is_transient(OSError("data.parquet changed: mtime 1733321501500423117, size 15040"))
     calls = []
 
     def gives_up() -> None:

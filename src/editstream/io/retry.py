@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import random
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -36,11 +37,14 @@ _TRANSIENT_ERRNOS = frozenset(
 )
 """OS errors worth retrying; s3fs maps S3 5xx / throttling answers to EREMOTEIO / EAGAIN / EBUSY."""
 _TRANSIENT_MARKERS = (
-    "500", "502", "503", "504", "slowdown", "internalerror", "internal error", "serviceunavailable",
+    "slowdown", "internalerror", "internal error", "serviceunavailable",
     "service unavailable", "please try again", "reduce your request rate", "connection reset",
     "connection aborted", "timed out", "timeout", "response payload is not completed",
 )  # fmt: skip
 """Words in an error's message that object stores use for a retryable answer."""
+_TRANSIENT_STATUS = re.compile(r"(?:^|\(|status[ :=]*|code[ :=]*|http(?:/[\d.]+)?[ :]*)50[0234](?!\d)")
+"""A 500 / 502 / 503 / 504 as a status (``(503)``, ``status 500``, ``HTTP/1.1 502``, a message opening with it),
+not digits inside other numbers: a file's modification time in nanoseconds may hold ``...01500...``."""
 
 
 def _default_transient(exc: BaseException) -> bool:
@@ -56,7 +60,7 @@ def _default_transient(exc: BaseException) -> bool:
     if isinstance(exc, OSError) and exc.errno in _TRANSIENT_ERRNOS:
         return True
     lowered = str(exc).lower()
-    return any(marker in lowered for marker in _TRANSIENT_MARKERS)
+    return any(marker in lowered for marker in _TRANSIENT_MARKERS) or bool(_TRANSIENT_STATUS.search(lowered))
 
 
 class RetriesExhausted(OSError):
