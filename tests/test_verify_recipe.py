@@ -26,7 +26,7 @@ from editstream.conversion import convert
 from editstream.loader.pixels import sizes_only, transform_image
 from editstream.loader.transforms import ImageTransform
 from editstream.packing.recipe_count import count_recipe
-from helpers import VAE, VIT, build_dataloader, run_cli
+from helpers import VAE, build_dataloader, pipeline_groups, run_cli
 
 pytest.importorskip("torchdata.stateful_dataloader")
 
@@ -74,22 +74,9 @@ def write_t2i(root, rng):
 def recipe(tmp_path_factory):
     root = tmp_path_factory.mktemp("recipe")
     rng = random.Random(5)
-    write_edit(root / "edit", rng)
-    write_t2i(root / "t2i", rng)
-    groups = {
-        "unified_edit": {
-            "dataset_names": ["edit"],
-            "weight": 2.0,
-            "num_used_data": [2],
-            "image_transform_args": dict(VAE),
-            "vit_image_transform_args": dict(VIT),
-        },
-        "t2i_pretrain": {"dataset_names": ["t2i"], "weight": 1.0, "num_used_data": [2], "image_transform_args": VAE},
-    }
-    info = {
-        "unified_edit": {"edit": {"data_dir": str(root / "edit")}},
-        "t2i_pretrain": {"t2i": {"data_dir": str(root / "t2i")}},
-    }
+    write_edit(root / "edit" / "pq", rng)
+    write_t2i(root / "t2i" / "pq", rng)
+    groups, info = pipeline_groups(root, "parquet")
     path = root / "recipe.yaml"
     section = {"grouped_datasets": groups, "dataset_info": info, **LIMITS, "elastic": True, "elastic_streams": 2}
     path.write_text(yaml.safe_dump({"dataset": section, "dataloader": {"num_workers": 0}}, sort_keys=False))
