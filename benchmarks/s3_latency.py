@@ -5,8 +5,9 @@ rowgroup conversion, cached under ``--out``) is uploaded to a local S3 server (m
 here on loopback) and read through ``tests/faultproxy.py``: ``FaultProxy(upstream,
 latency=...)``, which waits ``latency`` seconds before forwarding each request (an object
 store's first-byte latency; no faults). Each run reads every row once with ``TarSource`` as
-the dataset loop does (``plan_units`` then ``iter_unit_rows``), no image decode, best of
-``--repeat``:
+the dataset loop does (``plan_units`` then ``iter_unit_rows``), no image decode,
+medians of ``--pairs`` rounds with the latencies' order alternating, while ``--busy``
+busy-loop processes load the CPUs (the goal must hold on a loaded machine, not only a quiet one):
 
 - the default read-ahead (several ranged requests in flight, 64 MiB per process);
 - the read-ahead held to two 4 MiB blocks (``readahead_bytes=8 MiB``): the old behaviour,
@@ -15,14 +16,16 @@ the dataset loop does (``plan_units`` then ``iter_unit_rows``), no image decode,
 The goal is rows/s with 20 ms added >= 0.9x the same S3 without added latency. moto and the
 proxy are Python servers on the same 2 cores, so the absolute rates are lower bounds.
 
-    .venv/bin/python benchmarks/s3_latency.py [--files 8] [--repeat 2] [--latency 0 0.02 0.05] [--json FILE]
+    .venv/bin/python benchmarks/s3_latency.py [--files 8] [--pairs 3] [--busy 2] [--latency 0 0.02 0.05] [--json FILE]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing as mp
 import os
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -66,7 +69,7 @@ def read_all(url: str, options: dict[str, Any], readahead_bytes: int | None) -> 
     from editstream.data.sources.webdataset import TarSource
 
     source = TarSource(dataset_name="bench", storage_options=options, readahead_bytes=readahead_bytes)
-    units = source.list_units([url], [10**6])[: len(source._shards)]
+    units = source.list_units([url], [10**6])[: len(source.shard_layout.shards)]
     t0 = time.perf_counter()
     source.plan_units(iter(units))
     rows = 0
@@ -79,12 +82,48 @@ def read_all(url: str, options: dict[str, Any], readahead_bytes: int | None) -> 
     return rows, seconds, held
 
 
+def busy_loop() -> None:
+    """Spin one CPU until killed: the load the goal must hold under."""
+    while True:
+        pass
+
+
+def start_load(count: int) -> list[mp.process.BaseProcess]:
+    """``count`` busy-loop processes (daemons, so they never outlive the benchmark)."""
+    loops: list[mp.process.BaseProcess] = [
+        mp.get_context("fork").Process(target=busy_loop, daemon=True) for _ in range(count)
+    ]
+    for loop in loops:
+        loop.start()
+    return loops
+
+
+def measure(url: str, s3: LocalS3Server, latencies: list[float], pairs: int) -> dict[str, list[dict[str, Any]]]:
+    """Every (mode, latency) run ``pairs`` times, the latencies' order reversed every other round,
+    so each round's runs share the machine's state of that moment."""
+    runs: dict[str, list[dict[str, Any]]] = {}
+    for round_ in range(pairs):
+        order = latencies if round_ % 2 == 0 else latencies[::-1]
+        for latency in order:
+            with FaultProxy(s3.endpoint, latency=latency) as proxy:
+                options = {**s3.storage_options, "endpoint_url": proxy.url}
+                for mode, budget in MODES.items():
+                    rows, seconds, held = read_all(url, options, budget)
+                    runs.setdefault(f"{mode}|{latency}", []).append({"rows": rows, "seconds": seconds, "held": held})
+                    print(
+                        f"[{round_ + 1}/{pairs}] {mode}, +{latency * 1000:.0f} ms: {rows} rows in {seconds:.2f} s",
+                        file=sys.stderr,
+                    )
+    return runs
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default="bench-out")
     ap.add_argument("--gb", type=float, default=1.2, help="the converter benchmark's source size (cached)")
     ap.add_argument("--files", type=int, default=8, help="source files uploaded (about 43 MB each)")
-    ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--pairs", type=int, default=3, help="rounds of every latency, alternating in order")
+    ap.add_argument("--busy", type=int, default=2, help="busy-loop processes loading the CPUs during the runs")
     ap.add_argument("--latency", type=float, nargs="+", default=[0.0, 0.02, 0.05])
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
@@ -94,51 +133,45 @@ def main() -> int:
     src = convert_bench.make_source(root, args.gb)
     dst = subset_root(root, src, args.files)
     size = convert_bench.dir_bytes(dst)
-    results: dict[str, dict[str, Any]] = {}
+    load_before = os.getloadavg()
     with LocalS3Server() as s3:
         url = s3.upload(dst, f"s3://{BUCKET}/wds")
-        for attempt in range(args.repeat):
-            for latency in args.latency:
-                with FaultProxy(s3.endpoint, latency=latency) as proxy:
-                    options = {**s3.storage_options, "endpoint_url": proxy.url}
-                    for mode, budget in MODES.items():
-                        rows, seconds, held = read_all(url, options, budget)
-                        if attempt == 0 and latency == args.latency[0] and mode == next(iter(MODES)):
-                            rows, seconds, held = read_all(url, options, budget)  # the first pass warms up s3fs
-                        key = f"{mode}|{latency}"
-                        best = results.get(key)
-                        if best is None or seconds < best["seconds"]:
-                            results[key] = {
-                                "rows": rows,
-                                "seconds": seconds,
-                                "held": held,
-                                "requests": proxy.requests_seen,
-                            }
-                        print(
-                            f"[{attempt + 1}/{args.repeat}] {mode}, +{latency * 1000:.0f} ms: {rows} rows in {seconds:.2f} s",
-                            file=sys.stderr,
-                        )
+        with FaultProxy(s3.endpoint, latency=0.0) as proxy:  # the first pass warms up s3fs
+            read_all(url, {**s3.storage_options, "endpoint_url": proxy.url}, None)
+        loops = start_load(args.busy)
+        try:
+            runs = measure(url, s3, args.latency, args.pairs)
+        finally:
+            for loop in loops:
+                loop.kill()
+    base_latency = args.latency[0]
     lines = [
         f"Data: {size / 1e6:.0f} MB of shards ({args.files} source files, rowgroup layout) on moto_server, read "
-        f"through FaultProxy with the added latency per request; one process, no image decode, best of {args.repeat}.",
+        f"through FaultProxy with the added latency per request; one process, no image decode; {args.busy} "
+        f"busy-loop processes load the {os.cpu_count()} CPUs throughout; {args.pairs} rounds, the latencies' order "
+        f"alternating; medians, each ratio the median of same-round ratios. Load average before: "
+        + " / ".join(f"{v:.2f}" for v in load_before)
+        + ".",
         "",
         "| reader | added latency | seconds | rows/s | MB/s | vs no added latency | most bytes held |",
         "|---|---:|---:|---:|---:|---:|---:|",
     ]
     ratios: dict[str, float] = {}
     for mode in MODES:
-        base = results[f"{mode}|{args.latency[0]}"]
+        base = [r["seconds"] for r in runs[f"{mode}|{base_latency}"]]
         for latency in args.latency:
-            r = results[f"{mode}|{latency}"]
-            ratio = base["seconds"] / r["seconds"]
+            these = runs[f"{mode}|{latency}"]
+            seconds = statistics.median(r["seconds"] for r in these)
+            ratio = statistics.median(b / r["seconds"] for b, r in zip(base, these))
             ratios[f"{mode}|{latency}"] = ratio
+            rows, held = these[0]["rows"], max(r["held"] for r in these)
             lines.append(
-                f"| {mode} | {latency * 1000:.0f} ms | {r['seconds']:.2f} | {r['rows'] / r['seconds']:,.0f} | "
-                f"{size / r['seconds'] / 1e6:,.0f} | {ratio:.2f}x | {r['held'] / 2**20:.0f} MiB |"
+                f"| {mode} | {latency * 1000:.0f} ms | {seconds:.2f} | {rows / seconds:,.0f} | "
+                f"{size / seconds / 1e6:,.0f} | {ratio:.2f}x | {held / 2**20:.0f} MiB |"
             )
     print("\n".join(lines))
     if args.json:
-        Path(args.json).write_text(json.dumps({"results": results, "ratios": ratios, "bytes": size, "table": lines}))
+        Path(args.json).write_text(json.dumps({"runs": runs, "ratios": ratios, "bytes": size, "table": lines}))
     return 0
 
 
