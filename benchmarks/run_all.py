@@ -65,7 +65,12 @@ def benches(out: str) -> list[Bench]:
     return [
         Bench("convert", "convert.py", ["--gb", "1.2", "--repeat", "2"], ["--gb", "0.25", "--repeat", "1"]),
         Bench("raw_rows", "raw_rows.py", ["--gb", "1.2", "--repeat", "3"], ["--gb", "0.25", "--repeat", "2"]),
-        Bench("s3_latency", "s3_latency.py", ["--gb", "1.2", "--files", "8"], ["--gb", "0.25", "--files", "2", "--pairs", "1"]),
+        Bench(
+            "s3_latency",
+            "s3_latency.py",
+            ["--gb", "1.2", "--files", "8"],
+            ["--gb", "0.25", "--files", "2", "--pairs", "1"],
+        ),
         Bench(
             "loader",
             "loader.py",
