@@ -8,7 +8,8 @@ images, decoded with the standard transforms (VAE ``ImageTransform(512, 256, 16)
 1. *edit-sized*: 21 images of 512-1024 px a side, 15 JPEG (quality 90), 3 PNG, 3 WebP (quality 90);
 2. *mixed large*: 21 images of 1024-4000 px a side, the same format mix (the issue's data is
    70 % JPEG, the rest PNG / WebP);
-3. *camera JPEGs*: ``PHOTO_SIZES`` and 9 random sizes of 1024-4000 px, JPEG only.
+3. *camera JPEGs*: ``PHOTO_SIZES`` and 9 random sizes of 1024-4000 px, JPEG only;
+4. *camera JPEGs, 3100-4000 px*: 12 random sizes of 3100-4000 px a side, JPEG only (issue 29's goal).
 
 Paths, run by one process per source tree (``torch.set_num_threads(1)``, as in a DataLoader worker):
 
@@ -63,6 +64,7 @@ SETS = {
     "edit-sized, 512-1024 px, JPEG/PNG/WebP": {"sides": (512, 1024), "formats": MIX, "seed": 11, "samples": 70},
     "mixed large, 1024-4000 px, JPEG/PNG/WebP": {"sides": (1024, 4000), "formats": MIX, "seed": 12, "samples": 21},
     "camera JPEGs, 1024-4000 px": {"sides": None, "formats": ["JPEG"] * 16, "seed": 7, "samples": 20},
+    "camera JPEGs, 3100-4000 px": {"sides": (3100, 4000), "formats": ["JPEG"] * 12, "seed": 13, "samples": 12},
 }
 SPEC_VERSION = 1  # bump when the generated sets change
 PATHS = ("reference", "exact", "fast")
