@@ -77,10 +77,13 @@ def mapped_samples(
     manifest's size ``num_bytes`` and ``digest`` (``(algorithm, hex)``, xxh3-128 only); ``None`` otherwise."""
     if digest[0] != "xxh3_128":
         return None
-    with open(path, "rb") as f:
-        if os.fstat(f.fileno()).st_size != num_bytes or num_bytes < tb.BLOCK:
-            return None
-        buf = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    try:
+        with open(path, "rb") as f:
+            if os.fstat(f.fileno()).st_size != num_bytes or num_bytes < tb.BLOCK:
+                return None
+            buf = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    except (OSError, ValueError):  # missing, or a filesystem that cannot map: the streaming reader says why
+        return None
     samples = _index(buf, max_member_size) if xxhash.xxh3_128_hexdigest(buf) == digest[1] else None
     first = 0
     if samples is not None and start:

@@ -204,7 +204,7 @@ class _BytesRefs:
     def __init__(self) -> None:
         self.members: Mapping[str, bytes] = {}
         self.used: set[str] = set()
-        self.scan = json.JSONDecoder(object_hook=self._member).scan_once
+        self.scan = json.JSONDecoder(object_hook=self._member).scan_once  # type: ignore[attr-defined]
 
     def _member(self, obj: dict[str, Any]) -> Any:
         if len(obj) == 1 and "$bytes" in obj:
@@ -225,7 +225,8 @@ class _BytesRefs:
 
 
 _PARSERS: list[_BytesRefs] = []
-_PLAIN_SCAN = json.JSONDecoder().scan_once
+_PLAIN_SCAN = json.JSONDecoder().scan_once  # type: ignore[attr-defined]  # set in __init__
+"""The C scanner ``json.loads`` runs, called directly: no detection of the encoding, no wrappers."""
 
 
 def _fast_parse(raw: bytes, members: Mapping[str, bytes]) -> tuple[Any, set[str]] | None:
