@@ -1,11 +1,9 @@
-"""Samples of a local shard the converter wrote, read from one memory map with no header checks in Python.
+"""Samples of a local shard the converter wrote, from one memory map, with no header checked one by one.
 
-A shard whose xxh3-128 digest is its manifest's is byte for byte what the converter's writer
-(:mod:`.tarwriter`) made: plain members with short names. It is walked with one slice and one
-``int()`` per member, its names are split in one pass, and members are sliced out of the map.
-Anything else (another digest, a long name, a start that is no sample's first header) makes
-:func:`mapped_samples` return ``None``: the caller reads the shard with
-:func:`~editstream.format.tarreader.iter_samples`, which reports every fault as it always has.
+A shard with its manifest's xxh3-128 digest is what the writer (:mod:`.tarwriter`) made: it is walked
+with one slice and one ``int()`` per member and its members are sliced out of the map. Anything else
+makes :func:`mapped_samples` return ``None``, and :func:`~editstream.format.tarreader.iter_samples`
+reads (and reports) it as ever.
 """
 
 from __future__ import annotations
@@ -44,12 +42,10 @@ def _index(buf: mmap.mmap, max_member_size: int) -> list[Sample] | None:
     try:
         walked = _walk(buf, max_member_size)
     except (ValueError, IndexError):
-        return None
-    if walked is None:
-        return None
+        walked = None
+    if not walked or not walked[0]:
+        return None if walked is None else []
     heads, sizes = walked
-    if not heads:
-        return []
     text = b"\n".join([buf[h : h + 100] for h in heads]).translate(None, b"\0").decode("utf-8", "surrogateescape")
     names = text.split("\n")
     if len(names) != len(heads) or "/" in text:

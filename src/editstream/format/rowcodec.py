@@ -195,11 +195,8 @@ def _decode_tagged(
 
 
 class _BytesRefs:
-    """A JSON parser that puts each ``{"$bytes": name}`` object's member in its place as it parses.
-
-    For documents whose only tags are ``$bytes`` (:func:`_only_bytes_tags`): no walk over the row
-    afterwards. Reused from a pool (one per concurrent parse), as building a decoder costs more than a row.
-    """
+    """A JSON scanner that puts each ``{"$bytes": name}`` object's member in its place as it parses, so
+    no walk over the row follows; pooled (:data:`_PARSERS`), as building one costs more than a row."""
 
     def __init__(self) -> None:
         self.members: Mapping[str, bytes] = {}
@@ -208,25 +205,13 @@ class _BytesRefs:
 
     def _member(self, obj: dict[str, Any]) -> Any:
         if len(obj) == 1 and "$bytes" in obj:
-            name = obj["$bytes"]
-            self.used.add(name)
-            return self.members[name]
+            self.used.add(obj["$bytes"])
+            return self.members[obj["$bytes"]]
         return obj
-
-    def parse(self, text: str, members: Mapping[str, bytes]) -> tuple[Any, set[str]]:
-        self.members, self.used = members, set()
-        try:
-            doc, end = self.scan(text, 0)
-        finally:
-            self.members = {}
-        if end != len(text):
-            raise ValueError("extra data")
-        return doc, self.used
 
 
 _PARSERS: list[_BytesRefs] = []
-_PLAIN_SCAN = json.JSONDecoder().scan_once  # type: ignore[attr-defined]  # set in __init__
-"""The C scanner ``json.loads`` runs, called directly: no detection of the encoding, no wrappers."""
+_PLAIN_SCAN = json.JSONDecoder().scan_once  # type: ignore[attr-defined]  # the C scanner json.loads runs
 
 
 def _fast_parse(raw: bytes, members: Mapping[str, bytes]) -> tuple[Any, set[str]] | None:
@@ -238,16 +223,16 @@ def _fast_parse(raw: bytes, members: Mapping[str, bytes]) -> tuple[Any, set[str]
         return None
     dollars = text.count('"$')
     if dollars and dollars != text.count('{"$bytes":"'):
-        return None  # other tags, or a "$..." string: the general path
+        return None  # other tags, or a "$..." string
     parser = _PARSERS.pop() if _PARSERS else _BytesRefs()
+    parser.members, parser.used = members, set()
     try:
-        if dollars:
-            return parser.parse(text, members)
-        doc, end = _PLAIN_SCAN(text, 0)
-        return (doc, set()) if end == len(text) else None
+        doc, end = (parser.scan if dollars else _PLAIN_SCAN)(text, 0)
+        return (doc, parser.used) if end == len(text) else None
     except (ValueError, KeyError, TypeError, StopIteration, RecursionError):
         return None
     finally:
+        parser.members = {}
         _PARSERS.append(parser)
 
 

@@ -188,10 +188,9 @@ class TarSource:
             raise ShardMismatchError(f"{shard.url}: ended after {count} samples, the manifest says {shard.num_samples}")
 
     def _samples(self, shard: ShardRef, start: int) -> Generator[tuple[str, int, dict[str, bytes]], None, None]:
-        """``(key, offset, members)`` of the shard's samples from byte ``start``: a local shard the converter
-        wrote from a memory map (:mod:`~editstream.format.mapped_tar`); any other local shard straight from
-        its file (each member's data one read into its own bytes), a remote one in ranged blocks through
-        the read-ahead."""
+        """``(key, offset, members)`` of the shard's samples from byte ``start``: a local shard as the converter
+        wrote it from a memory map (:mod:`~editstream.format.mapped_tar`), any other straight from its file
+        or, remote, in ranged blocks through the read-ahead."""
         if storage.is_local(shard.url):
             found = mapped_samples(
                 storage.local_path(shard.url), start, shard.num_bytes, shard.info.digest, self.max_member_size
