@@ -16,9 +16,10 @@ from typing import Any
 
 from ..io.storage import StorageOptions
 from .drops import DropLog
-from .layouts import LayoutError
+from .layouts import ConvertedRoot, LayoutError
 from .open import DataHandle, open_data
 from .rows import BadSample, ListingRowSource, Position
+from .sources.webdataset import TarSource
 from .units import Unit
 
 __all__ = ["BadRawRow", "RawRow", "RawRows", "iter_rows"]
@@ -150,6 +151,8 @@ def iter_rows(
     except LayoutError as exc:
         raise ValueError(f"iter_rows: {exc}") from None
     source = handle.source("iter_rows", drops)
+    if isinstance(handle.layout, ConvertedRoot) and isinstance(source, TarSource):
+        source.known_manifests[handle.url] = handle.layout.manifest  # read once, by the layout
     listed = handle.units(source)
     if units is not None:
         listed = _only(listed, units)

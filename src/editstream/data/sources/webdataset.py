@@ -73,6 +73,8 @@ class TarSource:
         self.max_member_size = max_member_size
         self.column_types = dict(column_types or {})
         self._layout: RowGroupShards | SizeShards | None = None
+        self.known_manifests: dict[str, Manifest] = {}
+        """Manifests of roots already read by whoever opened the data (``iter_rows``), used instead of a read."""
         self.reads = SourceReads(
             dataset_name,
             storage_options=storage_options,
@@ -111,7 +113,7 @@ class TarSource:
 
     def _read_manifest(self, root: str) -> Manifest:
         try:
-            manifest = Manifest.read(root, self.storage_options)
+            manifest = self.known_manifests.pop(root, None) or Manifest.read(root, self.storage_options)
         except ManifestError as exc:
             raise ManifestError(f"dataset {self.dataset_name!r}: {exc}") from None
         kind = _kind_named(manifest.schema)
