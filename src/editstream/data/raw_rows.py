@@ -16,9 +16,10 @@ from typing import Any
 
 from ..io.storage import StorageOptions
 from .drops import DropLog
-from .layouts import LayoutError
+from .layouts import ConvertedRoot, LayoutError
 from .open import DataHandle, open_data
 from .rows import BadSample, ListingRowSource, Position
+from .sources.webdataset import TarSource
 from .units import Unit
 
 __all__ = ["BadRawRow", "RawRow", "RawRows", "iter_rows"]
@@ -27,7 +28,7 @@ KEEP_BAD = 1000
 """Bad rows :attr:`RawRows.bad` keeps (the first ones); the count in ``drops`` covers all of them."""
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class RawRow:
     """One row: its unit (as the loader lists it), its position in the unit, the row and where it is."""
 
@@ -35,8 +36,14 @@ class RawRow:
     position: Position
     row: Any
     """Exactly what the dataset's ``parse_row`` receives (a :class:`~editstream.loader.rows.Row` dict)."""
-    where: dict[str, Any] = field(hash=False, compare=False)
-    """The source's ``describe()`` of the row: file and row group (or shard), row, shard URL."""
+    source: ListingRowSource = field(hash=False, compare=False, repr=False)
+    """The source that read it (it says where the row is)."""
+
+    @property
+    def where(self) -> dict[str, Any]:
+        """The source's ``describe()`` of the row: file and row group (or shard), row, shard URL (made on
+        access: most readers never ask, so no row pays for it)."""
+        return self.source.describe(self.unit, self.position)
 
 
 @dataclass(frozen=True)
@@ -80,6 +87,9 @@ class RawRows(Iterator[RawRow]):
     def __next__(self) -> RawRow:
         return next(self._rows)
 
+    def __iter__(self) -> Iterator[RawRow]:
+        return self._rows  # a for loop steps the generator itself, with no Python call per row
+
     def close(self) -> None:
         """Stop reading (hands back what the source read ahead); the iterator is exhausted afterwards."""
         self._rows.close()
@@ -95,7 +105,7 @@ class RawRows(Iterator[RawRow]):
                         if isinstance(row, BadSample):
                             self._bad(unit, position, row)
                         else:
-                            yield RawRow(unit, position, row, source.describe(unit, position))
+                            yield RawRow(unit, position, row, source)
                 finally:
                     close = getattr(rows, "close", None)
                     if close is not None:
@@ -141,6 +151,8 @@ def iter_rows(
     except LayoutError as exc:
         raise ValueError(f"iter_rows: {exc}") from None
     source = handle.source("iter_rows", drops)
+    if isinstance(handle.layout, ConvertedRoot) and isinstance(source, TarSource):
+        source.known_manifests[handle.url] = handle.layout.manifest  # read once, by the layout
     listed = handle.units(source)
     if units is not None:
         listed = _only(listed, units)

@@ -194,6 +194,48 @@ def _decode_tagged(
     raise RowCodecError(f"sample {key!r}: unknown tag {tag!r} in the JSON member")
 
 
+class _BytesRefs:
+    """A JSON scanner that puts each ``{"$bytes": name}`` object's member in its place as it parses, so
+    no walk over the row follows; pooled (:data:`_PARSERS`), as building one costs more than a row."""
+
+    def __init__(self) -> None:
+        self.members: Mapping[str, bytes] = {}
+        self.used: set[str] = set()
+        self.scan = json.JSONDecoder(object_hook=self._member).scan_once  # type: ignore[attr-defined]
+
+    def _member(self, obj: dict[str, Any]) -> Any:
+        if len(obj) == 1 and "$bytes" in obj:
+            self.used.add(obj["$bytes"])
+            return self.members[obj["$bytes"]]
+        return obj
+
+
+_PARSERS: list[_BytesRefs] = []
+_PLAIN_SCAN = json.JSONDecoder().scan_once  # type: ignore[attr-defined]  # the C scanner json.loads runs
+
+
+def _fast_parse(raw: bytes, members: Mapping[str, bytes]) -> tuple[Any, set[str]] | None:
+    """``(document, member names it references)`` when the JSON is compact UTF-8 whose only tags are
+    ``$bytes`` (or none); ``None`` for anything else, which the general path decodes (and reports)."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    dollars = text.count('"$')
+    if dollars and dollars != text.count('{"$bytes":"'):
+        return None  # other tags, or a "$..." string
+    parser = _PARSERS.pop() if _PARSERS else _BytesRefs()
+    parser.members, parser.used = members, set()
+    try:
+        doc, end = (parser.scan if dollars else _PLAIN_SCAN)(text, 0)
+        return (doc, parser.used) if end == len(text) else None
+    except (ValueError, KeyError, TypeError, StopIteration, RecursionError):
+        return None
+    finally:
+        parser.members = {}
+        _PARSERS.append(parser)
+
+
 def decode_sample(
     key: str, members: Mapping[str, bytes], *, strict: bool = True, invalid_text: bool = False
 ) -> dict[str, Any]:
@@ -207,6 +249,22 @@ def decode_sample(
     raw = members.get(JSON_SUFFIX)
     if raw is None:
         raise RowCodecError(f"sample {key!r} has no {JSON_SUFFIX!r} member (members: {sorted(members)})")
+    fast = _fast_parse(raw, members)
+    if fast is not None and type(fast[0]) is dict:
+        row, used = fast
+    else:
+        row, used = _general_parse(key, raw, members, invalid_text)
+    if strict and (len(members) != len(used) + 1 or JSON_SUFFIX in used):
+        extra = set(members) - used - {JSON_SUFFIX}
+        if extra:
+            raise RowCodecError(f"sample {key!r}: members {sorted(extra)} are not referenced by the JSON member")
+    return row
+
+
+def _general_parse(
+    key: str, raw: bytes, members: Mapping[str, bytes], invalid_text: bool
+) -> tuple[dict[str, Any], set[str]]:
+    """The row and the member names it references, through ``json.loads`` and a walk over every tag."""
     try:
         doc = json.loads(raw)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
@@ -223,8 +281,4 @@ def decode_sample(
         raise
     except (TypeError, ValueError, LookupError, AttributeError, ArithmeticError, RecursionError) as exc:
         raise RowCodecError(f"sample {key!r}: malformed tagged value in the JSON member: {exc}") from None
-    if strict:
-        extra = set(members) - used - {JSON_SUFFIX}
-        if extra:
-            raise RowCodecError(f"sample {key!r}: members {sorted(extra)} are not referenced by the JSON member")
-    return row
+    return row, used

@@ -47,14 +47,6 @@ def _read_exact(f: Readable, n: int) -> bytes:
     return b"".join(parts)
 
 
-def _read_rest(f: Readable, data: bytes | None, n: int) -> bytes:
-    """``data`` (a short first read) completed to ``n`` bytes by further reads; fewer only at end of stream."""
-    data = data or b""
-    if not data:
-        return data
-    return data + _read_exact(f, n - len(data))
-
-
 def _read_payload(f: Readable, size: int, truncated: str) -> bytes:
     """The ``size`` data bytes of an entry, then its padding to the next block, read and dropped.
 
@@ -269,10 +261,8 @@ class _MemberWalker:
         """``(name, offset, data_offset, data)`` of each regular member: ``offset`` is its first
         header block (its long-name / pax record, if any), ``data_offset`` where its data starts.
 
-        The common entry (a regular file with a plain GNU/ustar header, no extended record
-        before it) is read inline; everything else goes through :meth:`extended` / :meth:`entry`.
+        Extended records go through :meth:`extended`, everything else through :meth:`entry`.
         """
-        read = self.f.read
         while True:
             block = self.next_block()
             if block is None:
@@ -290,51 +280,9 @@ class _MemberWalker:
             if typeflag in tb.EXTENDED_TYPES:
                 self.extended(typeflag, size, offset)
                 continue
-            if (
-                self.pending_offset is not None
-                or typeflag not in tb.REGULAR_TYPES
-                or size > self.max_member_size
-                or block[257:263] == b"ustar\0"
-            ):
-                member = self.entry(
-                    block, typeflag, self.pending_size if self.pending_size is not None else size, offset
-                )
-                if member is not None:
-                    yield member
-                continue
-            name = block[:100].split(b"\0", 1)[0].decode("utf-8", "surrogateescape")
-            data = read(size) if size else b""
-            if len(data) != size:
-                data = _read_rest(self.f, data, size)
-                if len(data) < size:
-                    raise TruncatedTarError(
-                        f"{self.source}: stream ended inside member {name!r} at offset {offset} (of {size} data bytes)"
-                    )
-            data_offset = self.pos
-            self.unread_padding = pad = -size % 512
-            self.pos = data_offset + size + pad
-            yield name, offset, data_offset, data
-
-
-def _walker(
-    fileobj: Readable,
-    start_offset: int,
-    end_offset: int | None,
-    max_member_size: int,
-    source: str,
-    require_end_marker: bool,
-) -> _MemberWalker:
-    seekable = getattr(fileobj, "seekable", None)
-    if start_offset and seekable is not None and seekable():
-        fileobj.seek(start_offset)  # type: ignore[attr-defined]  # seekable() said it has one
-    return _MemberWalker(
-        fileobj,
-        start_offset=start_offset,
-        end_offset=end_offset,
-        max_member_size=max_member_size,
-        source=source,
-        require_end_marker=require_end_marker,
-    )
+            member = self.entry(block, typeflag, self.pending_size if self.pending_size is not None else size, offset)
+            if member is not None:
+                yield member
 
 
 def split_name(name: str) -> tuple[str, str] | None:
@@ -367,7 +315,17 @@ def iter_samples(
     key: str | None = None
     offset = 0
     members: dict[str, bytes] = {}
-    walker = _walker(fileobj, start_offset, end_offset, max_member_size, source, require_end_marker)
+    seekable = getattr(fileobj, "seekable", None)
+    if start_offset and seekable is not None and seekable():
+        fileobj.seek(start_offset)  # type: ignore[attr-defined]  # seekable() said it has one
+    walker = _MemberWalker(
+        fileobj,
+        start_offset=start_offset,
+        end_offset=end_offset,
+        max_member_size=max_member_size,
+        source=source,
+        require_end_marker=require_end_marker,
+    )
     for name, member_offset, _, data in walker.entries():
         parts = split_name(name)
         if parts is None:

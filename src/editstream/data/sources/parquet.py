@@ -9,6 +9,7 @@ sorted with ``file_order="sorted"``) repeated
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -95,6 +96,11 @@ class ParquetSource:
         self.drops = drops if drops is not None else DropLog(dataset_name)
         self.column_types = dict(column_types or {})
         self.retry = retry
+        self._kept: tuple[str, pq.ParquetFile, contextlib.ExitStack] | None = None
+        """The file of the last unit read, open for the next unit (closed by ``plan_units``)."""
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_kept": None}
 
     def _check_columns(self, url: str, pf: pq.ParquetFile) -> None:
         problems = column_type_problems({f.name: f.type for f in pf.schema_arrow}, self.column_types)
@@ -106,12 +112,32 @@ class ParquetSource:
     ) -> Iterator[tuple[Position, Row | BadSample]]:
         """Rows of the unit's row groups after ``after``, a small batch at a time (memory stays bounded
         whatever the row group's size); the file's column types are checked before any row is read."""
-        with open_parquet(unit.path, self.storage_options, streaming=True, retry=self.retry) as pf:
-            self._check_columns(unit.path, pf)
+        kept, self._kept = self._kept, None  # taken: a unit read alongside opens its own
+        if kept is not None and kept[0] != unit.path:
+            kept[2].close()
+            kept = None
+        if kept is None:
+            kept = self._open(unit.path)
+        pf = kept[1]
+        try:
             meta = pf.metadata
             for rg, first in unit.row_group_reads(after, meta.num_row_groups, lambda g: meta.row_group(g).num_rows):
                 for i, values in iter_row_group_rows(pf, unit.path, rg, first):
                     yield unit.position(rg, i), _row_of(values)
+        except BaseException:
+            kept[2].close()
+            raise
+        if self._kept is None:
+            self._kept = kept  # the next unit is most often the next row group of the same file
+        else:
+            kept[2].close()
+
+    def _open(self, path: str) -> tuple[str, pq.ParquetFile, contextlib.ExitStack]:
+        """``path`` opened for streaming, its column types checked."""
+        with contextlib.ExitStack() as stack:
+            pf = stack.enter_context(open_parquet(path, self.storage_options, streaming=True, retry=self.retry))
+            self._check_columns(path, pf)
+            return path, pf, stack.pop_all()
 
     def list_units(self, data_dir_list: Sequence[str], num_used_data: Sequence[int]) -> list[Unit]:
         """Files (whole-file units) or ``(file, row_group)`` pairs, in listing order; unreadable files are dropped."""
@@ -154,7 +180,10 @@ class ParquetSource:
         yield from self._iter_file_rows(as_unit(unit), after)
 
     def plan_units(self, units: Iterable[Unit]) -> None:
-        """Nothing to plan: a unit's file is opened when it is read (parquet reads its footer first)."""
+        """Nothing to read ahead (a unit's file is opened when it is read); the file kept open is closed."""
+        kept, self._kept = self._kept, None
+        if kept is not None:
+            kept[2].close()
 
     def describe(self, unit: Unit, position: Position | None = None) -> dict[str, Any]:
         """Where a unit (and a row in it) is, for drop logs and errors."""

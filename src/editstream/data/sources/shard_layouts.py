@@ -214,6 +214,10 @@ def _source_rows(shard: ShardRef) -> int:
 
 def _row_of(shard: ShardRef, key: str) -> int:
     """The source row a sample key names (it must be of the shard's row group)."""
+    head, _, row = key.rpartition("-r")  # the usual key, ``{stem}-rg{row_group:05d}-r{row:07d}``, without a regex
+    tail = f"-rg{shard.info.row_group:05d}"
+    if len(row) >= 7 and row.isdecimal() and head.endswith(tail) and len(head) > len(tail):
+        return int(row)
     position = parse_key(key)
     if position is None or position.row_group != shard.info.row_group:
         raise ShardMismatchError(f"{shard.url}: sample key {key!r} is not from row group {shard.info.row_group}")

@@ -19,6 +19,7 @@ from ...format.columns import ColumnTypeError, column_type_problems
 from ...format.idx import read_idx
 from ...format.keys import make_key
 from ...format.manifest import Manifest, ManifestError
+from ...format.mapped_tar import mapped_samples
 from ...format.rowcodec import decode_sample
 from ...format.tarblock import DEFAULT_MAX_MEMBER_SIZE
 from ...format.tarreader import iter_samples
@@ -72,6 +73,8 @@ class TarSource:
         self.max_member_size = max_member_size
         self.column_types = dict(column_types or {})
         self._layout: RowGroupShards | SizeShards | None = None
+        self.known_manifests: dict[str, Manifest] = {}
+        """Manifests of roots already read by whoever opened the data (``iter_rows``), used instead of a read."""
         self.reads = SourceReads(
             dataset_name,
             storage_options=storage_options,
@@ -110,7 +113,7 @@ class TarSource:
 
     def _read_manifest(self, root: str) -> Manifest:
         try:
-            manifest = Manifest.read(root, self.storage_options)
+            manifest = self.known_manifests.pop(root, None) or Manifest.read(root, self.storage_options)
         except ManifestError as exc:
             raise ManifestError(f"dataset {self.dataset_name!r}: {exc}") from None
         kind = _kind_named(manifest.schema)
@@ -175,8 +178,7 @@ class TarSource:
                 next(samples, None)
             head = next(samples, None)
         count = index
-        while head is not None:
-            key, members = head
+        for key, _, members in itertools.chain((head,) if head is not None else (), samples):
             position = position_of(count, key)
             count += 1
             try:
@@ -184,19 +186,24 @@ class TarSource:
             except Exception as exc:  # noqa: BLE001 - a damaged sample is a dropped row
                 row = BadSample(exc, {"shard": shard.url, "key": key})
             yield position, row
-            head = next(samples, None)
         if count != shard.num_samples:
             raise ShardMismatchError(f"{shard.url}: ended after {count} samples, the manifest says {shard.num_samples}")
 
-    def _samples(self, shard: ShardRef, start: int) -> Generator[tuple[str, dict[str, bytes]], None, None]:
-        """``(key, members)`` of the shard's samples from byte ``start``: a local shard straight from
-        its file (each member's data one read into its own bytes, no copy in between), a remote
-        one in ranged blocks through the read-ahead."""
+    def _samples(self, shard: ShardRef, start: int) -> Generator[tuple[str, int, dict[str, bytes]], None, None]:
+        """``(key, offset, members)`` of the shard's samples from byte ``start``: a local shard as the converter
+        wrote it from a memory map (:mod:`~editstream.format.mapped_tar`), any other straight from its file
+        or, remote, in ranged blocks through the read-ahead."""
+        if storage.is_local(shard.url):
+            found = mapped_samples(
+                storage.local_path(shard.url), start, shard.num_bytes, shard.info.digest, self.max_member_size
+            )
+            if found is not None:
+                return found
+        return self._streamed(shard, start)
+
+    def _streamed(self, shard: ShardRef, start: int) -> Generator[tuple[str, int, dict[str, bytes]], None, None]:
         with self.reads.open(shard.url, start, shard.num_bytes) as reader:
-            for key, _, members in iter_samples(
-                reader, start_offset=start, max_member_size=self.max_member_size, source=shard.url
-            ):
-                yield key, members
+            yield from iter_samples(reader, start_offset=start, max_member_size=self.max_member_size, source=shard.url)
 
     @staticmethod
     def _expected_key(shard: ShardRef, index: int) -> str:
