@@ -79,6 +79,14 @@ def _is_binary(t: pa.DataType) -> bool:
     return bool(pa.types.is_binary(t) or pa.types.is_large_binary(t))
 
 
+def _null_indices(arr: pa.Array) -> list[int]:
+    """Where ``arr`` holds nulls, read from its validity bitmap (``is_null`` would load pyarrow.compute)."""
+    if not arr.null_count:
+        return []
+    bits = np.unpackbits(np.frombuffer(arr.buffers()[0], dtype=np.uint8), bitorder="little")
+    return [int(i) for i in np.flatnonzero(bits[arr.offset : arr.offset + len(arr)] == 0)]
+
+
 def _binary_views(arr: pa.Array) -> list[memoryview | None]:
     """Values of a (large) binary array as zero-copy memoryviews into arrow's buffers."""
     _, offsets_buf, data_buf = arr.buffers()
@@ -89,10 +97,8 @@ def _binary_views(arr: pa.Array) -> list[memoryview | None]:
     offsets = np.frombuffer(offsets_buf, dtype=dtype)[arr.offset : arr.offset + n + 1].tolist()
     data = memoryview(data_buf) if data_buf is not None else memoryview(b"")
     views: list[memoryview | None] = [data[offsets[i] : offsets[i + 1]] for i in range(n)]
-    if arr.null_count:
-        for i, null in enumerate(arr.is_null().to_pylist()):
-            if null:
-                views[i] = None
+    for i in _null_indices(arr):
+        views[i] = None
     return views
 
 
@@ -105,10 +111,8 @@ def _list_of_binary_views(arr: pa.Array) -> list[list[memoryview | None] | None]
     lo, hi = offsets[0], offsets[-1]
     child = _binary_views(arr.values.slice(lo, hi - lo))
     out: list[list[memoryview | None] | None] = [child[offsets[i] - lo : offsets[i + 1] - lo] for i in range(n)]
-    if arr.null_count:
-        for i, null in enumerate(arr.is_null().to_pylist()):
-            if null:
-                out[i] = None
+    for i in _null_indices(arr):
+        out[i] = None
     return out
 
 
