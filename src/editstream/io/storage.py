@@ -294,8 +294,8 @@ def atomic_write(url: str, storage_options: StorageOptions | None = None, *, fsy
     Object stores (S3) complete their multipart upload only on a clean close; on error the
     upload is discarded, so no partial object ever appears.
     """
-    fs, path = url_to_fs(url, storage_options)
     if is_local(url):
+        path = local_path(url)
         directory = os.path.dirname(path) or "."
         os.makedirs(directory, exist_ok=True)
         tmp = os.path.join(directory, f"{temp_prefix(os.path.basename(path))}.{uuid.uuid4().hex}.tmp")
@@ -313,6 +313,7 @@ def atomic_write(url: str, storage_options: StorageOptions | None = None, *, fsy
                 os.unlink(tmp)
             raise
         return
+    fs, path = url_to_fs(url, storage_options)
     f = fs.open(path, "wb")
     try:
         yield f
