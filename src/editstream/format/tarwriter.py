@@ -77,19 +77,21 @@ def _real_fd(fileobj: Any) -> int | None:
 
 
 def _writev_all(fd: int, chunks: list[Any]) -> None:
-    """Write every chunk with ``os.writev``, resuming after partial writes."""
-    views = [memoryview(c).cast("B") if not isinstance(c, bytes) else c for c in chunks if len(c)]
+    """Write every chunk (bytes-like, one byte per item) with ``os.writev``, resuming after partial writes."""
+    pending = list(chunks)
     i = 0
-    while i < len(views):
-        batch = views[i : i + _IOV_MAX]
+    while i < len(pending):
+        batch = pending[i : i + _IOV_MAX]
         written = os.writev(fd, batch)
+        if written == sum(map(len, batch)):
+            i += len(batch)
+            continue
         for v in batch:
-            if written >= len(v):
-                written -= len(v)
-                i += 1
-            else:
-                views[i] = memoryview(v)[written:]
+            if written < len(v):
+                pending[i] = memoryview(v).cast("B")[written:]
                 break
+            written -= len(v)
+            i += 1
 
 
 def member_bytes(name: str, data: bytes | bytearray | memoryview) -> list[bytes | bytearray | memoryview]:
