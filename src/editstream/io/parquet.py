@@ -35,6 +35,7 @@ def open_parquet(
     *,
     streaming: bool = False,
     retry: RetryPolicy | None = None,
+    metadata: pq.FileMetaData | None = None,
 ) -> Iterator[pq.ParquetFile]:
     """Open ``url`` (local or any fsspec URL) as a ``ParquetFile``; the file closes on exit.
 
@@ -44,6 +45,7 @@ def open_parquet(
     ``ranged.open_read`` (retried ranged reads). With ``streaming``, pyarrow reads column chunks page by page
     through a small buffer (``pre_buffer=False``), so iterating a row group holds a few
     batches of rows in memory instead of about four times the row group. The rows are the same.
+    ``metadata``, the footer of this very file read earlier, saves reading it again.
     """
     with contextlib.ExitStack() as stack:
         if not streaming and storage.is_local(url) and "://" not in url:
@@ -57,7 +59,7 @@ def open_parquet(
             source = stack.enter_context(open_read(url, storage_options, retry=retry))
             options = {"pre_buffer": False, "buffer_size": STREAM_BUFFER_BYTES} if streaming else {}
         try:
-            pf = pq.ParquetFile(source, **options)
+            pf = pq.ParquetFile(source, metadata=metadata, **options)
         except FileNotFoundError:
             raise
         except (pa.ArrowInvalid, OSError) as exc:
