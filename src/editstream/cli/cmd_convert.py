@@ -10,11 +10,10 @@ Before any shard is written: SRC must be a parquet directory (or a JSONL file), 
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from ..data.layouts import JsonlFile, ParquetDirectory
 from .app import SETTINGS, main
 from .convert_common import foreign_files_problem, running_executor
 from .convert_from import ADAPTER_OPTIONS, refuse_adapter_options
@@ -23,9 +22,13 @@ from .options import AdapterChoice, KindChoice, SizeType, storage_options, with_
 from .paths import check_bucket, parquet_columns, parquet_source
 from .usage import catch_all_kind, check_convert_usage
 
+if TYPE_CHECKING:  # imported where used, so loading the CLI stays light
+    from ..data.layouts import JsonlFile, ParquetDirectory
+
 
 def check_schema_fits(found: ParquetDirectory | JsonlFile, schema: str, so: dict[str, Any] | None) -> None:
     """A ``--schema`` that lacks columns of the data is a usage error naming the kind that fits."""
+    from ..data.layouts import ParquetDirectory
     from ..kinds import detect_kind, get_kind
 
     kind = get_kind(schema)
@@ -47,6 +50,7 @@ def check_schema_fits(found: ParquetDirectory | JsonlFile, schema: str, so: dict
 
 def _check_jsonl(src: str, found: ParquetDirectory | JsonlFile, schema: str | None) -> None:
     """A JSONL SRC needs a JSONL + media kind (or none given: conversion picks it)."""
+    from ..data.layouts import JsonlFile
     from ..kinds import get_kind
 
     if isinstance(found, JsonlFile) and schema is not None and not get_kind(schema).source.reads_lines:

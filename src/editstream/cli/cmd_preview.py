@@ -12,7 +12,6 @@ from typing import Any
 import click
 
 from ..data.backends import BACKENDS
-from ..format import detect as d
 from .app import main
 from .errors import DataProblem, UsageProblem
 from .options import AdapterChoice, storage_options
@@ -68,6 +67,7 @@ def _records(
 ) -> list[Any]:
     """The first ``n`` records of data editstream reads as it is (not through an adapter)."""
     from ..data.layouts import LayoutError
+    from ..format import detect as d
     from ..preview.collect import NoPreviewError, collect
 
     if not d.names_pattern(data, opts):

@@ -6,17 +6,18 @@ import json
 import logging
 import random
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from ..data.backends import BACKENDS
-from ..data.layouts import ForeignShards
-from ..data.open import DataHandle
 from .app import main
 from .errors import DataProblem, UsageProblem
 from .options import KindChoice, storage_options, trainable, with_storage_options
 from .resolve import resolve
+
+if TYPE_CHECKING:  # imported where used, so loading the CLI stays light
+    from ..data.open import DataHandle
 
 log = logging.getLogger("editstream")
 
@@ -217,6 +218,8 @@ def stream(data: tuple[str, ...], schema: str | None, samples: int, workers: int
             break
     seconds = time.perf_counter() - t0
     del loader  # workers stop (and have written their drop counts)
+    from ..data.layouts import ForeignShards
+
     summary = {
         "backend": found[0].backend,
         "schema": found[0].kind.name,

@@ -8,8 +8,6 @@ import sys
 
 import click
 
-from ..data.layouts import LayoutError, recognise
-from ..format import detect as d
 from .app import SETTINGS, main
 from .errors import UsageProblem
 from .options import storage_options, with_storage_options
@@ -68,6 +66,8 @@ def verify(
     """Re-read every shard of DST and check it against the manifest; exit 1 on any mismatch.
     With --recipe, count what the recipe's limits keep instead (exit 0 with the table)."""
     from ..conversion.verify import verify as run
+    from ..data.layouts import LayoutError, recognise
+    from ..format import detect as d
 
     if (recipe is None) == (dst is None):
         raise UsageProblem("give DST or --recipe, not both" if recipe else "give DST (or --recipe RECIPE.yaml)")

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import os
 import shlex
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..data.layouts import ConvertedRoot, ForeignShards, JsonlFile, Layout, LayoutError, ParquetDirectory, recognise
-from ..format import detect as d
-from ..io import storage
 from .errors import CREDENTIALS_ADVICE, DataProblem, UsageProblem
+
+if TYPE_CHECKING:  # imported where used, so loading the CLI stays light
+    from ..data.layouts import ConvertedRoot, JsonlFile, Layout, ParquetDirectory
+    from ..format import detect as d
 
 
 def parent_of(url: str) -> str:
@@ -25,6 +26,8 @@ def parent_of(url: str) -> str:
 
 def check_bucket(url: str, storage_options: dict[str, Any] | None) -> None:
     """For ``s3://`` URLs: the bucket exists and the credentials work (one request); else a one-line error."""
+    from ..io import storage
+
     if storage.protocol_of(url) not in ("s3", "s3a"):
         return
     bucket = url.split("://", 1)[1].split("/", 1)[0]
@@ -45,12 +48,16 @@ def check_bucket(url: str, storage_options: dict[str, Any] | None) -> None:
 
 def missing_path(url: str, what: str) -> DataProblem:
     """The error for a path that does not exist (a relative local path says what it is relative to)."""
+    from ..io import storage
+
     where = f" (relative to {os.getcwd()})" if storage.is_local(url) and not os.path.isabs(url) else ""
     return DataProblem(f"{what} {url} does not exist{where}", "check the path")
 
 
 def unfinished_conversion(found: d.PathKind) -> DataProblem:
     """The error for an unfinished conversion, with the command that finishes it."""
+    from ..format import detect as d
+
     partial = found.partial or d.Partial(done=0)
     src = shlex.quote(partial.src) if partial.src else "SRC"
     return DataProblem(
@@ -62,6 +69,9 @@ def unfinished_conversion(found: d.PathKind) -> DataProblem:
 def _recognised(url: str, storage_options: dict[str, Any] | None, what: str) -> Layout | d.PathKind:
     """The layout at ``url``, or what the path is when it is none (a missing path and an unfinished
     conversion are refused here, with their fix)."""
+    from ..data.layouts import LayoutError, recognise
+    from ..format import detect as d
+
     check_bucket(url, storage_options)
     try:
         return recognise(url, storage_options)
@@ -76,6 +86,9 @@ def _recognised(url: str, storage_options: dict[str, Any] | None, what: str) -> 
 
 def converted_root(url: str, storage_options: dict[str, Any] | None, command: str) -> ConvertedRoot:
     """``url`` must be a finished conversion (``manifest.json``); anything else is refused with its fix."""
+    from ..data.layouts import ConvertedRoot, ForeignShards, ParquetDirectory
+    from ..format import detect as d
+
     found = _recognised(url, storage_options, "the dataset root")
     if isinstance(found, ConvertedRoot):
         return found
@@ -101,6 +114,9 @@ def converted_root(url: str, storage_options: dict[str, Any] | None, command: st
 
 def parquet_source(url: str, storage_options: dict[str, Any] | None) -> ParquetDirectory | JsonlFile:
     """``url`` must be a directory of parquet files or a JSONL file (of a JSONL + media kind)."""
+    from ..data.layouts import ConvertedRoot, ForeignShards, JsonlFile, ParquetDirectory
+    from ..format import detect as d
+
     found = _recognised(url, storage_options, "SRC")
     if isinstance(found, (ParquetDirectory, JsonlFile)):
         return found
@@ -116,6 +132,8 @@ def parquet_source(url: str, storage_options: dict[str, Any] | None) -> ParquetD
 
 def parquet_columns(found: ParquetDirectory) -> list[str]:
     """The column names of the first parquet file of a parquet directory."""
+    from ..data.layouts import LayoutError
+
     try:
         return found.columns()
     except LayoutError as exc:

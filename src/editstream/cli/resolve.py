@@ -7,15 +7,15 @@ option to pass, and the DATA arguments must agree on one backend, kind and layou
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..data.layouts import BackendMismatch, JsonlFile, KindMismatch, LayoutError
-from ..data.open import DataHandle, open_data
-from ..format import detect as d
-from ..kinds import get_kind
 from .errors import DataProblem, UsageProblem
 from .options import trainable
 from .paths import check_bucket, missing_path, unfinished_conversion
+
+if TYPE_CHECKING:  # imported where used, so loading the CLI stays light
+    from ..data.layouts import LayoutError
+    from ..data.open import DataHandle
 
 
 def all_trainable() -> list[Any]:
@@ -27,6 +27,9 @@ def all_trainable() -> list[Any]:
 
 def open_problem(url: str, exc: LayoutError) -> DataProblem | UsageProblem:
     """A data-layer refusal in CLI words: the option to change, or the command that fixes the data."""
+    from ..data.layouts import BackendMismatch, KindMismatch
+    from ..format import detect as d
+
     if isinstance(exc, BackendMismatch):
         return UsageProblem(exc.message, f"use --backend {exc.right} (or leave --backend out)")
     if isinstance(exc, KindMismatch):
@@ -49,6 +52,11 @@ def _check_streamable(url: str, handle: DataHandle) -> None:
 def _open_one(
     url: str, backend: str, schema: str | None, so: dict[str, Any] | None, media_dir: str | None
 ) -> DataHandle:
+    from ..data.layouts import JsonlFile, LayoutError
+    from ..data.open import open_data
+    from ..format import detect as d
+    from ..kinds import get_kind
+
     if not d.names_pattern(url, so):
         check_bucket(url, so)
     wanted = None if backend == "auto" else backend

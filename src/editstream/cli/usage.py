@@ -7,12 +7,13 @@ here the mistake is named by its option, and the advice is a command line.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..data.layouts import JsonlFile, ParquetDirectory
-from ..io import storage
 from .errors import UsageProblem
 from .paths import parquet_columns
+
+if TYPE_CHECKING:  # imported where used, so loading the CLI stays light
+    from ..data.layouts import JsonlFile, ParquetDirectory
 
 
 def catch_all_kind() -> str:
@@ -34,6 +35,8 @@ def check_convert_usage(
     goes with a JSONL SRC (and a JSONL SRC needs it), and a parquet SRC whose columns fit no kind is
     given ``--schema``."""
     from ..conversion.config import PlacesOverlapError, check_apart
+    from ..data.layouts import JsonlFile
+    from ..io import storage
 
     try:
         check_apart({"SRC": src, "DST": dst})

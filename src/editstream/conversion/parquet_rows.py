@@ -27,16 +27,30 @@ PREFETCH_BATCHES = 2
 """Batches decoded ahead of the rows being checked and written, at most; 0 decodes on the task's thread."""
 
 
+_CHECKED_FOOTERS: dict[tuple[str, str, tuple[tuple[str, str], ...]], pq.FileMetaData] = {}
+"""Footers of source files this process has opened and checked, by URL and planned identity: a worker
+opens each file once per row group it converts, and an unchanged file has the footer it had (at most
+``_FOOTERS_KEPT`` are kept)."""
+_FOOTERS_KEPT = 256
+
+
 def _open_checked(task: ShardTask, file: str, stack: contextlib.ExitStack) -> pq.ParquetFile:
     """Open one source file of the task; its columns must be the plan's."""
     url = storage.join(task.src_root, file)
     planned = dict(task.sources).get(file)
     if planned is not None:
         check_unchanged(url, json.loads(planned), task.storage_options)
-    pf = stack.enter_context(open_parquet(url, task.storage_options))
-    got = tuple((f.name, str(f.type)) for f in pf.schema_arrow)
-    if got != task.columns:
-        raise ValueError(f"{url} has columns {list(got)}, expected {list(task.columns)}")
+    key = (url, planned or "", task.columns)
+    known = _CHECKED_FOOTERS.get(key)
+    pf = stack.enter_context(open_parquet(url, task.storage_options, metadata=known))
+    if known is None:
+        got = tuple((f.name, str(f.type)) for f in pf.schema_arrow)
+        if got != task.columns:
+            raise ValueError(f"{url} has columns {list(got)}, expected {list(task.columns)}")
+        if planned is not None:
+            if len(_CHECKED_FOOTERS) >= _FOOTERS_KEPT:
+                _CHECKED_FOOTERS.clear()
+            _CHECKED_FOOTERS[key] = pf.metadata
     return pf
 
 

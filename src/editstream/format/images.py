@@ -12,8 +12,6 @@ import io
 import re
 import warnings
 
-from PIL import Image
-
 _OBJECT_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
 _PNG_DEPTHS = {0: (1, 2, 4, 8, 16), 2: (8, 16), 3: (1, 2, 4, 8), 4: (8, 16), 6: (8, 16)}
 # JPEG start-of-frame markers: C0-CF except DHT (C4), JPG (C8) and DAC (CC).
@@ -144,6 +142,8 @@ def _webp_size(data: memoryview) -> tuple[int, int] | str:
 
 
 def _pil_size(data: bytes | bytearray | memoryview) -> tuple[int, int] | str:
+    from PIL import Image  # only the formats parsed above are common: Pillow loads when another turns up
+
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", Image.DecompressionBombWarning)

@@ -25,6 +25,13 @@ JSON_SUFFIX = "json"
 _TAG_PREFIX = "$"
 _SELF_ENCODED = frozenset({str, int, bool, type(None)})
 """Exact types whose values ``_Encoder.value`` returns unchanged (floats are checked for NaN/inf)."""
+_BINARY = (bytes, bytearray, memoryview)
+
+
+def _plain(item: Any) -> bool:
+    """Whether ``item`` is its own JSON form: a plain scalar, or a list of them."""
+    t = type(item)
+    return t in _SELF_ENCODED or (t is list and all(type(x) in _SELF_ENCODED for x in item))
 
 
 class RowCodecError(ValueError):
@@ -56,6 +63,11 @@ class _Encoder:
 
     def value(self, v: Any, path: list[str], column: str) -> Any:
         """The JSON form of one value; bytes become members named after ``path``."""
+        t = type(v)
+        if t in _SELF_ENCODED:
+            return v
+        if t in _BINARY:  # memoryviews (zero-copy arrow slices) are written as they are
+            return self._binary(v, path)
         if v is None or v is True or v is False or isinstance(v, (str, int)):
             return v
         if isinstance(v, (list, tuple, dict)):
@@ -69,22 +81,22 @@ class _Encoder:
             return {"$float": "nan" if math.isnan(v) else ("inf" if v > 0 else "-inf")}
         if isinstance(v, InvalidText):  # kept exactly, so both backends drop the row at the same place
             return {"$invalid_utf8": v.raw.hex()}
-        if isinstance(v, (bytes, bytearray, memoryview)):
-            name = self._member_name(path, v)  # memoryviews (zero-copy arrow slices) are written as they are
-            self.members.append((name, v))
-            return {"$bytes": name}
+        if isinstance(v, _BINARY):
+            return self._binary(v, path)
         tagged = _tag_scalar(v)
         if tagged is not None:
             return tagged
         raise RowCodecError(f"sample {self.key!r}, column {column!r}: cannot encode a value of type {type(v).__name__}")
 
+    def _binary(self, v: bytes | bytearray | memoryview, path: list[str]) -> dict[str, str]:
+        name = self._member_name(path, v)
+        self.members.append((name, v))
+        return {"$bytes": name}
+
     def _container(self, v: list[Any] | tuple[Any, ...] | dict[Any, Any], path: list[str], column: str) -> Any:
         if isinstance(v, list):
-            # plain scalars (most list items: phrasings, tags) are their own JSON: no walk, no path
-            return [
-                item if type(item) in _SELF_ENCODED else self.value(item, path + [str(i)], column)
-                for i, item in enumerate(v)
-            ]
+            # plain scalars and lists of them (phrasings, tags) are their own JSON: no walk, no path
+            return [item if _plain(item) else self.value(item, [*path, str(i)], column) for i, item in enumerate(v)]
         if isinstance(v, tuple):
             return {"$tuple": [self.value(item, path + [str(i)], column) for i, item in enumerate(v)]}
         out = {}

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import queue
 import stat
+import struct
 import threading
 from collections.abc import Iterable
 from typing import IO, Any
@@ -38,32 +39,26 @@ _FIXED_TAIL = b"\0" * 100 + tb.GNU_MAGIC + b"\0" * (tb.BLOCK - tb.MAGIC.stop)  #
 _FIXED_SUM = sum(_FIXED_MODE_IDS) + sum(_FIXED_MTIME) + sum(_FIXED_TAIL) + 8 * ord(" ")
 
 
+_HEADER = struct.Struct("100s24s12s12s8sc355s")
+"""A GNU header block: name (NUL-padded), mode/uid/gid, size, mtime, checksum, typeflag, the rest."""
+_ZEROS = bytes(tb.BLOCK)
+
+
 def _header(name: bytes, size: int, typeflag: bytes) -> bytes:
     """One 512-byte GNU header block with the fixed metadata of this format.
 
-    Built from the fixed parts (mode, ids, mtime, magic) and their precomputed checksum share,
-    so a header costs a few joins and one sum over the name.
+    Packed in one call from the fixed parts (mode, ids, mtime, magic) and their precomputed
+    checksum share, so a header costs one pack and one sum over the name.
     """
     if len(name) > 100:
         raise ValueError("header names above 100 bytes need a long-name record")
     size_field = _octal(size, 12)
     checksum = _FIXED_SUM + sum(name) + sum(size_field) + typeflag[0]
-    return b"".join(
-        (
-            name,
-            b"\0" * (100 - len(name)),
-            _FIXED_MODE_IDS,
-            size_field,
-            _FIXED_MTIME,
-            b"%06o\0 " % checksum,
-            typeflag,
-            _FIXED_TAIL,
-        )
-    )
+    return _HEADER.pack(name, _FIXED_MODE_IDS, size_field, _FIXED_MTIME, b"%06o\0 " % checksum, typeflag, _FIXED_TAIL)
 
 
 def _padding(size: int) -> bytes:
-    return b"\0" * tb.padding(size)
+    return _ZEROS[: tb.padding(size)]
 
 
 def _real_fd(fileobj: Any) -> int | None:
@@ -82,19 +77,21 @@ def _real_fd(fileobj: Any) -> int | None:
 
 
 def _writev_all(fd: int, chunks: list[Any]) -> None:
-    """Write every chunk with ``os.writev``, resuming after partial writes."""
-    views = [memoryview(c).cast("B") if not isinstance(c, bytes) else c for c in chunks if len(c)]
+    """Write every chunk (bytes-like, one byte per item) with ``os.writev``, resuming after partial writes."""
+    pending = list(chunks)
     i = 0
-    while i < len(views):
-        batch = views[i : i + _IOV_MAX]
+    while i < len(pending):
+        batch = pending[i : i + _IOV_MAX]
         written = os.writev(fd, batch)
+        if written == sum(map(len, batch)):
+            i += len(batch)
+            continue
         for v in batch:
-            if written >= len(v):
-                written -= len(v)
-                i += 1
-            else:
-                views[i] = memoryview(v)[written:]
+            if written < len(v):
+                pending[i] = memoryview(v).cast("B")[written:]
                 break
+            written -= len(v)
+            i += 1
 
 
 def member_bytes(name: str, data: bytes | bytearray | memoryview) -> list[bytes | bytearray | memoryview]:
@@ -201,12 +198,11 @@ class TarWriter:
         """Bytes written so far (including buffered bytes)."""
         return self._pos
 
-    def _emit(self, chunks: Iterable[Any]) -> None:
-        for chunk in chunks:
-            n = len(chunk)
-            self._buffer.append(chunk)
-            self._buffered += n
-            self._pos += n
+    def _emit(self, chunks: list[Any], size: int) -> None:
+        """Queue ``chunks`` (``size`` bytes in all) for the next batch."""
+        self._buffer += chunks
+        self._buffered += size
+        self._pos += size
         if self._buffered >= self._buffer_size:
             self._flush()
 
@@ -250,9 +246,24 @@ class TarWriter:
                 raise ValueError(f"sample {key!r} has two members named {a!r}")
         offset = self._pos
         chunks: list[Any] = []
+        size = 0
+        prefix = key.encode("utf-8") + b"."
         for suffix, data in items:
-            chunks.extend(member_bytes(f"{key}.{suffix}", data))
-        self._emit(chunks)
+            raw = prefix + suffix.encode("utf-8")
+            n = len(data)
+            if len(raw) > 100 or b"\0" in raw:
+                parts = member_bytes(f"{key}.{suffix}", data)
+                chunks += parts
+                size += sum(len(c) for c in parts)
+                continue
+            chunks.append(_header(raw, n, b"0"))
+            pad = -n % tb.BLOCK
+            if n:
+                chunks.append(data)
+                if pad:
+                    chunks.append(_ZEROS[:pad])
+            size += tb.BLOCK + n + pad
+        self._emit(chunks, size)
         self.offsets.append(offset)
         return offset
 
@@ -260,7 +271,7 @@ class TarWriter:
         """Write the end-of-archive marker and flush; the underlying file stays open."""
         if self._closed:
             return
-        self._emit([tb.END_OF_ARCHIVE])
+        self._emit([tb.END_OF_ARCHIVE], len(tb.END_OF_ARCHIVE))
         self._flush()
         self._closed = True
         if self._thread is not None and self._queue is not None:

@@ -35,6 +35,7 @@ def open_parquet(
     *,
     streaming: bool = False,
     retry: RetryPolicy | None = None,
+    metadata: pq.FileMetaData | None = None,
 ) -> Iterator[pq.ParquetFile]:
     """Open ``url`` (local or any fsspec URL) as a ``ParquetFile``; the file closes on exit.
 
@@ -44,6 +45,7 @@ def open_parquet(
     ``ranged.open_read`` (retried ranged reads). With ``streaming``, pyarrow reads column chunks page by page
     through a small buffer (``pre_buffer=False``), so iterating a row group holds a few
     batches of rows in memory instead of about four times the row group. The rows are the same.
+    ``metadata``, the footer of this very file read earlier, saves reading it again.
     """
     with contextlib.ExitStack() as stack:
         if not streaming and storage.is_local(url) and "://" not in url:
@@ -57,7 +59,7 @@ def open_parquet(
             source = stack.enter_context(open_read(url, storage_options, retry=retry))
             options = {"pre_buffer": False, "buffer_size": STREAM_BUFFER_BYTES} if streaming else {}
         try:
-            pf = pq.ParquetFile(source, **options)
+            pf = pq.ParquetFile(source, metadata=metadata, **options)
         except FileNotFoundError:
             raise
         except (pa.ArrowInvalid, OSError) as exc:
@@ -79,6 +81,14 @@ def _is_binary(t: pa.DataType) -> bool:
     return bool(pa.types.is_binary(t) or pa.types.is_large_binary(t))
 
 
+def _null_indices(arr: pa.Array) -> list[int]:
+    """Where ``arr`` holds nulls, read from its validity bitmap (``is_null`` would load pyarrow.compute)."""
+    if not arr.null_count:
+        return []
+    bits = np.unpackbits(np.frombuffer(arr.buffers()[0], dtype=np.uint8), bitorder="little")
+    return [int(i) for i in np.flatnonzero(bits[arr.offset : arr.offset + len(arr)] == 0)]
+
+
 def _binary_views(arr: pa.Array) -> list[memoryview | None]:
     """Values of a (large) binary array as zero-copy memoryviews into arrow's buffers."""
     _, offsets_buf, data_buf = arr.buffers()
@@ -89,10 +99,8 @@ def _binary_views(arr: pa.Array) -> list[memoryview | None]:
     offsets = np.frombuffer(offsets_buf, dtype=dtype)[arr.offset : arr.offset + n + 1].tolist()
     data = memoryview(data_buf) if data_buf is not None else memoryview(b"")
     views: list[memoryview | None] = [data[offsets[i] : offsets[i + 1]] for i in range(n)]
-    if arr.null_count:
-        for i, null in enumerate(arr.is_null().to_pylist()):
-            if null:
-                views[i] = None
+    for i in _null_indices(arr):
+        views[i] = None
     return views
 
 
@@ -105,10 +113,8 @@ def _list_of_binary_views(arr: pa.Array) -> list[list[memoryview | None] | None]
     lo, hi = offsets[0], offsets[-1]
     child = _binary_views(arr.values.slice(lo, hi - lo))
     out: list[list[memoryview | None] | None] = [child[offsets[i] - lo : offsets[i + 1] - lo] for i in range(n)]
-    if arr.null_count:
-        for i, null in enumerate(arr.is_null().to_pylist()):
-            if null:
-                out[i] = None
+    for i in _null_indices(arr):
+        out[i] = None
     return out
 
 

@@ -13,11 +13,12 @@ import os
 import shutil
 import uuid
 from collections.abc import Iterator
-from typing import IO, Any
-
-import fsspec
+from typing import IO, TYPE_CHECKING, Any
 
 from .retry import RetryPolicy
+
+if TYPE_CHECKING:  # fsspec (and asyncio under it) loads on the first URL that needs a filesystem
+    import fsspec
 
 _RETRY = RetryPolicy()
 """The retries of simple storage calls (listing, size, whole reads and writes)."""
@@ -67,6 +68,8 @@ def url_to_fs(url: str, storage_options: StorageOptions | None = None) -> tuple[
     call: s3fs's own retry loop (which nests once more inside its reads) is turned off on the
     instances editstream uses, so a silent endpoint costs one timeout per editstream retry.
     """
+    import fsspec
+
     opts = dict(storage_options or {})
     s3 = protocol_of(url) in ("s3", "s3a")
     if s3:
@@ -201,6 +204,9 @@ def cat(
     url: str, storage_options: StorageOptions | None = None, start: int | None = None, end: int | None = None
 ) -> bytes:
     """One attempt at reading a whole file, or the byte range ``[start, end)`` (a single request)."""
+    if start is None and end is None and "://" not in url and os.path.isabs(url):
+        with open(url, "rb") as f:  # a whole local file: no filesystem object needed
+            return f.read()
     fs, path = url_to_fs(url, storage_options)
     if start is None and end is None:
         return bytes(fs.cat_file(path))
@@ -294,8 +300,8 @@ def atomic_write(url: str, storage_options: StorageOptions | None = None, *, fsy
     Object stores (S3) complete their multipart upload only on a clean close; on error the
     upload is discarded, so no partial object ever appears.
     """
-    fs, path = url_to_fs(url, storage_options)
     if is_local(url):
+        path = local_path(url)
         directory = os.path.dirname(path) or "."
         os.makedirs(directory, exist_ok=True)
         tmp = os.path.join(directory, f"{temp_prefix(os.path.basename(path))}.{uuid.uuid4().hex}.tmp")
@@ -313,6 +319,7 @@ def atomic_write(url: str, storage_options: StorageOptions | None = None, *, fsy
                 os.unlink(tmp)
             raise
         return
+    fs, path = url_to_fs(url, storage_options)
     f = fs.open(path, "wb")
     try:
         yield f
