@@ -1,9 +1,7 @@
 """``PackingSpec``: every packing knob in one frozen record, its defaults (NeMo's values) written once.
 
-The token budgets, the sequence layout knobs, the image dtype of the batches and the elastic
-opt-in. ``BagelDatasetConfig``, ``PackedDataset`` and ``make_bagel_multimodal_dataset`` keep NeMo
-Automodel's keyword surfaces, but take their defaults from :data:`DEFAULTS` and build a spec, so
-a value is checked by one rule wherever it comes from; errors name the field and the value.
+NeMo's keyword surfaces take their defaults from :data:`DEFAULTS` and build a spec, so each value
+is checked by one rule wherever it comes from.
 """
 
 from __future__ import annotations
@@ -102,9 +100,8 @@ class PackingSpec:
                 raise ValueError(f"{name} {problem}, got {value!r}")
 
     def packer_arguments(self) -> dict[str, Any]:
-        """``PackedDataset`` keyword arguments carrying this spec (the sequence knobs travel in the
-        ``data_config``): NeMo's always, editstream's only when they differ from the defaults, so
-        a packer class with NeMo's signature can take them."""
+        """``PackedDataset`` keywords carrying this spec (sequence knobs travel in ``data_config``): editstream's
+        only when not default, so a packer class with NeMo's signature takes them."""
         arguments = {name: getattr(self, name) for name in PACKER_KEYWORDS}
         arguments.update({n: getattr(self, n) for n in EXTENSIONS if getattr(self, n) != getattr(DEFAULTS, n)})
         return arguments
