@@ -1,8 +1,6 @@
 """editstream: parquet and WebDataset data pipelines for BAGEL-style unified multimodal training.
 
-Public names follow NeMo Automodel / BAGEL (``UnifiedEditIterableDataset``,
-``PackedDataset``, ``ImageTransform`` ...) so switching is a change of import. They are
-loaded lazily, so ``import editstream`` stays cheap and optional extras load only on use.
+Public names follow NeMo Automodel / BAGEL and load lazily, so ``import editstream`` stays cheap.
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
-"""A local S3-protocol server (moto's ``moto_server``) on a free loopback port.
-
-For the demo, the benchmarks and the tests: real HTTP S3 on 127.0.0.1, started as a
-subprocess (``python -m moto.server``, from the ``moto[server]`` test extra) and stopped on
-exit. Nothing here patches an S3 client.
-"""
+"""A local S3-protocol server (``python -m moto.server``, the ``moto[server]`` extra) on a free loopback port:
+real HTTP S3 for the demo, benchmarks and tests, no patched client."""
 
 from __future__ import annotations
 
@@ -35,11 +31,8 @@ def _answers(url: str) -> bool:
 
 
 class LocalS3Server:
-    """``with LocalS3Server() as s3: s3.endpoint`` -- a moto_server for the block's duration.
-
-    ``storage_options`` holds ready fsspec options (endpoint and fake credentials). Start-up is
-    retried on another port if the chosen one was taken meanwhile.
-    """
+    """``with LocalS3Server() as s3: s3.endpoint`` -- a moto_server for the block's duration (``storage_options``:
+    ready fsspec options); start-up retries on another port if the chosen one was taken meanwhile."""
 
     def __init__(
         self,

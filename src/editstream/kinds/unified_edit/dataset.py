@@ -9,12 +9,10 @@ from ...loader.datasets.interleave import RowDataset
 
 
 class UnifiedEditIterableDataset(RowDataset):
-    """Edit chains from rows with ``image_list`` (>= 2 images) and ``instruction_list``.
+    """Edit chains from rows with ``image_list`` (>= 2 images) and ``instruction_list`` (phrasings of edit i -> i+1).
 
-    ``instruction_list[i]`` holds equivalent phrasings of the edit from image i to i+1.
-    Randomness comes from the global ``random`` in the reference's exact order (SPEC 6), and
-    images are decoded only when the draws select them, so a bad row fails at the same point
-    of the random sequence as in the reference and later samples still match.
+    Draws come from the global ``random`` in the reference's order (SPEC 6) and only drawn images are
+    decoded, so a bad row fails at the reference's point and later samples still match.
     """
 
     def parse_row(self, row: Any) -> dict[str, Any]:
