@@ -48,11 +48,7 @@ RowNotes = Callable[[Mapping[str, Any]], Iterator[str]]
 """A row -> what its parser does to it silently that report.json should say (never a bad row)."""
 
 
-def _no_problems(row: Mapping[str, Any]) -> Iterator[RowProblem]:
-    return iter(())
-
-
-def _no_notes(row: Mapping[str, Any]) -> Iterator[str]:
+def _nothing(row: Mapping[str, Any]) -> Iterator[Any]:
     return iter(())
 
 
@@ -87,7 +83,7 @@ class DatasetKind:
     name: str
     summary: str
     columns: Mapping[str, str] = field(default_factory=dict)
-    row_problems: RowCheck = _no_problems
+    row_problems: RowCheck = _nothing
     aliases: tuple[str, ...] = ()
     source: SourceShape = SourceShape.PARQUET
     dataset: str | None = None
@@ -99,7 +95,7 @@ class DatasetKind:
     """Whether a parquet source whose columns include ``columns`` is taken to be of this kind."""
     image_columns: tuple[str, ...] | None = None
     """Columns whose members are images, for ``inspect``'s counts; ``None``: the binary columns of ``columns``."""
-    row_notes: RowNotes = _no_notes
+    row_notes: RowNotes = _nothing
     """What the parser does to a row's data without failing (a 16-bit greyscale PNG decodes white):
     report.json lists these as notes, apart from bad rows, so they never change which rows are bad."""
 

@@ -1,9 +1,5 @@
-"""One packed sequence being built: a typed accumulator, the per-item packing steps, and ``to_tensor``.
-
-``pack_sample`` appends one sample's text, ViT and VAE items in plan order, drawing cfg dropout
-and timesteps from the global RNGs in the reference's order, so the same seed packs the same bits;
-``to_tensor`` builds the batch dict the model consumes (images by :mod:`editstream.packing.handoff`).
-"""
+"""One packed sequence being built: its accumulator, the per-item packing steps (cfg dropout and timesteps drawn
+in the reference's order, so the same seed packs the same bits), and ``to_tensor``."""
 
 from __future__ import annotations
 
@@ -103,7 +99,6 @@ class SamplePacker:
         self.config = config
         self.tokens = tokens
         self.position_ids = position_ids
-        self.use_flex = config.use_flex
 
     def pack(self, sample: Mapping[str, Any], status: SequenceStatus) -> SequenceStatus:
         """Append one sample to ``status`` and return it (the sample itself is not modified)."""
@@ -129,7 +124,7 @@ class SamplePacker:
                 cursor.sample_len += cursor.split_len
         status.curr = cursor.curr
         status.sample_lens.append(cursor.sample_len)
-        if self.use_flex:
+        if self.config.use_flex:
             status.split_lens.extend(cursor.split_lens)
             status.attn_modes.extend(cursor.attn_modes)
         else:
@@ -269,12 +264,8 @@ def _add_images(data: dict[str, Any], status: SequenceStatus, image_dtype: str) 
 def to_tensor(
     status: SequenceStatus, *, use_flex: bool, max_num_tokens: int, image_dtype: str = "float32"
 ) -> dict[str, Any]:
-    """Turn an accumulator into the batch dict the model consumes.
-
-    Flex mode appends one padding split (causal) of ``max_num_tokens - sequence_length``
-    tokens to ``split_lens``/``attn_modes``/``sample_lens``; otherwise the per-sample masks
-    are returned as ``nested_attention_masks``. With ``image_dtype="uint8"`` the image tensors
-    may be uint8, described by a last ``image_normalization`` entry.
+    """Turn an accumulator into the batch dict the model consumes: flex mode adds one causal padding split up to
+    ``max_num_tokens``, else per-sample ``nested_attention_masks``; uint8 images come with ``image_normalization``.
     """
     length = sum(status.sample_lens)
     data: dict[str, Any] = {

@@ -117,10 +117,8 @@ def open_with_mandatory(
     packer: PackedDataset, draws: GroupDraws, status: SequenceStatus, batch_data_indexes: list[Any]
 ) -> SequenceStatus:
     """Start a sequence with one sample of every mandatory group (strictly under the sample limit)."""
-    for group in range(len(packer.grouped_datasets)):
-        if not packer.is_mandatory[group]:
-            continue
-        while not draws.exhausted[group]:
+    for group, mandatory in enumerate(packer.is_mandatory):
+        while mandatory and not draws.exhausted[group]:
             sample = draws.next_sample(group)
             if sample is None:
                 continue

@@ -1,8 +1,5 @@
-"""What a recipe's limits keep of each dataset, counted before training (``editstream verify --recipe``).
-
-Each entry is read once, in order, by its group's dataset built as training builds it, images sized not
-decoded; samples are judged by the packer's length and an exact epoch's rule, a row's draws seeded by ``data_seed``.
-"""
+"""What a recipe's limits keep of each dataset (``editstream verify --recipe``): each entry read once by its group's
+dataset built as training builds it, images sized not decoded, samples judged as an exact epoch judges them."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""``PackingSpec``: every packing knob in one frozen record, its defaults (NeMo's values) written once.
-
-NeMo's keyword surfaces take their defaults from :data:`DEFAULTS` and build a spec, so each value
-is checked by one rule wherever it comes from.
-"""
+"""``PackingSpec``: every packing knob in one frozen record, its defaults (NeMo's) written once; NeMo's keyword
+surfaces take their defaults from :data:`DEFAULTS` and build a spec, so one rule checks each value."""
 
 from __future__ import annotations
 

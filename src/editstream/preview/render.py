@@ -91,11 +91,6 @@ def describe_image(data: bytes | None, side: int = THUMB) -> tuple[Image.Image, 
         return thumb, None
 
 
-def thumbnail(data: bytes | None, side: int = THUMB) -> Image.Image:
-    """An RGB thumbnail of ``data``, or a grey placeholder naming why there is none (see :func:`describe_image`)."""
-    return describe_image(data, side)[0]
-
-
 def _placeholder(label: str, side: int) -> Image.Image:
     box = Image.new("RGB", (side, side * 3 // 4), (200, 200, 200))
     ImageDraw.Draw(box).text((8, 8), label, fill=_INK, font=_font(12))

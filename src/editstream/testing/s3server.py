@@ -86,12 +86,6 @@ class LocalS3Server:
         where = f"; log: {self.log}" if self.log is not None else ""
         raise RuntimeError(f"could not start moto_server ({problem}){where}")
 
-    def reset(self) -> None:
-        """Forget every bucket and object (moto's reset API)."""
-        req = urllib.request.Request(f"{self.endpoint}/moto-api/reset", method="POST", data=b"")
-        with urllib.request.urlopen(req, timeout=10):
-            pass
-
     def upload(self, local_dir: str | Path, url: str) -> str:
         """Copy a local directory to ``s3://bucket/prefix`` (the bucket is created if missing)."""
         import fsspec

@@ -154,12 +154,6 @@ def _build_rows(
     return rows, formats
 
 
-def _build_rows_task(
-    args: tuple[ParquetSynth, SynthOptions, int, int, dict[int, str]],
-) -> tuple[list[dict[str, Any]], Counter[str]]:
-    return _build_rows(*args)
-
-
 def plan_corrupt_rows(spec: ParquetSynth, options: SynthOptions) -> dict[int, str]:
     """Flat row index -> bad-row kind, chosen from the seed alone and cycled in position order."""
     total = options.total_rows
@@ -172,12 +166,12 @@ def plan_corrupt_rows(spec: ParquetSynth, options: SynthOptions) -> dict[int, st
 
 def _chunks(options: SynthOptions) -> list[tuple[int, int]]:
     """``[start, stop)`` ranges that never cross a row group."""
-    out = []
-    for group_start in range(0, options.total_rows, options.rows_per_group):
-        group_stop = group_start + options.rows_per_group
-        for s in range(group_start, group_stop, _CHUNK_ROWS):
-            out.append((s, min(s + _CHUNK_ROWS, group_stop)))
-    return out
+    per_group = options.rows_per_group
+    return [
+        (s, min(s + _CHUNK_ROWS, group + per_group))
+        for group in range(0, options.total_rows, per_group)
+        for s in range(group, group + per_group, _CHUNK_ROWS)
+    ]
 
 
 Chunks = Generator[tuple[list[dict[str, Any]], "Counter[str]"], None, None]
@@ -195,7 +189,7 @@ def _generate(spec: ParquetSynth, options: SynthOptions, corrupt: dict[int, str]
     # spawn: the caller may hold threads or torch state that fork would copy unsafely.
     pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
     try:
-        yield from pool.map(_build_rows_task, tasks)
+        yield from pool.map(_build_rows, *zip(*tasks))
     finally:
         # On an error or Ctrl-C do not wait for the queued chunks to be generated.
         pool.shutdown(wait=True, cancel_futures=True)
@@ -299,17 +293,6 @@ def write_synthetic_dataset(
     """Write a synthetic source dataset of the kind ``schema`` (default: the first with a synth function) to
     ``out`` (a directory or fsspec URL); returns its summary. Workers are spawned: guard ``__main__``.
     """
-    options = SynthOptions(
-        num_files=num_files,
-        row_groups_per_file=row_groups_per_file,
-        rows_per_group=rows_per_group,
-        seed=seed,
-        corrupt_fraction=corrupt_fraction,
-        min_side=min_side,
-        max_side=max_side,
-        storage_options=storage_options,
-        workers=workers,
-        progress=progress,
-    )
+    options = SynthOptions(**{k: v for k, v in locals().items() if k not in ("out", "schema")})
     kind, writer = synth_writer(schema)
     return {"out": out, "schema": kind.name, **writer(out, options)}

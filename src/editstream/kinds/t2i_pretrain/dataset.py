@@ -16,10 +16,8 @@ logger = logging.getLogger("editstream")
 
 
 class T2IIterableDataset(ParquetStandardIterableDataset):
-    """Rows with ``image`` (bytes) and ``captions`` (JSON ``{key: caption}``), SPEC 5b; units are whole files.
-
-    A caption is drawn with ``random.choice`` after the image decoded, as in the reference (none: ``" "``).
-    """
+    """Rows with ``image`` (bytes) and ``captions`` (JSON ``{key: caption}``), SPEC 5b; units are whole files, and a
+    caption is drawn with ``random.choice`` after the image decoded, as in the reference (none: ``" "``)."""
 
     unit_granularity = "file"
 

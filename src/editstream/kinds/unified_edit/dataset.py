@@ -9,11 +9,8 @@ from ...loader.datasets.interleave import RowDataset
 
 
 class UnifiedEditIterableDataset(RowDataset):
-    """Edit chains from rows with ``image_list`` (>= 2 images) and ``instruction_list`` (phrasings of edit i -> i+1).
-
-    Draws come from the global ``random`` in the reference's order (SPEC 6) and only drawn images are
-    decoded, so a bad row fails at the reference's point and later samples still match.
-    """
+    """Edit chains from rows with ``image_list`` (>= 2 images) and ``instruction_list`` (phrasings of edit i -> i+1);
+    draws in the reference's order (SPEC 6), only drawn images decoded, so a bad row fails where it does there."""
 
     def parse_row(self, row: Any) -> dict[str, Any]:
         images = row["image_list"]

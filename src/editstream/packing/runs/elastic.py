@@ -267,17 +267,11 @@ class ElasticRuntime:
 
     def batches(self) -> Iterator[dict[str, Any]]:
         """Every batch of this process's streams for the epoch, one stream after another in turn."""
-        while True:
-            progressed = False
+        while not all(run.done for run in self.runs):
             for run in self.runs:
-                if run.done:
-                    continue
-                batch = self._step(run)
+                batch = None if run.done else self._step(run)
                 if batch is not None:
-                    progressed = True
                     yield batch
-            if not progressed:
-                return
 
     def _step(self, run: StreamRun) -> dict[str, Any] | None:
         caller = capture_point()
