@@ -112,14 +112,9 @@ DEFAULTS = PackingSpec()
 class GroupedDatasetConfig(Protocol):
     """The dataset config a ``PackedDataset`` is built from (``BagelDatasetConfig`` is one)."""
 
-    @property
-    def grouped_datasets(self) -> Mapping[str, Any] | None: ...
-
-    @property
-    def dataset_info(self) -> Mapping[str, Any] | None: ...
-
-    @property
-    def dataset_info_path(self) -> str | None: ...
+    grouped_datasets: Mapping[str, Any] | None
+    dataset_info: Mapping[str, Any] | None
+    dataset_info_path: str | None
 
     def resolved(self) -> GroupedDatasetConfig:
         """A copy with ``grouped_datasets`` and ``dataset_info`` read from their files."""

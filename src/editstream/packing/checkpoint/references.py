@@ -66,8 +66,8 @@ def restore_buffer(
     buffer: SampleBuffer = []
     slots = itertools.count()
     for entry in entries:
-        sample, origin = (entry["sample"], None) if "sample" in entry else recreated[next(slots)]
-        buffer.append(Buffered(sample, index[entry["group"]], origin, lead=bool(entry.get("lead", False))))
+        sample, parsed_at = (entry["sample"], None) if "sample" in entry else recreated[next(slots)]
+        buffer.append(Buffered(sample, index[entry["group"]], parsed_at, lead=bool(entry.get("lead", False))))
     return buffer, points[-1]
 
 

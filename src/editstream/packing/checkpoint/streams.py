@@ -38,15 +38,8 @@ def stream_state(run: StreamRun, epoch: int, group_names: Sequence[str]) -> dict
         }
         for origin, exhausted in zip(run.draws.origins, run.draws.exhausted)
     ]
-    return {
-        "stream": run.stream,
-        "epoch": epoch,
-        "started": True,
-        "done": run.done,
-        "groups": groups,
-        "buffer": buffer,
-        "rng": chain,
-    }
+    head = {**not_started(run.stream, epoch), "started": True, "done": run.done}
+    return {**head, "groups": groups, "buffer": buffer, "rng": chain}
 
 
 def saved_cursors(saved: Mapping[str, Any]) -> tuple[list[ParseOrigin | None], list[bool]]:
