@@ -73,21 +73,14 @@ class _SampleCursor:
     attn_modes: list[str] = field(default_factory=list)
 
 
-def _closing_token(status: SequenceStatus, item: Mapping[str, Any], token_id: int, cursor: _SampleCursor) -> None:
-    """Append EOS / end-of-image at the cursor, with a CE loss when the item asks for one."""
+def _token(status: SequenceStatus, token_id: int, cursor: _SampleCursor, item: Mapping[str, Any] | None = None) -> None:
+    """Append a marker token at the cursor; a closing one (``item`` given) with a CE loss when the item asks."""
     status.packed_text_ids.append(token_id)
     status.packed_text_indexes.append(cursor.curr)
-    if item["special_token_loss"] == 1:
+    if item is not None and item["special_token_loss"] == 1:
         status.ce_loss_indexes.append(cursor.curr)
         status.ce_loss_weights.append(1.0)
         status.packed_label_ids.append(item["special_token_label"])
-    cursor.curr += 1
-    cursor.split_len += 1
-
-
-def _open_image(status: SequenceStatus, tokens: SpecialTokens, cursor: _SampleCursor) -> None:
-    status.packed_text_ids.append(tokens.start_of_image)
-    status.packed_text_indexes.append(cursor.curr)
     cursor.curr += 1
     cursor.split_len += 1
 
@@ -148,7 +141,7 @@ class SamplePacker:
             status.packed_label_ids.extend(text_ids + [self.tokens.eos_token_id])
         cursor.curr += len(shifted)
         cursor.split_len += len(shifted)
-        _closing_token(status, item, self.tokens.eos_token_id, cursor)
+        _token(status, self.tokens.eos_token_id, cursor, item)
         cursor.attn_modes.append("causal")
         status.packed_position_ids.extend(range(cursor.rope_id, cursor.rope_id + cursor.split_len))
         cursor.rope_id += cursor.split_len
@@ -166,7 +159,7 @@ class SamplePacker:
         if item["enable_cfg"] == 1 and random.random() < cfg.vit_cond_dropout_prob:
             cursor.rope_id += 1
             return False
-        _open_image(status, self.tokens, cursor)
+        _token(status, self.tokens.start_of_image, cursor)
         vit_tokens = patchify(image, cfg.vit_patch_size)
         n_tokens = vit_tokens.shape[0]
         status.packed_vit_token_indexes.extend(range(cursor.curr, cursor.curr + n_tokens))
@@ -180,7 +173,7 @@ class SamplePacker:
                 image.size(1), image.size(2), cfg.vit_patch_size, max_num_patches_per_side=cfg.max_num_patch_per_side
             )
         )
-        _closing_token(status, item, self.tokens.end_of_image, cursor)
+        _token(status, self.tokens.end_of_image, cursor, item)
         cursor.attn_modes.append("full")
         status.packed_position_ids.extend([cursor.rope_id] * cursor.split_len)
         cursor.rope_id += 1
@@ -200,7 +193,7 @@ class SamplePacker:
             cursor.rope_id += 1
             return False
         split_start = item.get("split_start", True)
-        _open_image(status, self.tokens, cursor)
+        _token(status, self.tokens.start_of_image, cursor)
         status.vae_image_tensors.append(image)
         status.vae_image_normalization.append(norm)
         status.packed_latent_position_ids.append(
@@ -227,7 +220,7 @@ class SamplePacker:
         status.packed_timesteps.extend([cursor.timestep] * n_tokens)
         cursor.curr += n_tokens
         cursor.split_len += n_tokens
-        _closing_token(status, item, self.tokens.end_of_image, cursor)
+        _token(status, self.tokens.end_of_image, cursor, item)
         if split_start:
             cursor.attn_modes.append("noise" if item["loss"] == 1 and "frame_delta" not in item else "full")
         status.packed_position_ids.extend([cursor.rope_id] * (n_tokens + 2))

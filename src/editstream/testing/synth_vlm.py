@@ -11,7 +11,7 @@ import numpy as np
 
 from ..io import storage
 from ..io.storage import StorageOptions
-from .synth_content import caption, garbage, make_image, pick
+from .synth_content import IMAGE_FORMATS, caption, garbage, make_image, pick
 
 GOOD_KINDS = ("image", "images", "folder", "video", "text", "two_turns")
 BAD_KINDS = ("missing_image", "bad_json", "no_assistant", "undecodable_image", "video_without_marker", "blank")
@@ -74,7 +74,7 @@ class _Writer:
         return f"{prefix}_{self.counter[prefix]:04d}"
 
     def image(self, data: bytes | None = None) -> str:
-        fmt = pick(self.rng, ("jpeg", "png_rgb", "png_rgba", "png_palette", "webp"))
+        fmt = pick(self.rng, IMAGE_FORMATS)
         name = f"images/{self._name('img')}.{'jpg' if fmt == 'jpeg' else fmt.split('_')[0]}"
         blob = data if data is not None else make_image(self.rng, self.sides[0], self.sides[1], fmt)
         storage.write_bytes(storage.join(self.media_dir, name), blob, self.so)
