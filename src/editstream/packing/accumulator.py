@@ -234,24 +234,19 @@ class SamplePacker:
 def _add_images(data: dict[str, Any], status: SequenceStatus, image_dtype: str) -> dict[str, Any]:
     """Add the image groups to ``data``; returns the ``image_normalization`` of its uint8 tensors."""
     handoff: dict[str, Any] = {}
-    images = status.vae_image_tensors
-    if images:
-        padded, entry = padded_vae_images(images, status.vae_image_normalization, image_dtype)
-        data["padded_images"] = padded
-        if entry is not None:
-            handoff["padded_images"] = entry
+    if status.vae_image_tensors:
+        images, norms = status.vae_image_tensors, status.vae_image_normalization
+        data["padded_images"], handoff["padded_images"] = padded_vae_images(images, norms, image_dtype)
         data["patchified_vae_latent_shapes"] = list(status.vae_latent_shapes)
         data["packed_latent_position_ids"] = torch.cat(status.packed_latent_position_ids, dim=0)
         data["packed_vae_token_indexes"] = torch.tensor(status.packed_vae_token_indexes)
     if status.packed_vit_tokens:
-        tokens, entry = packed_vit_tokens(status.packed_vit_tokens, status.vit_token_normalization, image_dtype)
-        data["packed_vit_tokens"] = tokens
-        if entry is not None:
-            handoff["packed_vit_tokens"] = entry
+        tokens, norms = status.packed_vit_tokens, status.vit_token_normalization
+        data["packed_vit_tokens"], handoff["packed_vit_tokens"] = packed_vit_tokens(tokens, norms, image_dtype)
         data["packed_vit_position_ids"] = torch.cat(status.packed_vit_position_ids, dim=0)
         data["packed_vit_token_indexes"] = torch.tensor(status.packed_vit_token_indexes)
         data["vit_token_seqlens"] = torch.tensor(status.vit_token_seqlens)
-    return handoff
+    return {key: entry for key, entry in handoff.items() if entry is not None}
 
 
 def to_tensor(

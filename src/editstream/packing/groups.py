@@ -83,10 +83,7 @@ def build_group_datasets(
         weights.append(float(weight))
         _build_transforms(group, args)
         attach_dataset_info(group, args, ctx)
-        resume = args.pop("resume_data_status", True)
-        group_status = None
-        if data_status is not None and resume and group in data_status:
-            group_status = data_status[group]
+        group_status = (data_status or {}).get(group) if args.pop("resume_data_status", True) else None
         datasets.append(_instantiate(group, args, group_status, ctx))
     return datasets, is_mandatory, weights
 
@@ -223,10 +220,8 @@ def attach_dataset_info(group: str, args: dict[str, Any], ctx: GroupContext) -> 
             args.setdefault("json_dir_list", []).append(meta["json_dir"])
         if "jsonl_path" in meta and not source_only:
             args.setdefault("jsonl_path_list", []).append(meta["jsonl_path"])
-    if backend is not None:
-        args["backend"] = backend
-    if storage_options is not None:
-        args["storage_options"] = storage_options
+    settings = {"backend": backend, "storage_options": storage_options}
+    args.update({key: value for key, value in settings.items() if value is not None})
 
 
 def _agreed_setting(
