@@ -9,6 +9,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
@@ -30,27 +31,19 @@ def _answers(url: str) -> bool:
         return False
 
 
+@dataclass(kw_only=True, eq=False)
 class LocalS3Server:
     """``with LocalS3Server() as s3: s3.endpoint`` -- a moto_server for the block's duration (``storage_options``:
     ready fsspec options); start-up retries on another port if the chosen one was taken meanwhile."""
 
-    def __init__(
-        self,
-        *,
-        key: str = "testing-key",
-        secret: str = "testing-secret",
-        log: Path | None = None,
-        start_timeout: float = 60.0,
-        attempts: int = 3,
-    ) -> None:
-        self.key = key
-        self.secret = secret
-        self.log = log
-        self.start_timeout = start_timeout
-        self.attempts = attempts
-        self.endpoint = ""
-        self._proc: subprocess.Popen[bytes] | None = None
-        self._log_file: IO[bytes] | None = None
+    key: str = "testing-key"
+    secret: str = "testing-secret"
+    log: Path | None = None
+    start_timeout: float = 60.0
+    attempts: int = 3
+    endpoint: str = field(default="", init=False)
+    _proc: subprocess.Popen[bytes] | None = field(default=None, init=False, repr=False)
+    _log_file: IO[bytes] | None = field(default=None, init=False, repr=False)
 
     @property
     def pid(self) -> int | None:
