@@ -1,8 +1,6 @@
 """editstream: parquet and WebDataset data pipelines for BAGEL-style unified multimodal training.
 
-Public names follow NeMo Automodel / BAGEL (``UnifiedEditIterableDataset``,
-``PackedDataset``, ``ImageTransform`` ...) so switching is a change of import. They are
-loaded lazily, so ``import editstream`` stays cheap and optional extras load only on use.
+Public names follow NeMo Automodel / BAGEL and load lazily, so ``import editstream`` stays cheap.
 """
 
 from __future__ import annotations
@@ -12,41 +10,34 @@ from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
-_EXPORTS = {
-    "DistributedIterableDataset": "editstream.loader.distributed",
-    "InterleavedBaseIterableDataset": "editstream.loader.datasets.interleave",
-    "ParquetStandardIterableDataset": "editstream.loader.datasets.standard",
-    "WebDatasetStandardIterableDataset": "editstream.loader.datasets.standard",
-    "UnifiedEditIterableDataset": "editstream.kinds.unified_edit.dataset",
-    "T2IIterableDataset": "editstream.kinds.t2i_pretrain.dataset",
-    "SftJSONLIterableDataset": "editstream.kinds.vlm_sft.dataset",
-    "FrameSampler": "editstream.loader.video",
-    "DATASET_REGISTRY": "editstream.loader.datasets.registry",
-    "ImageTransform": "editstream.loader.transforms",
-    "pil_img2rgb": "editstream.loader.decode",
-    "ByteTokenizer": "editstream.loader.tokenizer",
-    "PackedDataset": "editstream.packing.dataset",
-    "BagelDatasetConfig": "editstream.packing.config",
-    "DataConfig": "editstream.packing.config",
-    "collate_fn": "editstream.packing.collate",
-    "bagel_packed_collate_fn": "editstream.packing.collate",
-    "collate_wrapper": "editstream.packing.collate",
-    "SimpleCustomBatch": "editstream.packing.collate",
-    "normalize_batch": "editstream.packing.normalize",
-    "make_bagel_multimodal_dataset": "editstream.packing.dataloader",
-    "BagelDataloaderConfig": "editstream.packing.dataloader",
-    "BagelDataloaderBuild": "editstream.packing.dataloader",
-    "write_synthetic_dataset": "editstream.testing.synth",
-    "write_synthetic_vlm_dataset": "editstream.testing.synth_vlm",
-    "RetryPolicy": "editstream.io.retry",
-    "convert": "editstream.conversion.run",
-    "merge_states": "editstream.packing.checkpoint.merge",
-    "EpochSteps": "editstream.packing.steps",
-    "iter_rows": "editstream.data.raw_rows",
-    "open_data": "editstream.data.open",
-    "register_layout": "editstream.data.layouts",
-    "RawRow": "editstream.data.raw_rows",
+_MODULES = {
+    "editstream.loader.distributed": ("DistributedIterableDataset",),
+    "editstream.loader.datasets.interleave": ("InterleavedBaseIterableDataset",),
+    "editstream.loader.datasets.standard": ("ParquetStandardIterableDataset", "WebDatasetStandardIterableDataset"),
+    "editstream.kinds.unified_edit.dataset": ("UnifiedEditIterableDataset",),
+    "editstream.kinds.t2i_pretrain.dataset": ("T2IIterableDataset",),
+    "editstream.kinds.vlm_sft.dataset": ("SftJSONLIterableDataset",),
+    "editstream.loader.video": ("FrameSampler",),
+    "editstream.loader.datasets.registry": ("DATASET_REGISTRY",),
+    "editstream.loader.transforms": ("ImageTransform",),
+    "editstream.loader.decode": ("pil_img2rgb",),
+    "editstream.loader.tokenizer": ("ByteTokenizer",),
+    "editstream.packing.dataset": ("PackedDataset",),
+    "editstream.packing.config": ("BagelDatasetConfig", "DataConfig"),
+    "editstream.packing.collate": ("collate_fn", "bagel_packed_collate_fn", "collate_wrapper", "SimpleCustomBatch"),
+    "editstream.packing.normalize": ("normalize_batch",),
+    "editstream.packing.dataloader": ("make_bagel_multimodal_dataset", "BagelDataloaderConfig", "BagelDataloaderBuild"),
+    "editstream.testing.synth": ("write_synthetic_dataset",),
+    "editstream.testing.synth_vlm": ("write_synthetic_vlm_dataset",),
+    "editstream.io.retry": ("RetryPolicy",),
+    "editstream.conversion.run": ("convert",),
+    "editstream.packing.checkpoint.merge": ("merge_states",),
+    "editstream.packing.steps": ("EpochSteps",),
+    "editstream.data.raw_rows": ("iter_rows", "RawRow"),
+    "editstream.data.open": ("open_data",),
+    "editstream.data.layouts": ("register_layout",),
 }
+_EXPORTS = {name: module for module, names in _MODULES.items() for name in names}
 
 if TYPE_CHECKING:  # the same names, visible to type checkers and IDEs without importing at run time
     from editstream.conversion.run import convert as convert

@@ -1,10 +1,5 @@
-"""What a plug-in dataset kind builds on: the one editstream module a kind's package imports.
-
-A kind is a :class:`DatasetKind` record (an ``editstream.kinds`` entry point, or given to
-:func:`register`); its dataset a :class:`RowDataset`, its preview returns a :class:`Record`, its
-synth function writes a :class:`ParquetSynth` with :func:`write_parquet_kind`. Names load on first
-use, so a record module importing this stays cheap.
-"""
+"""What a plug-in dataset kind builds on (its record, :class:`RowDataset`, :class:`Record`, synth helpers): the
+one editstream module a kind's package imports; names load on first use."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""Dataset kinds: what a kind is (:class:`DatasetKind`) and the registry every layer loops over.
-
-Each built-in kind is a package here: its record (``__init__``), and beside it the training
-dataset, preview and synth modules the record names by dotted path.
-"""
+"""Dataset kinds: :class:`DatasetKind`, the registry, and each built-in kind as a package (record, dataset,
+preview, synth)."""
 
 from __future__ import annotations
 

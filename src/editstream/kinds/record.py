@@ -1,10 +1,5 @@
-"""What a dataset kind is: one typed record that every layer (convert, verify, inspect, loader,
-preview, synth, CLI, the NeMo group registry) reads instead of branching on a kind's name.
-
-A kind names its code by dotted paths (``"package.module:attribute"``), so this layer imports
-nothing above ``format/`` and a kind's dataset class, preview or synthetic-data writer is
-imported only when it is used.
-"""
+"""What a dataset kind is: one typed record every layer reads instead of branching on a kind's name; its code
+is named by dotted paths (``"package.module:attribute"``), imported only when used."""
 
 from __future__ import annotations
 
@@ -53,11 +48,7 @@ RowNotes = Callable[[Mapping[str, Any]], Iterator[str]]
 """A row -> what its parser does to it silently that report.json should say (never a bad row)."""
 
 
-def _no_problems(row: Mapping[str, Any]) -> Iterator[RowProblem]:
-    return iter(())
-
-
-def _no_notes(row: Mapping[str, Any]) -> Iterator[str]:
+def _nothing(row: Mapping[str, Any]) -> Iterator[Any]:
     return iter(())
 
 
@@ -66,8 +57,8 @@ class KindPathError(ValueError):
 
 
 def resolve(path: str, find_only: bool = False) -> Any:
-    """The object a ``"package.module:attribute"`` path names, imported now; ``find_only``: its module
-    is only found (an ``ImportError`` when there is none), not imported, and ``None`` is returned."""
+    """The object a ``"package.module:attribute"`` path names; ``find_only``: only find its module (else an
+    ``ImportError``) and return ``None``."""
     module_name, _, attribute = path.partition(":")
     if not module_name or not attribute:
         raise ValueError(f"{path!r} is not a 'package.module:attribute' path")
@@ -83,22 +74,16 @@ def resolve(path: str, find_only: bool = False) -> Any:
 
 @dataclass(frozen=True)
 class DatasetKind:
-    """A dataset kind: its names, the columns its parser reads, its row checks and where its code lives.
+    """A dataset kind: its names, the columns its parser reads (name -> type notation), its row checks, and the
+    dotted paths of its dataset class, preview and synth functions (``None``: the commands refuse the kind).
 
-    ``columns`` maps each column the parser reads to its type notation (``format.columns``): what a
-    parquet source must have and what detection looks for. ``dataset``, ``preview`` and ``synth`` are
-    dotted paths of the training dataset class, the preview function ``(title, row) -> Record`` and
-    the synth function ``(out, SynthOptions) -> summary`` (``None``: the commands refuse the kind).
-
-    The paths are checked at registration, naming the field and the path (:meth:`check_paths`): a
-    script's kind has its attributes looked up at once; built-in and entry-point kinds (loaded by
-    every command) only have their modules found, without importing torch, and their attributes are
-    looked up on first use (:meth:`code`)."""
+    Paths are checked at registration (:meth:`check_paths`); built-in and entry-point kinds only have their
+    modules found there, so every command stays free of torch."""
 
     name: str
     summary: str
     columns: Mapping[str, str] = field(default_factory=dict)
-    row_problems: RowCheck = _no_problems
+    row_problems: RowCheck = _nothing
     aliases: tuple[str, ...] = ()
     source: SourceShape = SourceShape.PARQUET
     dataset: str | None = None
@@ -110,7 +95,7 @@ class DatasetKind:
     """Whether a parquet source whose columns include ``columns`` is taken to be of this kind."""
     image_columns: tuple[str, ...] | None = None
     """Columns whose members are images, for ``inspect``'s counts; ``None``: the binary columns of ``columns``."""
-    row_notes: RowNotes = _no_notes
+    row_notes: RowNotes = _nothing
     """What the parser does to a row's data without failing (a 16-bit greyscale PNG decodes white):
     report.json lists these as notes, apart from bad rows, so they never change which rows are bad."""
 
@@ -134,9 +119,7 @@ class DatasetKind:
         return next(iter(self.row_problems(row)), None)
 
     def code(self, field_name: str, find_only: bool = False) -> Any:
-        """The object the dotted path of ``field_name`` (``dataset``, ``preview``, ``synth``) names, imported
-        now (see :func:`resolve`); a :class:`KindPathError` naming the kind, the field and the path when
-        it names nothing."""
+        """The object the dotted path of ``field_name`` names, or a :class:`KindPathError` naming kind, field, path."""
         path = getattr(self, field_name)
         try:
             return resolve(path, find_only)
@@ -144,8 +127,7 @@ class DatasetKind:
             raise KindPathError(f"dataset kind {self.name!r}: {field_name}={path!r} names nothing: {exc}") from exc
 
     def check_paths(self, load: bool) -> None:
-        """Refuse a dotted path that names nothing: ``load`` imports the modules and looks the attributes
-        up; otherwise each module is only found, not imported."""
+        """Refuse a dotted path that names nothing (``load``: import it; else only find its module)."""
         for name in ("dataset", "preview", "synth"):
             if getattr(self, name) is not None:
                 self.code(name, find_only=not load)

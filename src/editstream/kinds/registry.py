@@ -1,11 +1,5 @@
-"""The one table of dataset kinds: built-in kinds by dotted path, third-party kinds by entry point.
-
-Every layer that needs to know which kinds exist (CLI choices, detection, conversion, verify,
-inspect, preview, synth, drop reasons, the NeMo group registry) asks this module. A package adds
-a kind by naming a :class:`DatasetKind` in the ``editstream.kinds`` entry-point group, or by
-calling :func:`register`. A plug-in that cannot be loaded is an error naming its package and entry
-point (never a kind that silently goes missing); detection takes the most specific kind.
-"""
+"""The one table of dataset kinds: built-ins by dotted path, plug-ins by ``editstream.kinds`` entry point or
+:func:`register`; a plug-in that cannot load is an error naming its package, never a kind gone missing."""
 
 from __future__ import annotations
 
@@ -51,8 +45,7 @@ def _add(kinds: dict[str, DatasetKind], kind: DatasetKind, replace: bool = False
 
 
 def _add_plugin(kinds: dict[str, DatasetKind], point: EntryPoint) -> None:
-    """Add the kind an entry point names, its modules found; a :class:`KindPluginError` naming the
-    package and the entry point when it cannot be imported, is not a kind, or clashes."""
+    """Add an entry point's kind, or a :class:`KindPluginError` naming package and entry point."""
     dist = getattr(point, "dist", None)
     package = dist.name if dist is not None else point.value.partition(":")[0]
     where = f"the plug-in package {package!r} ({ENTRY_POINT_GROUP!r} entry point {point.name} = {point.value!r})"
@@ -70,8 +63,7 @@ def _add_plugin(kinds: dict[str, DatasetKind], point: EntryPoint) -> None:
 
 
 class _Registry:
-    """Kinds by canonical name, loaded on first use (built-ins, then entry points); a load that
-    fails leaves nothing loaded, so every later call fails the same way."""
+    """Kinds by canonical name, loaded on first use; a failed load leaves nothing loaded (later calls fail alike)."""
 
     def __init__(self) -> None:
         self._kinds: dict[str, DatasetKind] = {}
@@ -106,10 +98,8 @@ _REGISTRY = _Registry()
 
 
 def register(kind: DatasetKind, replace: bool = False) -> DatasetKind:
-    """Add ``kind`` to the registry (``replace=True`` swaps a kind of the same name); returns it.
-
-    Its dotted paths are resolved now: one that names nothing is a :class:`KindPathError` naming the
-    field and the path, here rather than in the first command that uses it."""
+    """Add ``kind`` (``replace=True`` swaps a kind of the same name) and return it; its dotted paths are resolved
+    now, so a wrong one fails here rather than in the first command."""
     kind.check_paths(load=True)
     _REGISTRY.add(kind, replace=replace)
     return kind
@@ -143,10 +133,8 @@ def _described(kinds: Iterable[DatasetKind]) -> str:
 
 
 def detect_kind(columns: Iterable[str]) -> DatasetKind | None:
-    """The most specific detectable kind (most columns) whose columns are all in ``columns``, or ``None``.
-
-    Two that fit with as many columns are an :class:`AmbiguousKindError` naming both; a less specific
-    one that fits too is a warning (once per set of columns), since the data may be meant as it."""
+    """The most specific detectable kind (most columns) whose columns are all in ``columns``, or ``None``; two as
+    specific are an :class:`AmbiguousKindError`, a less specific fit a warning (once per set of columns)."""
     present = sorted(set(columns))
     found = [k for k in all_kinds() if k.detectable and k.columns and set(k.columns) <= set(present)]
     found.sort(key=lambda kind: -len(kind.columns))

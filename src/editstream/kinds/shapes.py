@@ -1,9 +1,4 @@
-"""How a kind's source data is laid out before conversion, and what every layer may ask of a shape.
-
-A kind names its shape; what differs between the shapes is answered by the shape itself (its
-properties here) or by the one dispatch of each layer on it (``data.shapes`` for reading,
-``conversion.shapes`` for converting). Nothing else compares shapes.
-"""
+"""How a kind's source data is laid out; what differs is answered by the shape or by one dispatch per layer."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""``editstream.nemo``: NVIDIA NeMo Automodel's ``components.datasets.multimodal`` tree, served by editstream.
-
-Every submodule of NeMo's tree has a twin here with the same public names, so code written
-against NeMo runs with the prefix ``nemo_automodel.components.datasets.multimodal`` changed to
-``editstream.nemo``; importing this package never imports NeMo. To make NeMo's own recipe read
-through editstream, call :func:`install` in every process, or name
+"""``editstream.nemo``: twins of NeMo Automodel's ``components.datasets.multimodal`` modules (same public names,
+NeMo not imported). NeMo's own recipe reads through editstream after :func:`install`, or with
 ``editstream.nemo.FinetuneRecipeForMultimodal`` / ``PretrainRecipeForMultimodal`` as a YAML's ``recipe:``.
 """
 

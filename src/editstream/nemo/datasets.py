@@ -1,9 +1,4 @@
-"""Twin of NeMo's ``multimodal.datasets``: the three group datasets, the registry and the dataset config.
-
-``DATASET_REGISTRY`` is editstream's group registry (every trainable dataset kind under its
-name, plus the groups you add); ``DEFAULT_DATASET_INFO`` is empty, as in NeMo, because a
-recipe names its data paths itself.
-"""
+"""Twin of NeMo's ``multimodal.datasets``: the three group datasets, the registry and the dataset config."""
 
 from __future__ import annotations
 

@@ -1,10 +1,5 @@
-"""``install()`` / ``uninstall()``: point NeMo Automodel's BAGEL data entry points at editstream's.
-
-NeMo's recipe imports ``BagelDatasetConfig`` and ``BagelDataloaderConfig`` from its modules when it
-builds the loader, so rebinding those module attributes (and the package's aliases) to editstream's
-twins is all it takes; editstream's keys live inside ``grouped_datasets`` / ``dataset_info``, which
-NeMo does not look into. ``install()`` is idempotent and ``uninstall()`` restores NeMo's objects.
-"""
+"""``install()`` / ``uninstall()``: point NeMo Automodel's BAGEL data entry points at editstream's, by rebinding
+the module attributes NeMo's recipe reads when it builds the loader (``uninstall()`` restores them)."""
 
 from __future__ import annotations
 
@@ -57,12 +52,8 @@ def installed() -> bool:
 
 
 def install() -> None:
-    """Make NeMo's BAGEL recipe build editstream's dataset config and dataloader (idempotent).
-
-    Call it in every process before the recipe's ``setup()`` (the recipe classes of
-    ``editstream.nemo`` do it for you). Raises ``ImportError`` naming the package when NeMo
-    Automodel is not importable.
-    """
+    """Make NeMo's BAGEL recipe build editstream's dataset config and dataloader (idempotent); call it in every
+    process before the recipe's ``setup()``. An ``ImportError`` naming the package without NeMo Automodel."""
     if _saved:
         return
     modules = {suffix: nemo_module(suffix) for suffix in REBOUND}

@@ -1,9 +1,5 @@
-"""Twin of NeMo's ``multimodal.loader``: ``BagelDataloaderConfig`` and what its ``build()`` returns.
-
-The collate function is looked up through this module's ``bagel_packed_collate_fn`` name when
-the loader is built, so patching ``editstream.nemo.loader.bagel_packed_collate_fn`` changes
-the loader's collate exactly as patching NeMo's module does.
-"""
+"""Twin of NeMo's ``multimodal.loader``: ``BagelDataloaderConfig`` (its collate looked up here at build time,
+so a patch of this module's ``bagel_packed_collate_fn`` is seen, as with NeMo's) and its ``build()`` result."""
 
 from __future__ import annotations
 
@@ -21,8 +17,7 @@ __all__ = ["BagelDataloaderBuild", "BagelDataloaderConfig", "BagelDatasetConfig"
 
 @dataclass
 class BagelDataloaderConfig(dataloader.BagelDataloaderConfig):
-    """editstream's dataloader config (NeMo's fields and ``build()`` signature, plus the
-    ``data_status`` / ``registry`` extensions, passed on only when set)."""
+    """editstream's dataloader config with NeMo's fields and ``build()`` signature."""
 
     def collate_function(self) -> Callable[[Any], Any]:
         """This module's ``bagel_packed_collate_fn``, looked up at build time (so a patch of it is seen)."""

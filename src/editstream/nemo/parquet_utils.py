@@ -1,9 +1,5 @@
-"""Twin of NeMo's ``multimodal.parquet_utils``: listing parquet files per rank, and a filesystem for one.
-
-editstream's datasets list their own units (sorted, any fsspec URL); these two functions are
-kept for code that calls NeMo's helpers directly. They list through fsspec, so a directory
-may be local or an ``s3://`` (or any fsspec) URL; files come back sorted by name.
-"""
+"""Twin of NeMo's ``multimodal.parquet_utils`` (for code calling NeMo's helpers): sorted parquet files of fsspec
+directories per rank, and a pyarrow filesystem for one."""
 
 from __future__ import annotations
 
@@ -18,12 +14,8 @@ __all__ = ["get_parquet_data_paths", "init_arrow_pf_fs"]
 def get_parquet_data_paths(
     data_dir_list: Sequence[str], num_sampled_data_paths: Sequence[int], rank: int = 0, world_size: int = 1
 ) -> list[str]:
-    """Parquet files of every directory, each list cycled or cut to its count, gathered over ranks.
-
-    As in NeMo, each rank lists a contiguous ``ceil(len(dirs) / world_size)`` slice of the
-    directories and, with several ranks, the per-rank lists are all-gathered (a process group
-    must then be initialised) so every rank returns the same combined list.
-    """
+    """Parquet files of every directory, each list cycled or cut to its count; as in NeMo, each rank lists a
+    contiguous slice of the directories and the lists are all-gathered (a process group is then needed)."""
     dirs, counts = list(data_dir_list), list(num_sampled_data_paths)
     if world_size > 1:
         chunk = (len(dirs) + world_size - 1) // world_size

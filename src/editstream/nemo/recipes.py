@@ -1,10 +1,5 @@
-"""NeMo Automodel's BAGEL recipes with editstream's data pipeline: the one-line opt-in of a NeMo YAML.
-
-``recipe: editstream.nemo.FinetuneRecipeForMultimodal`` (or ``PretrainRecipeForMultimodal``) runs
-NeMo's own recipe, whose construction calls :func:`install`. This module imports NeMo. When NeMo's
-launcher starts torchrun itself it runs the recipe's module as a script: name the recipe by this
-module's path there, and ``main()`` below runs.
-"""
+"""NeMo Automodel's BAGEL recipes calling :func:`install` on construction: a NeMo YAML's one-line opt-in
+(``recipe: editstream.nemo.FinetuneRecipeForMultimodal``). Imports NeMo; runs ``main()`` as a script."""
 
 from __future__ import annotations
 

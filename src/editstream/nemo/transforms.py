@@ -1,10 +1,5 @@
-"""Twin of NeMo's ``multimodal.transforms``: the stride-aligned image transform and its resize step.
-
-``MaxLongEdgeMinShortEdgeResize`` is the resize alone, as a module, sized by editstream's
-``target_size`` (the rule ``ImageTransform`` uses). NeMo's resizes with torchvision; this one
-needs none: a PIL image is resized with Pillow's bicubic filter (what torchvision does with a
-PIL image), a tensor with torch's antialiased bicubic interpolation (uint8 rounded and clamped).
-"""
+"""Twin of NeMo's ``multimodal.transforms``: the image transform and its resize step, sized by ``target_size``
+without torchvision (Pillow's bicubic for a PIL image, torch's antialiased bicubic for a tensor)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,4 @@
-"""Twin of NeMo's ``multimodal.utils``: position ids, patchify, attention masks, loss weights, tokens.
-
-Most are editstream's own packer helpers; ``split_integer_exp_decay`` and
-``add_special_tokens`` are written here for code that calls them through NeMo's path.
-"""
+"""Twin of NeMo's ``multimodal.utils``: position ids, patchify, attention masks, loss weights, tokens."""
 
 from __future__ import annotations
 
@@ -40,12 +36,8 @@ BAGEL_TOKENS = {
 
 
 def split_integer_exp_decay(total: int, ng_sample_decay: float = 1.0) -> tuple[list[int], list[int]]:
-    """Split ``total`` into random positive parts; returns ``(parts, cumulative bounds)``.
-
-    The number of parts is uniform in ``[1, total]`` when ``ng_sample_decay`` is 1, else drawn
-    with probabilities decaying geometrically by that factor. Draws come from the global
-    ``random`` module in NeMo's order, so a seeded run splits the same way.
-    """
+    """Split ``total`` into random positive parts, ``(parts, cumulative bounds)``: as many as a uniform draw (or,
+    with ``ng_sample_decay`` < 1, a geometrically decaying one) says, from the global ``random`` in NeMo's order."""
     if ng_sample_decay == 1.0:
         parts = random.randint(1, total)
     else:
@@ -57,11 +49,7 @@ def split_integer_exp_decay(total: int, ng_sample_decay: float = 1.0) -> tuple[l
 
 
 def add_special_tokens(tokenizer: Any) -> tuple[Any, dict[str, int], int]:
-    """Add BAGEL's four tokens to a Hugging Face tokenizer where missing.
-
-    Returns ``(tokenizer, special_tokens, num_new_tokens)``; ``special_tokens`` is the mapping
-    the packer's ``special_tokens`` argument takes.
-    """
+    """Add BAGEL's four tokens to a Hugging Face tokenizer where missing: ``(tokenizer, special_tokens, added)``."""
     present: set[str] = set()
     for value in tokenizer.special_tokens_map.values():
         present.update([value] if isinstance(value, str) else list(value))

@@ -1,9 +1,5 @@
-"""One packed sequence being built: a typed accumulator, the per-item packing steps, and ``to_tensor``.
-
-``pack_sample`` appends one sample's text, ViT and VAE items in plan order, drawing cfg dropout
-and timesteps from the global RNGs in the reference's order, so the same seed packs the same bits;
-``to_tensor`` builds the batch dict the model consumes (images by :mod:`editstream.packing.handoff`).
-"""
+"""One packed sequence being built: its accumulator, the per-item packing steps (cfg dropout and timesteps drawn
+in the reference's order, so the same seed packs the same bits), and ``to_tensor``."""
 
 from __future__ import annotations
 
@@ -77,21 +73,14 @@ class _SampleCursor:
     attn_modes: list[str] = field(default_factory=list)
 
 
-def _closing_token(status: SequenceStatus, item: Mapping[str, Any], token_id: int, cursor: _SampleCursor) -> None:
-    """Append EOS / end-of-image at the cursor, with a CE loss when the item asks for one."""
+def _token(status: SequenceStatus, token_id: int, cursor: _SampleCursor, item: Mapping[str, Any] | None = None) -> None:
+    """Append a marker token at the cursor; a closing one (``item`` given) with a CE loss when the item asks."""
     status.packed_text_ids.append(token_id)
     status.packed_text_indexes.append(cursor.curr)
-    if item["special_token_loss"] == 1:
+    if item is not None and item["special_token_loss"] == 1:
         status.ce_loss_indexes.append(cursor.curr)
         status.ce_loss_weights.append(1.0)
         status.packed_label_ids.append(item["special_token_label"])
-    cursor.curr += 1
-    cursor.split_len += 1
-
-
-def _open_image(status: SequenceStatus, tokens: SpecialTokens, cursor: _SampleCursor) -> None:
-    status.packed_text_ids.append(tokens.start_of_image)
-    status.packed_text_indexes.append(cursor.curr)
     cursor.curr += 1
     cursor.split_len += 1
 
@@ -103,7 +92,6 @@ class SamplePacker:
         self.config = config
         self.tokens = tokens
         self.position_ids = position_ids
-        self.use_flex = config.use_flex
 
     def pack(self, sample: Mapping[str, Any], status: SequenceStatus) -> SequenceStatus:
         """Append one sample to ``status`` and return it (the sample itself is not modified)."""
@@ -129,7 +117,7 @@ class SamplePacker:
                 cursor.sample_len += cursor.split_len
         status.curr = cursor.curr
         status.sample_lens.append(cursor.sample_len)
-        if self.use_flex:
+        if self.config.use_flex:
             status.split_lens.extend(cursor.split_lens)
             status.attn_modes.extend(cursor.attn_modes)
         else:
@@ -153,7 +141,7 @@ class SamplePacker:
             status.packed_label_ids.extend(text_ids + [self.tokens.eos_token_id])
         cursor.curr += len(shifted)
         cursor.split_len += len(shifted)
-        _closing_token(status, item, self.tokens.eos_token_id, cursor)
+        _token(status, self.tokens.eos_token_id, cursor, item)
         cursor.attn_modes.append("causal")
         status.packed_position_ids.extend(range(cursor.rope_id, cursor.rope_id + cursor.split_len))
         cursor.rope_id += cursor.split_len
@@ -171,7 +159,7 @@ class SamplePacker:
         if item["enable_cfg"] == 1 and random.random() < cfg.vit_cond_dropout_prob:
             cursor.rope_id += 1
             return False
-        _open_image(status, self.tokens, cursor)
+        _token(status, self.tokens.start_of_image, cursor)
         vit_tokens = patchify(image, cfg.vit_patch_size)
         n_tokens = vit_tokens.shape[0]
         status.packed_vit_token_indexes.extend(range(cursor.curr, cursor.curr + n_tokens))
@@ -185,7 +173,7 @@ class SamplePacker:
                 image.size(1), image.size(2), cfg.vit_patch_size, max_num_patches_per_side=cfg.max_num_patch_per_side
             )
         )
-        _closing_token(status, item, self.tokens.end_of_image, cursor)
+        _token(status, self.tokens.end_of_image, cursor, item)
         cursor.attn_modes.append("full")
         status.packed_position_ids.extend([cursor.rope_id] * cursor.split_len)
         cursor.rope_id += 1
@@ -205,7 +193,7 @@ class SamplePacker:
             cursor.rope_id += 1
             return False
         split_start = item.get("split_start", True)
-        _open_image(status, self.tokens, cursor)
+        _token(status, self.tokens.start_of_image, cursor)
         status.vae_image_tensors.append(image)
         status.vae_image_normalization.append(norm)
         status.packed_latent_position_ids.append(
@@ -232,7 +220,7 @@ class SamplePacker:
         status.packed_timesteps.extend([cursor.timestep] * n_tokens)
         cursor.curr += n_tokens
         cursor.split_len += n_tokens
-        _closing_token(status, item, self.tokens.end_of_image, cursor)
+        _token(status, self.tokens.end_of_image, cursor, item)
         if split_start:
             cursor.attn_modes.append("noise" if item["loss"] == 1 and "frame_delta" not in item else "full")
         status.packed_position_ids.extend([cursor.rope_id] * (n_tokens + 2))
@@ -246,35 +234,26 @@ class SamplePacker:
 def _add_images(data: dict[str, Any], status: SequenceStatus, image_dtype: str) -> dict[str, Any]:
     """Add the image groups to ``data``; returns the ``image_normalization`` of its uint8 tensors."""
     handoff: dict[str, Any] = {}
-    images = status.vae_image_tensors
-    if images:
-        padded, entry = padded_vae_images(images, status.vae_image_normalization, image_dtype)
-        data["padded_images"] = padded
-        if entry is not None:
-            handoff["padded_images"] = entry
+    if status.vae_image_tensors:
+        images, norms = status.vae_image_tensors, status.vae_image_normalization
+        data["padded_images"], handoff["padded_images"] = padded_vae_images(images, norms, image_dtype)
         data["patchified_vae_latent_shapes"] = list(status.vae_latent_shapes)
         data["packed_latent_position_ids"] = torch.cat(status.packed_latent_position_ids, dim=0)
         data["packed_vae_token_indexes"] = torch.tensor(status.packed_vae_token_indexes)
     if status.packed_vit_tokens:
-        tokens, entry = packed_vit_tokens(status.packed_vit_tokens, status.vit_token_normalization, image_dtype)
-        data["packed_vit_tokens"] = tokens
-        if entry is not None:
-            handoff["packed_vit_tokens"] = entry
+        tokens, norms = status.packed_vit_tokens, status.vit_token_normalization
+        data["packed_vit_tokens"], handoff["packed_vit_tokens"] = packed_vit_tokens(tokens, norms, image_dtype)
         data["packed_vit_position_ids"] = torch.cat(status.packed_vit_position_ids, dim=0)
         data["packed_vit_token_indexes"] = torch.tensor(status.packed_vit_token_indexes)
         data["vit_token_seqlens"] = torch.tensor(status.vit_token_seqlens)
-    return handoff
+    return {key: entry for key, entry in handoff.items() if entry is not None}
 
 
 def to_tensor(
     status: SequenceStatus, *, use_flex: bool, max_num_tokens: int, image_dtype: str = "float32"
 ) -> dict[str, Any]:
-    """Turn an accumulator into the batch dict the model consumes.
-
-    Flex mode appends one padding split (causal) of ``max_num_tokens - sequence_length``
-    tokens to ``split_lens``/``attn_modes``/``sample_lens``; otherwise the per-sample masks
-    are returned as ``nested_attention_masks``. With ``image_dtype="uint8"`` the image tensors
-    may be uint8, described by a last ``image_normalization`` entry.
+    """Turn an accumulator into the batch dict the model consumes: flex mode adds one causal padding split up to
+    ``max_num_tokens``, else per-sample ``nested_attention_masks``; uint8 images come with ``image_normalization``.
     """
     length = sum(status.sample_lens)
     data: dict[str, Any] = {

@@ -1,9 +1,6 @@
-"""Collating packed batches: the DataLoader hands over one packed sequence per step.
+"""Collating packed batches (one packed sequence per step): the reference's ``SimpleCustomBatch``, or the dict.
 
-``bagel_packed_collate_fn`` wraps it in the reference's ``SimpleCustomBatch`` (attributes named
-after the packed dict's keys, ``pin_memory()``, ``cuda()``, and editstream's ``to(device)``);
-``collate_fn`` returns the dict itself. A uint8 hand-off batch stays uint8 through ``pin_memory()``
-and is normalized on the target device by ``cuda()`` / ``to()`` (:mod:`editstream.packing.normalize`).
+A uint8 hand-off stays uint8 through ``pin_memory()`` and is normalized on the device by ``cuda()`` / ``to()``.
 """
 
 from __future__ import annotations
@@ -41,12 +38,8 @@ _MOVED = (
 
 
 class SimpleCustomBatch:
-    """One packed batch as an object: ``batch.packed_text_ids``, ``batch.padded_images`` ...
-
-    Built from the first (only) element of the DataLoader's batch. ``use_flex`` is true when
-    the batch carries ``split_lens`` / ``attn_modes`` instead of ``nested_attention_masks``.
-    Optional groups (VAE images, ViT tokens, timesteps, labels) are attributes only when present,
-    and so is ``image_normalization`` (a uint8 hand-off not yet normalized).
+    """One packed batch as an object (``batch.packed_text_ids`` ...); optional groups are attributes only
+    when present. ``use_flex``: the batch has ``split_lens`` / ``attn_modes``, not ``nested_attention_masks``.
     """
 
     def __init__(self, batch: Any) -> None:
@@ -88,15 +81,12 @@ class SimpleCustomBatch:
         """Pin every tensor (the DataLoader's pin-memory thread calls this); uint8 images stay uint8."""
         return self._move(lambda t: t.pin_memory())
 
-    def cuda(self, device: Any) -> SimpleCustomBatch:
-        """Move every tensor to ``device`` (as the reference's recipe does before the forward pass),
-        then normalize uint8 hand-off images there."""
+    def to(self, device: Any) -> SimpleCustomBatch:
+        """Move every tensor to ``device`` (``"cpu"`` included), then normalize uint8 hand-off images there."""
         return self._move(lambda t: t.to(device)).normalize()
 
-    def to(self, device: Any) -> SimpleCustomBatch:
-        """Move every tensor to ``device`` (any torch device, ``"cpu"`` included), then normalize
-        uint8 hand-off images there."""
-        return self._move(lambda t: t.to(device)).normalize()
+    cuda = to
+    """The reference's name for :meth:`to` (its recipe calls ``batch.cuda(device)``)."""
 
     def to_dict(self) -> dict[str, Any]:
         """The batch as a dict, in the reference's key order (groups present only when set)."""
@@ -130,8 +120,5 @@ def collate_wrapper() -> Callable[[Any], SimpleCustomBatch]:
 
 
 def collate_fn(batch: Any) -> dict[str, Any]:
-    """DataLoader collate for ``batch_size=1`` returning the packed dict itself, unchanged.
-
-    With ``batch_size=None`` the DataLoader passes the dict itself, which is returned as is.
-    """
+    """DataLoader collate returning the packed dict itself (``batch_size=1``, or ``None``: the dict as given)."""
     return dict(_single(batch))

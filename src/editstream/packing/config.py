@@ -1,10 +1,5 @@
-"""``BagelDatasetConfig``: NeMo Automodel's dataset section of a BAGEL recipe, with ``build()``.
-
-Same class name, fields, order and defaults as the reference (``DataConfig`` is an alias), so a
-recipe's ``dataset:`` node loads unchanged; values are validated on creation, and ``build()``
-returns a ready ``PackedDataset`` without mutating the config. editstream's fields come after the
-reference's: ``image_dtype`` (the opt-in ``"uint8"`` hand-off), ``elastic`` and ``elastic_streams``.
-"""
+"""``BagelDatasetConfig``: NeMo Automodel's dataset section of a BAGEL recipe (same fields, order and
+defaults, then editstream's), validated on creation; ``build()`` returns a ready ``PackedDataset``."""
 
 from __future__ import annotations
 
@@ -30,11 +25,8 @@ DEFAULT_DATA_SEED = 42
 def load_mapping(
     *, inline: Mapping[str, Any] | None, path: str | None, name: str, storage_options: Mapping[str, Any] | None = None
 ) -> dict[str, Any]:
-    """A fresh deep copy of ``inline``, or of the mapping in the file at ``path`` (which wins).
-
-    ``.yaml`` / ``.yml`` files are read as YAML, anything else as JSON; ``path`` may be a local
-    path or any fsspec URL. Errors name the field and the file.
-    """
+    """A deep copy of ``inline``, or of the mapping in the YAML (``.yaml`` / ``.yml``) or JSON file at ``path``
+    (local or fsspec URL; it wins). Errors name the field and the file."""
     if path is not None:
         try:
             raw = read_bytes(path, dict(storage_options) if storage_options else None)
@@ -61,11 +53,8 @@ def load_mapping(
 class BagelDatasetConfig:
     """The dataset section of a BAGEL recipe: grouped datasets, where their data is, packing knobs.
 
-    ``grouped_datasets`` maps a group name (a dataset kind's name, ``editstream.kinds``, or a key
-    you added to ``DATASET_REGISTRY``) to its arguments (``dataset_names``, ``weight``, ``is_mandatory``,
-    transform args, ``backend`` ...); ``dataset_info`` maps group -> dataset name -> location
-    (``data_dir``, ``parquet_info_path``, ``jsonl_path``, ``storage_options``, a ``webdataset:``
-    sub-entry). Each may instead come from a file (``grouped_datasets_path``, ``dataset_info_path``).
+    ``grouped_datasets`` maps a group name (a kind or a ``DATASET_REGISTRY`` key) to its arguments;
+    ``dataset_info`` maps group -> dataset name -> location. Either may come from a ``*_path`` file.
     """
 
     grouped_datasets: Mapping[str, Any] | None = None
@@ -135,12 +124,9 @@ class BagelDatasetConfig:
     ) -> PackedDataset:
         """The ``PackedDataset`` of this config for one rank, with ``set_epoch(data_seed)`` applied.
 
-        ``global_seed`` seeds the per-worker RNGs (with rank and worker id); ``data_status``
-        resumes the datasets; ``registry`` (an editstream extension) maps group names to your
-        own dataset classes. Building twice gives two independent datasets. The packer is
-        constructed by keyword, as NeMo does, and editstream's extensions (``registry``, a
-        non-default ``image_dtype``) are passed only when set, so any packer class with NeMo's
-        signature can stand in (:meth:`packed_dataset_class`).
+        ``global_seed`` seeds the worker RNGs, ``data_status`` resumes the datasets, ``registry`` maps group
+        names to your dataset classes. editstream's extensions are passed only when set, so any packer class
+        with NeMo's signature can stand in (:meth:`packed_dataset_class`).
         """
         runtime = self.resolved()
         extensions = {"registry": registry} if registry is not None else {}

@@ -1,10 +1,5 @@
-"""The NeMo dataloader entry points: ``BagelDataloaderConfig(...).build(...)`` and the one-call factory.
-
-``BagelDataloaderConfig`` is a recipe's ``dataloader:`` section: it builds the ``PackedDataset``,
-seeds the process for its rank and wraps the dataset in editstream's subclass of torchdata's
-``StatefulDataLoader``, whose ``state_dict()`` taken mid-epoch restores, in a new process, to
-exactly the next batch.
-"""
+"""The NeMo dataloader entry points: ``BagelDataloaderConfig(...).build(...)`` (the ``PackedDataset`` in a
+StatefulDataLoader that resumes at exactly the next batch) and the one-call factory."""
 
 from __future__ import annotations
 
@@ -67,18 +62,14 @@ class BagelDataloaderConfig:
     ) -> BagelDataloaderBuild:
         """Build the dataset for this rank, seed the process, and wrap the dataset in a StatefulDataLoader.
 
-        ``batch_size`` must be 1: every step is one packed sequence. ``data_status`` and
-        ``registry`` are editstream extensions, passed to the dataset config's ``build`` only when
-        set, so a dataset config written against NeMo's signature builds here too.
+        ``batch_size`` must be 1 (a step is one packed sequence). ``data_status`` and ``registry`` are passed
+        on only when set, so a dataset config written against NeMo's signature builds here too.
         """
         if batch_size != 1:
             raise ValueError(f"BAGEL packed dataloaders require local_batch_size=1, got {batch_size}")
         loader_class = stateful_loader_class()
-        extensions: dict[str, Any] = {}
-        if data_status is not None:
-            extensions["data_status"] = data_status
-        if registry is not None:
-            extensions["registry"] = registry
+        given = {"data_status": data_status, "registry": registry}
+        extensions = {name: value for name, value in given.items() if value is not None}
         dataset = self.dataset_config.build(
             tokenizer=tokenizer,
             special_tokens=special_tokens,
@@ -135,11 +126,7 @@ def make_bagel_multimodal_dataset(
     elastic: bool = DEFAULTS.elastic,
     elastic_streams: int | None = DEFAULTS.elastic_streams,
 ) -> PackedDataset:
-    """The ``PackedDataset`` of a BAGEL run in one call (``set_epoch(data_seed)`` already applied).
-
-    The same as ``BagelDatasetConfig(...).build(..., global_seed=data_seed)``: every config field
-    but the ``*_path`` ones is a keyword here, passed on as is; the caller's dicts are never mutated.
-    """
+    """``BagelDatasetConfig(...).build(..., global_seed=data_seed)`` in one call (every field but the paths)."""
     arguments = locals()
     config = BagelDatasetConfig(**{name: arguments[name] for name in FACTORY_CONFIG_FIELDS})
     return config.build(

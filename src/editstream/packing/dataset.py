@@ -1,10 +1,4 @@
-"""PackedDataset: greedy token-budget packing of samples drawn from weighted dataset groups.
-
-The reference's packer as adopted by NeMo Automodel (same RNG consumption order, so the same seed
-gives the same batches), plus state: ``state_dict()`` taken between two batches lets a fresh
-``PackedDataset`` continue exactly, in the main process or in DataLoader workers. Its run
-(:mod:`.runs`) is the reference stream or elastic epochs.
-"""
+"""PackedDataset: the reference's greedy token-budget packer (same RNG order, same batches), plus exact resume."""
 
 from __future__ import annotations
 
@@ -50,13 +44,9 @@ def _check_layout(local_rank: int, world_size: int, num_workers: Any, special_to
 
 
 class PackedDataset(torch.utils.data.IterableDataset[dict[str, Any]]):
-    """Packs samples of several grouped datasets into batches of about ``expected_num_tokens``.
-
-    Each batch is one packed sequence (a dict of tensors and lists, see ``to_tensor``);
-    a DataLoader should use ``batch_size=1`` with :func:`collate_fn`. Randomness (group choice,
-    cfg dropout, timesteps) comes from the global ``random`` / ``numpy`` RNGs exactly as in
-    BAGEL, reseeded per rank and worker when iteration starts. NeMo's keyword surface (the
-    budgets here, the sequence knobs in ``data_config``) becomes one :class:`PackingSpec`.
+    """Packs samples of several grouped datasets into batches (one packed sequence each) of about
+    ``expected_num_tokens``; use a DataLoader with ``batch_size=1``. The global RNGs are reseeded per
+    rank and worker, as in BAGEL; NeMo's keywords and ``data_config``'s knobs become one :class:`PackingSpec`.
     """
 
     def __init__(
@@ -99,10 +89,12 @@ class PackedDataset(torch.utils.data.IterableDataset[dict[str, Any]]):
         self.data_config = data_config
         self.local_rank, self.world_size, self.num_workers = local_rank, world_size, num_workers
         self._dataset_info, self._registry = dataset_info, registry
-        self._init_packer(special_tokens)
-        # Seeds for the per-worker reseed: ``_global_seed`` wins when set (BAGEL's global seed),
-        # otherwise the seed of the last ``set_epoch``.
-        self._global_seed: int | None = global_seed
+        for key, value in special_tokens.items():
+            setattr(self, key, value)  # as the reference sets them
+        self.get_flattened_position_ids = flattened_position_ids(self.spec.interpolate_pos)
+        tokens = SpecialTokens(**{k: special_tokens[k] for k in SPECIAL_TOKEN_KEYS})
+        self.packer = SamplePacker(self.spec, tokens, self.get_flattened_position_ids)
+        self._global_seed: int | None = global_seed  # wins over the last ``set_epoch`` seed when set
         self._data_seed: int | None = None
         self.group_names = list(data_config.grouped_datasets)
         self.grouped_datasets, self.is_mandatory, self.grouped_weights = self.build_datasets(
@@ -114,14 +106,6 @@ class PackedDataset(torch.utils.data.IterableDataset[dict[str, Any]]):
         self.drops = DropLog(dataset_name="PackedDataset")
         self.elastic = self.spec.elastic
         self.run = packing_run(self, self.spec)
-
-    def _init_packer(self, special_tokens: Mapping[str, int]) -> None:
-        """Special tokens as attributes (as the reference sets them) and the sample packer."""
-        for key, value in special_tokens.items():
-            setattr(self, key, value)
-        self.get_flattened_position_ids = flattened_position_ids(self.spec.interpolate_pos)
-        tokens = SpecialTokens(**{k: special_tokens[k] for k in SPECIAL_TOKEN_KEYS})
-        self.packer = SamplePacker(self.spec, tokens, self.get_flattened_position_ids)
 
     def build_datasets(
         self, datasets_metainfo: Mapping[str, Mapping[str, Any]], data_status: Mapping[str, Any] | None
@@ -141,8 +125,7 @@ class PackedDataset(torch.utils.data.IterableDataset[dict[str, Any]]):
 
     # ------------------------------------------------------------------ seeds and epochs
     def set_epoch(self, seed: int) -> None:
-        """Remember ``seed`` for the worker reseed; the reference run forwards it to every grouped
-        dataset (which takes its rank's slice of units), elastic epochs do not use rank slices."""
+        """Remember ``seed`` for the worker reseed and pass it to the run (reference datasets take rank slices)."""
         self._data_seed = int(seed)
         self.run.set_epoch(seed)
 
@@ -211,20 +194,11 @@ class PackedDataset(torch.utils.data.IterableDataset[dict[str, Any]]):
         return self.run.batches()
 
     def state_dict(self) -> dict[str, Any]:
-        """Everything needed to continue the stream after the last yielded batch.
-
-        Buffered samples as references to their rows (:mod:`~editstream.packing.checkpoint`), the
-        RNG states of the last yielded batch as a compact chain, each grouped dataset's
-        ``state_dict()``, the seeds and the rank/worker layout (elastic: per logical stream): a few
-        kilobytes, JSON-ready unless a group's dataset cannot recreate samples. Valid between batches.
-        """
+        """Everything needed to continue after the last yielded batch, valid between batches: a few kilobytes
+        of references and RNG chains (:mod:`~editstream.packing.checkpoint`), the groups' states, seeds, layout."""
         return self.run.state_dict()
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Prepare this (fresh) dataset to resume from ``state``; call before ``iter()``.
-
-        Restores the seeds (re-running ``set_epoch`` if the saved seed differs) and each
-        dataset's state now; the buffer and RNG states are applied when iteration starts,
-        instead of the usual reseed.
-        """
+        """Prepare this (fresh) dataset to resume from ``state``; call before ``iter()`` (seeds and datasets
+        are restored now, the buffer and RNG states when iteration starts, in place of the reseed)."""
         self.run.load_state_dict(state)

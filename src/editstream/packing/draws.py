@@ -1,10 +1,5 @@
-"""Drawing samples for the packing runs: the next valid sample of a group, where it came from, the
-mandatory opening of a sequence, a finished sequence's batch.
-
-Both runs (:mod:`.runs.reference`, :mod:`.runs.elastic`) draw through :class:`GroupDraws`, which
-checks each sample (:func:`~editstream.packing.validation.sample_problem`) and keeps the origin
-its dataset gave with it, so a buffered sample can be checkpointed as a reference.
-"""
+"""Drawing samples for both packing runs: each checked, with the origin that lets a buffered sample be saved
+as a reference; the mandatory opening of a sequence; a finished sequence's batch."""
 
 from __future__ import annotations
 
@@ -28,8 +23,7 @@ logger = logging.getLogger(__name__)
 
 @dataclass
 class Buffered:
-    """A sample waiting in a run's buffer (first in, first out) for a sequence with room: the
-    sample, its group's index and, when known, where its parse began (how a state references it)."""
+    """A sample waiting in a run's buffer (FIFO), its group and, when known, where its parse began."""
 
     sample: dict[str, Any]
     group: int
@@ -57,8 +51,7 @@ def sample_tokens(sample: Mapping[str, Any]) -> int:
 
 
 def limit_exceeded(num_tokens: int, spec: PackingSpec) -> str | None:
-    """The limit a sample of ``num_tokens`` packed tokens is over (``max_num_tokens_per_sample``, then
-    ``max_num_tokens``: it fits no sequence), or ``None``: what an exact epoch drops as ``oversize``."""
+    """The limit ``num_tokens`` packed tokens are over (it fits no sequence: an exact epoch's ``oversize``), or None."""
     if num_tokens > spec.max_num_tokens_per_sample:
         return "max_num_tokens_per_sample"
     if num_tokens > spec.max_num_tokens:
@@ -74,11 +67,8 @@ def traced(dataset: Any) -> Traced:
 
 
 class GroupDraws:
-    """One stream's group iterators: the next valid sample of a group, and where it came from.
-
-    ``finite`` (elastic epochs): a group whose iterator ends is marked exhausted instead of being
-    an error, and ``origins[g]`` (the last drawn row's) is where the group's reading resumes.
-    """
+    """One stream's group iterators: the next valid sample of a group, and where it came from (``origins``).
+    ``finite`` (elastic epochs): a group that ends is marked exhausted instead of being an error."""
 
     def __init__(self, packer: PackedDataset, iterators: list[Traced], *, finite: bool = False) -> None:
         self.packer = packer
@@ -127,10 +117,8 @@ def open_with_mandatory(
     packer: PackedDataset, draws: GroupDraws, status: SequenceStatus, batch_data_indexes: list[Any]
 ) -> SequenceStatus:
     """Start a sequence with one sample of every mandatory group (strictly under the sample limit)."""
-    for group in range(len(packer.grouped_datasets)):
-        if not packer.is_mandatory[group]:
-            continue
-        while not draws.exhausted[group]:
+    for group, mandatory in enumerate(packer.is_mandatory):
+        while mandatory and not draws.exhausted[group]:
             sample = draws.next_sample(group)
             if sample is None:
                 continue

@@ -1,9 +1,5 @@
-"""Grouped-dataset configs -> dataset objects, as the reference's ``PackedDataset.build_datasets`` does.
-
-A group's arguments plus its ``dataset_info`` entries become the keyword arguments of its
-registered dataset class; the caller's config is never mutated. A packer's ``image_dtype="uint8"``
-goes to every group that does not set its own and whose class takes ``image_dtype``.
-"""
+"""Grouped-dataset configs -> dataset objects: a group's arguments plus its ``dataset_info`` entries become the
+keywords of its registered dataset class (the caller's config is never mutated)."""
 
 from __future__ import annotations
 
@@ -35,9 +31,7 @@ ENTRY_KEYS = (
     "num_total_samples",
     *IN_PLACE_KEYS,
 )
-"""The keys a ``dataset_info`` entry may have; ``num_files`` and ``num_total_samples`` are the
-reference's descriptive counts, accepted and not read (the listing counts the data itself); ``from``
-or ``mapping`` (with ``where``, ``media_dir``, ``split``) read a public dataset in place through an adapter."""
+"""The keys of a ``dataset_info`` entry (the reference's ``num_files`` / ``num_total_samples`` are not read)."""
 WEBDATASET_KEYS = ("data_dir", "storage_options")
 """The keys of an entry's ``webdataset:`` sub-entry."""
 
@@ -74,11 +68,8 @@ class GroupContext:
 def build_group_datasets(
     grouped_datasets: Mapping[str, Mapping[str, Any]], data_status: Mapping[str, Any] | None, ctx: GroupContext
 ) -> tuple[list[GroupDataset], list[bool], list[float]]:
-    """Instantiate one registry dataset per group; return (datasets, is_mandatory, weights).
-
-    Works on a deep copy, so the caller's ``grouped_datasets`` is left untouched. Every
-    ``dataset_info`` entry is checked for unknown keys first, before any group reads data.
-    """
+    """One registry dataset per group (from a deep copy), every entry's keys checked first: (datasets,
+    is_mandatory, weights)."""
     check_dataset_info(ctx.dataset_info)
     datasets: list[GroupDataset] = []
     is_mandatory: list[bool] = []
@@ -92,10 +83,7 @@ def build_group_datasets(
         weights.append(float(weight))
         _build_transforms(group, args)
         attach_dataset_info(group, args, ctx)
-        resume = args.pop("resume_data_status", True)
-        group_status = None
-        if data_status is not None and resume and group in data_status:
-            group_status = data_status[group]
+        group_status = (data_status or {}).get(group) if args.pop("resume_data_status", True) else None
         datasets.append(_instantiate(group, args, group_status, ctx))
     return datasets, is_mandatory, weights
 
@@ -156,9 +144,7 @@ def _group_metas(group: str, names: Any, dataset_info: Mapping[str, Any]) -> lis
 
 
 def check_dataset_info(dataset_info: Mapping[str, Any]) -> None:
-    """Refuse unknown keys in every entry of ``dataset_info`` (group -> dataset name -> entry).
-
-    Groups that are not mappings are left to the errors of the group that reads them."""
+    """Refuse unknown keys in every entry of ``dataset_info`` (a typo must not read other data silently)."""
     for group, entries in dataset_info.items():
         if isinstance(entries, Mapping):
             for name, meta in entries.items():
@@ -166,9 +152,6 @@ def check_dataset_info(dataset_info: Mapping[str, Any]) -> None:
 
 
 def _check_entry_keys(group: str, name: str, meta: Any) -> None:
-    """An entry (and its ``webdataset:`` sub-entry) with a key editstream does not know is an error
-    naming the key, the entry and the group: a typo (``data_dri``, ``jsonl_paht``) must not be
-    ignored, since the dataset would then read other data, or none, without a word."""
     where = f"dataset_info[{group!r}][{name!r}]"
     if not isinstance(meta, Mapping):
         raise ValueError(f"{where} (dataset {name!r} of group {group!r}) must be a mapping, got {type(meta).__name__}")
@@ -189,8 +172,7 @@ def _check_entry_keys(group: str, name: str, meta: Any) -> None:
 
 
 def _location(group: str, name: str, meta: Mapping[str, Any], backend: str | None) -> Mapping[str, Any]:
-    """The entry to read for ``backend``: a ``webdataset:`` sub-entry (its own ``data_dir`` and
-    ``storage_options``) replaces the source location when the group reads converted shards."""
+    """The entry to read: a ``webdataset:`` sub-entry replaces the source location on the webdataset backend."""
     sub = meta.get("webdataset")
     if sub is None or backend != "webdataset":
         return meta
@@ -205,12 +187,8 @@ def _location(group: str, name: str, meta: Mapping[str, Any], backend: str | Non
 
 
 def attach_dataset_info(group: str, args: dict[str, Any], ctx: GroupContext) -> None:
-    """Turn ``dataset_names`` into data_dir_list / parquet_info / jsonl_path_list / backend / storage_options.
-
-    The backend comes from the group's ``backend`` or its entries' (they must agree). On the
-    webdataset backend an entry's ``webdataset:`` sub-entry gives the converted root, and the
-    source-only keys (``parquet_info_path``, ``jsonl_path``) are not passed on.
-    """
+    """Turn ``dataset_names`` into data_dir_list / parquet_info / jsonl_path_list / backend / storage_options
+    (the group's and its entries' backend must agree; the webdataset backend reads no source-only key)."""
     names = args.pop("dataset_names", None)
     metas = _group_metas(group, names, ctx.dataset_info)
     backend = _agreed_setting(group, names, metas, "backend", args.pop("backend", None))
@@ -242,10 +220,8 @@ def attach_dataset_info(group: str, args: dict[str, Any], ctx: GroupContext) -> 
             args.setdefault("json_dir_list", []).append(meta["json_dir"])
         if "jsonl_path" in meta and not source_only:
             args.setdefault("jsonl_path_list", []).append(meta["jsonl_path"])
-    if backend is not None:
-        args["backend"] = backend
-    if storage_options is not None:
-        args["storage_options"] = storage_options
+    settings = {"backend": backend, "storage_options": storage_options}
+    args.update({key: value for key, value in settings.items() if value is not None})
 
 
 def _agreed_setting(

@@ -1,10 +1,5 @@
-"""The image tensors of a packed batch: float32 as the reference builds them, or the opt-in uint8 hand-off.
-
-With ``image_dtype="uint8"``, ``padded_images`` / ``packed_vit_tokens`` stay uint8 when every image
-behind them is uint8 with a known ``(mean, std)``, described in the batch's ``image_normalization``
-(:mod:`editstream.packing.normalize`); otherwise uint8 images are normalized here, in the worker,
-and the tensor is built exactly as the reference builds it.
-"""
+"""The image tensors of a packed batch: float32 as the reference builds them, or the opt-in uint8 hand-off
+(kept uint8 only when every image behind a tensor is uint8 with a known ``(mean, std)``)."""
 
 from __future__ import annotations
 

@@ -1,13 +1,8 @@
 """Normalizing a uint8 image hand-off into the float32 batch of the default path, bit for bit.
 
-With ``image_dtype="uint8"`` a batch carries ``padded_images`` and ``packed_vit_tokens`` as uint8
-pixels (4x smaller to hand over and copy) plus ``image_normalization``: per key, one ``mean`` /
-``std`` and size (or token count) per image, in batch order. :func:`normalize_batch` gives the
-float32 batch: ``x.float() / 255``, then ``(x - mean) / std`` per channel, padding 0.0, the entry
-removed. On CPU it is the transform's own arithmetic
-(:func:`~editstream.loader.transforms.normalize_pixels`); on another device it uses tensor
-operands after a one-time check per device and ``(mean, std)`` that all 256 values match the
-CPU's, else a lookup table computed on CPU.
+A uint8 batch carries ``image_normalization``: per key, one ``mean`` / ``std`` and size (or token count)
+per image. On CPU the transform's own arithmetic is used; on a device, torch arithmetic once checked
+to match the CPU for all 256 values per ``(mean, std)``, else a lookup table computed on CPU.
 """
 
 from __future__ import annotations
@@ -85,26 +80,17 @@ def _on_device(x: torch.Tensor, stats: Stats, dim: int) -> torch.Tensor:
 
 
 def _channel_arrays(stats: Stats, shape: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
-    mean = np.asarray(stats[0], dtype=np.float32).reshape(shape)
-    std = np.asarray(stats[1], dtype=np.float32).reshape(shape)
-    return mean, std
+    return np.asarray(stats[0], dtype=np.float32).reshape(shape), np.asarray(stats[1], dtype=np.float32).reshape(shape)
 
 
 def _interleaved_arrays(stats: Stats, width: int) -> tuple[np.ndarray, np.ndarray]:
-    """Mean and std repeated along a row of ``width`` channel-innermost values (so numpy's inner
-    loop runs over the whole row, not over 3 channels at a time)."""
-    channels = len(stats[0])
-    mean = np.tile(np.asarray(stats[0], dtype=np.float32), width // channels)
-    std = np.tile(np.asarray(stats[1], dtype=np.float32), width // channels)
-    return mean, std
+    """Mean and std repeated along a row of ``width`` channel-innermost values (numpy's inner loop runs a row)."""
+    mean, std = _channel_arrays(stats, (-1,))
+    return np.tile(mean, width // len(mean)), np.tile(std, width // len(std))
 
 
 def normalize_uint8(x: torch.Tensor, normalization: Any, channel_dim: int) -> torch.Tensor:
-    """``(x.float() / 255 - mean) / std`` per channel along ``channel_dim``, as a new float32 tensor.
-
-    Bit-identical to :class:`~editstream.loader.transforms.ImageTransform`'s float32 output on
-    every device (see the module docstring).
-    """
+    """``(x.float() / 255 - mean) / std`` per channel along ``channel_dim``: the transform's float32 bits."""
     if x.dtype != torch.uint8:
         raise TypeError(f"normalize_uint8 expects a uint8 tensor, got {x.dtype}")
     stats = as_stats(normalization)
@@ -140,11 +126,7 @@ def _entry_stats(entry: Mapping[str, Any], count: int, what: str) -> list[Stats]
 
 
 def normalize_padded_images(images: torch.Tensor, entry: Mapping[str, Any]) -> torch.Tensor:
-    """The float32 ``padded_images`` of a uint8 one: each image normalized, its padding 0.0.
-
-    On CPU each image slot is computed with numpy, then its padding zeroed; on a device the
-    whole batch is (torch kernels), then the padding is zeroed.
-    """
+    """The float32 ``padded_images`` of a uint8 one: each image normalized, its padding 0.0."""
     count = images.shape[0]
     stats = _entry_stats(entry, count, f"padded_images holds {count}")
     sizes = [(int(h), int(w)) for h, w in entry["sizes"]]
@@ -215,13 +197,8 @@ def normalize_entries(values: Mapping[str, Any], spec: Mapping[str, Any]) -> dic
 
 
 def normalize_batch(batch: Any) -> Any:
-    """The float32 batch of a uint8 hand-off, ``torch.equal`` key by key to the default path's.
-
-    A dict (as ``collate_fn`` yields) gives a new dict without ``image_normalization``; a
-    :class:`~editstream.packing.collate.SimpleCustomBatch` is normalized in place and returned
-    (``.to(device)`` / ``.cuda(device)`` already do this after the copy). Tensors are
-    normalized on the device they are on. A batch without ``image_normalization`` comes back as is.
-    """
+    """The float32 batch of a uint8 hand-off, ``torch.equal`` key by key to the default path's, on the tensors'
+    device: a new dict for a dict, a ``SimpleCustomBatch`` normalized in place (``.to()`` already does this)."""
     if isinstance(batch, Mapping):
         out = dict(batch)
         spec = out.pop(BATCH_KEY, None)

@@ -1,13 +1,5 @@
-"""What a recipe's limits keep of each dataset, counted before training (``editstream verify --recipe``).
-
-Each ``dataset_info`` entry a group names is read once, every unit in order, by the group's own
-dataset class built as training builds it (its transforms, ``num_used_data``, backend), inside
-:func:`~editstream.loader.pixels.sizes_only`: images are opened (header read, the decode's limits
-checked), not decoded. A sample's packed length is the packer's own (:func:`.draws.sample_tokens`),
-judged by the rule an exact (elastic) epoch drops by (:func:`.draws.limit_exceeded`); rows the
-dataset drops are its own drop log's counts and reasons. A row's own random draws (which images of
-a longer edit chain, which caption) are drawn once, from ``data_seed``.
-"""
+"""What a recipe's limits keep of each dataset (``editstream verify --recipe``): each entry read once by its group's
+dataset built as training builds it, images sized not decoded, samples judged as an exact epoch judges them."""
 
 from __future__ import annotations
 
@@ -135,9 +127,7 @@ def count_recipe(
 ) -> RecipeCount:
     """Count, per (group, dataset) of ``config``, the samples that survive its limits and why the others do not.
 
-    ``tokenizer`` counts text (default: the byte tokenizer, one token per UTF-8 byte, at least what
-    a byte-level BPE tokenizer counts, so its survivors are a lower bound). The global RNGs are
-    restored afterwards.
+    The default byte tokenizer counts at least what a byte-level BPE does (survivors are a lower bound).
     """
     runtime = config.resolved()
     spec = config.spec()

@@ -1,9 +1,4 @@
-"""Tensor helpers the packer uses to lay out one packed sequence.
-
-ViT patch extraction, 2-D rotary position ids (extrapolating or interpolating onto a fixed
-grid), the per-sample attention mask for causal / full / noise splits, and the CE loss weight
-per text span. The numerics match BAGEL's data utilities so packed batches are bit-identical.
-"""
+"""Tensor helpers of one packed sequence (patches, position ids, attention masks, loss weights), BAGEL's numerics."""
 
 from __future__ import annotations
 
@@ -15,11 +10,7 @@ ATTENTION_MODES = ("causal", "full", "noise")
 
 
 def patchify(image: torch.Tensor, patch_size: int) -> torch.Tensor:
-    """Cut a CxHxW image into non-overlapping square patches, row-major over the patch grid.
-
-    Returns ``(H/p * W/p, p*p*C)``; each row holds one patch with the channel innermost, which is
-    the layout the ViT patch embedding expects.
-    """
+    """Cut a CxHxW image into ``(H/p * W/p, p*p*C)`` patches, row-major, channel innermost (the ViT's layout)."""
     if image.dim() != 3:
         raise ValueError(f"patchify expects a CxHxW tensor, got shape {tuple(image.shape)}")
     channels, height, width = image.shape
@@ -35,10 +26,7 @@ def patchify(image: torch.Tensor, patch_size: int) -> torch.Tensor:
 def get_flattened_position_ids_extrapolate(
     img_h: int, img_w: int, patch_size: int, max_num_patches_per_side: int
 ) -> torch.Tensor:
-    """Position id of every patch as ``row * max_num_patches_per_side + col`` (row-major).
-
-    Larger images simply use more of the fixed ``max x max`` grid, i.e. positions extrapolate.
-    """
+    """Position id of every patch as ``row * max_num_patches_per_side + col``: large images extrapolate."""
     rows = torch.arange(0, img_h // patch_size)
     cols = torch.arange(0, img_w // patch_size)
     return (rows.unsqueeze(1) * max_num_patches_per_side + cols).reshape(-1)
@@ -47,11 +35,7 @@ def get_flattened_position_ids_extrapolate(
 def get_flattened_position_ids_interpolate(
     img_h: int, img_w: int, patch_size: int, max_num_patches_per_side: int
 ) -> torch.Tensor:
-    """Position ids after squeezing the patch grid onto a ``max x max`` grid (interpolation).
-
-    Each patch row/column gets its fractional offset in [0, 1), which is bucketed into one of
-    ``max_num_patches_per_side`` equal bins; the id is ``bin_row * max + bin_col``.
-    """
+    """Position ids of the patch grid squeezed onto a ``max x max`` grid (offsets in [0, 1) bucketed into bins)."""
     n_rows = img_h // patch_size
     n_cols = img_w // patch_size
     step = 1 / max_num_patches_per_side
@@ -69,12 +53,8 @@ def flattened_position_ids(interpolate_pos: bool) -> Callable[[int, int, int, in
 def prepare_attention_mask_per_sample(
     split_lens: list[int], attn_modes: list[str], device: str | torch.device = "cpu"
 ) -> torch.Tensor:
-    """Additive float mask (0 = may attend, -inf = may not) for one packed sample.
-
-    Every split sees all earlier splits; inside a split ``causal`` is lower-triangular while
-    ``full`` and ``noise`` are dense. A ``noise`` split (a noised VAE target) is additionally
-    hidden from every other split, so only its own tokens can look at it.
-    """
+    """Additive float mask (0 or -inf) of one sample: each split sees earlier ones and itself (``causal``: lower
+    triangle); a ``noise`` split (a noised VAE target) is hidden from every other split."""
     if len(split_lens) != len(attn_modes):
         raise ValueError(f"{len(split_lens)} split lengths but {len(attn_modes)} attention modes")
     total = sum(split_lens)
@@ -99,11 +79,7 @@ def prepare_attention_mask_per_sample(
 
 
 def len2weight(x: int, loss_reduction: str = "square") -> float | int:
-    """CE loss weight given to each token of a text span of length ``x``.
-
-    ``square`` (the BAGEL default) weighs by ``1/sqrt(x)``, ``sample`` by ``1/x``, ``token``
-    by 1; a zero length gives 0.
-    """
+    """CE loss weight of each token of an ``x``-token text span: ``square`` 1/sqrt(x), ``sample`` 1/x, ``token`` 1."""
     if x == 0:
         return x
     if loss_reduction == "token":

@@ -1,10 +1,5 @@
-"""``PackingSpec``: every packing knob in one frozen record, its defaults (NeMo's values) written once.
-
-The token budgets, the sequence layout knobs, the image dtype of the batches and the elastic
-opt-in. ``BagelDatasetConfig``, ``PackedDataset`` and ``make_bagel_multimodal_dataset`` keep NeMo
-Automodel's keyword surfaces, but take their defaults from :data:`DEFAULTS` and build a spec, so
-a value is checked by one rule wherever it comes from; errors name the field and the value.
-"""
+"""``PackingSpec``: every packing knob in one frozen record, its defaults (NeMo's) written once; NeMo's keyword
+surfaces take their defaults from :data:`DEFAULTS` and build a spec, so one rule checks each value."""
 
 from __future__ import annotations
 
@@ -102,9 +97,8 @@ class PackingSpec:
                 raise ValueError(f"{name} {problem}, got {value!r}")
 
     def packer_arguments(self) -> dict[str, Any]:
-        """``PackedDataset`` keyword arguments carrying this spec (the sequence knobs travel in the
-        ``data_config``): NeMo's always, editstream's only when they differ from the defaults, so
-        a packer class with NeMo's signature can take them."""
+        """``PackedDataset`` keywords carrying this spec (sequence knobs travel in ``data_config``): editstream's
+        only when not default, so a packer class with NeMo's signature takes them."""
         arguments = {name: getattr(self, name) for name in PACKER_KEYWORDS}
         arguments.update({n: getattr(self, n) for n in EXTENSIONS if getattr(self, n) != getattr(DEFAULTS, n)})
         return arguments
@@ -118,14 +112,9 @@ DEFAULTS = PackingSpec()
 class GroupedDatasetConfig(Protocol):
     """The dataset config a ``PackedDataset`` is built from (``BagelDatasetConfig`` is one)."""
 
-    @property
-    def grouped_datasets(self) -> Mapping[str, Any] | None: ...
-
-    @property
-    def dataset_info(self) -> Mapping[str, Any] | None: ...
-
-    @property
-    def dataset_info_path(self) -> str | None: ...
+    grouped_datasets: Mapping[str, Any] | None
+    dataset_info: Mapping[str, Any] | None
+    dataset_info_path: str | None
 
     def resolved(self) -> GroupedDatasetConfig:
         """A copy with ``grouped_datasets`` and ``dataset_info`` read from their files."""

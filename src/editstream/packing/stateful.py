@@ -1,11 +1,5 @@
-"""editstream's StatefulDataLoader: torchdata's loader plus what elastic epochs need in the main process.
-
-DataLoader workers run copies of the dataset made when an iteration starts, so the main process
-is where the next epoch must be chosen and where a merged, layout-free state must be put: this
-subclass starts the next elastic epoch on each new iteration after the first, hands a ``merge_states`` result to
-the dataset (the workers' copies then take their streams from it), and takes a complete epoch's
-state as "start the next one". For a dataset that is not elastic it is torchdata's loader as is.
-"""
+"""editstream's StatefulDataLoader: torchdata's, plus what elastic epochs need in the main process (workers
+iterate copies): the next epoch per new iteration, a ``merge_states`` result handed to the dataset."""
 
 from __future__ import annotations
 
@@ -32,8 +26,7 @@ def saved_workers(state: Mapping[str, Any]) -> int | None:
 
 
 def check_loader_state(state: Any, num_workers: int) -> None:
-    """Refuse, before torchdata reads it, a loader state an elastic loader cannot resume from:
-    an empty one, or one rank's state taken with another number of workers (merge it first)."""
+    """Refuse a loader state an elastic loader cannot resume from: empty, or taken with other ``num_workers``."""
     if not isinstance(state, Mapping) or not state:
         raise StateError(
             f"cannot resume: the loader was given {'an empty state' if state == {} else type(state).__name__}; "

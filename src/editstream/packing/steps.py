@@ -1,10 +1,5 @@
-"""Keeping ranks in step at the end of an elastic epoch, when they hold different numbers of batches.
-
-An epoch lasts as many steps as the rank with the most batches: each step one all-reduce of a 0/1
-flag tells whether a rank still has a batch, and a rank that has run out gets ``None`` (and joins
-its peers' collectives). No batch is dropped or moved, so every row trains once per epoch;
-:attr:`EpochSteps.idle_steps` counts the steps a rank spent without one.
-"""
+"""Keeping ranks in step at the end of an elastic epoch: one all-reduced 0/1 flag per step, ``None`` for a rank
+that has run out, so no batch is dropped and every row trains once per epoch."""
 
 from __future__ import annotations
 
@@ -18,11 +13,8 @@ T = TypeVar("T")
 
 
 class EpochSteps(Generic[T]):
-    """``for batch in EpochSteps(loader):`` yields this rank's batches, then ``None`` until every rank is done.
-
-    Without an initialised process group it is the plain iteration (one process has no peers).
-    ``group`` is the process group to agree in (default: the world).
-    """
+    """``for batch in EpochSteps(loader):`` this rank's batches, then ``None`` until every rank of ``group``
+    (default: the world) is done; the plain iteration without a process group."""
 
     def __init__(self, batches: Iterable[T], group: Any = None) -> None:
         self.batches = batches

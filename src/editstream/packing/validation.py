@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import numbers
 from collections.abc import Mapping
 from typing import Any
 
 import torch
 
 from ..loader.pixels import NORMALIZATION_KEY
+from .spec import is_int, is_real
 
 PLAN_TYPES = ("text", "vit_image", "vae_image")
 SAMPLE_KEYS = ("sequence_plan", "text_ids_list", "image_tensor_list", "num_tokens", "data_indexes")
@@ -21,9 +21,8 @@ def sample_problem(sample: Any, vit_patch_size: int) -> str | None:
     missing = [key for key in SAMPLE_KEYS if key not in sample]
     if missing:
         return f"sample lacks {missing}"
-    num_tokens = sample["num_tokens"]
-    if not isinstance(num_tokens, numbers.Integral) or isinstance(num_tokens, bool):
-        return f"num_tokens is {num_tokens!r}, not an int"
+    if not is_int(sample["num_tokens"]):
+        return f"num_tokens is {sample['num_tokens']!r}, not an int"
     return _plan_problem(sample, vit_patch_size) or _normalization_problem(sample)
 
 
@@ -67,11 +66,7 @@ def _image_problem(position: int, item: Mapping[str, Any], image: Any, patch: in
 
 
 def _is_triple(value: Any) -> bool:
-    return (
-        isinstance(value, (list, tuple))
-        and len(value) == 3
-        and all(isinstance(v, numbers.Real) and not isinstance(v, bool) for v in value)
-    )
+    return isinstance(value, (list, tuple)) and len(value) == 3 and all(is_real(v) for v in value)
 
 
 def _normalization_problem(sample: Mapping[str, Any]) -> str | None:

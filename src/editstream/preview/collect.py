@@ -1,10 +1,5 @@
-"""The first N records of a dataset as pictures and words: what a preview shows.
-
-The data is opened by the data layer (``editstream.data.open_data``) and read in listing order;
-each row is drawn by its kind's preview function (:mod:`editstream.preview.record`), and a kind
-without one is a :class:`NoPreviewError`. A row the source cannot decode is shown as unreadable,
-and a JSONL line's media outside the media directory as refused, as convert and the loader do.
-"""
+"""The first N records of a dataset (opened by ``editstream.data.open_data``), each drawn by its kind's preview
+function; an undecodable row is shown as unreadable, media outside the media directory as refused."""
 
 from __future__ import annotations
 
@@ -84,9 +79,7 @@ def collect(
     storage_options: StorageOptions | None = None,
     allow_outside_media_dir: bool = False,
 ) -> list[Record]:
-    """The first ``n`` records of ``data`` (see the module docstring for what ``data`` may be);
-    ``backend`` must fit the data when given (a :class:`~editstream.data.layouts.LayoutError` otherwise);
-    ``allow_outside_media_dir`` lets a JSONL's media names leave ``media_dir``."""
+    """The first ``n`` records of ``data``; a ``backend`` that does not fit it is a ``LayoutError``."""
     handle = open_data(
         data,
         backend=backend,

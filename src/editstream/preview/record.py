@@ -1,10 +1,5 @@
-"""The preview contract: what a kind's preview function returns and how it is drawn.
-
-A kind names (``DatasetKind.preview``) a function ``(title, row) -> Record``: ``row`` is one
-row of the kind as its parser sees it (a parquet row, or a converted sample's decoded row),
-``title`` says where it came from. The function only picks images and texts out of the row;
-drawing them (HTML or PNG) is :mod:`editstream.preview.render`'s work, by the record's layout.
-"""
+"""The preview contract: a kind's ``(title, row) -> Record`` picks images and texts out of a row as its parser
+sees it; :mod:`editstream.preview.render` draws them by the record's layout."""
 
 from __future__ import annotations
 

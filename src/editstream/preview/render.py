@@ -1,10 +1,5 @@
-"""Records drawn as a self-contained HTML page (images embedded as base64) or a PNG contact sheet.
-
-One record is one row, laid out as its kind's preview function says (``Layout``): a chain's
-images left to right with each text between the two images it joins, or images with their
-texts beside them (captions, a prompt, a conversation). Images are shrunk to thumbnails; one
-that does not decode is a grey box saying so, which is worth seeing too.
-"""
+"""Records drawn as a self-contained HTML page or a PNG contact sheet, one row each, laid out as the record
+says; an image that does not decode is a grey box saying so."""
 
 from __future__ import annotations
 
@@ -43,8 +38,7 @@ class TooLargeToDraw(ValueError):
 
 
 def _strict_thumbnail(data: bytes, side: int) -> Image.Image:
-    """A thumbnail decoded with Pillow's own rules (a truncated image raises): a JPEG at a reduced DCT
-    scale, other formats reduced by a whole factor before any copy is made."""
+    """A thumbnail decoded by Pillow's rules (a truncated image raises), reduced while decoding where it can."""
     with Image.open(io.BytesIO(data)) as image:
         image.draft("RGB", (side, side))
         width, height = image.size
@@ -74,13 +68,8 @@ def _labelled(image: Image.Image, label: str) -> Image.Image:
 
 
 def describe_image(data: bytes | None, side: int = THUMB) -> tuple[Image.Image, str | None]:
-    """An RGB thumbnail of ``data`` as the loader sees it, and a label when there is something to say.
-
-    A missing image is a grey box labelled "missing"; bytes the loader's decoder refuses are a grey
-    box labelled "undecodable" (the loader drops such a sample); an image that Pillow's own rules
-    call truncated but the loader decodes grey-filled (as the reference does) is drawn so, labelled
-    :data:`TRUNCATED_NOTE`: the preview shows what training gets.
-    """
+    """An RGB thumbnail of ``data`` as the loader sees it, and a label when there is something to say: a grey box
+    for "missing" and "undecodable", a truncated image drawn grey-filled as trained (:data:`TRUNCATED_NOTE`)."""
     if data is None:
         return _placeholder("missing", side), "missing"
     try:
@@ -100,11 +89,6 @@ def describe_image(data: bytes | None, side: int = THUMB) -> tuple[Image.Image, 
         if "truncated" in str(strict) or "broken data stream" in str(strict):
             return _labelled(thumb, TRUNCATED_NOTE), TRUNCATED_NOTE
         return thumb, None
-
-
-def thumbnail(data: bytes | None, side: int = THUMB) -> Image.Image:
-    """An RGB thumbnail of ``data``, or a grey placeholder naming why there is none (see :func:`describe_image`)."""
-    return describe_image(data, side)[0]
 
 
 def _placeholder(label: str, side: int) -> Image.Image:

@@ -1,9 +1,5 @@
-"""A local S3-protocol server (moto's ``moto_server``) on a free loopback port.
-
-For the demo, the benchmarks and the tests: real HTTP S3 on 127.0.0.1, started as a
-subprocess (``python -m moto.server``, from the ``moto[server]`` test extra) and stopped on
-exit. Nothing here patches an S3 client.
-"""
+"""A local S3-protocol server (``python -m moto.server``, the ``moto[server]`` extra) on a free loopback port:
+real HTTP S3 for the demo, benchmarks and tests, no patched client."""
 
 from __future__ import annotations
 
@@ -13,6 +9,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
@@ -34,30 +31,19 @@ def _answers(url: str) -> bool:
         return False
 
 
+@dataclass(kw_only=True, eq=False)
 class LocalS3Server:
-    """``with LocalS3Server() as s3: s3.endpoint`` -- a moto_server for the block's duration.
+    """``with LocalS3Server() as s3: s3.endpoint`` -- a moto_server for the block's duration (``storage_options``:
+    ready fsspec options); start-up retries on another port if the chosen one was taken meanwhile."""
 
-    ``storage_options`` holds ready fsspec options (endpoint and fake credentials). Start-up is
-    retried on another port if the chosen one was taken meanwhile.
-    """
-
-    def __init__(
-        self,
-        *,
-        key: str = "testing-key",
-        secret: str = "testing-secret",
-        log: Path | None = None,
-        start_timeout: float = 60.0,
-        attempts: int = 3,
-    ) -> None:
-        self.key = key
-        self.secret = secret
-        self.log = log
-        self.start_timeout = start_timeout
-        self.attempts = attempts
-        self.endpoint = ""
-        self._proc: subprocess.Popen[bytes] | None = None
-        self._log_file: IO[bytes] | None = None
+    key: str = "testing-key"
+    secret: str = "testing-secret"
+    log: Path | None = None
+    start_timeout: float = 60.0
+    attempts: int = 3
+    endpoint: str = field(default="", init=False)
+    _proc: subprocess.Popen[bytes] | None = field(default=None, init=False, repr=False)
+    _log_file: IO[bytes] | None = field(default=None, init=False, repr=False)
 
     @property
     def pid(self) -> int | None:
@@ -92,12 +78,6 @@ class LocalS3Server:
             self.stop()
         where = f"; log: {self.log}" if self.log is not None else ""
         raise RuntimeError(f"could not start moto_server ({problem}){where}")
-
-    def reset(self) -> None:
-        """Forget every bucket and object (moto's reset API)."""
-        req = urllib.request.Request(f"{self.endpoint}/moto-api/reset", method="POST", data=b"")
-        with urllib.request.urlopen(req, timeout=10):
-            pass
 
     def upload(self, local_dir: str | Path, url: str) -> str:
         """Copy a local directory to ``s3://bucket/prefix`` (the bucket is created if missing)."""

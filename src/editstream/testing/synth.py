@@ -1,10 +1,7 @@
 """Synthetic source datasets of any registered kind, for tests, demos and benchmarks.
 
-A kind's ``synth`` function ``(out, options) -> summary`` writes a dataset of the kind from the
-common :class:`SynthOptions`; parquet kinds describe their rows with a :class:`ParquetSynth` and
-:func:`write_parquet_kind` does the rest (files, row groups, ``parquet_info.json``, planted bad
-rows, worker processes). Everything follows from the seed and the row's position, so the same
-arguments give byte-identical files in this process or in a pool.
+A kind's ``synth`` function writes from :class:`SynthOptions`; a parquet kind gives a :class:`ParquetSynth` to
+:func:`write_parquet_kind`. Rows follow from the seed and position: the same bytes in this process or a pool.
 """
 
 from __future__ import annotations
@@ -40,10 +37,8 @@ __all__ = [
     "write_synthetic_dataset",
 ]
 
-# Rows per task handed to a worker process (also the progress-bar granularity).
-_CHUNK_ROWS = 32
-# Above this many rows in total we show a progress bar and generate in worker processes.
-_BIG_DATASET_ROWS = 1000
+_CHUNK_ROWS = 32  # rows per task of a worker process (and per progress step)
+_BIG_DATASET_ROWS = 1000  # above this: a progress bar and worker processes
 _DEFAULT_SIDES = (48, 320)
 
 # Parquet writer options are fixed so output bytes do not depend on library defaults.
@@ -58,8 +53,7 @@ _PARQUET_OPTIONS: dict[str, Any] = {
 
 @dataclass(frozen=True, kw_only=True)
 class SynthOptions:
-    """What every kind's synth function is given; validated on construction so bad arguments
-    fail before any write. ``min_side``/``max_side`` of ``None`` mean the kind's own default."""
+    """What every kind's synth function is given, validated before any write (``None`` sides: the kind's default)."""
 
     num_files: int = 2
     row_groups_per_file: int = 2
@@ -126,11 +120,8 @@ RowMaker = Callable[[SynthRow], tuple[dict[str, Any], "Counter[str]"]]
 
 @dataclass(frozen=True)
 class ParquetSynth:
-    """How a parquet kind's synthetic rows look: arrow schema, row maker, bad-row kinds, seed code.
-
-    ``make_row`` must be a module-level function (worker processes import it by name); ``code``
-    is mixed into every row's seed so two kinds with one seed get different content.
-    """
+    """How a parquet kind's synthetic rows look: arrow schema, row maker (module-level: workers import it),
+    bad-row kinds, and a code mixed into each row's seed so two kinds differ."""
 
     arrow_schema: pa.Schema
     make_row: RowMaker
@@ -163,12 +154,6 @@ def _build_rows(
     return rows, formats
 
 
-def _build_rows_task(
-    args: tuple[ParquetSynth, SynthOptions, int, int, dict[int, str]],
-) -> tuple[list[dict[str, Any]], Counter[str]]:
-    return _build_rows(*args)
-
-
 def plan_corrupt_rows(spec: ParquetSynth, options: SynthOptions) -> dict[int, str]:
     """Flat row index -> bad-row kind, chosen from the seed alone and cycled in position order."""
     total = options.total_rows
@@ -181,12 +166,12 @@ def plan_corrupt_rows(spec: ParquetSynth, options: SynthOptions) -> dict[int, st
 
 def _chunks(options: SynthOptions) -> list[tuple[int, int]]:
     """``[start, stop)`` ranges that never cross a row group."""
-    out = []
-    for group_start in range(0, options.total_rows, options.rows_per_group):
-        group_stop = group_start + options.rows_per_group
-        for s in range(group_start, group_stop, _CHUNK_ROWS):
-            out.append((s, min(s + _CHUNK_ROWS, group_stop)))
-    return out
+    per_group = options.rows_per_group
+    return [
+        (s, min(s + _CHUNK_ROWS, group + per_group))
+        for group in range(0, options.total_rows, per_group)
+        for s in range(group, group + per_group, _CHUNK_ROWS)
+    ]
 
 
 Chunks = Generator[tuple[list[dict[str, Any]], "Counter[str]"], None, None]
@@ -204,7 +189,7 @@ def _generate(spec: ParquetSynth, options: SynthOptions, corrupt: dict[int, str]
     # spawn: the caller may hold threads or torch state that fork would copy unsafely.
     pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
     try:
-        yield from pool.map(_build_rows_task, tasks)
+        yield from pool.map(_build_rows, *zip(*tasks))
     finally:
         # On an error or Ctrl-C do not wait for the queued chunks to be generated.
         pool.shutdown(wait=True, cancel_futures=True)
@@ -213,8 +198,7 @@ def _generate(spec: ParquetSynth, options: SynthOptions, corrupt: dict[int, str]
 def _write_files(
     spec: ParquetSynth, options: SynthOptions, files: list[str], chunks: Chunks, *, show: bool
 ) -> tuple[Counter[str], int]:
-    """Write the generated rows into ``files`` (row groups of ``rows_per_group``); returns the
-    image-format counts and the bytes written."""
+    """Write the generated rows into ``files``; returns the image-format counts and the bytes written."""
     formats: Counter[str] = Counter()
     total_bytes = 0
     so = options.storage_options
@@ -243,11 +227,8 @@ def _write_files(
 
 
 def write_parquet_kind(out: str, options: SynthOptions, spec: ParquetSynth) -> dict[str, Any]:
-    """Write ``options.num_files`` parquet files of ``spec``'s rows plus ``parquet_info.json`` to ``out``.
-
-    Returns files, counts, bytes, image formats and where the planted bad rows are. Worker
-    processes (default: one per CPU above 1000 rows, else none) do not change the bytes.
-    """
+    """Write ``options.num_files`` parquet files of ``spec``'s rows plus ``parquet_info.json`` to ``out``; returns
+    files, counts, bytes, image formats and the planted bad rows."""
     corrupt = plan_corrupt_rows(spec, options)
     big = options.total_rows > _BIG_DATASET_ROWS
     workers = options.workers or (min(os.cpu_count() or 1, 8) if big else 1)
@@ -309,24 +290,9 @@ def write_synthetic_dataset(
     workers: int | None = None,
     progress: bool | None = None,
 ) -> dict[str, Any]:
-    """Write a synthetic source dataset of the kind ``schema`` (default: the first registered kind
-    that has a synth function) to ``out``, a local directory or any fsspec URL.
-
-    Returns the kind's JSON-able summary headed by ``out`` and ``schema``. Worker processes use
-    the spawn start method, so a calling script needs an ``if __name__ == "__main__"`` guard;
-    ``progress`` shows rows written (default: only for datasets of more than a few thousand rows).
+    """Write a synthetic source dataset of the kind ``schema`` (default: the first with a synth function) to
+    ``out`` (a directory or fsspec URL); returns its summary. Workers are spawned: guard ``__main__``.
     """
-    options = SynthOptions(
-        num_files=num_files,
-        row_groups_per_file=row_groups_per_file,
-        rows_per_group=rows_per_group,
-        seed=seed,
-        corrupt_fraction=corrupt_fraction,
-        min_side=min_side,
-        max_side=max_side,
-        storage_options=storage_options,
-        workers=workers,
-        progress=progress,
-    )
+    options = SynthOptions(**{k: v for k, v in locals().items() if k not in ("out", "schema")})
     kind, writer = synth_writer(schema)
     return {"out": out, "schema": kind.name, **writer(out, options)}

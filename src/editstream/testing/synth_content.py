@@ -1,8 +1,4 @@
-"""Photo-like images and short edit instructions / captions for synthetic datasets.
-
-Everything is drawn from a ``numpy`` generator the caller seeds per row, so content is a
-pure function of the seed and the row's position.
-"""
+"""Photo-like images, edit instructions and captions for synthetic datasets, drawn from a generator seeded per row."""
 
 from __future__ import annotations
 
@@ -123,8 +119,7 @@ def _encode(img: Image.Image, fmt: str, rng: np.random.Generator) -> bytes:
 
 
 def _sides(rng: np.random.Generator, min_side: int, max_side: int) -> tuple[int, int]:
-    """Width and height, each log-uniform in ``[min_side, max_side]`` (many small images, some
-    large, mixed aspect ratios), and now and then the most elongated shape the range allows."""
+    """Width and height, each log-uniform in ``[min_side, max_side]``, now and then the most elongated shape."""
     lo, hi = np.log(min_side), np.log(max_side + 1)
     w = min(max_side, int(np.exp(rng.uniform(lo, hi))))
     h = min(max_side, int(np.exp(rng.uniform(lo, hi))))

@@ -1,10 +1,5 @@
-"""Synthetic VLM fine-tuning datasets: a LLaVA-style JSONL plus its media directory, for tests, demos and benchmarks.
-
-Lines name images, image lists, frame folders (numbered with and without zero padding, so only the
-numeric sort gives frame order) and, when OpenCV can write one, tiny MP4s. Bad rows of every kind
-the loader drops (:data:`BAD_KINDS`), a CRLF ending, a last line without a newline and a duplicate
-line are planted and listed in the summary. The same seed writes the same bytes.
-"""
+"""Synthetic VLM fine-tuning datasets: a LLaVA-style JSONL plus its media (images, frame folders, tiny MP4s),
+with planted bad rows, a CRLF, a last line without newline and duplicates; the same seed writes the same bytes."""
 
 from __future__ import annotations
 
@@ -16,12 +11,11 @@ import numpy as np
 
 from ..io import storage
 from ..io.storage import StorageOptions
-from .synth_content import caption, garbage, make_image, pick
+from .synth_content import IMAGE_FORMATS, caption, garbage, make_image, pick
 
 GOOD_KINDS = ("image", "images", "folder", "video", "text", "two_turns")
 BAD_KINDS = ("missing_image", "bad_json", "no_assistant", "undecodable_image", "video_without_marker", "blank")
-"""Planted bad rows: what the reference drops as ``jsonl_parse`` (all but ``no_assistant``,
-which is dropped as ``no_loss_labels``)."""
+"""Planted bad rows: dropped as ``jsonl_parse`` (``no_assistant`` as ``no_loss_labels``)."""
 BAD_EVERY = 7
 """Every 7th line (from line 3) is a bad one, cycling through :data:`BAD_KINDS`."""
 
@@ -80,7 +74,7 @@ class _Writer:
         return f"{prefix}_{self.counter[prefix]:04d}"
 
     def image(self, data: bytes | None = None) -> str:
-        fmt = pick(self.rng, ("jpeg", "png_rgb", "png_rgba", "png_palette", "webp"))
+        fmt = pick(self.rng, IMAGE_FORMATS)
         name = f"images/{self._name('img')}.{'jpg' if fmt == 'jpeg' else fmt.split('_')[0]}"
         blob = data if data is not None else make_image(self.rng, self.sides[0], self.sides[1], fmt)
         storage.write_bytes(storage.join(self.media_dir, name), blob, self.so)
@@ -170,11 +164,8 @@ def write_synthetic_vlm_dataset(
     media_name: str = "media",
     storage_options: StorageOptions | None = None,
 ) -> dict[str, Any]:
-    """Write ``out/<jsonl_name>`` and ``out/<media_name>/`` (local path or fsspec URL); return a summary.
-
-    ``video=None`` writes MP4 files when OpenCV is installed (frame folders otherwise); the
-    summary's ``bad_lines`` maps 1-based line numbers to the planted bad kind.
-    """
+    """Write ``out/<jsonl_name>`` and ``out/<media_name>/``; return a summary (``bad_lines``: 1-based line ->
+    planted kind). ``video=None`` writes MP4s when OpenCV is installed, frame folders otherwise."""
     if num_lines < 1:
         raise ValueError(f"num_lines must be >= 1, got {num_lines}")
     with_video = can_write_video() if video is None else video

@@ -1,7 +1,4 @@
-"""The text-to-image kind: ``image`` bytes + ``captions``, a JSON object string of captions.
-
-The record and row checks; the dataset, preview and synth modules beside it are named by dotted path.
-"""
+"""The text-to-image kind: ``image`` bytes + ``captions``, a JSON object string of captions."""
 
 from __future__ import annotations
 
@@ -31,8 +28,7 @@ def _caption_problem(captions: Any) -> RowProblem | None:
 
 
 def row_problems(row: Mapping[str, Any]) -> Iterator[RowProblem]:
-    """Captions that are not a JSON object of text, then an image whose header is bad; the parser
-    decodes the image and encodes every caption, so each problem is always fatal."""
+    """Captions that are not a JSON object of text, then a bad image header (always fatal: both are parsed)."""
     problem = _caption_problem(row.get("captions"))
     if problem is not None:
         yield problem

@@ -16,12 +16,8 @@ logger = logging.getLogger("editstream")
 
 
 class T2IIterableDataset(ParquetStandardIterableDataset):
-    """Rows with ``image`` (bytes) and ``captions`` (JSON ``{key: caption}``), SPEC 5b.
-
-    Units are whole parquet files; ``data_indexes`` is ``[file_index, row_group, row]``. An
-    empty caption dict encodes ``" "``; otherwise a caption is drawn with ``random.choice``
-    over the encoded captions, after the image decoded, as in the reference.
-    """
+    """Rows with ``image`` (bytes) and ``captions`` (JSON ``{key: caption}``), SPEC 5b; units are whole files, and a
+    caption is drawn with ``random.choice`` after the image decoded, as in the reference (none: ``" "``)."""
 
     unit_granularity = "file"
 
@@ -37,9 +33,8 @@ class T2IIterableDataset(ParquetStandardIterableDataset):
         parquet_info: Mapping[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
-        """The base's arguments in the reference's positional order for this class, which has no ViT
-        transform (``vit_transform`` is a keyword for a subclass that adds ViT items); ``args`` are
-        ``local_rank, world_size, num_workers, data_status``, as in the base."""
+        """The base's arguments in the reference's positional order for this class, which has no ViT transform
+        (``vit_transform`` is a keyword, for a subclass that adds ViT items)."""
         given = (dataset_name, transform, tokenizer, vit_transform, data_dir_list, num_used_data, parquet_info)
         super().__init__(*given, *args, **kwargs)
 

@@ -1,7 +1,4 @@
-"""The image-editing kind: ``image_list`` (an edit chain of >= 2 images) + ``instruction_list``.
-
-The record and row checks; the dataset, preview and synth modules beside it are named by dotted path.
-"""
+"""The image-editing kind: ``image_list`` (an edit chain of >= 2 images) + ``instruction_list``."""
 
 from __future__ import annotations
 
@@ -19,8 +16,7 @@ def _if_drawn(text: str, part: Part) -> RowProblem:
 
 
 def row_problems(row: Mapping[str, Any]) -> Iterator[RowProblem]:
-    """Too few images or no instruction list (always fatal), then bad instructions and images,
-    which the parser meets only when its draws select them."""
+    """Too few images or no instruction list (always fatal), then bad instructions and images (fatal if drawn)."""
     images = row.get("image_list")
     if not isinstance(images, list):
         yield RowProblem(f"image_list is {type(images).__name__}, not a list")

@@ -9,13 +9,8 @@ from ...loader.datasets.interleave import RowDataset
 
 
 class UnifiedEditIterableDataset(RowDataset):
-    """Edit chains from rows with ``image_list`` (>= 2 images) and ``instruction_list``.
-
-    ``instruction_list[i]`` holds equivalent phrasings of the edit from image i to i+1.
-    Randomness comes from the global ``random`` in the reference's exact order (SPEC 6), and
-    images are decoded only when the draws select them, so a bad row fails at the same point
-    of the random sequence as in the reference and later samples still match.
-    """
+    """Edit chains from rows with ``image_list`` (>= 2 images) and ``instruction_list`` (phrasings of edit i -> i+1);
+    draws in the reference's order (SPEC 6), only drawn images decoded, so a bad row fails where it does there."""
 
     def parse_row(self, row: Any) -> dict[str, Any]:
         images = row["image_list"]

@@ -1,7 +1,4 @@
-"""Synthetic edit chains: the image-editing kind's synth function (``write_edit_chains``) and its rows.
-
-:func:`~editstream.testing.synth.write_parquet_kind` does files, row groups and bad rows.
-"""
+"""Synthetic edit chains: the image-editing kind's synth function (``write_edit_chains``) and its rows."""
 
 from __future__ import annotations
 

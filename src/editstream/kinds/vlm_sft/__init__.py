@@ -1,9 +1,7 @@
 """The VLM supervised fine-tuning kind: LLaVA-style JSONL lines plus the media they name.
 
-A converted row is ``{"line": str, "media": {name: bytes | None | {entry: bytes | None}}}``
-(``format.sft``). Problems are reported, never fixed: the row is kept verbatim so the loader
-drops it at the reference's point, after the same random draws. The dataset, preview and synth
-modules beside this record are named by dotted path.
+A converted row is ``{"line": str, "media": {name: bytes | None | {entry: bytes | None}}}``; problems are
+reported, never fixed, so the loader drops the row at the reference's point.
 """
 
 from __future__ import annotations
@@ -30,8 +28,7 @@ def missing_media(row: Mapping[str, Any]) -> list[str]:
 
 
 def refused_media(item: Any, media: Mapping[str, Any]) -> list[str]:
-    """Names the line references that were refused, not read (left out of ``media``: outside the media
-    directory by name or through a symbolic link); with the opt-out they were read and are in ``media``."""
+    """Names the line references that were refused (outside the media directory), so left out of ``media``."""
     names = [name for name, _ in referenced_media(item) if name not in media]
     return list(dict.fromkeys(names))
 
@@ -53,10 +50,8 @@ def conversation_problem(item: Any) -> str | None:
 
 
 def row_problems(row: Mapping[str, Any]) -> Iterator[RowProblem]:
-    """What is known at conversion time: a line that is not JSON, or not a conversation record (no
-    ``conversations`` list of ``{from, value}`` turns, no gpt turn to learn from), media refused for
-    being outside the media directory, media that is missing, images whose header does not parse.
-    The ``<video>`` marker rule is left to the loader (it depends on the frames drawn)."""
+    """What is known at conversion time: a line that is not a JSON conversation record with a gpt turn, media
+    refused or missing, images whose header does not parse (the ``<video>`` rule depends on the frames drawn)."""
     line = row.get(LINE_COLUMN)
     if not isinstance(line, str):
         yield RowProblem(f"line is a {type(line).__name__}, not text", Part.TEXT)
@@ -89,8 +84,7 @@ def row_problems(row: Mapping[str, Any]) -> Iterator[RowProblem]:
 
 
 def row_notes(row: Mapping[str, Any]) -> Iterator[str]:
-    """Media (images, frame-folder frames) that decode without error but not to their pixels;
-    videos and missing media have no PNG header, so they never get a note."""
+    """Media (images, frame-folder frames) that decode without error but not to their pixels."""
     for name, value in (row.get(MEDIA_COLUMN) or {}).items():
         blobs = value.items() if isinstance(value, dict) else [("", value)]
         for entry, blob in blobs:

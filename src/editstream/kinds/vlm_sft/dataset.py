@@ -1,17 +1,8 @@
 """``SftJSONLIterableDataset``: vision-language SFT samples from JSONL lines, on either backend.
 
-Units are JSONL lines (the listing is :class:`~editstream.data.sources.jsonl.LineListing`'s, run
-on first use); a sample's ``data_indexes`` is its row index in the worker's list. The source
-backend (``backend="parquet"`` or ``"source"``) reads the JSONL and media files; ``"webdataset"``
-reads roots converted with ``editstream convert data.jsonl DST --media-dir DIR`` in the same
-order, so a ``data_status`` saved on one backend resumes on the other.
-
-Deliberate differences from the reference, none changing the samples of good data: a row the
-reference would crash on is dropped and counted with its location (``bad_row``, ``bad_sample``);
-a pass that yields nothing raises instead of spinning; media names outside the media directory
-are dropped as ``media_outside`` unless ``allow_outside_media_dir=True``; the three lists must
-have equal lengths and ``num_used_data`` entries must be >= 0. Opt-ins: ``image_dtype="uint8"``
-and ``fast_decode=True`` (images only; video frames are always decoded exactly).
+Units are JSONL lines, ``data_indexes`` a row index in the worker's list; the source backend reads the JSONL
+and media, ``"webdataset"`` converted roots in the same order, so a ``data_status`` resumes on either. Unlike
+the reference, a row it would crash on is dropped and counted, and so is media outside the media directory.
 """
 
 from __future__ import annotations
@@ -170,9 +161,8 @@ class SftJSONLIterableDataset(SourceIterableDataset):
         yield from super().__iter__()
 
     def parse_row(self, row: LineRow) -> dict[str, Any]:
-        """The reference's two steps: read the line and its media (a name outside the media
-        directory: ``media_outside``; any other error: ``jsonl_parse``), then build the sample (an
-        error: ``bad_row``; no loss item: ``no_loss_labels``)."""
+        """Read the line and its media (drops ``media_outside``, ``jsonl_parse``), then build the sample
+        (``bad_row``, ``no_loss_labels``), as the reference's two steps."""
         try:
             data, images = read_row(row.line, row.media, self.frame_sampler, self._decode_image)
         except FATAL:
@@ -192,6 +182,5 @@ class SftJSONLIterableDataset(SourceIterableDataset):
 
     @property
     def drop_counts(self) -> dict[str, int]:
-        """Drops per reason in this process (``jsonl_parse``, ``media_outside``, ``no_loss_labels``,
-        ``bad_row``, ``bad_sample``)."""
+        """Drops per reason in this process (``jsonl_parse``, ``media_outside``, ``no_loss_labels`` ...)."""
         return self.drops.as_dict()

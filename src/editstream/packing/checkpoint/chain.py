@@ -1,11 +1,5 @@
-"""A list of RNG points in a few kilobytes of JSON: one literal key per generator, then word counts.
-
-Each point is written as "the point before it, advanced by ``n`` words", found by stepping a
-private copy of the generator one key block at a time; the first point, and any not reached
-within ``MAX_BLOCKS`` blocks, is a literal 624-word key, so the encoding is always exact. Torch's
-states are stored once per distinct value; :class:`ChainEncoder` remembers counts between the
-points it has seen, so saving after every batch counts only the words to the newest point.
-"""
+"""A list of RNG points in a few kilobytes of JSON: each point is "the one before, advanced by ``n`` words"
+(found by stepping a private generator), or a literal key when not within ``MAX_BLOCKS``; always exact."""
 
 from __future__ import annotations
 

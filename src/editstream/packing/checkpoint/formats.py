@@ -42,12 +42,7 @@ def restore_rng(states: Mapping[str, Any]) -> None:
 
 
 def copy_tree(obj: Any) -> Any:
-    """Deep copy of containers and numpy arrays; torch tensors are shared, never copied.
-
-    The packer never writes into a sample's tensors, so sharing them keeps ``state_dict()``
-    cheap even with a full buffer of images while the returned state stays independent of
-    later iteration.
-    """
+    """Deep copy of containers and numpy arrays; torch tensors are shared (the packer never writes into them)."""
     if isinstance(obj, torch.Tensor):
         return obj
     if isinstance(obj, dict):
@@ -62,8 +57,7 @@ def copy_tree(obj: Any) -> Any:
 
 
 def check_resumable(state: Any, layout: Mapping[str, Any], group_names: list[str]) -> None:
-    """Raise ``ValueError`` unless ``state`` is a complete packer state saved with this ``layout``
-    (rank, world_size, num_workers) and these dataset groups."""
+    """Raise ``ValueError`` unless ``state`` is a complete packer state saved with this ``layout`` and groups."""
     if not isinstance(state, Mapping) or state.get("format") not in STATE_FORMATS:
         found = state.get("format") if isinstance(state, Mapping) else type(state).__name__
         raise ValueError(f"not a PackedDataset state (expected format {STATE_FORMAT!r}, got {found!r})")
@@ -91,10 +85,8 @@ def is_nemo_state(state: Any) -> bool:
 
 
 def from_nemo_state(state: Mapping[str, Any], layout: Mapping[str, Any], group_names: list[str]) -> dict[str, Any]:
-    """NeMo's packer state as editstream's format-1 state, so a run that switches its ``recipe:`` line
-    keeps its data position: the same buffer (samples with their tensors), RNG states and dataset
-    ``data_status``. NeMo records no layout or seeds: they are taken as this dataset's (``layout``:
-    rank, world_size, num_workers, worker_id, data_seed, global_seed), so resume at the same layout."""
+    """NeMo's packer state as editstream's format-1 state (a switched ``recipe:`` keeps its data position);
+    NeMo records no layout or seeds, so this dataset's (``layout``) are taken: resume at the same layout."""
     if state["version"] != 1:
         raise ValueError(f"cannot resume from NeMo's PackedDataset state version {state['version']} (reads 1)")
     sequence = state["sequence_status"]

@@ -1,11 +1,5 @@
-"""Joining the ranks' elastic states into one that any layout loads, and checking a state before use.
-
-``merge_states`` takes what each rank saved (``dataloader.state_dict()`` or
-``dataset.state_dict()``, in any nesting: torchdata's StatefulDataLoader keeps one state per
-worker), finds every elastic worker state in them and joins their logical streams. Anything that
-would make the resumed epoch inexact (streams missing or twice, other data, another number of
-streams, a snapshot behind the batches already consumed) is an error naming the numbers.
-"""
+"""Joining the ranks' elastic states (found at any nesting of loader or dataset states) into one any layout
+loads; whatever would make the resumed epoch inexact is an error naming the numbers."""
 
 from __future__ import annotations
 
@@ -48,11 +42,8 @@ def _same(parts: Sequence[tuple[str, Mapping[str, Any]]], key: str) -> Any:
 
 
 def merge_states(states: Sequence[Any]) -> dict[str, Any]:
-    """One layout-free elastic state from every rank's saved state (a list, one entry per rank).
-
-    Every rank of the new layout passes the result to ``dataloader.load_state_dict`` (or
-    ``dataset.load_state_dict``); each worker then takes the streams it runs from it.
-    """
+    """One layout-free elastic state from a list of every rank's saved state, for every rank of the new layout
+    to load (``dataloader.load_state_dict``); each worker takes its streams from it."""
     if isinstance(states, Mapping) or not isinstance(states, Sequence) or not states:
         raise ValueError("merge_states takes a non-empty list of saved states, one per rank")
     parts = [part for i, state in enumerate(states) for part in _elastic_parts(state, f"state[{i}]")]
@@ -85,8 +76,7 @@ def merge_states(states: Sequence[Any]) -> dict[str, Any]:
 
 
 def saved_progress(state: Any) -> tuple[int, bool] | None:
-    """``(epoch, every stream of the run there and done)`` of the elastic state(s) inside ``state`` (a loader's state, a
-    merged one), or None when it holds none (or none usable: a snapshot behind its batches)."""
+    """``(epoch, every stream there and done)`` of the elastic state(s) inside ``state``, or None if none is usable."""
     try:
         parts = [state] if isinstance(state, Mapping) and state.get("format") == MERGED_FORMAT else None
         parts = parts or [part for _, part in _elastic_parts(state, "state")]

@@ -1,10 +1,5 @@
-"""Where the global RNGs stand: full captures, and the cheap per-row point a parse starts from.
-
-Datasets call :func:`draw_point` before every parse, so it must be cheap: Python's and torch's
-states as they give them, numpy's Mersenne Twister words and position read from its bit
-generator's documented ctypes state address (``np.random.get_state()`` costs over 100 us). Numpy's
-cached normal variate is not part of a point; a restore's check reports a parse that needed it.
-"""
+"""Where the global RNGs stand: full captures, and the cheap point taken before every parse (numpy's words read
+from its ctypes state address, as ``get_state()`` costs over 100 us; its normal cache left out)."""
 
 from __future__ import annotations
 
@@ -23,11 +18,8 @@ _KEY_BYTES = MT_WORDS * 4
 
 @dataclass(frozen=True)
 class RngPoint:
-    """The global ``random`` / ``numpy`` / ``torch`` RNG states at one moment.
-
-    ``numpy_gauss`` is numpy's legacy normal cache ``(has_gauss, cached_gaussian)``, or ``None``
-    when the point was taken cheaply without it (restored as an empty cache).
-    """
+    """The global ``random`` / ``numpy`` / ``torch`` RNG states at one moment (``numpy_gauss``: numpy's normal
+    cache ``(has_gauss, cached)``, ``None`` when taken cheaply)."""
 
     python: tuple[Any, ...]
     numpy_key: bytes
@@ -60,8 +52,7 @@ _words = _words_direct if _direct_read_works() else _words_copied
 
 
 def mt_words(rng: np.random.RandomState | None = None) -> tuple[bytes, int]:
-    """The Mersenne Twister key bytes and position of a legacy numpy generator (default: the global
-    one), cheaply: straight from its state address when that reads right, else through ``get_state``."""
+    """The Mersenne Twister key bytes and position of a legacy numpy generator (default: the global one), cheaply."""
     return _words(np.random.mtrand._rand if rng is None else rng)
 
 

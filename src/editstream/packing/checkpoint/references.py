@@ -1,14 +1,9 @@
-"""A buffer of waiting samples as references to their rows, and the buffer those references give back.
-
-A buffered sample is saved as its group, its row (the unit's place in the unit list and the row's
-position) and its token count (a check); the point the RNGs stood at when its parse began goes into
-the state's RNG chain (:mod:`.chain`). Restoring asks each group's dataset, through the loader's
-:class:`~editstream.loader.origins.TracedDataset`, to recreate those samples. A sample whose origin
-is unknown (a group whose dataset is not traced) is kept literally, as the first state format did.
-"""
+"""A buffer of waiting samples as references to their rows (group, unit, row position, token count as a check;
+the parse's RNG point in the chain), and the buffer those give back; a sample of unknown origin stays literal."""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from typing import Any
 
@@ -27,20 +22,15 @@ def buffer_state(
     entries: list[dict[str, Any]] = []
     points: list[RngPoint] = []
     for entry in buffer:
-        name = group_names[entry.group]
-        if entry.origin is None:
-            entries.append({"group": name, "sample": entry.sample, **({"lead": True} if entry.lead else {})})
+        origin, lead = entry.origin, {"lead": True} if entry.lead else {}
+        if origin is None:
+            entries.append({"group": group_names[entry.group], "sample": entry.sample, **lead})
             continue
+        row = {"unit": origin.unit_position, "position": list(origin.position)}
         entries.append(
-            {
-                "group": name,
-                "unit": entry.origin.unit_position,
-                "position": list(entry.origin.position),
-                "num_tokens": int(entry.sample["num_tokens"]),
-                **({"lead": True} if entry.lead else {}),
-            }
+            {"group": group_names[entry.group], **row, "num_tokens": int(entry.sample["num_tokens"]), **lead}
         )
-        points.append(entry.origin.point)
+        points.append(origin.point)
     return entries, encoder.encode([*points, current])
 
 
@@ -51,12 +41,8 @@ def restore_buffer(
     datasets: Sequence[object],
     unit_lists: Sequence[Sequence[Unit]] | None = None,
 ) -> tuple[SampleBuffer, RngPoint]:
-    """The buffer and the RNG point a saved state names; referenced samples are parsed again.
-
-    ``unit_lists[g]`` are the units group ``g``'s references index (default: the worker's own list).
-    Leaves the global RNGs moved (the caller applies the returned point). Raises
-    :class:`~editstream.loader.origins.RecreateError` when a sample does not come back as saved.
-    """
+    """The buffer and the RNG point a saved state names, referenced samples parsed again (from ``unit_lists[g]``,
+    default the worker's own); a ``RecreateError`` when one does not come back as saved. Moves the global RNGs."""
     try:
         points = decode_points(chain)
     except (KeyError, TypeError, ValueError, IndexError) as exc:
@@ -78,14 +64,10 @@ def restore_buffer(
         units = None if unit_lists is None else unit_lists[group]
         recreated.update(_recreate(group_names[group], datasets[group], origins, referenced, units))
     buffer: SampleBuffer = []
-    slot = 0
+    slots = itertools.count()
     for entry in entries:
-        if "sample" in entry:
-            buffer.append(Buffered(entry["sample"], index[entry["group"]], None, lead=bool(entry.get("lead", False))))
-        else:
-            sample, origin = recreated[slot]
-            buffer.append(Buffered(sample, index[entry["group"]], origin, lead=bool(entry.get("lead", False))))
-            slot += 1
+        sample, parsed_at = (entry["sample"], None) if "sample" in entry else recreated[next(slots)]
+        buffer.append(Buffered(sample, index[entry["group"]], parsed_at, lead=bool(entry.get("lead", False))))
     return buffer, points[-1]
 
 

@@ -1,10 +1,5 @@
-"""Elastic states: each logical stream's place in its epoch, one worker's streams, and the checks on load.
-
-A stream's state says, per group, the unit (its global id) and row it read last and whether the
-group is exhausted, plus its buffer as references and its RNG chain (:mod:`.references`). A
-worker's state holds its streams and a fingerprint (groups, unit counts, seed) that a state must
-match to resume exactly; :func:`~.merge.merge_states` joins the workers' states into one.
-"""
+"""Elastic states: per stream, each group's last unit and row read (or exhausted), its buffer and RNG chain;
+per worker, its streams and the fingerprint (groups, unit counts, seed) a resume must match. Checks on load."""
 
 from __future__ import annotations
 
@@ -43,15 +38,8 @@ def stream_state(run: StreamRun, epoch: int, group_names: Sequence[str]) -> dict
         }
         for origin, exhausted in zip(run.draws.origins, run.draws.exhausted)
     ]
-    return {
-        "stream": run.stream,
-        "epoch": epoch,
-        "started": True,
-        "done": run.done,
-        "groups": groups,
-        "buffer": buffer,
-        "rng": chain,
-    }
+    head = {**not_started(run.stream, epoch), "started": True, "done": run.done}
+    return {**head, "groups": groups, "buffer": buffer, "rng": chain}
 
 
 def saved_cursors(saved: Mapping[str, Any]) -> tuple[list[ParseOrigin | None], list[bool]]:
@@ -105,9 +93,8 @@ def _check_group_entry(entry: Any, where: str) -> bool:
 
 
 def check_stream_state(saved: Any, stream: int, epoch: int, group_names: Sequence[str]) -> None:
-    """Refuse a stream state that is malformed or impossible before anything is resumed from it:
-    another stream's or epoch's, a group missing, a position that is not one, or ``done`` on a stream
-    with rows left (a group not exhausted, samples in its buffer)."""
+    """Refuse a stream state that is malformed or impossible (another stream's or epoch's, a group missing, a bad
+    position, ``done`` with rows left) before anything is resumed from it."""
     where = f"streams[{stream}]"
     if _field(saved, "stream", (int,), where) != stream or _field(saved, "epoch", (int,), where) != epoch:
         raise StateError(
@@ -147,11 +134,8 @@ def worker_state(num_streams: int, epoch: int, mine: dict[str, Any], streams: di
 def check_elastic_state(
     state: Any, num_streams: int | None, fingerprint_now: Callable[[], dict[str, Any]]
 ) -> tuple[int, dict[str, Any] | None, int]:
-    """Check an elastic state (one worker's or merged) against this dataset; return what to resume:
-    ``(epoch, the saved streams by id or None to start the epoch fresh, the number of streams)``.
-
-    ``num_streams``: the config's ``elastic_streams`` (the state must then match it), else ``None``.
-    """
+    """Check an elastic state (a worker's or merged) against this dataset and the config's ``num_streams`` (if
+    set); return ``(epoch, saved streams by id or None to start it fresh, number of streams)``."""
     found = state.get("format") if isinstance(state, Mapping) else type(state).__name__
     if found not in (ELASTIC_FORMAT, MERGED_FORMAT):
         what = "an empty state" if state == {} else f"a state of format {found!r}"

@@ -1,10 +1,5 @@
-"""The two packing runs behind one small interface, chosen once from the spec.
-
-A run is what a ``PackedDataset`` does with its groups: :class:`ReferenceRun` (BAGEL's endless
-stream, resumed at the same layout) or :class:`ElasticRun` (finite epochs over logical streams,
-resumed at any layout). Each gives one iteration's batches, a state between two batches, and
-loads a state; ``PackedDataset`` forwards to the run it was built with and never asks which.
-"""
+"""The two packing runs behind one interface: :class:`ReferenceRun` (BAGEL's endless stream) and
+:class:`ElasticRun` (exact epochs resumable at any layout); ``PackedDataset`` never asks which it has."""
 
 from __future__ import annotations
 

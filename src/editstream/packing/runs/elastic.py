@@ -1,9 +1,7 @@
-"""The elastic run: finite, exact epochs over a fixed number of logical streams, whatever the layout.
+"""The elastic run: exact epochs over a fixed number of logical streams, whatever the layout.
 
-Each logical stream ``s`` of ``S`` owns, in epoch ``e``, a contiguous share of every group's
-shuffled units, its own RNG states (seeded by ``(seed, e, s)``) and its own lossless packer, so
-what it yields never depends on the layout. Physical worker ``g`` of ``P`` runs the streams with
-``s % P == g`` and saves their states; ``merge_states`` joins the ranks' states for any layout.
+Stream ``s`` owns a share of every group's shuffled units, RNGs seeded by ``(seed, epoch, s)`` and
+its own lossless packer, so its batches never depend on the layout; worker ``g`` of ``P`` runs ``s % P == g``.
 """
 
 from __future__ import annotations
@@ -61,8 +59,7 @@ def epoch_datasets(packer: PackedDataset) -> list[TracedDataset]:
 
 
 def _draw_live(weights: Sequence[float], live: Sequence[bool]) -> int:
-    """A group drawn with ``random.random()`` among the live ones, by weight (evenly when the live
-    groups all weigh 0: an exact epoch reads those too, once the weighted ones are done)."""
+    """A group drawn by weight among the live ones (evenly when they all weigh 0: an exact epoch reads those too)."""
     if not any(w > 0 for w, ok in zip(weights, live) if ok):
         weights = [1.0] * len(weights)
     total = sum(w for w, ok in zip(weights, live) if ok)
@@ -105,8 +102,7 @@ class LosslessSequence:
 
 
 def _too_big(packer: PackedDataset, draws: GroupDraws, sample: dict[str, Any]) -> bool:
-    """Whether a sample fits no sequence at all (counted, ``oversize``): over the per-sample limit or
-    over the sequence's; the only samples an exact epoch drops."""
+    """Whether a sample fits no sequence at all (counted as ``oversize``): the only drop of an exact epoch."""
     num_tokens, spec = sample_tokens(sample), packer.spec
     if limit_exceeded(num_tokens, spec) is None:
         return False
@@ -120,9 +116,8 @@ def _too_big(packer: PackedDataset, draws: GroupDraws, sample: dict[str, Any]) -
 
 
 def _open(packer: PackedDataset, draws: GroupDraws, buffer: SampleBuffer) -> LosslessSequence:
-    """A new sequence: the buffer's lead sample first (one that did not fit beside the last opening),
-    then one sample of each mandatory group with rows left; a mandatory sample with no room waits in
-    the buffer like any other."""
+    """A new sequence: the buffer's lead sample first, then one sample of each mandatory group with rows
+    left (one with no room waits in the buffer)."""
     sequence = LosslessSequence(packer)
     if buffer and buffer[0].lead:
         sequence.add(buffer.pop(0).sample)
@@ -143,9 +138,8 @@ def _open(packer: PackedDataset, draws: GroupDraws, buffer: SampleBuffer) -> Los
 def _take(
     packer: PackedDataset, draws: GroupDraws, buffer: SampleBuffer, sequence: LosslessSequence
 ) -> tuple[Buffered, int | None] | None:
-    """The next candidate and its buffer slot (None: drawn from a group), or None when the epoch has no
-    rows left. The buffer is preferred while the sequence is short or no group has rows: its first
-    entry that fits, else its first."""
+    """The next candidate and its buffer slot (None: freshly drawn), or None at the epoch's end; the buffer
+    (first fit, else first) is preferred while the sequence is short or no group has rows."""
     fit = _first_fit(buffer, sequence)
     if fit is None or sequence.status.curr >= packer.spec.prefer_buffer_before:
         live = _live_groups(draws, packer.grouped_weights)
@@ -167,13 +161,10 @@ def _first_fit(buffer: SampleBuffer, sequence: LosslessSequence) -> int | None:
 
 
 def lossless_batches(packer: PackedDataset, draws: GroupDraws, buffer: SampleBuffer) -> Iterator[dict[str, Any]]:
-    """One epoch of packed batches in which every row is packed exactly once.
+    """One epoch of packed batches in which every row that fits a sequence is packed exactly once.
 
-    A sample is dropped only when it fits no sequence (:func:`_too_big`). One that does not fit the
-    current sequence waits in the buffer, and the sequence is yielded when the buffer is full; one
-    that does not fit beside a sequence's mandatory opening leads the next sequence (its opening
-    comes after it). Once every group is exhausted the buffer is drained; the last, partial
-    sequence is yielded too. A mandatory group with no rows left opens no more sequences.
+    A sample that does not fit waits in the buffer (the sequence is yielded when it is full); one that
+    does not fit beside a mandatory opening leads the next sequence. The buffer is drained at the end.
     """
     sequence = _open(packer, draws, buffer)
     while True:
@@ -252,12 +243,10 @@ class ElasticRuntime:
                 f"elastic: the loaded state has no state for stream {stream} (of {self.num_streams}); "
                 f"load editstream.merge_states([...every rank's state...]) when the layout changes"
             )
-        started = saved is not None and bool(saved["started"])
+        names = self.packer.group_names
         orders = [self._order(g, stream) for g in range(len(self.datasets))]
         starts: list[tuple[int, tuple[int, ...] | None]] = [(0, None)] * len(orders)
-        if started:
-            assert saved is not None
-            names = self.packer.group_names
+        if saved is not None and saved["started"]:
             starts = [
                 saved_streams.resume_at(orders[g], e, names[g], self.epoch) for g, e in enumerate(saved["groups"])
             ]
@@ -266,12 +255,9 @@ class ElasticRuntime:
             for g, dataset in enumerate(self.datasets)
         ]
         draws = GroupDraws(self.packer, iterators, finite=True)
-        if started:
-            assert saved is not None
+        if saved is not None and saved["started"]:
             draws.origins, draws.exhausted = saved_streams.saved_cursors(saved)
-            buffer, point = restore_buffer(
-                saved["buffer"], saved["rng"], self.packer.group_names, self.datasets, self.unit_lists
-            )
+            buffer, point = restore_buffer(saved["buffer"], saved["rng"], names, self.datasets, self.unit_lists)
             run = StreamRun(stream, draws, buffer, point, started=True, done=bool(saved["done"]))
         else:
             seed_all(stream_seed(self.packer.seed_base(), self.epoch, stream))
@@ -281,17 +267,11 @@ class ElasticRuntime:
 
     def batches(self) -> Iterator[dict[str, Any]]:
         """Every batch of this process's streams for the epoch, one stream after another in turn."""
-        while True:
-            progressed = False
+        while not all(run.done for run in self.runs):
             for run in self.runs:
-                if run.done:
-                    continue
-                batch = self._step(run)
+                batch = None if run.done else self._step(run)
                 if batch is not None:
-                    progressed = True
                     yield batch
-            if not progressed:
-                return
 
     def _step(self, run: StreamRun) -> dict[str, Any] | None:
         caller = capture_point()

@@ -1,10 +1,6 @@
-"""The reference run: BAGEL's packing loop as NeMo Automodel runs it, resumable between batches.
+"""The reference run: BAGEL's endless packing loop, draw for draw, resumable between batches at the same layout.
 
-Endless groups, the same RNG draws in the same order (so the same seed gives the same batches),
-and, for parity, a sample that does not fit while the buffer is full is not packed later. Its
-state (format 2, :mod:`~editstream.packing.checkpoint.formats`) holds the buffer as references and
-the RNG states as a chain; a state of format 1 (literal samples and RNG states) still loads.
-Resuming needs the same rank / worker layout.
+Its state holds the buffer as references and the RNG states as a chain (format 2); format 1 still loads.
 """
 
 from __future__ import annotations
@@ -159,8 +155,7 @@ class ReferenceRun:
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Check ``state`` against this layout and groups, restore the seeds and datasets now, and
-        keep the buffer and RNG states for the next iteration to start from."""
+        """Check ``state`` against this layout and groups, restore seeds and datasets; the buffer waits for iter()."""
         if isinstance(state, Mapping) and state.get("format") in (formats.ELASTIC_FORMAT, formats.MERGED_FORMAT):
             raise ValueError(
                 f"cannot resume: the state ({state['format']}) was saved with elastic: true, this dataset is not "
