@@ -1,9 +1,4 @@
-"""Whose files are in DST: a conversion writes only into a directory that holds nothing but its own.
-
-:func:`check_dst` refuses a DST holding files editstream did not write (``overwrite`` leaves them
-be), and :func:`tidy_dst` deletes earlier runs' shards, idx files and done records the new plan
-does not write and records the shard count for progress reports.
-"""
+"""Whose files are in DST: a conversion writes only into a directory that holds nothing but its own."""
 
 from __future__ import annotations
 
@@ -58,11 +53,10 @@ def is_own_name(name: str) -> bool:
 
 
 def _names(dst: str, so: dict[str, Any] | None) -> list[str]:
-    fs, path = storage.url_to_fs(dst, so)
-    if not fs.isdir(path):
+    try:
+        return sorted(storage.list_names(dst, so))
+    except (FileNotFoundError, NotADirectoryError):
         return []
-    prefix = path.rstrip("/")
-    return sorted(str(e).rstrip("/").rsplit("/", 1)[-1] for e in fs.ls(prefix, detail=False) if str(e) != prefix)
 
 
 def foreign_names(dst: str, so: dict[str, Any] | None) -> list[str]:
@@ -84,9 +78,8 @@ def check_dst(cfg: ConvertConfig) -> None:
 
 
 def tidy_dst(cfg: ConvertConfig, plan: Plan) -> None:
-    """Before the shards are written: delete shards, idx files and done records in DST that the plan
-    does not write (an earlier run's), and note the shard count and source in the progress directory
-    (removed with it when the run finishes) for progress reports."""
+    """Delete an earlier run's shards, idx files and done records the plan does not write, and note the
+    shard count and source in the progress directory for progress reports."""
     so = cfg.storage_options
     planned = {t.shard_path for t in plan.tasks} | {idx_path_for(t.shard_path) for t in plan.tasks}
     orphans = [n for n in _names(cfg.dst, so) if _OWN_SHARD.match(n) and n not in planned]
@@ -104,9 +97,7 @@ def tidy_dst(cfg: ConvertConfig, plan: Plan) -> None:
 
 
 def dry_run(src: str, dst: str, **options: Any) -> dict[str, Any]:
-    """What ``convert(src, dst, **options)`` would do, planned but not written: files, row groups,
-    shards and estimated bytes (source bytes plus tar headers and JSON per row), and what DST holds
-    now (``dst_state``)."""
+    """What ``convert(src, dst, **options)`` would do, planned but not written, and what DST holds now."""
     schema, layout = resolve_source(src, options.pop("schema", None), options.pop("layout", "rowgroup"))
     cfg = ConvertConfig(src=absolute(src), dst=absolute(dst), schema=schema, layout=layout, **options)
     plan = plan_conversion(cfg)

@@ -1,9 +1,7 @@
-"""Planning the conversion of a JSONL + media kind: one JSONL file cut into shards of consecutive lines.
+"""Planning a JSONL + media conversion: the JSONL read once and cut into shards of consecutive lines.
 
-The JSONL is read once; its lines (as ``readlines`` splits them) give each shard's byte range.
 In the manifest it is one source file with one "row group" of all its lines, so a shard's
-``RowSlice`` is a line range and verify, inspect and resume work unchanged. Shards hold
-``samples_per_shard`` lines (1000), or about ``shard_size`` bytes estimated from the media sizes.
+``RowSlice`` is a line range and verify, inspect and resume work unchanged.
 """
 
 from __future__ import annotations
@@ -59,8 +57,7 @@ def _media_size(url: str, is_folder: bool, so: dict[str, Any] | None) -> tuple[i
 
 
 def _line_sizes(data: bytes, media_dir: str, so: dict[str, Any] | None, allow_outside: bool) -> list[int]:
-    """Estimated shard bytes of every line: its text, its media files and the tar overhead
-    (names outside the media directory are refused unless ``allow_outside``: not even sized)."""
+    """Estimated shard bytes of every line: its text, its media (refused names not even sized) and tar overhead."""
     lines = decode_lines(data)
     refs: list[list[tuple[str, bool]]] = []
     for line in lines:
@@ -131,7 +128,7 @@ def _line_task(
 
 
 def plan_lines_conversion(cfg: ConvertConfig) -> Plan:
-    """Read the JSONL once and cut its lines into shard tasks (see the module docstring)."""
+    """Read the JSONL once and cut its lines into shard tasks."""
     assert cfg.media_dir is not None and cfg.schema is not None  # ConvertConfig checks them for this shape
     so = cfg.storage_options
     try:

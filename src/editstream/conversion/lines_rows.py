@@ -1,12 +1,5 @@
-"""Rows of a JSONL + media shard task: its lines, each with the media it references, read.
-
-A task reads only its byte range of the JSONL (checked against the plan's hash) and, for each
-line, the media the reference would open under the media directory (a file's bytes, or a frame
-folder's entries in listing order). Absent media is recorded as ``None`` and the row kept, so
-the loader drops it where the reference does; a name outside the media directory is not read
-and the line is reported as refused. Transient storage errors are retried, persistent ones fail
-the task. The next lines' media are read ahead on the process's I/O pool (``_LINES_AHEAD`` lines).
-"""
+"""Rows of a JSONL + media shard task: its byte range of the JSONL (checked against the plan's hash),
+each line with the media the reference would open (absent media as ``None``, read ahead)."""
 
 from __future__ import annotations
 
@@ -28,8 +21,8 @@ _LINES_AHEAD = 17
 
 
 def line_media(media_dir: str, storage_options: dict[str, Any] | None, allow_outside: bool) -> Callable[[str], Any]:
-    """``line -> {name: stored media}`` as a converted sample holds it; names outside the media directory are
-    left out, unread, unless ``allow_outside`` (the data layer reads them: ``DirectoryMedia``)."""
+    """``line -> {name: stored media}`` as a converted sample holds it (names outside the media directory
+    left out unless ``allow_outside``)."""
 
     def read(line: str) -> dict[str, Any]:
         stored, _ = LineRow(line, DirectoryMedia(media_dir, storage_options, allow_outside)).record()
@@ -62,10 +55,7 @@ def task_lines(task: ShardTask) -> list[str]:
 
 
 def iter_line_rows(task: ShardTask) -> Iterator[tuple[mf.RowSlice, int, dict[str, Any]]]:
-    """``(slice, line index, {"line": text, "media": {...}})`` for every line of the task, in order.
-
-    The JSONL is one source file with one "row group" of all its lines, so a line index is a
-    row index and the slice is the task's one line range."""
+    """``(slice, line index, {"line": text, "media": {...}})`` for every line of the task, in order."""
     lines = task_lines(task)
     part = _line_part(task)
     read_media = line_media(part.media_dir, task.storage_options, part.allow_outside)

@@ -1,12 +1,5 @@
-"""``verify`` for roots of a JSONL + media kind: the copy of the JSONL the loader lists lines from, and the source.
-
-``lines.jsonl`` must have the recorded size, hash and line count, and a given source JSONL must
-be the one that was converted. With a source, every sample's media is read again under the
-recorded media directory (:class:`MediaComparison`, inside the one pass over each shard) and must
-be the bytes the sample holds, so media replaced, deleted or appeared since the conversion is a
-problem naming the file. Comparing with the shards' own bytes needs no per-file record in the
-manifest, so older roots are checked the same way.
-"""
+"""``verify`` for JSONL + media roots: ``lines.jsonl`` against its record and the source JSONL, and
+(with a source) every sample's media against the media directory now, so older roots check alike."""
 
 from __future__ import annotations
 
@@ -42,7 +35,7 @@ class MediaComparison:
     """Compares a converted line's media with the media directory now (picklable: it runs in verify's workers)."""
 
     media_dir: str
-    """The recorded media directory, resolved as the converter resolves it (relative to this process's directory)."""
+    """The recorded media directory, resolved as the converter resolves it."""
     allow_outside: bool
     storage_options: dict[str, Any] | None
 
@@ -53,31 +46,28 @@ class MediaComparison:
         if not isinstance(line, str) or not isinstance(converted, dict):
             return []  # not a converted line: the decode and key checks report it
         now = line_media(self.media_dir, self.storage_options, self.allow_outside)(line)
-        out = []
-        for name in dict.fromkeys([*converted, *now]):
-            url = media_path(self.media_dir, name)
-            then_value, now_value = converted.get(name), now.get(name)
-            if isinstance(then_value, dict) and isinstance(now_value, dict):
-                for entry in dict.fromkeys([*then_value, *now_value]):
-                    entry_url = media_path(url, entry)
-                    text = _blob_difference(name + entry, entry_url, then_value.get(entry), now_value.get(entry))
-                    if text is not None:
-                        out.append(text)
-                if list(then_value) == list(now_value) or set(then_value) != set(now_value):
-                    continue
+        return _media_differences(self.media_dir, "", converted, now)
+
+
+def _media_differences(directory: str, prefix: str, then: Mapping[str, Any], now: Mapping[str, Any]) -> list[str]:
+    """One text per media file (or frame folder entry, named ``prefix`` + entry) that differs now."""
+    out = []
+    for name in dict.fromkeys([*then, *now]):
+        url = media_path(directory, name)
+        then_value, now_value = then.get(name), now.get(name)
+        if isinstance(then_value, dict) and isinstance(now_value, dict):
+            out += _media_differences(url, prefix + name, then_value, now_value)
+            if list(then_value) != list(now_value) and set(then_value) == set(now_value):
                 out.append(f"frame folder {name!r} ({url}) lists its entries in another order now")
-            else:
-                text = _blob_difference(name, url, then_value, now_value)
-                if text is not None:
-                    out.append(text)
-        return out
+        elif (text := _blob_difference(prefix + name, url, then_value, now_value)) is not None:
+            out.append(text)
+    return out
 
 
 def lines_media_comparison(
     root: str, manifest: mf.Manifest, source: str | None, storage_options: dict[str, Any] | None
 ) -> MediaComparison | None:
-    """The per-sample media comparison ``verify --source`` runs on a JSONL + media root, or
-    ``None`` without a source (or without a readable record: the root checks report that)."""
+    """The per-sample media comparison of ``verify --source``; ``None`` without a source or a readable record."""
     if source is None:
         return None
     try:
@@ -103,13 +93,9 @@ def check_lines_root(
         return [Problem("lines", None, f"{url} does not exist")]
     digest = hashlib.sha256(data).hexdigest()
     if len(data) != info.lines_bytes or digest != info.lines_sha256:
+        said = f"{info.lines_bytes} bytes with sha256 {info.lines_sha256}"
         problems.append(
-            Problem(
-                "lines",
-                None,
-                f"{url}: {len(data)} bytes with sha256 {digest}, the manifest says "
-                f"{info.lines_bytes} bytes with sha256 {info.lines_sha256}",
-            )
+            Problem("lines", None, f"{url}: {len(data)} bytes with sha256 {digest}, the manifest says {said}")
         )
     else:
         try:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..data.identity import Identity, identities
@@ -43,19 +43,19 @@ def _read_footer(url: str, storage_options: dict[str, Any] | None) -> _Footer:
 
 @dataclass
 class _Source:
-    """The listed source files, their footers where read, and the row-group counts parquet_info gave."""
+    """The listed source files, their footers where read, the row-group counts parquet_info gave and
+    each file's identity (by URL), taken when the source is listed."""
 
     urls: list[str]
     names: list[str]
     footers: dict[int, _Footer]
     counts: dict[int, int]
     identities: dict[str, Identity]
-    """Each file's identity (by URL), taken when the source is listed."""
 
 
 def _read_source(cfg: ConvertConfig) -> _Source:
-    """List the source and read the footers the plan needs: all of them for the size layout or
-    where parquet_info does not give a file's row groups, else just the first (for the columns)."""
+    """List the source and read the footers the plan needs: the first (for the columns), and all
+    for the size layout or where parquet_info does not give a file's row groups."""
     so = cfg.storage_options
     urls = ParquetDirectory(cfg.src, so).files()
     if not urls:
@@ -88,18 +88,14 @@ def _schema_of(cfg: ConvertConfig, src: _Source) -> tuple[str, tuple[tuple[str, 
 
 def _row_groups(src: _Source) -> dict[str, list[int] | None]:
     """Rows per row group of each file (cut to parquet_info's count), ``None`` when no footer was read."""
-    out: dict[str, list[int] | None] = {}
-    for i, name in enumerate(src.names):
-        footer = src.footers.get(i)
-        limit = src.counts.get(i)
-        if footer is None:
-            out[name] = None
-            continue
-        if limit is not None and limit > len(footer.num_rows):
+    out: dict[str, list[int] | None] = dict.fromkeys(src.names)
+    for i, footer in src.footers.items():
+        limit = src.counts.get(i, len(footer.num_rows))
+        if limit > len(footer.num_rows):
             raise ValueError(
                 f"parquet_info says {src.urls[i]} has {limit} row groups; its footer has {len(footer.num_rows)}"
             )
-        out[name] = list(footer.num_rows if limit is None else footer.num_rows[:limit])
+        out[src.names[i]] = footer.num_rows[:limit]
     return out
 
 
@@ -168,26 +164,19 @@ def _plan_rowgroup_layout(
     return tasks
 
 
+@dataclass
 class _SizeCutter:
     """Collects row slices into shards of about ``target_bytes`` / ``target_rows``."""
 
-    def __init__(
-        self,
-        names: list[str],
-        stems: dict[str, str],
-        common: dict[str, Any],
-        target_bytes: int | None,
-        target_rows: int | None,
-    ) -> None:
-        self.names = names
-        self.stems = stems
-        self.common = common
-        self.target_bytes = target_bytes
-        self.target_rows = target_rows
-        self.tasks: list[ShardTask] = []
-        self.current: list[mf.RowSlice] = []
-        self.rows = 0
-        self.bytes = 0.0
+    names: list[str]
+    stems: dict[str, str]
+    common: dict[str, Any]
+    target_bytes: int | None
+    target_rows: int | None
+    tasks: list[ShardTask] = field(default_factory=list)
+    current: list[mf.RowSlice] = field(default_factory=list)
+    rows: int = 0
+    bytes: float = 0.0
 
     def flush(self) -> None:
         if not self.current:
@@ -233,11 +222,8 @@ def _plan_size_layout(
     row_groups: dict[str, list[int] | None],
     common: dict[str, Any],
 ) -> list[ShardTask]:
-    """Cut the rows, in source order, into shards of about ``shard_size`` bytes / ``samples_per_shard`` rows.
-
-    Sizes are estimated from the footers' uncompressed row-group sizes, so the plan needs no
-    data reads and is the same on every run.
-    """
+    """Cut the rows, in source order, into shards of about ``shard_size`` bytes / ``samples_per_shard``
+    rows; sizes are estimated from the footers, so the plan reads no data and is the same on every run."""
     target_bytes = (
         cfg.shard_size
         if cfg.shard_size is not None
@@ -264,9 +250,8 @@ def check_parquet_options(cfg: ConvertConfig) -> None:
 def check_columns(
     kind: DatasetKind, columns: Iterable[str], types: Mapping[str, str] | None = None, where: str = ""
 ) -> None:
-    """Raise ``ValueError`` naming the missing columns when ``columns`` lack one of ``kind``'s, and
-    :class:`~editstream.format.columns.ColumnTypeError` when ``types`` (column -> arrow type) shows a
-    column of another type than the kind's parser reads."""
+    """``ValueError`` naming the columns of ``kind`` missing from ``columns``; ``ColumnTypeError`` when
+    ``types`` (column -> arrow type) shows a column of another type than the kind's parser reads."""
     columns = list(columns)
     missing = [c for c in kind.columns if c not in set(columns)]
     if missing:

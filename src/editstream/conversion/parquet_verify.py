@@ -1,8 +1,4 @@
-"""``verify`` for parquet sources: the shards together cover every row of the source files exactly once.
-
-Row-by-row comparison of each sample with its source row happens per shard in ``verify``; this
-checks the whole: the files listed, their row groups' sizes, and each row group's coverage.
-"""
+"""``verify`` for parquet sources: the shards together cover every row of the source files exactly once."""
 
 from __future__ import annotations
 
@@ -17,8 +13,8 @@ from .problems import Problem
 
 
 def check_parquet_root(root: str, m: mf.Manifest, source: str | None, so: dict[str, Any] | None) -> list[Problem]:
-    """With a ``source``: every row of every source parquet file is inside exactly one shard
-    slice, and the manifest's row counts match the files (``root`` needs no check of its own)."""
+    """With a ``source``: every row of every source file is in exactly one shard slice, and the
+    manifest's row counts match the files."""
     if source is None:
         return []
     problems: list[Problem] = []
@@ -48,11 +44,6 @@ def check_parquet_root(root: str, m: mf.Manifest, source: str | None, so: dict[s
             )
         for rg, n in enumerate(f.row_groups):
             if covered[(f.path, rg)] != n:
-                problems.append(
-                    Problem(
-                        "source_coverage",
-                        None,
-                        f"{f.path} row group {rg}: {n} rows, shards cover {covered[(f.path, rg)]}",
-                    )
-                )
+                detail = f"{f.path} row group {rg}: {n} rows, shards cover {covered[(f.path, rg)]}"
+                problems.append(Problem("source_coverage", None, detail))
     return problems

@@ -1,10 +1,5 @@
 """What report.json says of rows: bad rows and image notes (rows that train, but decode to other
-pixels than the file holds).
-
-Both locate the row the same way for every source shape and travel in done records, so a resumed
-conversion reports what an uninterrupted one does. Notes are listed under ``image_notes`` only
-when there are any, so a report without them keeps its bytes.
-"""
+pixels than the file holds); both travel in done records, so a resumed conversion reports the same."""
 
 from __future__ import annotations
 
@@ -82,8 +77,7 @@ def _entry(record: BadRow | RowNote) -> dict[str, Any]:
 
 
 def checked_problems(check_row: RowCheck, row: Mapping[str, Any], first_only: bool = False) -> list[RowProblem]:
-    """The row's problems (the first alone with ``first_only``); a check that raises on the row
-    marks the row bad with the error, so one odd row cannot stop a conversion."""
+    """The row's problems (the first alone with ``first_only``); a check that raises marks the row bad."""
     try:
         problems = check_row(row)
         if first_only:
@@ -95,8 +89,7 @@ def checked_problems(check_row: RowCheck, row: Mapping[str, Any], first_only: bo
 
 
 def notes_of(kind: DatasetKind, row: Mapping[str, Any]) -> list[str]:
-    """The kind's notes on ``row``; a note check (a plug-in's) that raises on the row gives a note
-    saying so, so it neither stops the conversion nor goes unsaid."""
+    """The kind's notes on ``row``; a note check that raises gives a note saying so."""
     try:
         return list(kind.row_notes(row))
     except Exception as exc:  # noqa: BLE001 - notes are advisory, a failing check is reported as one

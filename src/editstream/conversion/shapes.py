@@ -1,11 +1,5 @@
-"""The converter's one dispatch on a kind's source shape: parquet slices, or JSONL lines + media.
-
-Everything that differs between the shapes is a field of a :class:`SourceStrategy`: how the
-source is planned into shard tasks, how a task's rows are read and a bad one reported, what
-the manifest and report add, how ``verify`` checks the root against its source and whether it
-compares rows, and whether ``inspect`` must tell images from other media. The generic code
-(``run``, ``shard``, ``verify``, ``inspect``) asks :func:`strategy_of` and never a kind's name.
-"""
+"""The converter's one dispatch on a kind's source shape (parquet slices, or JSONL lines + media):
+everything that differs is a field of a :class:`SourceStrategy`, which the generic code asks for."""
 
 from __future__ import annotations
 
@@ -89,8 +83,7 @@ class SourceStrategy:
     def bad_row(
         self, task: ShardTask, kind: DatasetKind, s: mf.RowSlice, index: int, key: str, row: dict[str, Any]
     ) -> BadRow | None:
-        """The report entry of a row its kind finds bad, or ``None``; a row with text that is not
-        UTF-8 is bad whatever its kind (the loader cannot read it). A check that raises marks it bad."""
+        """The report entry of a row its kind finds bad, or ``None`` (text that is not UTF-8 is always bad)."""
         first = self.first_problem_only
         if isinstance(row, UndecodableRow):
             problems = [RowProblem(row.problem())]
@@ -153,8 +146,7 @@ _BY_SHAPE = {s.shape: s for s in (PARQUET_SLICES, JSONL_LINES)}
 
 
 def strategy_of(schema: str | None) -> SourceStrategy:
-    """The strategy of the kind called ``schema``: parquet when no kind is named (it is detected
-    from the columns) or the kind is not registered here (a root converted by a plug-in now gone)."""
+    """The strategy of the kind ``schema``: parquet when none is named or the kind is not registered here."""
     if schema is None:
         return PARQUET_SLICES
     try:

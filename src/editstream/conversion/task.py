@@ -1,11 +1,5 @@
-"""What a conversion plans: ``ShardTask`` (one shard) and ``Plan`` (all of them, and what the manifest needs).
-
-A ``ShardTask`` is a pure, picklable description of one shard: the parts every source shape
-shares (output name, row slices, key stems, kind, columns, digest) and a ``part`` saying where
-this shape's rows come from (:class:`ParquetPart` or :class:`LinePart`). The same task runs in
-this process, in a worker process or as a Ray task, and its fingerprint decides whether an
-earlier run's shard can be kept.
-"""
+"""What a conversion plans: ``ShardTask`` (one picklable shard, whose fingerprint decides whether an
+earlier run's shard is kept) and ``Plan`` (all of them, and what the manifest needs)."""
 
 from __future__ import annotations
 
@@ -22,18 +16,15 @@ from ..format.digest import DEFAULT_DIGEST
 
 @dataclass(frozen=True, kw_only=True)
 class ParquetPart:
-    """Where a parquet task's rows are checked against: the one row group of a rowgroup-layout
-    shard, and the row counts the plan expects of the slices."""
+    """A parquet task's checks: the one source file and row group a rowgroup-layout shard holds (whole,
+    whatever the plan knew), and the row counts the plan expects of the slices, when known."""
 
     source_file: str | None = None
-    """For the rowgroup layout: the one source file (relative) the shard holds."""
     row_group: int | None = None
-    """For the rowgroup layout: the one row group the shard holds (whole, whatever the plan knew)."""
     expected_rows: tuple[int, ...] | None = None
-    """Row counts of the slices when known from the plan (checked against the file)."""
 
     def fingerprint_fields(self) -> dict[str, Any]:
-        """What this part adds to the task's fingerprint: nothing beyond the shared fields."""
+        """Nothing beyond the shared fields."""
         return {}
 
 
@@ -53,8 +44,7 @@ class LinePart:
     row_group: ClassVar[None] = None
 
     def fingerprint_fields(self) -> dict[str, Any]:
-        """The byte range, its hash and the media directory decide the shard's bytes too, and so
-        does the opt-out (left out when off, so shards of earlier runs keep their fingerprints)."""
+        """The range, hash, media directory and opt-out (left out when off, so older fingerprints hold)."""
         fields = asdict(self)
         if not self.allow_outside:
             del fields["allow_outside"]
@@ -87,10 +77,8 @@ class ShardTask:
         return f"shard {self.shard_path} (from {self.src_root})"
 
     def fingerprint(self, sources: Mapping[str, Any] | None = None) -> str:
-        """A hash of what determines the shard's bytes; a done record must match it to be reused.
-
-        ``sources`` (file -> identity) stands in for the task's own source identities: ``{}`` leaves
-        them out (as a plan made before they were recorded), a manifest's shows whether only they changed."""
+        """A hash of what determines the shard's bytes; ``sources`` (file -> identity) stands in for the
+        task's own identities (``{}`` leaves them out, as a plan made before they were recorded)."""
         whole = self.part.row_group is not None
         d = {
             "format_version": mf.FORMAT_VERSION,
@@ -154,8 +142,7 @@ class Plan:
         ]
 
     def fingerprint(self, sources: Mapping[str, Any] | None = None) -> str:
-        """A hash of every task's fingerprint (and the extra records): equal plans write equal outputs.
-        ``sources`` stands in for the source identities (see :meth:`ShardTask.fingerprint`)."""
+        """A hash of every task's fingerprint (and the extra records): equal plans write equal outputs."""
         parts = [t.fingerprint(sources) for t in self.tasks]
         if self.extra:
             parts.append(json.dumps(self.extra, sort_keys=True))

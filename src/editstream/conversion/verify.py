@@ -1,12 +1,5 @@
-"""Check a converted dataset against its manifest (and optionally against its source).
-
-Each shard is read once: its bytes are hashed while the tar is walked, so size, digest, sample
-count, idx offsets, key order and the decodability of every sample are checked in one pass; what
-the root and source are checked for beyond that is the kind's source shape's (``shapes``). The
-manifest's ``schema`` must fit what the shards hold (:func:`schema_problems`), so a hand-edited
-``schema`` or ``columns`` is reported. Problems are collected, never raised, so one run reports
-everything that is wrong.
-"""
+"""Check a converted dataset against its manifest (and optionally its source), each shard in one
+hashed pass; problems are collected, never raised, so one run reports everything that is wrong."""
 
 from __future__ import annotations
 
@@ -51,14 +44,8 @@ class VerifyReport:
         return not self.problems
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "root": self.root,
-            "ok": self.ok,
-            "shards_checked": self.shards_checked,
-            "samples_checked": self.samples_checked,
-            "rows_compared": self.rows_compared,
-            "problems": [asdict(p) for p in self.problems],
-        }
+        d = asdict(self)
+        return {"root": d.pop("root"), "ok": self.ok, **d}
 
     def format(self) -> str:
         head = (
@@ -268,30 +255,20 @@ def _check_shard(check: _ShardCheck) -> _ShardOutcome:
 
 
 def schema_problems(manifest: mf.Manifest) -> list[Problem]:
-    """Whether the manifest's ``schema`` fits what the manifest says the shards hold.
-
-    The kind must need no column the manifest lacks, and ``extra`` must not hold the record of
-    another kind (a JSONL + media root relabelled as a parquet kind keeps its kind's record).
-    Together with every sample holding exactly the manifest's columns (checked per sample), a
-    hand-edited ``schema`` that no longer fits the data is reported. A kind no installed package
-    registers cannot be checked here. Two kinds whose data look the same cannot be told apart
-    by any check: relabelling to ``generic`` (convert-only: no dataset trains on it) is not refused.
-    """
+    """Whether the manifest's ``schema`` fits its columns and ``extra`` (no other kind's record), so a
+    hand-edited ``schema`` is reported; kinds whose data look alike cannot be told apart here."""
     try:
         kind = get_kind(manifest.schema)
     except UnknownKindError:
         return []
     names = [c["name"] for c in manifest.columns]
-    problems = []
+    changed = "the schema was changed after the conversion"
+    details = []
     missing = [c for c in kind.columns if c not in names]
     if missing:
-        problems.append(
-            Problem(
-                "schema",
-                None,
-                f"the manifest's schema {manifest.schema!r} needs columns {list(kind.columns)}, but its shards "
-                f"hold {names} (missing {missing}): the schema was changed after the conversion",
-            )
+        details.append(
+            f"the manifest's schema {manifest.schema!r} needs columns {list(kind.columns)}, but its shards "
+            f"hold {names} (missing {missing}): {changed}"
         )
     for key in manifest.extra:
         try:
@@ -299,15 +276,11 @@ def schema_problems(manifest: mf.Manifest) -> list[Problem]:
         except UnknownKindError:
             continue
         if other.name != kind.name:
-            problems.append(
-                Problem(
-                    "schema",
-                    None,
-                    f"the manifest's schema is {manifest.schema!r}, but extra holds the record of a {key!r} "
-                    "conversion: the schema was changed after the conversion",
-                )
+            details.append(
+                f"the manifest's schema is {manifest.schema!r}, but extra holds the record of a {key!r} "
+                f"conversion: {changed}"
             )
-    return problems
+    return [Problem("schema", None, detail) for detail in details]
 
 
 def _tally(report: VerifyReport, shards: list[mf.ShardInfo], outcomes: dict[str, _ShardOutcome]) -> None:
@@ -334,9 +307,8 @@ def verify(
     engine: str = "auto",
     progress: bool = False,
 ) -> VerifyReport:
-    """Re-read every shard under ``root`` and check it against the manifest; with ``source``,
-    also check that every source row is in the shards and equal to the original. ``progress``
-    shows shards checked (a bar on a terminal, a line every few seconds elsewhere)."""
+    """Re-read every shard under ``root`` and check it against the manifest; with ``source``, also
+    check that every source row is in the shards and equal to the original."""
     report = VerifyReport(root=root)
     try:
         m = ConvertedRoot(root, storage_options).manifest

@@ -1,10 +1,5 @@
-"""The converter's output description: ``manifest.json``.
-
-Versioned and written last, so its presence means a conversion finished. It records the source
-files with their row-group row counts (so a loader lists units without touching the parquet) and,
-per shard, its path, sizes, digest, sample count, idx path and source rows. Version 2 names the
-digest algorithm (``xxh3_128`` by default, or ``sha256``); version 1 manifests (``sha256``) still read.
-"""
+"""The converter's output description: ``manifest.json``, written last, so its presence means a
+conversion finished. Version 2 names the digest algorithm; version 1 manifests (``sha256``) still read."""
 
 from __future__ import annotations
 
@@ -163,22 +158,22 @@ class ShardInfo:
 
 @dataclass(kw_only=True)
 class Manifest:
-    """Everything a reader or verifier needs to trust and use a converted dataset."""
+    """Everything a reader or verifier needs to trust and use a converted dataset (fields in file order)."""
 
-    schema: str
-    columns: list[dict[str, str]]
-    """``[{"name": ..., "type": <arrow type string>}]`` in column order."""
-    layout: str
-    source_root: str
-    source_files: list[SourceFile]
-    shards: list[ShardInfo]
-    drop_bad_rows: bool = False
-    num_bad_rows: int = 0
-    digest: str = "sha256"
-    """Digest algorithm of the shards (``xxh3_128`` or ``sha256``); version 1 manifests are all sha256."""
     format: str = FORMAT_NAME
     format_version: int = FORMAT_VERSION
     created_by: str = ""
+    schema: str
+    layout: str
+    digest: str = "sha256"
+    """Digest algorithm of the shards (``xxh3_128`` or ``sha256``); version 1 manifests are all sha256."""
+    columns: list[dict[str, str]]
+    """``[{"name": ..., "type": <arrow type string>}]`` in column order."""
+    source_root: str
+    drop_bad_rows: bool = False
+    num_bad_rows: int = 0
+    source_files: list[SourceFile]
+    shards: list[ShardInfo]
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -278,30 +273,15 @@ class Manifest:
 
     # -- (de)serialisation ---------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
-        """The manifest as JSON-able data, keys in a fixed order (so the file is deterministic)."""
+        """The manifest as JSON-able data, keys in field order (version 1 has no ``digest``) and each shard
+        with only the digests it has."""
         d = asdict(self)
-        # only the digests a shard has (a version 2 shard has one)
         d["shards"] = [
             {k: v for k, v in s.to_json().items() if k not in ALGORITHMS or v is not None} for s in self.shards
         ]
-        order = [
-            "format",
-            "format_version",
-            "created_by",
-            "schema",
-            "layout",
-            "digest",
-            "columns",
-            "source_root",
-            "drop_bad_rows",
-            "num_bad_rows",
-            "source_files",
-            "shards",
-            "extra",
-        ]
         if self.format_version == 1:
-            order.remove("digest")
-        return {k: d[k] for k in order}
+            del d["digest"]
+        return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Manifest:

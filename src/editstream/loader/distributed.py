@@ -28,16 +28,10 @@ def current_worker_id() -> int:
 
 
 class DistributedIterableDataset(torch.utils.data.IterableDataset[dict[str, Any]]):
-    """Rank/worker-aware iterable dataset with resumable per-worker status.
+    """Rank/worker-aware iterable dataset with resumable per-worker status (the split is ``units``').
 
-    ``set_epoch(seed)`` shuffles the sorted units with a private ``random.Random`` and gives
-    each rank a contiguous slice; each DataLoader worker takes a contiguous slice of its
-    rank's units, reversed (the reference's order). Per-sample randomness is NOT drawn here:
-    it uses Python's global ``random`` inside ``parse_row``.
-
-    Units are listed on first use (``data_paths``, ``set_epoch`` or iteration), never in the
-    constructor, by the subclass's :meth:`list_data_paths`; a subclass may also assign
-    ``self.data_paths`` itself, as reference-style subclasses do.
+    Units are listed on first use by :meth:`list_data_paths`, never in the constructor; a subclass
+    may also assign ``self.data_paths`` itself, as reference-style subclasses do.
     """
 
     def __init__(
@@ -127,18 +121,16 @@ class DistributedIterableDataset(torch.utils.data.IterableDataset[dict[str, Any]
         return self.worker_units(info.id, info.num_workers), info.id
 
     def worker_units(self, worker_id: int, num_workers: int) -> list[Unit]:
-        """The units DataLoader worker ``worker_id`` of ``num_workers`` reads, in its order.
-
-        ``data_indexes[0]`` of a sample is a position in this list. ``num_workers == 0`` means
-        no DataLoader workers: the whole rank slice, in order.
-        """
+        """The units DataLoader worker ``worker_id`` of ``num_workers`` reads, in its order (a sample's
+        ``data_indexes[0]`` is a position in this list)."""
+        rank, world = self.local_rank, self.world_size
         return worker_units(
             self.data_paths_per_rank,
             worker_id,
             num_workers,
             dataset_name=self.dataset_name,
-            rank=self.local_rank,
-            world_size=self.world_size,
+            rank=rank,
+            world_size=world,
         )
 
     def __iter__(self) -> Iterator[dict[str, Any]]:

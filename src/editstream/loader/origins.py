@@ -1,9 +1,7 @@
 """The loader's side of checkpoint-by-reference: :class:`TracedDataset`, the one interface a packer uses.
 
-Samples come with their :class:`ParseOrigin` (unit, row, and a point the packer's callable took
-just before the parse); recreating reads those rows again (:func:`gather_rows`) and parses each
-after the packer's callable put its point back. The point is opaque here (the packer's RNG states,
-``editstream.packing.checkpoint``).
+Samples come with their :class:`ParseOrigin` (unit, row, and an opaque point the packer took just
+before the parse); recreating reads those rows again and parses each after the point is put back.
 """
 
 from __future__ import annotations
@@ -84,12 +82,8 @@ def _scan(source: RowSource, unit: Unit, after: Position | None, wanted: set[Pos
 def gather_rows(
     source: RowSource, units: Sequence[Unit], origins: Sequence[ParseOrigin], dataset_name: str
 ) -> dict[tuple[int, Position], Any]:
-    """The rows the origins name, keyed by ``(unit_position, position)``; each unit is read once.
-
-    Reading starts just before the earliest row wanted of a unit; when that finds nothing (a
-    source whose positions resume differently), the unit is read from its start. A row that
-    cannot be found raises :class:`RecreateError` naming the dataset, the unit and the row.
-    """
+    """The rows the origins name, keyed by ``(unit_position, position)``: each unit read once, from just
+    before its earliest row wanted (from its start when that misses); :class:`RecreateError` for a row gone."""
     by_unit: dict[int, set[Position]] = {}
     for origin in origins:
         by_unit.setdefault(origin.unit_position, set()).add(tuple(origin.position))

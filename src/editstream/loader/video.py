@@ -1,17 +1,8 @@
-"""Video frames for JSONL-line rows: the reference's ``FrameSampler``, reading kept apart from choosing.
-
-``FrameSampler(path)`` reads a frame folder (a path ending in ``/``) or a video file (decord) and
-draws from the global NumPy and Python generators in the reference's order (SPEC 11): ``t =
-np.random.randint(min_num_frames, max_num_frames + 1)``, then :func:`get_frame_indices`. All
-reading happens before any draw, as in the reference; the choosing part is exposed apart
-(:meth:`FrameSampler.sample_folder_frames`, :meth:`FrameSampler.sample_video`) so the WebDataset
-backend feeds shard members through the same code.
+"""Video frames for JSONL-line rows: the reference's ``FrameSampler`` (its draws in its order, SPEC 11),
+with reading kept apart from choosing so the WebDataset backend feeds shard members through the same code.
 
 Reference behaviour kept on purpose: the default ``FrameSampler()`` fails on every call
-(``randint(8, 0)``); a folder with no more than ``t`` frames returns all of them; a short video
-repeats its last index; the last frame of an interval is never picked. Folder frames sort by the
-number in ``_<n>.jpg``, other names keep the listing order (``os.listdir`` locally, the store's
-order for URLs).
+(``randint(8, 0)``); a short video repeats its last index; an interval's last frame is never picked.
 """
 
 from __future__ import annotations
@@ -61,15 +52,8 @@ def get_frame_indices(
     input_fps: float = 1,
     max_num_frames: int = -1,
 ) -> list[Any]:
-    """Which of ``vlen`` frames to take for ``num_frames`` output frames (the reference's rule).
-
-    ``"rand"`` / ``"middle"``: ``min(num_frames, vlen)`` intervals from ``np.linspace``; rand takes
-    ``random.choice(range(start, next_start - 1))`` per interval (falling back to a sorted
-    ``np.random.permutation(vlen)`` prefix, numpy ints, when an interval is empty), ``fix_start``
-    takes ``start + fix_start``, middle the interval's middle. The result is padded with its last
-    index up to ``num_frames``. ``"fps<x>"`` takes frames at ``x`` fps (no draws). Anything else
-    is a ``ValueError``.
-    """
+    """Which of ``vlen`` frames to take for ``num_frames`` output frames (the reference's rule, draws
+    included): ``"rand"``, ``"middle"`` or ``"fps<x>"``."""
     if sample in ("rand", "middle"):
         count = min(num_frames, vlen)
         edges = np.linspace(0, vlen, count + 1).astype(int)
@@ -100,8 +84,7 @@ def get_frame_indices(
 
 
 def decode_frame(data: bytes) -> Image.Image:
-    """One folder frame as the reference reads it: ``Image.open(...).convert("RGB")`` (alpha dropped),
-    under editstream's per-call decode limits."""
+    """One folder frame as the reference reads it (``convert("RGB")``, alpha dropped), within the limits."""
     return open_image(data).convert("RGB")
 
 
@@ -181,31 +164,21 @@ def read_frames_decord(
 
 
 class FrameSampler:
-    """Frames of a JSONL line's ``"video"``: a folder of frames (path ends with ``/``) or a video file.
-
-    Arguments and defaults are the reference's; see the module docstring for the draws and the
-    reference behaviour kept (the defaults fail on every call: a warning says so at construction).
-    """
+    """Frames of a JSONL line's ``"video"``: a folder of frames (path ends with ``/``) or a video file;
+    arguments and defaults are the reference's."""
 
     def __init__(self, max_num_frames: int = -1, min_num_frames: int = 8, sample: str = "rand") -> None:
         self.max_num_frames = max_num_frames
         self.min_num_frames = min_num_frames
         self.sample = sample
         if max_num_frames < min_num_frames:
-            logger.warning(
-                "FrameSampler(max_num_frames=%s, min_num_frames=%s): np.random.randint(%s, %s) fails, so every "
-                "video row will be dropped (the reference behaves the same); set max_num_frames >= min_num_frames",
-                max_num_frames,
-                min_num_frames,
-                min_num_frames,
-                max_num_frames + 1,
-            )
+            what = "%r: np.random.randint(%s, %s) fails, so every video row will be dropped (the reference"
+            what += " behaves the same); set max_num_frames >= min_num_frames"
+            logger.warning(what, self, min_num_frames, max_num_frames + 1)
 
     def __repr__(self) -> str:
-        return (
-            f"FrameSampler(max_num_frames={self.max_num_frames}, min_num_frames={self.min_num_frames}, "
-            f"sample={self.sample!r})"
-        )
+        args = f"max_num_frames={self.max_num_frames}, min_num_frames={self.min_num_frames}"
+        return f"FrameSampler({args}, sample={self.sample!r})"
 
     def __call__(self, file_name: str, storage_options: StorageOptions | None = None) -> list[Any]:
         """The chosen frames of the folder or video at ``file_name`` (local path or URL)."""
