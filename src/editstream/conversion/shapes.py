@@ -11,12 +11,9 @@ from ..format import manifest as mf
 from ..io.storage import StorageOptions
 from ..io.text import UndecodableRow
 from ..kinds import DatasetKind, RowProblem, SourceShape, UnknownKindError, get_kind
-from .lines_plan import check_lines_options, lines_manifest_extra, plan_lines_conversion
-from .lines_rows import iter_line_rows, line_place
-from .lines_verify import check_lines_root, lines_media_comparison
-from .parquet_plan import check_parquet_options, plan_parquet_conversion
+from . import jsonl
+from .parquet_plan import check_parquet_options, check_parquet_root, plan_parquet_conversion
 from .parquet_rows import iter_parquet_rows, parquet_row_place
-from .parquet_verify import check_parquet_root
 from .problems import Problem
 from .records import ShardResult
 from .report import DROP_NOTE, BadRow, checked_problems
@@ -129,17 +126,17 @@ PARQUET_SLICES = SourceStrategy(
 )
 JSONL_LINES = SourceStrategy(
     shape=SourceShape.JSONL_MEDIA,
-    check_options=check_lines_options,
-    plan=plan_lines_conversion,
-    rows=iter_line_rows,
-    place=line_place,
+    check_options=jsonl.check_lines_options,
+    plan=jsonl.plan_lines_conversion,
+    rows=jsonl.iter_line_rows,
+    place=jsonl.line_place,
     first_problem_only=False,
     keep_note=KEEP_LINES_NOTE,
-    check_root=check_lines_root,
+    check_root=jsonl.check_lines_root,
     compares_rows=False,  # the JSONL is checked as a whole file (its hash), not row by row
     mixed_media=True,
-    manifest_extra=lines_manifest_extra,
-    sample_check=lines_media_comparison,
+    manifest_extra=jsonl.lines_manifest_extra,
+    sample_check=jsonl.lines_media_comparison,
     fixed_layout="size",
 )
 _BY_SHAPE = {s.shape: s for s in (PARQUET_SLICES, JSONL_LINES)}
