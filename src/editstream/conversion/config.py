@@ -72,8 +72,7 @@ class PlacesOverlapError(ValueError):
 
 
 def _parts(url: str) -> tuple[str, ...]:
-    """``url`` as comparable components: a local path resolved (``realpath``), a URL as its scheme
-    (``s3a`` is ``s3``) and normalised parts."""
+    """``url`` as comparable components: a local path resolved, a URL as scheme (``s3a`` is ``s3``) and parts."""
     if storage.is_local(url):
         scheme, path, sep = "file", os.path.realpath(storage.local_path(url)), os.sep
     else:
@@ -83,8 +82,7 @@ def _parts(url: str) -> tuple[str, ...]:
 
 
 def overlap(a: str, b: str) -> bool:
-    """Whether ``a`` and ``b`` are one place or one holds the other (whole components only:
-    ``s3://b/src`` holds ``s3://b/src/x``, not ``s3://b/src2``)."""
+    """Whether ``a`` and ``b`` are one place or one holds the other (by whole components: not ``src2``)."""
     pa, pb = _parts(a), _parts(b)
     n = min(len(pa), len(pb))
     return pa[:n] == pb[:n]

@@ -78,8 +78,7 @@ def check_dst(cfg: ConvertConfig) -> None:
 
 
 def tidy_dst(cfg: ConvertConfig, plan: Plan) -> None:
-    """Delete an earlier run's shards, idx files and done records the plan does not write, and note the
-    shard count and source in the progress directory for progress reports."""
+    """Delete an earlier run's shards, idx files and done records the plan does not write; note the plan."""
     so = cfg.storage_options
     planned = {t.shard_path for t in plan.tasks} | {idx_path_for(t.shard_path) for t in plan.tasks}
     orphans = [n for n in _names(cfg.dst, so) if _OWN_SHARD.match(n) and n not in planned]

@@ -35,8 +35,7 @@ def _image_columns(schema: str) -> tuple[str, ...]:
 
 
 def _image_members(columns: tuple[str, ...], mixed_media: bool, members: dict[str, bytes]) -> list[tuple[str, bytes]]:
-    """The members of a sample that are images: every member of the kind's image columns (a corrupt
-    ``.bin`` included, unless ``mixed_media``: videos too), else every member with an image extension."""
+    """A sample's image members: those of the kind's image columns (only images if mixed), else by extension."""
     found = []
     for suffix, data in members.items():
         ext = suffix.rsplit(".", 1)[-1]

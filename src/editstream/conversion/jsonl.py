@@ -1,9 +1,5 @@
-"""The JSONL + media source shape: a JSONL cut into shards of consecutive lines, a task's lines read
-with their media, and ``verify``'s checks of a converted root against the JSONL and media now.
-
-In the manifest the JSONL is one source file with one "row group" of all its lines, so a shard's
-``RowSlice`` is a line range and verify, inspect and resume work unchanged.
-"""
+"""The JSONL + media source shape: the JSONL cut into shards of consecutive lines (one "row group" of
+all its lines, so a ``RowSlice`` is a line range), a task's lines read with their media, ``verify``'s checks."""
 
 from __future__ import annotations
 
@@ -204,8 +200,7 @@ _LINES_AHEAD = 17
 
 
 def line_media(media_dir: str, storage_options: dict[str, Any] | None, allow_outside: bool) -> Callable[[str], Any]:
-    """``line -> {name: stored media}`` as a converted sample holds it (names outside the media directory
-    left out unless ``allow_outside``)."""
+    """``line -> {name: stored media}`` as a converted sample holds it."""
 
     def read(line: str) -> dict[str, Any]:
         stored, _ = LineRow(line, DirectoryMedia(media_dir, storage_options, allow_outside)).record()

@@ -98,7 +98,8 @@ class ConversionLock:
         """Take the lock, taking over one whose owner is gone; :class:`DestinationLocked` otherwise."""
         for _ in range(3):
             if self._create():
-                self._start_heartbeat()
+                self._thread = threading.Thread(target=self._beat, name="editstream-lock-heartbeat", daemon=True)
+                self._thread.start()
                 return
             holder = self._holder()
             if holder is None:
@@ -118,10 +119,6 @@ class ConversionLock:
             f"{self.stale_after:.0f} s without heartbeat, or pass break_lock=True (--break-lock), or remove "
             f"{self.url}"
         )
-
-    def _start_heartbeat(self) -> None:
-        self._thread = threading.Thread(target=self._beat, name="editstream-lock-heartbeat", daemon=True)
-        self._thread.start()
 
     def _beat(self) -> None:
         while not self._stop.wait(self.heartbeat):

@@ -46,8 +46,7 @@ def _read_footer(url: str, storage_options: dict[str, Any] | None) -> _Footer:
 
 @dataclass
 class _Source:
-    """The listed source files, their footers where read, the row-group counts parquet_info gave and
-    each file's identity (by URL), taken when the source is listed."""
+    """The listed source files, their footers where read, parquet_info's row-group counts and identities."""
 
     urls: list[str]
     names: list[str]
@@ -57,8 +56,7 @@ class _Source:
 
 
 def _read_source(cfg: ConvertConfig) -> _Source:
-    """List the source and read the footers the plan needs: the first (for the columns), and all
-    for the size layout or where parquet_info does not give a file's row groups."""
+    """List the source and read the footers the plan needs (the first, and those parquet_info lacks)."""
     so = cfg.storage_options
     urls = ParquetDirectory(cfg.src, so).files()
     if not urls:
@@ -268,8 +266,7 @@ def check_columns(
 
 
 def check_parquet_root(root: str, m: mf.Manifest, source: str | None, so: dict[str, Any] | None) -> list[Problem]:
-    """With a ``source``: every row of every source file is in exactly one shard slice, and the
-    manifest's row counts match the files."""
+    """With a ``source``: every source row is in exactly one shard slice and the row counts match the files."""
     if source is None:
         return []
     problems: list[Problem] = []

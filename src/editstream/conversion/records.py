@@ -96,8 +96,7 @@ class IdxDigest:
 
 @dataclass(frozen=True)
 class DoneRecord:
-    """A finished shard's record in the progress directory: the task's fingerprint, its result and
-    its idx digest; its presence vouches for the files written before it."""
+    """A finished shard's record (fingerprint, result, idx digest), vouching for the files written before it."""
 
     fingerprint: str
     result: ShardResult
@@ -155,8 +154,7 @@ def _fsync_path(path: str) -> None:
 
 
 class LocalSyncer:
-    """fsyncs finished local shards on the I/O pool, then the directory, so the manifest is written
-    only over durable files; a no-op for object stores."""
+    """fsyncs finished local shards on the I/O pool, then the directory (a no-op for object stores)."""
 
     def __init__(self, dst: str) -> None:
         self.dst = dst if storage.is_local(dst) and "://" not in dst else None

@@ -12,22 +12,20 @@ from ..kinds import Certainty, DatasetKind, RowCheck, RowProblem
 
 @dataclass(frozen=True, kw_only=True)
 class BadRow:
-    """One row (or line) its kind's checks find bad, where it is, and whether it was left out."""
+    """One row its kind's checks find bad, where it is (parquet: ``row_group`` and ``row``; JSONL: ``line``
+    from 1), whether it was left out, whether the parser always ``fails`` on it (parquet) and the media
+    ``missing`` at conversion time (JSONL)."""
 
     file: str
     row_group: int | None = None
-    """Parquet rows: the row's row group and its index in it."""
     row: int | None = None
     line: int | None = None
-    """JSONL lines: the line number, counted from 1 as an editor shows it."""
     key: str
     reason: str
     fails: Certainty | None = None
-    """Parquet rows: whether the training-time parser always fails on the row, or only if its draws reach it."""
     shard: str
     dropped: bool
     missing: tuple[str, ...] = ()
-    """JSONL lines: the media names that could not be read at conversion time."""
 
     def to_json(self) -> dict[str, Any]:
         """The report.json entry: fields in declaration order, those that do not apply left out."""
@@ -50,14 +48,12 @@ class BadRow:
 
 @dataclass(frozen=True, kw_only=True)
 class RowNote:
-    """One note on one row (or JSONL line): where the row is and what its parser does to it."""
+    """One note on one row (or JSONL line): where it is, as :class:`BadRow` says it, and what its parser does."""
 
     file: str
     row_group: int | None = None
-    """Parquet rows: the row's row group and its index in it."""
     row: int | None = None
     line: int | None = None
-    """JSONL lines: the line number, counted from 1."""
     key: str
     shard: str
     note: str
@@ -68,7 +64,6 @@ class RowNote:
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> RowNote:
-        """The entry ``to_json`` wrote (a ``TypeError`` when it is not one)."""
         return cls(**d)
 
 

@@ -32,16 +32,6 @@ SampleCheckOf = Callable[[str, mf.Manifest, str | None, StorageOptions | None], 
 """``(root, manifest, source, storage options)`` -> the per-sample source check ``verify`` runs, if any."""
 
 
-def _no_extra(plan: Plan, results: list[ShardResult]) -> dict[str, Any]:
-    return {}
-
-
-def _no_sample_check(
-    root: str, manifest: mf.Manifest, source: str | None, storage_options: StorageOptions | None
-) -> SampleCheck | None:
-    return None
-
-
 @dataclass(frozen=True)
 class SourceStrategy:
     """How the converter, ``verify`` and ``inspect`` handle one source shape."""
@@ -66,9 +56,9 @@ class SourceStrategy:
     """Whether ``verify`` compares every sample with its row read back from the source."""
     mixed_media: bool
     """Whether the image column also holds other media (videos), so ``inspect`` counts only image members."""
-    manifest_extra: Callable[[Plan, list[ShardResult]], dict[str, Any]] = _no_extra
+    manifest_extra: Callable[[Plan, list[ShardResult]], dict[str, Any]] = lambda plan, results: {}
     """Records the manifest's ``extra`` gets once every shard is written."""
-    sample_check: SampleCheckOf = _no_sample_check
+    sample_check: SampleCheckOf = lambda root, manifest, source, storage_options: None
     """What ``verify`` compares every sample with beyond its source row (a JSONL line's media files now)."""
     fixed_layout: str | None = None
     """The shard layout every conversion of this shape writes (``None``: the one asked for)."""

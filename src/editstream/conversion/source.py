@@ -15,8 +15,7 @@ def absolute(url: str) -> str:
 
 
 def resolve_source(src: str, schema: str | None, layout: str) -> tuple[str | None, str]:
-    """``(schema, layout)`` for converting ``src``: a ``.jsonl`` source is a JSONL + media kind (with its
-    shape's fixed layout); one with a parquet kind named is an error naming the kind it needs."""
+    """``(schema, layout)`` for converting ``src``; a ``.jsonl`` source with a parquet kind named is an error."""
     if schema is None:
         if not src.endswith(".jsonl"):
             return None, layout

@@ -30,14 +30,13 @@ class ParquetPart:
 
 @dataclass(frozen=True, kw_only=True)
 class LinePart:
-    """Where a JSONL task's lines are in its file, and where their media are read from."""
+    """Where a JSONL task's lines are in its file (their ``sha256``: a task refuses a JSONL that changed
+    since planning), and where their media are read from (resolved, so any worker reads the same files)."""
 
     byte_start: int
     byte_stop: int
     sha256: str
-    """Hash of bytes ``[byte_start, byte_stop)``: a task refuses a JSONL that changed since planning."""
     media_dir: str
-    """The media directory, resolved (absolute for local paths) so any worker process reads the same files."""
     allow_outside: bool = False
     """Whether media names outside ``media_dir`` are read rather than refused (the user opted out)."""
     source_file: ClassVar[None] = None
@@ -60,14 +59,12 @@ class ShardTask:
     shard_path: str
     slices: tuple[mf.RowSlice, ...]
     stems: tuple[tuple[str, str], ...]
-    """``(source file, key stem)`` for the files in ``slices``."""
     schema: str
     columns: tuple[tuple[str, str], ...]
     drop_bad_rows: bool
     part: ParquetPart | LinePart
     storage_options: dict[str, Any] | None = None
     digest: str = DEFAULT_DIGEST
-    """Digest algorithm of the shard and its idx (``xxh3_128`` or ``sha256``)."""
     sources: tuple[tuple[str, str], ...] = ()
     """``(source file, its identity as JSON)`` for each file the task reads (``data.identity``): checked
     when the file is opened, and part of the fingerprint, so a changed source is never trusted."""
@@ -116,7 +113,7 @@ class Plan:
     files: list[str]
     """Source file names relative to the source root, sorted."""
     row_groups: dict[str, list[int] | None]
-    """Rows per row group of each file, ``None`` where only the count of row groups is known."""
+    """Rows per row group of each file, ``None`` where only the count is known (``num_row_groups``)."""
     num_row_groups: dict[str, int]
     stems: dict[str, str]
     source_bytes: int
@@ -127,7 +124,6 @@ class Plan:
     side_files: dict[str, bytes] = field(default_factory=dict)
     """Small files the converted root holds besides its shards (name -> bytes), written before them."""
     sources: dict[str, Any] = field(default_factory=dict)
-    """The identity of every source file (relative name -> ``data.identity`` identity), as planned."""
     listing_order: list[str] | None = None
     """The source files (relative names) in the order the source directory lists them, when not sorted."""
 

@@ -94,16 +94,8 @@ class _ShardCheck:
         return f"verify {self.shard.path}"
 
 
-@dataclass
-class _ShardOutcome:
-    problems: list[Problem]
-    keys: list[str]
-    samples: int
-    rows_compared: int
-
-
 class _ShardVerifier:
-    """Checks one shard in a single streaming pass; memory stays bounded whatever the manifest claims."""
+    """Checks one shard in one streaming pass; memory stays bounded whatever the manifest claims."""
 
     def __init__(self, check: _ShardCheck) -> None:
         self.check = check
@@ -240,18 +232,19 @@ class _ShardVerifier:
             self.problem("idx", f"idx end offset {idx_end}, the tar's samples end at {self.end_offset}")
 
 
-def _check_shard(check: _ShardCheck) -> _ShardOutcome:
+def _check_shard(check: _ShardCheck) -> _ShardVerifier:
     verifier = _ShardVerifier(check)
     so = check.storage_options
     if not storage.exists(verifier.url, so):
-        return _ShardOutcome([Problem("missing_shard", verifier.name, f"{verifier.url} does not exist")], [], 0, 0)
+        verifier.problem("missing_shard", f"{verifier.url} does not exist")
+        return verifier
     idx = verifier.read_idx()
     with open_read(verifier.url, so, block_size=8 * 1024 * 1024) as f:
         reader = HashingReader(f, verifier.info.digest[0])
         verifier.walk(reader)
         reader.drain()
     verifier.totals(reader.pos, reader.hash.hexdigest(), idx)
-    return _ShardOutcome(verifier.problems, verifier.keys, len(verifier.keys), verifier.compared)
+    return verifier
 
 
 def schema_problems(manifest: mf.Manifest) -> list[Problem]:
@@ -283,14 +276,14 @@ def schema_problems(manifest: mf.Manifest) -> list[Problem]:
     return [Problem("schema", None, detail) for detail in details]
 
 
-def _tally(report: VerifyReport, shards: list[mf.ShardInfo], outcomes: dict[str, _ShardOutcome]) -> None:
+def _tally(report: VerifyReport, shards: list[mf.ShardInfo], outcomes: dict[str, _ShardVerifier]) -> None:
     """Add each shard's outcome to the report, in manifest order; a key in two shards is a problem."""
     seen: dict[str, str] = {}
     for shard in shards:
         outcome = outcomes[shard.path]
         report.shards_checked += 1
-        report.samples_checked += outcome.samples
-        report.rows_compared += outcome.rows_compared
+        report.samples_checked += len(outcome.keys)
+        report.rows_compared += outcome.compared
         report.problems.extend(outcome.problems)
         for key in outcome.keys:
             if key in seen and seen[key] != shard.path:
@@ -307,8 +300,7 @@ def verify(
     engine: str = "auto",
     progress: bool = False,
 ) -> VerifyReport:
-    """Re-read every shard under ``root`` and check it against the manifest; with ``source``, also
-    check that every source row is in the shards and equal to the original."""
+    """Re-read every shard under ``root`` and check it against the manifest (and, with ``source``, its rows)."""
     report = VerifyReport(root=root)
     try:
         m = ConvertedRoot(root, storage_options).manifest
@@ -336,12 +328,12 @@ def verify(
         for s in m.shards
     ]
     runner = make_executor(engine, workers)
-    outcomes: dict[str, _ShardOutcome] = {}
+    outcomes: dict[str, _ShardVerifier] = {}
     bar = Progress("verify", len(checks), "shards", progress)
     try:
         for check, outcome in runner.map_unordered(_check_shard, checks):
             outcomes[check.shard.path] = outcome
-            bar.update(1, rows=outcome.samples, nbytes=check.shard.num_bytes)
+            bar.update(1, rows=len(outcome.keys), nbytes=check.shard.num_bytes)
     finally:
         bar.close()
         runner.close()

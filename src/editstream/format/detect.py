@@ -39,8 +39,7 @@ def is_pattern(url: str) -> bool:
 
 
 def names_pattern(url: str, storage_options: StorageOptions | None = None) -> bool:
-    """Whether ``url`` is a pattern to expand: it looks like one and nothing of that exact name exists
-    (a directory called ``loc?al[1]`` is that directory)."""
+    """Whether ``url`` is a pattern to expand: it looks like one and nothing of that exact name exists."""
     if not is_pattern(url):
         return False
     try:
@@ -90,13 +89,8 @@ class PathKind:
 
 def _file_kind(url: str) -> str:
     name = url.rstrip("/").rsplit("/", 1)[-1].lower()
-    if name.endswith(".parquet"):
-        return PARQUET_FILE
-    if name.endswith(".tar"):
-        return TAR_FILE
-    if name.endswith(".jsonl"):
-        return JSONL_FILE
-    return OTHER_FILE
+    kinds = {".parquet": PARQUET_FILE, ".tar": TAR_FILE, ".jsonl": JSONL_FILE}
+    return next((kind for suffix, kind in kinds.items() if name.endswith(suffix)), OTHER_FILE)
 
 
 def _listing(url: str, storage_options: StorageOptions | None) -> list[str] | None:
@@ -131,7 +125,7 @@ def read_partial(url: str, storage_options: StorageOptions | None = None) -> Par
 
 
 def detect(url: str, storage_options: StorageOptions | None = None) -> PathKind:
-    """What ``url`` holds (see the module docstring); storage errors other than "not found" propagate."""
+    """What ``url`` holds: missing, a file, a (partial) conversion, a directory of what, or a pattern."""
     try:
         names = _listing(url, storage_options)
     except FileNotFoundError:

@@ -51,8 +51,7 @@ def _short(stem: str, name: str) -> str:
 
 
 def key_stems(names: list[str]) -> list[str]:
-    """A unique, dot-free key stem per source file name (deterministic in list order), at most
-    ``MAX_STEM`` characters."""
+    """A unique, dot-free key stem of at most ``MAX_STEM`` characters per source file name, in list order."""
     used: set[str] = set()
     out = []
     for i, name in enumerate(names):

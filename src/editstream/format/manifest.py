@@ -70,7 +70,8 @@ class SourceFile:
 
 @dataclass(frozen=True, kw_only=True)
 class ShardInfo:
-    """One tar shard: where it is, what it holds, and how to check it."""
+    """One tar shard: where it is, what it holds, and how to check it (``source_file`` and ``row_group``:
+    the one source row group of a rowgroup-layout shard)."""
 
     path: str
     idx_path: str
@@ -82,9 +83,7 @@ class ShardInfo:
     xxh3_128: str | None = None
     """The shard's digest, under the name of its algorithm (the manifest's ``digest``)."""
     source_file: str | None = None
-    """For the rowgroup layout: the one source file (relative) this shard comes from."""
     row_group: int | None = None
-    """For the rowgroup layout: the one row group this shard comes from."""
     dropped: list[int] = field(default_factory=list)
     """Positions (within ``rows``, counted over the slices in order) of bad rows left out."""
 
@@ -117,8 +116,7 @@ class ShardInfo:
         return position - bisect.bisect_left(sorted(self.dropped), position)
 
     def sample_index(self, file: str, row_group: int, row: int) -> int | None:
-        """Index of ``row``'s sample in this shard; ``None`` when the shard does not hold it
-        (outside its slices, or a bad row left out)."""
+        """Index of ``row``'s sample in this shard; ``None`` when the shard does not hold it."""
         position = self._position(file, row_group, row)
         if position is None or position in self.dropped:
             return None
@@ -138,7 +136,6 @@ class ShardInfo:
                 )
 
     def to_json(self) -> dict[str, Any]:
-        """Every field as JSON-able data (digests it lacks as ``None``; the manifest leaves those out)."""
         return asdict(self)
 
     @classmethod
@@ -179,7 +176,6 @@ class Manifest:
     def __post_init__(self) -> None:
         self.validate()
 
-    # -- derived -------------------------------------------------------------------------
     @property
     def num_samples(self) -> int:
         return sum(s.num_samples for s in self.shards)
@@ -192,7 +188,6 @@ class Manifest:
     def num_source_rows(self) -> int:
         return sum(f.num_rows for f in self.source_files)
 
-    # -- checks --------------------------------------------------------------------------
     def validate(self) -> None:
         """Check internal consistency; raise ``ManifestError`` describing the first problem."""
         self._validate_header()
@@ -271,10 +266,8 @@ class Manifest:
             if [(s.file, s.row_group) for s in shard.rows] != [(shard.source_file, shard.row_group)]:
                 raise ManifestError(f"shard {shard.path}: rows do not match its source unit")
 
-    # -- (de)serialisation ---------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
-        """The manifest as JSON-able data, keys in field order (version 1 has no ``digest``) and each shard
-        with only the digests it has."""
+        """The manifest as JSON-able data, keys in field order, each shard with only the digests it has."""
         d = asdict(self)
         d["shards"] = [
             {k: v for k, v in s.to_json().items() if k not in ALGORITHMS or v is not None} for s in self.shards

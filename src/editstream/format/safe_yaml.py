@@ -52,8 +52,7 @@ def expanded_size(node: yaml.Node, limit: int, origin: str, sizes: dict[int, int
 
 
 def load_yaml(text: str | bytes, origin: str, *, max_size: int = DEFAULT_MAX_SIZE) -> Any:
-    """The document in ``text`` (``yaml.safe_load``'s types), or a ``YamlBoundError`` naming ``origin``
-    when it expands past ``max_size``, loops or nests too deep."""
+    """The document in ``text``, or a ``YamlBoundError`` naming ``origin`` past ``max_size``, looping or too deep."""
     loader = yaml.SafeLoader(text)
     try:
         node = loader.get_single_node()

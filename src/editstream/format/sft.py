@@ -1,9 +1,5 @@
-"""What the converter and loader both need to know about the rows of a JSONL + media kind.
-
-A converted line is one sample holding ``{"line": <the line as readlines gives it>, "media":
-{<name>: bytes | None, <folder>/: {<entry>: bytes | None}}}`` (``None``: missing at conversion); the
-root also holds ``lines.jsonl``, a byte copy of the source, recorded in the manifest (:class:`SftInfo`).
-"""
+"""What the converter and loader both need to know about the rows of a JSONL + media kind: a converted
+line holds ``{"line": <text>, "media": {<name>: bytes | None, <folder>/: {<entry>: bytes | None}}}``."""
 
 from __future__ import annotations
 
@@ -45,8 +41,7 @@ def is_frame_folder(name: str) -> bool:
 
 
 def media_path(image_dir: str, name: str) -> str:
-    """Where the reference looks for ``name``: ``os.path.join(image_dir, name)`` on POSIX (an absolute
-    ``name`` replaces the directory)."""
+    """Where the reference looks for ``name``: ``os.path.join(image_dir, name)`` on POSIX."""
     return posixpath.join(image_dir, name)
 
 
@@ -60,8 +55,7 @@ OPT_OUT = "--allow-outside-media-dir (allow_outside_media_dir=True)"
 
 
 def outside_media_dir(name: str) -> bool:
-    """Whether ``name`` leads outside the media directory it is joined to (absolute, a URL, or climbing
-    out once normalised), from the name alone, so local and ``s3://`` directories decide alike."""
+    """Whether ``name`` leads outside the media directory, from the name alone (so local and S3 agree)."""
     if name.startswith("/") or "://" in name:
         return True
     normal = posixpath.normpath(name)
@@ -69,15 +63,13 @@ def outside_media_dir(name: str) -> bool:
 
 
 def check_media_name(name: Any) -> None:
-    """Raise :class:`MediaOutsideError` for a string ``name`` outside the media directory (others are
-    left to the join, which fails on them as the reference's does)."""
+    """Raise :class:`MediaOutsideError` for a string ``name`` outside the media directory."""
     if isinstance(name, str) and outside_media_dir(name):
         raise MediaOutsideError(f"media {name!r} is outside the media directory; refused (opt in with {OPT_OUT})")
 
 
 def check_links(image_dir: str, path: str, name: str) -> None:
-    """Raise :class:`MediaOutsideError` when the local ``path`` resolves, through a symbolic link, outside
-    ``image_dir``."""
+    """Raise :class:`MediaOutsideError` when the local ``path`` resolves through a link outside ``image_dir``."""
     if "://" in image_dir and not image_dir.startswith("file://"):
         return
     root = os.path.realpath(image_dir.removeprefix("file://"))
@@ -90,8 +82,7 @@ def check_links(image_dir: str, path: str, name: str) -> None:
 
 
 def contained_media_path(image_dir: str, name: Any, allow_outside: bool = False) -> str:
-    """:func:`media_path`, after refusing a name outside ``image_dir`` by its text and where it resolves
-    to (unless ``allow_outside``)."""
+    """:func:`media_path`, refusing a name outside ``image_dir`` (by text and by link) unless ``allow_outside``."""
     if allow_outside:
         return media_path(image_dir, name)
     check_media_name(name)
@@ -133,8 +124,7 @@ class SftInfo:
     """Whether media names outside the media directory were read (the user opted out)."""
 
     def to_dict(self) -> dict[str, Any]:
-        """The record as the manifest's ``extra`` holds it (the opt-out only when taken, so older
-        versions read it)."""
+        """The record as the manifest's ``extra`` holds it (the opt-out only when taken, as older versions wrote)."""
         record = asdict(self)
         if not self.allow_outside_media_dir:
             del record["allow_outside_media_dir"]

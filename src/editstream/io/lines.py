@@ -37,8 +37,7 @@ def decode_lines(data: bytes, where: str = "<bytes>") -> list[str]:
 
 
 def line_start_offsets(data: bytes, where: str = "<bytes>") -> list[int]:
-    """Byte offset where each line of ``data`` starts (where :func:`decode_lines` splits), plus
-    ``len(data)``, so a converter task decodes just its own lines."""
+    """Byte offset where each line of ``data`` starts (where :func:`decode_lines` splits), plus ``len(data)``."""
     raw_lines = _read_lines(data, where, "")  # untranslated endings: their byte lengths add up to the file
     offsets = [0]
     for line in raw_lines:

@@ -37,14 +37,10 @@ class Progress:
         self.unit = unit
         self.enabled = enabled
         self.stream = stream if stream is not None else sys.stderr
-        self.done = 0
-        self.rows = 0
-        self.bytes = 0
-        self.t0 = time.perf_counter()
-        self.last_line = self.t0
+        self.done = self.rows = self.bytes = self.lines = 0
+        self.t0 = self.last_line = time.perf_counter()
         self.interval = _interval()
         self.bar: Any = None
-        self.lines = 0
         if enabled and self.stream.isatty():
             from tqdm import tqdm
 

@@ -36,8 +36,7 @@ not digits inside other numbers: a file's modification time in nanoseconds may h
 
 
 def _default_transient(exc: BaseException) -> bool:
-    """Errors worth retrying: connection drops, timeouts, 5xx / throttling from object stores (never a
-    :class:`RetriesExhausted`: retries never nest)."""
+    """Errors worth retrying: connection drops, timeouts, 5xx / throttling (retries never nest)."""
     if isinstance(exc, (*_NEVER_RETRIED, NotADirectoryError, RetriesExhausted)):
         return False
     if isinstance(exc, (ConnectionError, TimeoutError)) or type(exc).__name__ in _TRANSIENT_NAMES:
@@ -82,8 +81,7 @@ class RetryPolicy:
         return base * (0.5 + _JITTER.random() / 2)
 
     def call(self, fn: Callable[[], T], what: str = "storage call") -> T:
-        """Run ``fn`` until it succeeds, retrying transient errors; :class:`RetriesExhausted` names ``what``
-        when they outlast the attempts or the deadline."""
+        """Run ``fn``, retrying transient errors; :class:`RetriesExhausted` names ``what`` past the limits."""
         started = self.clock()
         attempt = 0
         while True:

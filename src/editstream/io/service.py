@@ -1,8 +1,5 @@
-"""The I/O service of a process: one byte budget and one thread pool for all read-ahead and prefetch.
-
-A reader holding nothing may always take the item it waits for, so the total is at most ``max_bytes``
-plus one item per reader; every pool task is a leaf, so one shared pool cannot deadlock.
-"""
+"""The I/O service of a process: one byte budget and one thread pool for all read-ahead and prefetch
+(a reader holding nothing may always take its next item; pool tasks are leaves, so it cannot deadlock)."""
 
 from __future__ import annotations
 
@@ -30,8 +27,7 @@ class IOConfig:
 
 
 class ByteBudget:
-    """A thread-safe count of bytes held against a limit, inside a larger budget when ``within`` (a take
-    must fit both; ``limit=None``: the outer limit only)."""
+    """A thread-safe count of bytes held against a limit, inside a larger budget when ``within``."""
 
     def __init__(self, limit: int | None = None, within: ByteBudget | None = None) -> None:
         if (limit is None and within is None) or (limit is not None and limit <= 0):

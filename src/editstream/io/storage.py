@@ -90,8 +90,7 @@ class BrokenLinkError(FileNotFoundError):
 
 
 def _local_entry_type(entry: os.DirEntry[str]) -> str:
-    """``"file"``, ``"directory"`` or ``"other"`` for a local directory entry, symlinks followed (fsspec
-    types them ``other``; the Hugging Face cache links into ``blobs/``)."""
+    """``"file"``, ``"directory"`` or ``"other"`` for a local entry, symlinks followed (unlike fsspec)."""
     try:
         if entry.is_file():
             return "file"
@@ -137,8 +136,7 @@ def list_files(
 
 
 def list_names(dir_url: str, storage_options: StorageOptions | None = None) -> list[str]:
-    """Names of every entry directly in ``dir_url``, in listing order (``os.listdir``'s locally, what the
-    reference's frame-folder reader sees); errors like ``os.listdir``'s for a path that is not a directory."""
+    """Names of every entry directly in ``dir_url``, in listing order (``os.listdir``'s locally)."""
     fs, path = url_to_fs(dir_url, storage_options)
     if is_local(dir_url):
         return os.listdir(path)
@@ -251,7 +249,9 @@ def atomic_write(url: str, storage_options: StorageOptions | None = None, *, fsy
     if is_local(url):
         directory = os.path.dirname(path) or "."
         os.makedirs(directory, exist_ok=True)
-        tmp = os.path.join(directory, f"{temp_prefix(os.path.basename(path))}.{uuid.uuid4().hex}.tmp")
+        # the name cut to fit NAME_MAX (255 bytes) with the dot, 32 hex digits and ".tmp" around it
+        name = os.path.basename(path).encode("utf-8")[:180].decode("utf-8", "ignore")
+        tmp = os.path.join(directory, f".{name}.{uuid.uuid4().hex}.tmp")
         f = open(tmp, "wb")  # noqa: SIM115 - handed to the caller, closed below on every path
         try:
             yield f
@@ -289,13 +289,3 @@ def write_bytes(url: str, data: bytes, storage_options: StorageOptions | None = 
             f.write(data)
 
     _RETRY.call(write, f"write {url}")
-
-
-TEMP_NAME_BYTES = 180
-"""Longest file-name part of a temp name, so ``.{name}.{32 hex}.tmp`` fits NAME_MAX (255 bytes)."""
-
-
-def temp_prefix(name: str) -> str:
-    """The start of the temp name of an output called ``name``: a dot and the name, cut to fit NAME_MAX."""
-    raw = name.encode("utf-8")[:TEMP_NAME_BYTES]
-    return "." + raw.decode("utf-8", "ignore")

@@ -1,8 +1,5 @@
-"""Decoding image bytes to RGB exactly as the reference does, with limits applied per call.
-
-The reference sets Pillow's process-wide globals on import; editstream changes none: each decode
-checks the limits from the header and sets ``LOAD_TRUNCATED_IMAGES`` only on its own thread.
-"""
+"""Decoding image bytes to RGB exactly as the reference does, with limits applied per call (the
+reference sets Pillow's globals on import; here ``LOAD_TRUNCATED_IMAGES`` holds only on the decoding thread)."""
 
 from __future__ import annotations
 
@@ -64,8 +61,7 @@ def _truncated_flag() -> _TruncatedFlag:
 
 
 def pil_img2rgb(image: Image.Image) -> Image.Image:
-    """Convert any PIL image to RGB; RGBA images and those with a ``transparency`` entry are composited
-    onto white first (other modes, LA included, convert directly)."""
+    """Convert any PIL image to RGB; transparent images (RGBA, or a ``transparency`` entry) go onto white."""
     if image.mode == "RGBA" or image.info.get("transparency") is not None:
         rgba = image.convert("RGBA")
         canvas = Image.new("RGB", rgba.size, (255, 255, 255))
@@ -124,6 +120,5 @@ def open_image(data: bytes | bytearray | memoryview, *, max_pixels: int = DEFAUL
 
 
 def decode_image(data: bytes | bytearray | memoryview, *, max_pixels: int = DEFAULT_MAX_IMAGE_PIXELS) -> Image.Image:
-    """Decode image bytes into an RGB PIL image exactly as the reference does; :class:`ImageRejected`
-    over the limits, ``PIL.UnidentifiedImageError`` / ``OSError`` for bytes no decoder accepts."""
+    """Decode image bytes into an RGB PIL image exactly as the reference does, within the limits."""
     return owned_rgb(open_image(data, max_pixels=max_pixels))

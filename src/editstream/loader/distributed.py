@@ -28,11 +28,8 @@ def current_worker_id() -> int:
 
 
 class DistributedIterableDataset(torch.utils.data.IterableDataset[dict[str, Any]]):
-    """Rank/worker-aware iterable dataset with resumable per-worker status (the split is ``units``').
-
-    Units are listed on first use by :meth:`list_data_paths`, never in the constructor; a subclass
-    may also assign ``self.data_paths`` itself, as reference-style subclasses do.
-    """
+    """Rank/worker-aware iterable dataset with resumable per-worker status; units are listed on first use
+    (:meth:`list_data_paths`), or a reference-style subclass assigns ``self.data_paths`` itself."""
 
     def __init__(
         self, dataset_name: str, local_rank: int | None = None, world_size: int | None = None, num_workers: int = 8
@@ -51,7 +48,6 @@ class DistributedIterableDataset(torch.utils.data.IterableDataset[dict[str, Any]
         self._rank_slice: list[Unit] | None = None
         self.drops = DropLog(dataset_name=dataset_name)
 
-    # ---- resume status -------------------------------------------------------------------
     def set_data_status(self, data_status: DataStatus | None) -> None:
         """Where each worker resumes (a :data:`WorkerStatus` per worker id), or ``None``."""
         self.data_status = copy.deepcopy(data_status)
@@ -77,7 +73,6 @@ class DistributedIterableDataset(torch.utils.data.IterableDataset[dict[str, Any]
         """Resume after the positions in ``state_dict`` (as returned by :meth:`state_dict`)."""
         self.set_data_status(None if state_dict is None else state_dict.get("data_status"))
 
-    # ---- units ---------------------------------------------------------------------------
     def list_data_paths(self) -> list[Unit] | None:
         """List this dataset's units (I/O happens here); ``None`` when the dataset has none to list."""
         return None
@@ -121,8 +116,7 @@ class DistributedIterableDataset(torch.utils.data.IterableDataset[dict[str, Any]
         return self.worker_units(info.id, info.num_workers), info.id
 
     def worker_units(self, worker_id: int, num_workers: int) -> list[Unit]:
-        """The units DataLoader worker ``worker_id`` of ``num_workers`` reads, in its order (a sample's
-        ``data_indexes[0]`` is a position in this list)."""
+        """The units DataLoader worker ``worker_id`` reads, in order (a sample's ``data_indexes[0]`` indexes it)."""
         rank, world = self.local_rank, self.world_size
         return worker_units(
             self.data_paths_per_rank,

@@ -1,8 +1,5 @@
-"""The opt-in fast decode (``fast_decode=True``): less decoding and cheaper resizes, same shapes.
-
-Every target is computed from the stored size, so no output changes shape or token count; the
-quality floor is in ``tests/test_fast_decode.py`` and the figures in ``docs/figures.md``.
-"""
+"""The opt-in fast decode (``fast_decode=True``): less decoding and cheaper resizes, same shapes (every
+target comes from the stored size); quality floor in ``tests/test_fast_decode.py``, figures in docs."""
 
 from __future__ import annotations
 
@@ -20,8 +17,7 @@ FAST_DECODE_MARGIN = 1.5
 
 
 class ReducedImage:
-    """An RGB decode for the fast path: ``image`` is the stored image at ``1/scale`` of its size, and
-    ``source_size`` the stored size that transforms size their output from (so shapes do not change)."""
+    """The stored image decoded at ``1/scale`` of its ``source_size``, which transforms size their output from."""
 
     __slots__ = ("_largest", "image", "scale", "source_size")
 

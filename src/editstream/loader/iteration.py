@@ -1,8 +1,5 @@
-"""The one iteration loop every dataset kind and backend shares: units -> rows -> ``parse_row`` -> samples.
-
-A backend is nothing more than a row source; everything after "rows" (parsing, ``data_indexes``,
-resume status, drops, failure budgets) lives here, once.
-"""
+"""The one iteration loop every dataset kind and backend (a row source) shares: units -> rows ->
+``parse_row`` -> samples, with ``data_indexes``, resume status, drops and failure budgets."""
 
 from __future__ import annotations
 
@@ -32,9 +29,7 @@ def _unit_order(units: Sequence[Unit], start: int) -> Iterator[Unit]:
 
 
 class SourceIterableDataset(DistributedIterableDataset):
-    """A dataset whose rows come from a :class:`~editstream.loader.rows.RowSource`; subclasses define
-    ``parse_row``. A row whose parse raises, or a unit that cannot be read, is dropped, counted and
-    (unless a data problem) budgeted; after the last unit the stream starts over."""
+    """A dataset whose rows come from a row source; subclasses define ``parse_row``."""
 
     source: RowSource
     unit_failure_budget: int = 16
@@ -64,9 +59,6 @@ class SourceIterableDataset(DistributedIterableDataset):
             budget = self.__dict__[name] = FailureBudget(self.dataset_name, size, what, self.drops)
         return budget
 
-    def _unit_budget(self) -> FailureBudget:
-        return self._budget("_unit_failures", self.unit_failure_budget, "units in a row could not be read")
-
     def _parser_budget(self) -> FailureBudget:
         what = "rows in a row made parse_row raise an error that is not a data problem (a bug in the parser?)"
         return self._budget("_parser_failures", self.parser_failure_budget, what)
@@ -90,14 +82,8 @@ class SourceIterableDataset(DistributedIterableDataset):
     def __iter__(self) -> Iterator[dict[str, Any]]:
         units, worker_id = self.get_data_paths_per_worker()
         start_unit, after = self.resume_point(worker_id)
-        logger.info(
-            "rank-%s worker-%s dataset-%s: starting at unit %s after %s",
-            self.local_rank,
-            worker_id,
-            self.dataset_name,
-            start_unit,
-            after,
-        )
+        where = f"rank-{self.local_rank} worker-{worker_id} dataset-{self.dataset_name}"
+        logger.info("%s: starting at unit %s after %s", where, start_unit, after)
         if not units:
             yield from self._stream(units, worker_id, start_unit, after)
             return
@@ -182,7 +168,7 @@ class SourceIterableDataset(DistributedIterableDataset):
         self, unit: Unit, unit_position: int, rows: Iterator[tuple[Position, Any]], worker_id: int
     ) -> Iterator[dict[str, Any]]:
         """Parse the rows of one unit, dropping (and counting) bad rows and an unreadable rest."""
-        budget = self._unit_budget()
+        budget = self._budget("_unit_failures", self.unit_failure_budget, "units in a row could not be read")
         while True:
             try:
                 position, row = next(rows)

@@ -1,8 +1,5 @@
-"""The loader's side of checkpoint-by-reference: :class:`TracedDataset`, the one interface a packer uses.
-
-Samples come with their :class:`ParseOrigin` (unit, row, and an opaque point the packer took just
-before the parse); recreating reads those rows again and parses each after the point is put back.
-"""
+"""The loader's side of checkpoint-by-reference: :class:`TracedDataset`, the one interface a packer uses
+(samples come with their origin; recreating parses each row again after its point is put back)."""
 
 from __future__ import annotations
 
@@ -34,8 +31,7 @@ Traced = Iterator[tuple[dict[str, Any], ParseOrigin | None]]
 
 @runtime_checkable
 class TracedDataset(Protocol):
-    """A group dataset whose samples a packer can save as references, read in elastic epochs too
-    (every source dataset is one)."""
+    """A group dataset whose samples a packer can save as references (every source dataset is one)."""
 
     def iter_with_origins(self, take_point: TakePoint) -> Traced:
         """The dataset's own endless stream (``iter(dataset)``), each sample with its origin."""

@@ -27,8 +27,7 @@ SIZES_ONLY = contextvars.ContextVar("editstream_sizes_only", default=False)
 
 @contextlib.contextmanager
 def sizes_only() -> Iterator[None]:
-    """Within this block datasets count tokens without pixels (``verify --recipe``): images are only
-    opened, and an ``ImageTransform`` gives its output shape as a zero-stride tensor."""
+    """Within this block datasets count tokens without pixels (``verify --recipe``): images are only opened."""
     token = SIZES_ONLY.set(True)
     try:
         yield
@@ -50,11 +49,6 @@ def check_fast_decode(value: Any, owner: str) -> bool:
     return value
 
 
-def hands_out_uint8(transform: Any) -> bool:
-    """Whether ``transform``'s float output is ``normalize_pixels(to_uint8(...))`` (an unmodified ImageTransform)."""
-    return isinstance(transform, ImageTransform) and type(transform).__call__ is ImageTransform.__call__
-
-
 def transform_image(
     transform: Any, image: Any, image_dtype: str, img_num: int | None = None
 ) -> tuple[torch.Tensor, Normalization | None]:
@@ -64,7 +58,9 @@ def transform_image(
     if SIZES_ONLY.get() and isinstance(transform, ImageTransform):
         width, height = transform.target_size(*image.size, **kwargs)
         return torch.zeros((), dtype=torch.uint8).expand(3, height, width), None
-    if image_dtype == "uint8" and hands_out_uint8(transform):
+    # uint8 only when the float output is normalize_pixels(to_uint8(...)): an unmodified ImageTransform
+    plain = isinstance(transform, ImageTransform) and type(transform).__call__ is ImageTransform.__call__
+    if image_dtype == "uint8" and plain:
         return transform.to_uint8(image, **kwargs), transform.normalization
     return transform(image, **kwargs), None
 
@@ -95,8 +91,7 @@ def share_one_storage(sample: dict[str, Any]) -> dict[str, Any]:
 
 
 def load_image(data: Any, transforms: Sequence[Any], fast_decode: bool, img_num: int = 1) -> Any:
-    """Decode one image for ``transforms`` (``None`` entries ignored): exact unless ``fast_decode`` and
-    every transform is an ImageTransform."""
+    """Decode one image for ``transforms``: exact unless ``fast_decode`` and all are ImageTransforms."""
     used = [t for t in transforms if t is not None]
     if SIZES_ONLY.get() and used and all(isinstance(t, ImageTransform) for t in used):
         return opened_image(bytes(data))

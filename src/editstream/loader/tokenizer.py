@@ -14,8 +14,7 @@ _NUM_BYTES = 256
 
 
 class ByteTokenizer:
-    """UTF-8 byte tokenizer with BAGEL's chat/vision special tokens, usable wherever the datasets
-    and the packer expect a tokenizer (``encode``) and its special-token dict."""
+    """UTF-8 byte tokenizer with BAGEL's chat/vision special tokens, usable wherever a tokenizer is expected."""
 
     def __init__(self) -> None:
         self.bos_token_id = _NUM_BYTES

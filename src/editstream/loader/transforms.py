@@ -20,8 +20,7 @@ Normalization = tuple[tuple[float, float, float], tuple[float, float, float]]
 def normalize_pixels(
     pixels: np.ndarray, mean: np.ndarray, std: np.ndarray, out: np.ndarray | None = None
 ) -> np.ndarray:
-    """``(pixels / 255 - mean) / std`` in float32 in the reference's operation order, as a new array
-    or into ``out`` (a float32 array of ``pixels``' shape)."""
+    """``(pixels / 255 - mean) / std`` in float32 in the reference's order, as a new array or into ``out``."""
     if out is None:
         x = pixels.astype(np.float32, order="C")
     else:
@@ -61,8 +60,7 @@ def target_size(
 
 
 class ImageTransform:
-    """Resize a PIL image to a stride-aligned size and turn it into a normalized float32 CxHxW tensor
-    (one instance per consumer: stride 16 for the VAE, 14 for the ViT)."""
+    """Resize a PIL image to a stride-aligned size and turn it into a normalized float32 CxHxW tensor."""
 
     def __init__(
         self,

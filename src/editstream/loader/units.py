@@ -16,8 +16,7 @@ logger = logging.getLogger("editstream")
 
 
 def resolve_rank_and_world(local_rank: int | None, world_size: int | None) -> tuple[int, int]:
-    """Fill a missing rank / world size from an initialised process group, else torchrun's
-    ``RANK``/``WORLD_SIZE``, else 0/1."""
+    """Fill a missing rank / world size from the process group, else ``RANK``/``WORLD_SIZE``, else 0/1."""
     if local_rank is not None and world_size is not None:
         return int(local_rank), int(world_size)
     rank, world = 0, 1
@@ -30,8 +29,7 @@ def resolve_rank_and_world(local_rank: int | None, world_size: int | None) -> tu
 
 
 def rank_units(units: Sequence[Unit], seed: int, rank: int, world_size: int, dataset_name: str) -> list[Unit]:
-    """Sort the units, shuffle them with ``Random(seed)`` and return rank ``rank``'s contiguous slice
-    (the tail that does not divide is not read this epoch; a warning says so)."""
+    """Sort the units, shuffle them with ``Random(seed)`` and return rank ``rank``'s contiguous slice."""
     ordered = sorted(units)
     random.Random(seed).shuffle(ordered)
     per_rank = len(ordered) // world_size
@@ -50,8 +48,7 @@ def rank_units(units: Sequence[Unit], seed: int, rank: int, world_size: int, dat
 def worker_units(
     rank_slice: Sequence[Unit], worker_id: int, num_workers: int, *, dataset_name: str, rank: int, world_size: int
 ) -> list[Unit]:
-    """The units DataLoader worker ``worker_id`` of ``num_workers`` reads, in its (reversed) order;
-    with no DataLoader workers (0) the whole rank slice, in order."""
+    """The units DataLoader worker ``worker_id`` of ``num_workers`` reads, reversed (0 workers: the whole slice)."""
     if num_workers == 0:
         return list(rank_slice)
     per_worker = len(rank_slice) // num_workers

@@ -1,9 +1,5 @@
-"""Video frames for JSONL-line rows: the reference's ``FrameSampler`` (its draws in its order, SPEC 11),
-with reading kept apart from choosing so the WebDataset backend feeds shard members through the same code.
-
-Reference behaviour kept on purpose: the default ``FrameSampler()`` fails on every call
-(``randint(8, 0)``); a short video repeats its last index; an interval's last frame is never picked.
-"""
+"""Video frames for JSONL-line rows: the reference's ``FrameSampler`` (its draws in its order, SPEC 11,
+its quirks too: the default fails on every call), reading kept apart from choosing for the shard backend."""
 
 from __future__ import annotations
 
@@ -35,15 +31,6 @@ logger = logging.getLogger("editstream")
 VIDEO_EXTRA = "pip install 'editstream[video]'"
 
 
-def require_decord() -> Any:
-    """The ``decord`` module, or a ``RuntimeError`` naming the extra that installs it."""
-    try:
-        import decord
-    except ImportError:
-        raise RuntimeError(f"decord is required to read video files; install it with: {VIDEO_EXTRA}") from None
-    return decord
-
-
 def get_frame_indices(
     num_frames: int,
     vlen: int,
@@ -52,8 +39,7 @@ def get_frame_indices(
     input_fps: float = 1,
     max_num_frames: int = -1,
 ) -> list[Any]:
-    """Which of ``vlen`` frames to take for ``num_frames`` output frames (the reference's rule, draws
-    included): ``"rand"``, ``"middle"`` or ``"fps<x>"``."""
+    """Which of ``vlen`` frames to take for ``num_frames`` output frames: the reference's rule and draws."""
     if sample in ("rand", "middle"):
         count = min(num_frames, vlen)
         edges = np.linspace(0, vlen, count + 1).astype(int)
@@ -116,7 +102,10 @@ def read_frames_folder(
 
 def open_video(source: str | IO[bytes], storage_options: StorageOptions | None = None) -> Any:
     """A ``decord.VideoReader`` (one thread) over a local path, a URL (read whole) or a binary file object."""
-    decord = require_decord()
+    try:
+        import decord
+    except ImportError:
+        raise RuntimeError(f"decord is required to read video files; install it with: {VIDEO_EXTRA}") from None
     if isinstance(source, str) and "://" in source:
         source = io.BytesIO(storage.read_bytes(source, storage_options))
     return decord.VideoReader(source, num_threads=1)
@@ -164,8 +153,7 @@ def read_frames_decord(
 
 
 class FrameSampler:
-    """Frames of a JSONL line's ``"video"``: a folder of frames (path ends with ``/``) or a video file;
-    arguments and defaults are the reference's."""
+    """Frames of a JSONL line's ``"video"`` (a frame folder ending in ``/``, or a video file), as the reference."""
 
     def __init__(self, max_num_frames: int = -1, min_num_frames: int = 8, sample: str = "rand") -> None:
         self.max_num_frames = max_num_frames

@@ -17,8 +17,7 @@ def plan_item(kind: str, enable_cfg: int, loss: int) -> dict[str, Any]:
 
 
 class InterleavedBaseIterableDataset(DistributedIterableDataset):
-    """Mixin with the sample builder; expects ``self.tokenizer``, ``self.transform`` and, for ViT items,
-    ``self.vit_transform`` (both ``ImageTransform``-like, with a ``stride``)."""
+    """Mixin with the sample builder; expects ``self.tokenizer``, ``transform`` and ``vit_transform``."""
 
     tokenizer: Any
     transform: Any
@@ -41,8 +40,7 @@ class InterleavedBaseIterableDataset(DistributedIterableDataset):
         return data
 
     def _append_image(self, data: dict[str, Any], transform: Any, image: Any, done: Any = None) -> Any:
-        """Append ``image`` through ``transform`` (or a copy of ``done``, its output already made), counting
-        its tokens; returns the tensor and its normalization."""
+        """Append ``image`` through ``transform`` (or a copy of ``done``, its output), counting its tokens."""
         tensor, norm = done if done is not None else transform_image(transform, image, self.image_dtype)
         data["num_tokens"] += tensor.shape[1] * tensor.shape[2] // transform.stride**2
         append_image(data, tensor if done is None else tensor.clone(), norm)
@@ -99,5 +97,4 @@ class InterleavedBaseIterableDataset(DistributedIterableDataset):
 
 
 class RowDataset(InterleavedBaseIterableDataset, ParquetStandardIterableDataset):
-    """A kind's training dataset over its table rows (parquet or converted shards, either backend):
-    a subclass defines ``parse_row(row)``, building its sample with the builder above."""
+    """A kind's training dataset over its table rows on either backend; a subclass defines ``parse_row``."""

@@ -10,8 +10,7 @@ _VARIADIC = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
 
 
 def dataset_parameters(factory: Callable[..., Any]) -> dict[str, bool]:
-    """The named parameters of ``factory`` (a dataset class or function), each mapped to whether it must
-    be given, following ``**kwargs`` up a class's bases."""
+    """``factory``'s named parameters, each mapped to whether it must be given (``**kwargs`` followed up)."""
     if isinstance(factory, type):
         inits = [vars(c)["__init__"] for c in factory.__mro__[:-1] if "__init__" in vars(c)]
         signatures = [list(inspect.signature(init).parameters.values())[1:] for init in inits]

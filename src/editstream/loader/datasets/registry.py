@@ -9,8 +9,7 @@ from ...kinds import DatasetKind, all_kinds
 
 
 class GroupRegistry(MutableMapping[str, type]):
-    """Every trainable kind's dataset class under the kind's name (imported on first lookup), plus the
-    groups you add."""
+    """Every trainable kind's dataset class under its name (imported on first lookup), plus groups you add."""
 
     def __init__(self) -> None:
         self._added: dict[str, type] = {}

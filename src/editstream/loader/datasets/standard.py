@@ -21,10 +21,8 @@ from ..pixels import check_fast_decode, check_image_dtype, load_image, share_one
 
 
 class ParquetStandardIterableDataset(SourceIterableDataset):
-    """Iterate rows per unit over parquet (or converted shards); subclasses define ``parse_row``.
-
-    Arguments follow the reference (``vit_transform`` may be ``None``, ``data_dir_list`` entries may be
-    fsspec URLs, or with ``backend="webdataset"`` converted roots or foreign shards)."""
+    """Iterate rows per unit over parquet (or converted shards); subclasses define ``parse_row``. Arguments
+    follow the reference (``vit_transform`` may be ``None``, ``data_dir_list`` entries may be URLs)."""
 
     source: ListingRowSource
     unit_granularity = "row_group"
