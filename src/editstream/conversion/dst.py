@@ -32,17 +32,15 @@ class ForeignFilesError(FileExistsError):
         self.dst = dst
         self.names = names
         super().__init__(
-            f"{dst} holds {_count(names)} editstream did not write ({_shown(names)}); convert into a new or "
-            f"empty directory (overwrite=True goes on, replacing only editstream's own files)"
+            f"{dst} holds {_not_ours(names)}; convert into a new or empty directory (overwrite=True goes on, "
+            "replacing only editstream's own files)"
         )
 
 
-def _count(names: list[str]) -> str:
-    return f"{len(names)} file{'s' if len(names) != 1 else ''}"
-
-
-def _shown(names: list[str]) -> str:
-    return ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+def _not_ours(names: list[str]) -> str:
+    """``2 files editstream did not write (a, b)``, naming at most three."""
+    shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+    return f"{len(names)} file{'s' if len(names) != 1 else ''} editstream did not write ({shown})"
 
 
 def is_own_name(name: str) -> bool:
@@ -70,9 +68,7 @@ def check_dst(cfg: ConvertConfig) -> None:
     if not foreign:
         return
     if cfg.overwrite:
-        log.warning(
-            "%s holds %s editstream did not write (%s); left in place", cfg.dst, _count(foreign), _shown(foreign)
-        )
+        log.warning("%s holds %s; left in place", cfg.dst, _not_ours(foreign))
         return
     raise ForeignFilesError(cfg.dst, foreign)
 
@@ -119,7 +115,7 @@ def dry_run(src: str, dst: str, **options: Any) -> dict[str, Any]:
     names = _names(cfg.dst, cfg.storage_options)
     foreign = [n for n in names if not is_own_name(n)]
     if foreign:
-        summary["dst_state"] = f"holds {_count(foreign)} editstream did not write ({_shown(foreign)}): refused"
+        summary["dst_state"] = f"holds {_not_ours(foreign)}: refused"
     elif mf.MANIFEST_NAME in names:
         summary["dst_state"] = "holds a finished conversion (the same one: nothing to do; another: needs overwrite)"
     elif PROGRESS_DIR_NAME in names:

@@ -69,11 +69,7 @@ class _ImageStats:
 
 
 def inspect_dataset(
-    root: str,
-    *,
-    storage_options: dict[str, Any] | None = None,
-    max_samples: int | None = 1000,
-    progress: bool = False,
+    root: str, *, storage_options: dict[str, Any] | None = None, max_samples: int | None = 1000, progress: bool = False
 ) -> dict[str, Any]:
     """A JSON-able overview: shards, samples, bytes, images per sample, image formats and sizes (an image
     whose header does not parse counts in ``images_with_bad_headers``, not under a format)."""

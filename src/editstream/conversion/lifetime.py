@@ -28,22 +28,18 @@ def pid_alive(pid: int) -> bool:
 
 def _wait_for_exit(pid: int) -> None:
     """Block until process ``pid`` has exited (returns at once if it already has)."""
-    pidfd_open = getattr(os, "pidfd_open", None)
-    if pidfd_open is not None:
-        try:
-            fd = pidfd_open(pid)
-        except ProcessLookupError:
-            return
-        except OSError:
-            fd = None
-        if fd is not None:
-            try:
-                select.select([fd], [], [])  # a pidfd becomes readable when the process exits
-            finally:
-                os.close(fd)
-            return
-    while pid_alive(pid):
-        time.sleep(_POLL_SECONDS)
+    try:
+        fd = os.pidfd_open(pid)  # Linux: readable when the process exits
+    except ProcessLookupError:
+        return
+    except (AttributeError, OSError):  # no pidfds here: poll
+        while pid_alive(pid):
+            time.sleep(_POLL_SECONDS)
+        return
+    try:
+        select.select([fd], [], [])
+    finally:
+        os.close(fd)
 
 
 def exit_with(parent_pid: int) -> None:
@@ -60,10 +56,8 @@ def exit_with(parent_pid: int) -> None:
 def sigterm_as_interrupt() -> Iterator[None]:
     """Within the block, SIGTERM raises ``KeyboardInterrupt`` (as Ctrl-C does), unless called off the main
     thread or SIGTERM already has a handler (an application's own is kept)."""
-    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGTERM) not in (
-        signal.SIG_DFL,
-        None,
-    ):
+    default = signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None)
+    if threading.current_thread() is not threading.main_thread() or not default:
         yield
         return
 

@@ -119,7 +119,7 @@ def plan_parquet_conversion(cfg: ConvertConfig) -> Plan:
         digest=cfg.digest,
     )
     if cfg.layout == "rowgroup":
-        tasks = _plan_rowgroup_layout(src.names, row_groups, num_rgs, stems, common)
+        tasks = _plan_rowgroup_layout(row_groups, num_rgs, stems, common)
     else:
         tasks = _plan_size_layout(cfg, src, stems, row_groups, common)
     plan = Plan(
@@ -139,29 +139,17 @@ def plan_parquet_conversion(cfg: ConvertConfig) -> Plan:
 
 
 def _plan_rowgroup_layout(
-    names: list[str],
-    row_groups: dict[str, list[int] | None],
-    num_rgs: dict[str, int],
-    stems: dict[str, str],
-    common: dict[str, Any],
+    row_groups: dict[str, list[int] | None], num_rgs: dict[str, int], stems: dict[str, str], common: dict[str, Any]
 ) -> list[ShardTask]:
-    """One shard per source row group, named after the file's key stem and the row group."""
+    """One shard per source row group (in file order), named after the file's key stem and the row group."""
     tasks = []
-    for name in names:
-        sizes = row_groups[name]
+    for name, sizes in row_groups.items():
         for rg in range(num_rgs[name]):
             stop = sizes[rg] if sizes is not None else -1
-            tasks.append(
-                ShardTask(
-                    shard_path=f"{stems[name]}-rg{rg:05d}.tar",
-                    slices=(mf.RowSlice(file=name, row_group=rg, start=0, stop=max(stop, 0)),),
-                    stems=((name, stems[name]),),
-                    part=ParquetPart(
-                        source_file=name, row_group=rg, expected_rows=(stop,) if sizes is not None else None
-                    ),
-                    **common,
-                )
-            )
+            part = ParquetPart(source_file=name, row_group=rg, expected_rows=None if sizes is None else (stop,))
+            rows = (mf.RowSlice(file=name, row_group=rg, start=0, stop=max(stop, 0)),)
+            shard = f"{stems[name]}-rg{rg:05d}.tar"
+            tasks.append(ShardTask(shard_path=shard, slices=rows, stems=((name, stems[name]),), part=part, **common))
     return tasks
 
 
@@ -169,7 +157,6 @@ def _plan_rowgroup_layout(
 class _SizeCutter:
     """Collects row slices into shards of about ``target_bytes`` / ``target_rows``."""
 
-    names: list[str]
     stems: dict[str, str]
     common: dict[str, Any]
     target_bytes: int | None
@@ -182,16 +169,11 @@ class _SizeCutter:
     def flush(self) -> None:
         if not self.current:
             return
-        files_in = sorted({s.file for s in self.current}, key=self.names.index)
-        self.tasks.append(
-            ShardTask(
-                shard_path=f"shard-{len(self.tasks):06d}.tar",
-                slices=tuple(self.current),
-                stems=tuple((f, self.stems[f]) for f in files_in),
-                part=ParquetPart(expected_rows=tuple(s.num_rows for s in self.current)),
-                **self.common,
-            )
-        )
+        rows = tuple(self.current)
+        stems = tuple((f, self.stems[f]) for f in dict.fromkeys(s.file for s in rows))  # in source order
+        part = ParquetPart(expected_rows=tuple(s.num_rows for s in rows))
+        path = f"shard-{len(self.tasks):06d}.tar"
+        self.tasks.append(ShardTask(shard_path=path, slices=rows, stems=stems, part=part, **self.common))
         self.current, self.rows, self.bytes = [], 0, 0.0
 
     def add_row_group(self, name: str, rg: int, n: int, per_row: float) -> None:
@@ -217,23 +199,17 @@ class _SizeCutter:
 
 
 def _plan_size_layout(
-    cfg: ConvertConfig,
-    src: _Source,
-    stems: dict[str, str],
-    row_groups: dict[str, list[int] | None],
-    common: dict[str, Any],
+    cfg: ConvertConfig, src: _Source, stems: dict[str, str], sizes: dict[str, list[int] | None], common: dict[str, Any]
 ) -> list[ShardTask]:
     """Cut the rows, in source order, into shards of about ``shard_size`` bytes / ``samples_per_shard``
     rows; sizes are estimated from the footers, so the plan reads no data and is the same on every run."""
-    target_bytes = (
-        cfg.shard_size
-        if cfg.shard_size is not None
-        else (DEFAULT_SHARD_SIZE if cfg.samples_per_shard is None else None)
-    )
-    cutter = _SizeCutter(src.names, stems, common, target_bytes, cfg.samples_per_shard)
+    target_bytes = cfg.shard_size
+    if target_bytes is None and cfg.samples_per_shard is None:
+        target_bytes = DEFAULT_SHARD_SIZE
+    cutter = _SizeCutter(stems, common, target_bytes, cfg.samples_per_shard)
     for i, name in enumerate(src.names):
         footer = src.footers[i]
-        for rg, n in enumerate(row_groups[name] or []):
+        for rg, n in enumerate(sizes[name] or []):
             per_row = footer.byte_sizes[rg] / n + _ROW_OVERHEAD_ESTIMATE if n else 0.0
             cutter.add_row_group(name, rg, n, per_row)
     cutter.flush()

@@ -207,10 +207,7 @@ class HashingReader:
 
 
 def shard_is_intact(
-    dst_root: str,
-    shard: mf.ShardInfo,
-    storage_options: dict[str, Any] | None,
-    idx: IdxDigest | None = None,
+    dst_root: str, shard: mf.ShardInfo, storage_options: dict[str, Any] | None, idx: IdxDigest | None = None
 ) -> bool:
     """True when the shard has the recorded size and digest and its idx is intact (and matches ``idx``)."""
     url = storage.join(dst_root, shard.path)
@@ -304,12 +301,6 @@ def write_records_for(existing: mf.Manifest, tasks: list[ShardTask], dst: str, s
     for task in tasks:
         shard = by_path.get(task.shard_path)
         if shard is not None:
-            write_record(
-                task,
-                ShardResult(
-                    shard=shard,
-                    bad_rows=report_bad.get(task.shard_path, []),
-                    notes=report_notes.get(task.shard_path, []),
-                    num_rows=sum(s.num_rows for s in shard.rows),
-                ),
-            )
+            bad, notes = report_bad.get(task.shard_path, []), report_notes.get(task.shard_path, [])
+            rows = sum(s.num_rows for s in shard.rows)
+            write_record(task, ShardResult(shard=shard, bad_rows=bad, notes=notes, num_rows=rows))

@@ -163,11 +163,8 @@ class _ShardVerifier:
             return
         self.compared += 1
         if not rows_equal(row, original):
-            self.problem(
-                "row_mismatch",
-                f"sample {key!r} != source {s.file} row group {s.row_group} row "
-                f"{row_index}: {_first_difference(row, original)}",
-            )
+            where = f"{s.file} row group {s.row_group} row {row_index}"
+            self.problem("row_mismatch", f"sample {key!r} != source {where}: {_first_difference(row, original)}")
 
     def check_columns(self, key: str, row: dict[str, Any]) -> None:
         """A sample must hold the manifest's columns (the first sample that does not is reported, once a shard)."""
@@ -224,10 +221,8 @@ class _ShardVerifier:
         if len(idx_offsets) != shard.num_samples:
             self.problem("idx", f"idx has {len(idx_offsets)} offsets, manifest says {shard.num_samples} samples")
         if idx_offsets[: len(self.offsets)] != self.offsets[: len(idx_offsets)]:
-            first = next(i for i, (a, b) in enumerate(zip(idx_offsets, self.offsets)) if a != b)
-            self.problem(
-                "idx", f"idx offset of sample {first} is {idx_offsets[first]}, the tar has it at {self.offsets[first]}"
-            )
+            i = next(i for i, (a, b) in enumerate(zip(idx_offsets, self.offsets)) if a != b)
+            self.problem("idx", f"idx offset of sample {i} is {idx_offsets[i]}, the tar has it at {self.offsets[i]}")
         if self.end_offset is not None and idx_end != self.end_offset:
             self.problem("idx", f"idx end offset {idx_end}, the tar's samples end at {self.end_offset}")
 

@@ -113,8 +113,7 @@ def read_partial(url: str, storage_options: StorageOptions | None = None) -> Par
         names = [str(e).rstrip("/").rsplit("/", 1)[-1] for e in fs.find(path)]
     except FileNotFoundError:
         names = []
-    done = sum(1 for n in names if n.endswith(".tar.json"))
-    partial = Partial(done=done)
+    partial = Partial(done=sum(1 for n in names if n.endswith(".tar.json")))
     try:
         note = json.loads(storage.read_bytes(storage.join(progress, PLAN_NOTE), storage_options))
         partial.total = int(note["num_shards"])

@@ -114,7 +114,6 @@ class SftInfo:
     jsonl: str
     """The source JSONL as given to the converter (for messages and drop locations)."""
     lines_path: str
-    """The byte copy of the JSONL, relative to the root."""
     lines_bytes: int
     lines_sha256: str
     num_lines: int

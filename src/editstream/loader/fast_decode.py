@@ -56,11 +56,6 @@ class ReducedImage:
         return out
 
 
-def _request(want: tuple[int, int]) -> tuple[int, int]:
-    """The smallest ``(width, height)`` a reduced image may have for a largest target of ``want``."""
-    return max(1, math.ceil(want[0] * FAST_DECODE_MARGIN)), max(1, math.ceil(want[1] * FAST_DECODE_MARGIN))
-
-
 def decode_image_reduced(
     data: bytes | bytearray | memoryview,
     target: Callable[[int, int], tuple[int, int]],
@@ -72,7 +67,8 @@ def decode_image_reduced(
     reduced DCT scale and any other image box-reduced by an integer factor, keeping the margin."""
     image = opened_image(bytes(data), max_pixels)
     width, height = image.size
-    request = _request(target(width, height))
+    want_w, want_h = target(width, height)  # a reduced image keeps the margin around the largest target
+    request = max(1, math.ceil(want_w * FAST_DECODE_MARGIN)), max(1, math.ceil(want_h * FAST_DECODE_MARGIN))
     factor = min(width // request[0], height // request[1])
     scale = 1
     if factor >= 2 and image.format == "JPEG" and image.draft(None, request) is not None:

@@ -36,8 +36,7 @@ class SourceIterableDataset(DistributedIterableDataset):
     """Units in a row that may fail to read (after the source's retries) before the stream stops."""
     parser_failure_budget: int = 16
     """Rows in a row whose ``parse_row`` raised something other than a data error before the stream stops."""
-    unit_noun = "units"
-    """What a unit is called in the error for a pass that yielded nothing."""
+    unit_noun = "units"  # what the error for a pass that yielded nothing calls a unit
     _take_point: TakePoint | None = None
     """Set by :meth:`iter_with_origins`: called before each parse, its result kept in ``_last_origin``."""
     _last_origin: ParseOrigin | None = None

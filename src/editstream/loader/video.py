@@ -146,10 +146,7 @@ def read_frames_decord(
     storage_options: StorageOptions | None = None,
 ) -> list[Any]:
     """Frames of a video file chosen as the reference does; needs decord (the ``video`` extra)."""
-    reader = open_video(video_path, storage_options)
-    return sample_video(
-        reader, num_frames, sample=sample, fix_start=fix_start, clip=clip, min_num_frames=min_num_frames
-    )
+    return sample_video(open_video(video_path, storage_options), num_frames, sample, fix_start, clip, min_num_frames)
 
 
 class FrameSampler:
@@ -171,12 +168,9 @@ class FrameSampler:
     def __call__(self, file_name: str, storage_options: StorageOptions | None = None) -> list[Any]:
         """The chosen frames of the folder or video at ``file_name`` (local path or URL)."""
         if is_frame_folder(file_name):
+            low, so = self.min_num_frames, storage_options
             return read_frames_folder(
-                file_name,
-                num_frames=self.max_num_frames,
-                sample=self.sample,
-                min_num_frames=self.min_num_frames,
-                storage_options=storage_options,
+                file_name, self.max_num_frames, self.sample, min_num_frames=low, storage_options=so
             )
         return self.sample_video(file_name, storage_options)
 
@@ -193,10 +187,5 @@ class FrameSampler:
 
     def sample_video(self, source: str | IO[bytes], storage_options: StorageOptions | None = None) -> list[Any]:
         """The choice :meth:`__call__` makes for a video file, given its path or its bytes as a file object."""
-        return read_frames_decord(
-            source,
-            self.max_num_frames,
-            sample=self.sample,
-            min_num_frames=self.min_num_frames,
-            storage_options=storage_options,
-        )
+        low, so = self.min_num_frames, storage_options
+        return read_frames_decord(source, self.max_num_frames, self.sample, min_num_frames=low, storage_options=so)

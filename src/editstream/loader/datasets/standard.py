@@ -83,15 +83,13 @@ class ParquetStandardIterableDataset(SourceIterableDataset):
         self, data_dir_list: Sequence[str], num_used_data: Sequence[int], parquet_info: Mapping[str, Any] | None = None
     ) -> list[Unit]:
         """The units of these directories, as the chosen backend lists them."""
-        if isinstance(data_dir_list, str):
-            data_dir_list = [data_dir_list]
-        if isinstance(num_used_data, int):
-            num_used_data = [num_used_data]
+        dirs = [data_dir_list] if isinstance(data_dir_list, str) else list(data_dir_list)
+        counts = [num_used_data] if isinstance(num_used_data, int) else list(num_used_data)
         try:
-            return self.source.list_units(list(data_dir_list), list(num_used_data))
+            return self.source.list_units(dirs, counts)
         except ColumnTypeError:
             if self.backend == "webdataset":
-                self._refuse_other_schema(data_dir_list)
+                self._refuse_other_schema(dirs)
             raise
 
     def columns(self) -> Mapping[str, str]:
