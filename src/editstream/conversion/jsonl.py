@@ -39,16 +39,6 @@ def resolve_media_dir(media_dir: str) -> str:
     return media_dir if "://" in media_dir else os.path.abspath(media_dir)
 
 
-def check_media_dir(media_dir: str, so: dict[str, Any] | None) -> None:
-    """A media directory that is a file (an archive, say) is refused: its names would all read as missing."""
-    fs, path = storage.url_to_fs(media_dir, so)
-    if fs.isfile(path):
-        raise NotADirectoryError(
-            f"media_dir {media_dir} is a file, not a directory; give the directory the JSONL's image and "
-            "video names are relative to (unpack an archive first)"
-        )
-
-
 def _media_size(url: str, is_folder: bool, so: dict[str, Any] | None) -> tuple[int, int]:
     """``(bytes, members)`` a media name adds to a shard; unreadable media count as nothing."""
     try:
@@ -145,7 +135,12 @@ def plan_lines_conversion(cfg: ConvertConfig) -> Plan:
     root, name = cfg.src.rsplit("/", 1) if "/" in cfg.src else (".", cfg.src)
     stem = key_stems([name[: -len(".jsonl")] if name.endswith(".jsonl") else name])[0]
     media_dir = resolve_media_dir(cfg.media_dir)
-    check_media_dir(media_dir, cfg.storage_options)
+    fs, path = storage.url_to_fs(media_dir, so)
+    if fs.isfile(path):  # an archive, say: every name in it would read as missing
+        raise NotADirectoryError(
+            f"media_dir {media_dir} is a file, not a directory; give the directory the JSONL's image and "
+            "video names are relative to (unpack an archive first)"
+        )
     ranges = _line_ranges(cfg, data, num_lines, media_dir)
     tasks = [_line_task(cfg, i, root, name, stem, data, offsets, a, b, media_dir) for i, (a, b) in enumerate(ranges)]
     info = {

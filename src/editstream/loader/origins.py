@@ -54,13 +54,6 @@ class RecreateError(ValueError):
     """A buffered sample could not be parsed again as it was (the data changed, or a row is gone)."""
 
 
-def _before(position: Position) -> Position | None:
-    """The resume position just before ``position`` for the built-in sources (its last index minus one)."""
-    if not position:
-        return None
-    return (*position[:-1], position[-1] - 1)
-
-
 def _scan(source: RowSource, unit: Unit, after: Position | None, wanted: set[Position]) -> dict[Position, Any]:
     found: dict[Position, Any] = {}
     rows = source.iter_unit_rows(unit, after)
@@ -91,8 +84,9 @@ def gather_rows(
                 f"{len(units)} units; the state is from other data or another layout"
             )
         unit = units[unit_position]
+        first = min(wanted)  # resumed just before it: the built-in sources' position minus one
         try:
-            found = _scan(source, unit, _before(min(wanted)), wanted)
+            found = _scan(source, unit, (*first[:-1], first[-1] - 1) if first else None, wanted)
         except PositionError:
             found = {}  # no such row: reported below with the rest that cannot be found
         if len(found) < len(wanted):
