@@ -1,10 +1,5 @@
-"""Media formats from their bytes: the extension a blob gets, and an image's size from its header alone.
-
-``sniff_extension`` names shard members (images and the video containers JSONL rows carry);
-``image_size`` / ``image_header_problem`` check rows cheaply, parsing JPEG, PNG, GIF and WebP
-headers directly and anything else through ``PIL.Image.open``; ``image_decode_note`` says when an
-image decodes without error but not to its pixels (a 16-bit greyscale PNG turns white).
-"""
+"""Media formats from their bytes: the extension a blob gets, and an image's size from its header alone
+(JPEG, PNG, GIF and WebP parsed directly, anything else through ``PIL.Image.open``)."""
 
 from __future__ import annotations
 
@@ -27,11 +22,8 @@ _MP4_BRANDS = frozenset(
 
 
 def sniff_extension(data: bytes | bytearray | memoryview) -> str:
-    """File extension for binary content from its magic bytes; ``bin`` when unknown.
-
-    Checks are strict enough that random bytes are very unlikely to be named as an image, so
-    a stock ``decode("pil")`` does not trip over a non-image blob.
-    """
+    """File extension for binary content from its magic bytes; ``bin`` when unknown (strict enough that
+    a stock ``decode("pil")`` does not trip over random bytes named as an image)."""
     head = bytes(data[:64])
     if head.startswith(b"\xff\xd8\xff"):
         return "jpg"
@@ -187,14 +179,8 @@ GREY16_NOTE = (
 
 
 def image_decode_note(data: object) -> str | None:
-    """What the reference's decode (``convert("RGB")``) silently does wrong to image ``data``, or ``None``.
-
-    Read from the header alone, no pixels decoded. Only 16-bit greyscale PNGs (colour type 0,
-    bit depth 16) are affected: Pillow opens them as mode ``I;16`` and its RGB conversion clips
-    the values at 255, where 16-bit RGB, RGBA and grey + alpha PNGs are scaled to 8 bits
-    correctly. The image still decodes (to the reference's pixels), so this is a note for the
-    report, not a bad row.
-    """
+    """What the reference's decode (``convert("RGB")``) silently does wrong to image ``data``, or ``None``,
+    from the header alone: only 16-bit greyscale PNGs are clipped (other 16-bit PNGs scale correctly)."""
     if not isinstance(data, (bytes, bytearray, memoryview)) or len(data) < 33:
         return None
     head = bytes(memoryview(data).cast("B")[:33]) if not isinstance(data, bytes) else data[:33]
@@ -240,12 +226,8 @@ def _webp_ancillary(view: memoryview) -> tuple[bytes, int] | None:
 def limits_problem(
     data: bytes | bytearray | memoryview, size: tuple[int, int], max_pixels: int = DEFAULT_MAX_IMAGE_PIXELS
 ) -> str | None:
-    """Why an image of header size ``size`` must not be decoded, or ``None``.
-
-    The one rule set of the converter's report and the loader's decode: more than
-    ``max_pixels`` pixels declared (a decompression bomb decodes to gigabytes from a few
-    bytes), or a metadata chunk above ``MAX_ANCILLARY_BYTES``.
-    """
+    """Why an image of header size ``size`` must not be decoded (too many pixels declared, or a metadata
+    chunk too large), or ``None``: the one rule set of the converter's report and the loader's decode."""
     width, height = size
     if width * height > max_pixels:
         return f"image declares {width}x{height} = {width * height} pixels, above the limit of {max_pixels}"
