@@ -1,10 +1,5 @@
-"""Streaming tar reading for WebDataset shards, without the stdlib ``tarfile`` machinery.
-
-The reader walks headers on any forward-readable file object, reports the byte offset of
-every member, caps member sizes, understands GNU long names and pax ``path``/``size``
-records, and raises a distinct :class:`~editstream.format.tarblock.TarFormatError` subclass
-per failure. Members are grouped into samples by key (the name up to the first dot).
-"""
+"""Streaming tar reading of WebDataset shards from any forward-readable stream, without ``tarfile``:
+member offsets, capped sizes, GNU long names and pax ``path``/``size``, one error class per failure."""
 
 from __future__ import annotations
 
@@ -31,9 +26,7 @@ class Readable(Protocol):
 
 def _read_exact(f: Readable, n: int) -> bytes:
     """Read up to ``n`` bytes, looping over short reads; fewer only at end of stream."""
-    data = f.read(n)
-    if data is None:
-        data = b""
+    data = f.read(n) or b""
     if len(data) == n or not data:
         return data
     parts = [data]
@@ -48,11 +41,7 @@ def _read_exact(f: Readable, n: int) -> bytes:
 
 
 def _read_payload(f: Readable, size: int, truncated: str) -> bytes:
-    """The ``size`` data bytes of an entry, then its padding to the next block, read and dropped.
-
-    Reading the padding separately keeps the data from being sliced (copied) once more.
-    Raises ``TruncatedTarError(truncated)`` when the stream ends first.
-    """
+    """The ``size`` data bytes of an entry; its padding is read apart (no slice copies the data)."""
     data = _read_exact(f, size) if size else b""
     pad = tb.padding(size)
     if len(data) < size or (pad and len(_read_exact(f, pad)) < pad):
@@ -258,11 +247,8 @@ class _MemberWalker:
         return name, member_offset, data_offset, data
 
     def entries(self) -> Iterator[tuple[str, int, int, bytes]]:
-        """``(name, offset, data_offset, data)`` of each regular member: ``offset`` is its first
-        header block (its long-name / pax record, if any), ``data_offset`` where its data starts.
-
-        Extended records go through :meth:`extended`, everything else through :meth:`entry`.
-        """
+        """``(name, offset, data_offset, data)`` of each regular member; ``offset`` is its first header block
+        (its long-name / pax record, if any)."""
         while True:
             block = self.next_block()
             if block is None:
@@ -304,13 +290,9 @@ def iter_samples(
     require_end_marker: bool = True,
     check_unique_keys: bool = True,
 ) -> Iterator[tuple[str, int, dict[str, bytes]]]:
-    """Group members into samples: yield ``(key, offset, {suffix: data})`` in stream order.
-
-    Reading starts at ``start_offset`` (seeked to when the file is seekable) and stops at the
-    end-of-archive marker, or at ``end_offset``; ``require_end_marker`` makes an early end a
-    ``TruncatedTarError``. At the marker exactly one zero block is consumed (``verify`` relies on
-    it). ``offset`` is the sample's first header; non-files and names without an extension are
-    skipped, as webdataset does; a key that comes back or a repeated suffix is a ``SampleOrderError``."""
+    """``(key, offset of its first header, {suffix: data})`` of each sample from ``start_offset`` to the end
+    marker (exactly one zero block consumed: ``verify`` relies on it) or ``end_offset``. Names without an
+    extension are skipped, as webdataset does; a key that comes back or a repeated suffix is an error."""
     seen: set[str] = set()
     key: str | None = None
     offset = 0

@@ -1,16 +1,10 @@
-"""Read-ahead of planned byte ranges: several ranged requests in flight, across objects, memory bounded.
+"""Read-ahead of planned byte ranges: several ranged block requests in flight, memory bounded.
 
-An object store answers the first byte after 20-100 ms, so :class:`ReadAhead` is told the ranges a
-reader will consume, in order, and keeps ``ceil(fetch / consume) + 2`` block requests in flight
-(at least 2), from the observed latency, bandwidth and consumer pace. Every block counts against
-the process's I/O budget (:mod:`editstream.io.service`) until the consumer moves past it; a
-read-ahead holding nothing may always take one block, so it never stalls behind another. Each
-block is one ranged request retried from its own offset, so a fault loses and repeats nothing;
-an error is raised when the consumer reaches that block.
-
-The consumer opens each range with :meth:`ReadAhead.open` and reads it like a file. Opening a
-range abandons the planned ranges before it, an unplanned range is read first, and a short block
-ends that range (a truncated object).
+:class:`ReadAhead` is told the ranges a reader will open, in order, and keeps ``ceil(fetch / consume) + 2``
+blocks in flight (an object store answers after 20-100 ms), each counted against the process's I/O
+budget (:mod:`editstream.io.service`) until consumed; a read-ahead holding nothing may always take one.
+Each block is one retried ranged request; opening a range abandons the planned ranges before it, and a
+short block ends its range (a truncated object).
 """
 
 from __future__ import annotations
@@ -70,9 +64,8 @@ class ReadAhead:
         max_in_flight: int = 16,
         clock: Callable[[], float] = time.perf_counter,
     ) -> None:
-        """``budget``: the process's I/O budget unless given; ``cap``: the most this read-ahead holds of
-        it. ``clock`` measures fetch times (in the fetching thread) and the consumer's pace (in
-        its thread), in seconds; tests drive the depth with a fake one."""
+        """``budget``: the process's I/O budget unless given; ``cap``: the most this read-ahead holds of it;
+        ``clock`` times fetches and the consumer's pace (tests drive the depth with a fake one)."""
         if block_size <= 0:
             raise ValueError(f"block_size must be > 0, got {block_size}")
         if max_in_flight < 1:
@@ -96,14 +89,12 @@ class ReadAhead:
         # to the shared budget, so they never starve the process's other readers.
         weakref.finalize(self, self.account.give_all)
 
-    # ---- plan ----------------------------------------------------------------------------
     def plan(self, ranges: Iterable[tuple[str, int, int]]) -> None:
         """Forget what was planned (cancelling its requests) and read ahead along ``ranges``:
         ``(url, start, end)`` in the order the consumer will open them (may be endless)."""
         self._abandon(len(self._ranges))
         self._plan = iter(ranges)
 
-    # ---- consumer ------------------------------------------------------------------------
     def open(self, url: str, start: int, end: int) -> RangeReader:
         """A reader of bytes ``[start, end)`` of ``url`` (see the module docstring for the order rule)."""
         found = next((i for i, r in enumerate(self._ranges) if r.url == url), None)
@@ -156,7 +147,6 @@ class ReadAhead:
         else:
             self._abandon_blocks(r)
 
-    # ---- scheduling ----------------------------------------------------------------------
     def depth(self) -> int:
         """Blocks to keep requested ahead: the observed fetch time over the consumer's pace."""
         cap = min(self.max_in_flight, max(1, self.account.limit // self.block_size))
@@ -230,16 +220,11 @@ class ReadAhead:
 
 
 def _give_back(account: service.ByteBudget, n: int, _done: object) -> None:
-    """Hand ``n`` bytes back when an abandoned request finally completes."""
     account.give(n)
 
 
 class RangeReader(SequentialReader):
-    """Sequential ``read(n)`` over one range of a :class:`ReadAhead` (a file-like for the tar reader).
-
-    A read inside the current block is a single copy; a longer one gathers blocks until ``n``
-    bytes or the end of the range. Not seekable.
-    """
+    """Sequential ``read(n)`` over one range of a :class:`ReadAhead`; a read inside the current block is one copy."""
 
     def __init__(self, owner: ReadAhead, r: _Range) -> None:
         self._owner = owner
@@ -292,13 +277,8 @@ class RangeReader(SequentialReader):
 
 
 class SourceReads:
-    """How one row source reads its shards' byte ranges, in whichever process it runs.
-
-    Local shards are read straight from their files (the kernel reads ahead); remote ones
-    through this process's :class:`ReadAhead` along the planned ranges, or one block at a time
-    without ``prefetch``. The read-ahead is made on first use in each process (a DataLoader
-    worker never inherits one) and left behind when the source is pickled.
-    """
+    """How one row source reads its shards' byte ranges: local ones straight from their files, remote ones
+    through this process's :class:`ReadAhead` (made on first use in each process, never pickled)."""
 
     def __init__(
         self,
@@ -322,8 +302,7 @@ class SourceReads:
         self._pid: int | None = None
 
     def readahead(self) -> ReadAhead:
-        """This process's read-ahead of the source: as many blocks in flight as the I/O pool has
-        threads (one without ``prefetch``)."""
+        """This process's read-ahead: one block in flight per I/O pool thread (one without ``prefetch``)."""
         if self._readahead is None or self._pid != os.getpid():
             self._readahead = ReadAhead(
                 storage_options=self.storage_options,
