@@ -147,6 +147,7 @@ _SIMPLE_TAGS: dict[str, Callable[[Any], Any]] = {
     "$date": _dt.date.fromisoformat,
     "$time": _dt.time.fromisoformat,
     "$decimal": decimal.Decimal,
+    "$timedelta": lambda p: _dt.timedelta(days=p[0], seconds=p[1], microseconds=p[2]),
 }
 
 
@@ -185,8 +186,6 @@ def _decode_tagged(
         return tuple(_decode_value(item, members, key, used, invalid) for item in payload)
     if tag == "$dict":
         return {k: _decode_value(item, members, key, used, invalid) for k, item in payload.items()}
-    if tag == "$timedelta":
-        return _dt.timedelta(days=payload[0], seconds=payload[1], microseconds=payload[2])
     if tag in _SIMPLE_TAGS:
         return _SIMPLE_TAGS[tag](payload)
     raise RowCodecError(f"sample {key!r}: unknown tag {tag!r} in the JSON member")

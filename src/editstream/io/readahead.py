@@ -16,7 +16,7 @@ import weakref
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from functools import partial
 from typing import Any
 
@@ -276,30 +276,25 @@ class RangeReader(SequentialReader):
         self._owner.finished(self._range)
 
 
+@dataclass(eq=False)
 class SourceReads:
     """How one row source reads its shards' byte ranges: local ones straight from their files, remote ones
     through this process's :class:`ReadAhead` (made on first use in each process, never pickled)."""
 
-    def __init__(
-        self,
-        dataset_name: str,
-        *,
-        storage_options: StorageOptions | None,
-        retry: RetryPolicy,
-        block_size: int,
-        prefetch: bool,
-        readahead_bytes: int | None,
-    ) -> None:
-        if readahead_bytes is not None and readahead_bytes <= 0:
-            raise ValueError(f"dataset {dataset_name!r}: readahead_bytes must be > 0, got {readahead_bytes}")
-        self.storage_options = storage_options
-        self.retry = retry
-        self.block_size = block_size
-        self.prefetch = prefetch
-        self.readahead_bytes = readahead_bytes
-        """The most this source's read-ahead holds of the process's I/O budget; ``None``: no cap of its own."""
-        self._readahead: ReadAhead | None = None
-        self._pid: int | None = None
+    dataset_name: str
+    _: KW_ONLY
+    storage_options: StorageOptions | None
+    retry: RetryPolicy
+    block_size: int
+    prefetch: bool
+    readahead_bytes: int | None
+    """The most this source's read-ahead holds of the process's I/O budget; ``None``: no cap of its own."""
+    _readahead: ReadAhead | None = field(default=None, init=False, repr=False)
+    _pid: int | None = field(default=None, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.readahead_bytes is not None and self.readahead_bytes <= 0:
+            raise ValueError(f"dataset {self.dataset_name!r}: readahead_bytes must be > 0, got {self.readahead_bytes}")
 
     def readahead(self) -> ReadAhead:
         """This process's read-ahead: one block in flight per I/O pool thread (one without ``prefetch``)."""

@@ -144,14 +144,9 @@ class ParquetSource:
 
     def _row_group_counts(self, files: list[str]) -> dict[str, int]:
         """Row-group count per file: from ``parquet_info`` or the footer; unreadable files dropped."""
-        counts: dict[str, int] = {}
-        missing = []
-        for path in files:
-            n = self.parquet_info.num_row_groups(path)
-            if n is not None:
-                counts[path] = n
-            else:
-                missing.append(path)
+        known = {path: self.parquet_info.num_row_groups(path) for path in files}
+        counts = {path: n for path, n in known.items() if n is not None}
+        missing = [path for path, n in known.items() if n is None]
 
         def footer(path: str) -> tuple[str, int | BaseException]:
             try:
