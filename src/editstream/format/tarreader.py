@@ -32,10 +32,7 @@ def _read_exact(f: Readable, n: int) -> bytes:
         return data
     parts = [data]
     got = len(data)
-    while got < n:
-        more = f.read(n - got)
-        if not more:
-            break
+    while got < n and (more := f.read(n - got)):
         parts.append(more)
         got += len(more)
     return b"".join(parts)

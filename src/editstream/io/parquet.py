@@ -58,13 +58,6 @@ def open_parquet(
             pf.close()
 
 
-def check_row_group(url: str, pf: pq.ParquetFile, row_group: int) -> None:
-    """Raise ``IndexError`` naming the file when ``row_group`` is not one of its row groups."""
-    n = pf.metadata.num_row_groups
-    if not 0 <= row_group < n:
-        raise IndexError(f"{url} has {n} row groups; row group {row_group} does not exist")
-
-
 def _is_binary(t: pa.DataType) -> bool:
     return bool(pa.types.is_binary(t) or pa.types.is_large_binary(t))
 
@@ -149,7 +142,8 @@ def iter_row_group_batches(
     the row group and the row reached."""
     if start < 0:
         raise ValueError(f"start must be >= 0, got {start}")
-    check_row_group(url, pf, row_group)
+    if not 0 <= row_group < (n := pf.metadata.num_row_groups):
+        raise IndexError(f"{url} has {n} row groups; row group {row_group} does not exist")
     if batch_size is None:
         batch_size = batch_rows_for_bytes(pf, row_group, STREAM_BATCH_BYTES, STREAM_BATCH_ROWS)
     index = 0  # index (in the row group) of the first row of the current batch
@@ -207,9 +201,3 @@ def row_group_sizes(url: str, storage_options: storage.StorageOptions | None = N
     with open_parquet(url, storage_options) as pf:
         meta = pf.metadata
         return [meta.row_group(i).num_rows for i in range(meta.num_row_groups)]
-
-
-def num_row_groups(url: str, storage_options: storage.StorageOptions | None = None) -> int:
-    """Number of row groups of ``url``, from the footer only."""
-    with open_parquet(url, storage_options) as pf:
-        return int(pf.metadata.num_row_groups)

@@ -73,10 +73,7 @@ class LocalRangeReader(SequentialReader):
         if n < 0 or n > left:
             n = max(0, left)
         data = self._f.read(n) if n else b""
-        while len(data) < n:  # a raw read may return less than asked before the end
-            more = self._f.read(n - len(data))
-            if not more:
-                break
+        while len(data) < n and (more := self._f.read(n - len(data))):  # a raw read may return less before the end
             data += more
         self._pos += len(data)
         return data

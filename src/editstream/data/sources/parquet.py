@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 
 from ...format.columns import ColumnTypeError, column_type_problems
 from ...io import service, storage
-from ...io.parquet import iter_row_group_rows, num_row_groups, open_parquet
+from ...io.parquet import iter_row_group_rows, open_parquet, row_group_sizes
 from ...io.parquet_info import ParquetInfo
 from ...io.retry import RetryPolicy
 from ...io.storage import StorageOptions
@@ -150,7 +150,7 @@ class ParquetSource:
 
         def footer(path: str) -> tuple[str, int | BaseException]:
             try:
-                return path, num_row_groups(path, self.storage_options)
+                return path, len(row_group_sizes(path, self.storage_options))
             except Exception as exc:  # noqa: BLE001 - reported below
                 return path, exc
 

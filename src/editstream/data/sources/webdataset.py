@@ -138,15 +138,11 @@ class TarSource:
             logger.debug("resume: reading %s from byte %d (sample %d)", shard.url, start, index)
         samples = self._samples(shard, start)
         head = next(samples, None)
-        if start and head is not None and head[0] != self._expected_key(shard, index):
-            logger.warning(
-                "the idx of %s puts sample %d at key %r, the manifest says %r; reading the shard from "
-                "its start instead",
-                shard.url,
-                index,
-                head[0],
-                self._expected_key(shard, index),
+        if start and head is not None and head[0] != (expected := self._expected_key(shard, index)):
+            message = (
+                "the idx of %s puts sample %d at key %r, the manifest says %r; reading the shard from its start instead"
             )
+            logger.warning(message, shard.url, index, head[0], expected)
             samples.close()
             samples = self._samples(shard, 0)
             for _ in range(index):
