@@ -121,12 +121,11 @@ class ReadAhead:
             self._submit(r, force=True)
         block = r.blocks.popleft()
         data, seconds = block.future.result()
-        done = self._clock()
         self._fetch_s = seconds if self._fetch_s is None else (1 - _EWMA) * self._fetch_s + _EWMA * seconds
         if self._last_handed is not None:
             busy = max(0.0, now - self._last_handed)
             self._consume_s = busy if self._consume_s is None else (1 - _EWMA) * self._consume_s + _EWMA * busy
-        self._last_handed = done
+        self._last_handed = self._clock()
         if len(data) < block.end - block.start:
             self._abandon_blocks(r)  # a short block is the end of the object: the rest is not there
             r.next = r.end
