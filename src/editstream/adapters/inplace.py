@@ -65,7 +65,7 @@ from .plan import (
 from .run import DEFAULT_CHAINS_PER_FILE, DEFAULT_ROWS_PER_GROUP
 from .sources import close_mounts
 from .values import BadValue, MediaDir
-from .where import Filter, parse_filter
+from .where import Filter
 
 log = logging.getLogger(__name__)
 
@@ -93,8 +93,7 @@ class InPlace(LayoutEntry):
 
     @property
     def filter(self) -> Filter | None:
-        text = self.mapping.where if self.where is None else self.where
-        return parse_filter(text) if text else None
+        return self.mapping.filter(self.where)
 
     def open(self, storage_options: StorageOptions | None) -> tuple[list[SourceFile], Mounts]:
         """The source files and the media the mapping names, opened in this process (archive indexes are
@@ -364,8 +363,7 @@ class InPlaceSource:
         entry = listed.entry
         files, builder = self._reader(listed)
         chains = self._chains(listed, group)
-        where = entry.filter
-        columns = list(dict.fromkeys([*entry.mapping.source_columns, *(where.columns if where else ())]))
+        columns = entry.mapping.read_columns(entry.filter)
         with contextlib.ExitStack() as stack:
             found = gather(files, chains, columns, self.storage_options, stack, self._open(files, chains, stack))
         results: list[dict[str, Any] | BadSample] = []

@@ -18,7 +18,7 @@ import yaml
 from ..format.columns import normalize_type
 from ..format.safe_yaml import YamlBoundError, brief, load_yaml
 from ..kinds import DatasetKind, UnknownKindError, all_kinds, get_kind
-from .where import FilterError, parse_filter
+from .where import Filter, FilterError, parse_filter
 
 INSTRUCTION_FORMATS = ("string", "list", "json")
 """How a column holds an edit's phrasings: one string, a list of strings, or a JSON string of either."""
@@ -153,33 +153,25 @@ class AdapterMapping:
         names += [self.order_by] if self.order_by else []
         return tuple(dict.fromkeys([*names, *self.keep]))
 
+    def filter(self, where: str | None = None) -> Filter | None:
+        """The row filter: ``where`` in place of the mapping's own (``""``: none), parsed."""
+        text = self.where if where is None else where
+        return parse_filter(text) if text else None
+
+    def read_columns(self, where: Filter | None) -> list[str]:
+        """The source columns an adaptation with the filter ``where`` reads, in first-use order."""
+        return list(dict.fromkeys([*self.source_columns, *(where.columns if where else ())]))
+
     def to_dict(self) -> dict[str, Any]:
-        """The mapping as plain data (what a mapping file holds); ``from_dict`` reads it back."""
-        out: dict[str, Any] = {"name": self.name, "kind": self.kind}
-        if self.dataset is not None:
-            out["dataset"] = self.dataset
-        if self.description:
-            out["description"] = self.description
-        out["images"] = list(self.images)
-        out["instructions"] = [
-            {"column": i.column, "format": i.format} | ({"remove": list(i.remove)} if i.remove else {})
-            for i in self.instructions
-        ]
-        if self.group_by:
-            out["group_by"] = list(self.group_by)
-        if self.order_by is not None:
-            out["order_by"] = self.order_by
-        if self.keep:
-            out["keep"] = list(self.keep)
-        if self.where is not None:
-            out["where"] = self.where
-        for key in ("metadata", "media"):
-            if getattr(self, key):
-                out[key] = list(getattr(self, key))
-        if self.paths_from is not None:
-            out["paths_from"] = self.paths_from
-        if self.optional_tail:
-            out["optional_tail"] = True
+        """The mapping as plain data (what a mapping file holds, keys in ``KEYS`` order, unset ones left out)."""
+        out: dict[str, Any] = {}
+        for key in KEYS:
+            value = getattr(self, key)
+            if key == "instructions":
+                value = [{"column": i.column, "format": i.format, "remove": list(i.remove)} for i in value]
+                value = [{k: v for k, v in source.items() if v} for source in value]
+            if value not in (None, "", (), False):
+                out[key] = list(value) if isinstance(value, tuple) else value
         return out
 
     def fingerprint_data(self) -> dict[str, Any]:
@@ -241,6 +233,8 @@ def target_columns(kind_name: str, origin: str = "<mapping>") -> tuple[str, str,
 
 
 def _names(origin: str, key: str, value: Any, *, single_ok: bool = True) -> tuple[str, ...]:
+    if value is None and single_ok:
+        return ()
     if isinstance(value, str) and single_ok:
         value = [value]
     if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
@@ -301,14 +295,14 @@ def mapping_from_dict(data: Any, origin: str = "<mapping>") -> AdapterMapping:
         kind=_text(origin, data, "kind") or default_kind(origin),
         images=_names(origin, "images", data["images"], single_ok=False),
         instructions=tuple(_instruction(origin, v) for v in raw_instructions),
-        group_by=_names(origin, "group_by", data["group_by"]) if data.get("group_by") is not None else (),
+        group_by=_names(origin, "group_by", data.get("group_by")),
         order_by=_text(origin, data, "order_by"),
-        keep=_names(origin, "keep", data["keep"]) if data.get("keep") is not None else (),
+        keep=_names(origin, "keep", data.get("keep")),
         where=_text(origin, data, "where"),
         dataset=_text(origin, data, "dataset"),
         description=_text(origin, data, "description") or "",
-        metadata=_names(origin, "metadata", data["metadata"]) if data.get("metadata") is not None else (),
-        media=_names(origin, "media", data["media"]) if data.get("media") is not None else (),
+        metadata=_names(origin, "metadata", data.get("metadata")),
+        media=_names(origin, "media", data.get("media")),
         paths_from=_text(origin, data, "paths_from"),
         optional_tail=_flag(origin, data, "optional_tail"),
         origin=origin,

@@ -20,7 +20,7 @@ from .mapping import AdapterMapping
 from .plan import SourceFile, check_columns, gather, open_sources, passes, plan_groups, source_rows
 from .sources import close_mounts
 from .values import BadValue, MediaDir
-from .where import Filter, parse_filter
+from .where import Filter
 
 Peeked = tuple[str, dict[str, Any] | BadValue]
 """A title saying where the chain comes from, and its output row (or why the adapter drops it)."""
@@ -66,11 +66,10 @@ def peek(
     """The first ``n`` chains ``mapping`` makes of the source at ``src`` (options as for ``adapt``;
     ``index_dir`` keeps the indexes of media archives, which are otherwise scanned on each call)."""
     mapping = resolve_mapping(mapping)
-    text = mapping.where if where is None else where
-    where_filter = parse_filter(text) if text else None
+    where_filter = mapping.filter(where)
     files, mounts = open_sources(src, mapping, split, storage_options, index_dir)
     check_columns(files, mapping, where_filter)
-    columns = list(dict.fromkeys([*mapping.source_columns, *(where_filter.columns if where_filter else ())]))
+    columns = mapping.read_columns(where_filter)
     media = MediaDir(media_dir, storage_options, mounts=[m[:2] for m in mounts], index_dir=index_dir)
     builder = ChainBuilder(mapping, media)
     chains: Generator[tuple[str, list[dict[str, Any]]]]

@@ -52,7 +52,7 @@ from .plan import (
     unpack,
 )
 from .values import BadValue, MediaDir
-from .where import Filter, parse_filter
+from .where import Filter
 
 log = logging.getLogger(__name__)
 
@@ -74,11 +74,6 @@ class _Job:
     columns: list[str]
     rows_per_group: int
     storage_options: storage.StorageOptions | None
-
-
-def _where_of(mapping: AdapterMapping, where: str | None) -> Filter | None:
-    text = mapping.where if where is None else where
-    return parse_filter(text) if text else None
 
 
 def _schema(files: Sequence[SourceFile], mapping: AdapterMapping) -> pa.Schema:
@@ -289,9 +284,9 @@ def adapt(
     t0 = time.perf_counter()
     check_apart({"SRC": src, "DST": dst})
     mapping = resolve_mapping(mapping)
-    where_filter = _where_of(mapping, where)
+    where_filter = mapping.filter(where)
     plan, mounts = _plan(src, mapping, where_filter, split, chains_per_file, storage_options, dst)
-    columns = list(dict.fromkeys([*mapping.source_columns, *(where_filter.columns if where_filter else ())]))
+    columns = mapping.read_columns(where_filter)
     index = storage.join(dst, MEDIA_INDEX)
     media = MediaDir(media_dir, storage_options, mounts=[m[:2] for m in mounts], index_dir=index)
     schema = _schema(plan.files, mapping)
