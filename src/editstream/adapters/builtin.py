@@ -1,8 +1,4 @@
-"""The built-in adapters: mapping files shipped with the package, one per public editing dataset.
-
-They are ordinary mapping files (``builtin/*.yaml``), so ``editstream`` reads them exactly as it
-reads a user's, and a user can copy one (:func:`builtin_path`) and change it.
-"""
+"""The built-in adapters: ordinary mapping files shipped in ``builtin/*.yaml``, one per public dataset."""
 
 from __future__ import annotations
 

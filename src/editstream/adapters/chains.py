@@ -1,8 +1,5 @@
-"""Source rows -> one output row of the target kind: the edit chain, its phrasings and kept extras.
-
-The output schema is fixed by the mapping and the source schema alone (never by the data),
-so every output file of one adaptation has the same column types, even an empty one.
-"""
+"""Source rows -> one output row of the target kind; the output schema depends on the mapping and the
+source schema only, so every output file of an adaptation has the same column types."""
 
 from __future__ import annotations
 

@@ -1,14 +1,8 @@
-"""Training on a public dataset in place: its published parquet read through an adapter, not converted.
+"""Training on a public dataset in place: its published files read through an adapter, not converted.
 
-An :class:`InPlace` entry (a ``dataset_info`` entry's ``from:`` / ``mapping:``, ``stream --from``) is a
-layout of its own (:class:`~editstream.data.layouts.LayoutEntry`) on the parquet backend. Its units are
-the row groups ``convert --from`` writes: one output file per source file (ungrouped) or per
-``DEFAULT_CHAINS_PER_FILE`` planned sessions, a row group per ``DEFAULT_ROWS_PER_GROUP`` planned chains.
-A unit's chains are gathered from the source, built by the adapter's own :class:`ChainBuilder`, typed
-as the output file types them and parsed by the kind's dataset like parquet rows, so the stream, its
-drops and its ``data_status`` are those of the converted parquet or shards. A plan that needs a pass
-(``group_by``, or a filter) is kept as a small JSON index beside the data (else in ``$EDITSTREAM_CACHE``,
-default ``~/.cache/editstream``), keyed by the source files' identities and the mapping, and reused.
+Units are the row groups ``convert --from`` would write, their chains built by the same :class:`ChainBuilder`,
+so the stream, its drops and ``data_status`` match the converted data. A plan that needs a pass is kept
+as a small JSON index beside the data (else in ``$EDITSTREAM_CACHE``), keyed by the files and the mapping.
 """
 
 from __future__ import annotations

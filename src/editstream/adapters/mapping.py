@@ -1,8 +1,6 @@
 """The declarative mapping: which source columns become an edit chain, read from YAML or JSON.
 
-It names the target kind, the image columns in chain order, where each edit's phrasings come
-from, optional ``group_by`` / ``order_by`` for multi-turn sessions, extra columns and a default
-filter. Every check runs when the mapping is built; errors name the file, the key and the value.
+Every check runs when the mapping is built; errors name the file, the key and the value.
 """
 
 from __future__ import annotations
@@ -67,18 +65,10 @@ class InstructionSource:
 class AdapterMapping:
     """A validated mapping from a source schema to edit-chain rows of ``kind``.
 
-    One source row gives the images ``images`` (input, then one output per edit) and one
-    phrasing list per edit from ``instructions``. With ``group_by``, the rows of one key,
-    sorted by ``order_by`` (else by their position in the source), form one chain: the first
-    row's images, then each later row's images without its first (the input that repeats the
-    previous output), and every row's instructions in turn. ``keep`` columns are carried as
-    extra columns (a ``group_by`` column once per chain, any other one as a list, one value
-    per row). ``where`` is the default filter (:mod:`.where`).
-
-    A source of JSON / JSONL metadata names its files with ``metadata`` (globs under the dataset
-    root, or inside its ``media`` archives) and its images' folders or archives with ``media``;
-    image paths are relative to the root, or with ``paths_from`` to the metadata file's folder
-    joined with it. ``optional_tail``: images after the first edit may be absent (a shorter chain).
+    One source row gives ``images`` (input, then one output per edit) and one phrasing list per edit. With
+    ``group_by`` the rows of a key, sorted by ``order_by``, form one chain: the first row's images, then each
+    later row's without its first (the repeated input). ``keep`` columns are carried (per row as a list in a
+    group). ``metadata`` / ``media`` / ``paths_from`` describe a JSON source and where its images are.
     """
 
     name: str

@@ -1,9 +1,4 @@
-"""An adaptation's output files as tasks on the converter's executors: this process, a pool, or Ray.
-
-Each task writes one output file and its done record, atomically, exactly as a run in one process
-does, so where and in which order the tasks ran changes no byte; the records come back in plan
-order. Tasks are picklable (a top-level function and its arguments), as the executors require.
-"""
+"""An adaptation's output files as picklable tasks on the converter's executors: this process, a pool, or Ray."""
 
 from __future__ import annotations
 

@@ -1,9 +1,6 @@
-"""The first adapted rows of a source, read in place (no output written): what ``preview --from`` shows.
+"""The first adapted rows of a source, read in place (nothing written): what ``preview --from`` shows.
 
-An ungrouped mapping reads the source row by row and stops after ``n`` chains; a grouped one
-(MagicBrush) runs the plan pass over the key columns first, as an adaptation does, then reads
-only the row groups its first ``n`` chains sit in. A row the adapter would drop is yielded as
-its :class:`BadValue`, so a preview shows it rather than silently skipping it.
+A grouped mapping runs the plan pass first; a row the adapter would drop is yielded as its ``BadValue``.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """The adaptation plan: the source files, and which source rows form each output file's chains.
 
-Without ``group_by`` each source file becomes one output file of the same name. With it, a plan
-pass reads only the key, order and filter columns, groups and sorts the rows, orders the chains by
-their first row and cuts them into output files; the plan holds one small location and order value
-per row, and the gather reads only the rows each output file needs.
+With ``group_by`` a pass over the key, order and filter columns groups and sorts the rows into chains
+(one small packed location per row); the gather then reads only the rows each output file needs.
 """
 
 from __future__ import annotations

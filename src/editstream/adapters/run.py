@@ -1,9 +1,7 @@
 """``adapt``: a source dataset in its own schema -> BAGEL-format parquet with ``parquet_info.json``.
 
-The pass lists the source (``plan``), then writes one output file per task, resumably
-(``output``): bad source rows are dropped and recorded with their file, row group and row;
-filtered rows are counted. The output is deterministic: the same source and mapping give
-byte-identical files, whether the run was interrupted or not.
+Bad rows are dropped and recorded with file, row group and row; the output is byte-identical however
+often the run was interrupted.
 """
 
 from __future__ import annotations
@@ -267,17 +265,12 @@ def adapt(
     ray_address: str | None = None,
     executor: Executor | None = None,
 ) -> dict[str, Any]:
-    """Adapt the parquet dataset at ``src`` (a directory; the HF cache's symlinked files are followed)
-    to rows of the mapping's kind under ``dst``, with ``parquet_info.json`` and ``adapt_report.json``.
+    """Adapt the dataset at ``src`` with ``mapping`` (a built-in name, a file or a mapping) into ``dst``, with
+    ``parquet_info.json`` and ``adapt_report.json``; returns the report's summary.
 
-    ``mapping``: a built-in adapter name (``builtin_names()``), a mapping file, or an
-    :class:`AdapterMapping`. ``media_dir`` resolves image structs that hold a path and no bytes.
-    ``where`` replaces the mapping's filter (``""`` turns it off). ``split`` reads only
-    ``{split}-*.parquet``. Re-running resumes: finished files whose records match are kept. Output
-    files are written as tasks on ``executor``, else on ``engine`` with ``workers`` (the converter's
-    executors: this process, a process pool, Ray), with the same bytes however they ran.
-    Returns the summary that ``adapt_report.json`` also holds; a :class:`NoChainsError` (after the
-    report is written) when no chain was made.
+    ``where`` replaces the mapping's filter (``""``: none); ``split`` reads only ``{split}-*.parquet``. A re-run
+    resumes. Output files run on ``executor`` (else ``engine`` / ``workers``) with the same bytes however they ran.
+    A :class:`NoChainsError` (after the report is written) when no chain was made.
     """
     if rows_per_group < 1 or chains_per_file < 1:
         raise ValueError(f"rows_per_group and chains_per_file must be >= 1, got {rows_per_group}, {chains_per_file}")

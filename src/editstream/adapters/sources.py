@@ -1,17 +1,8 @@
 """Metadata + media sources: the JSON / JSONL files a mapping's ``metadata`` globs name, and its ``media``.
 
-A published dataset often ships rows (JSON lists of objects, JSONL) apart from its images (folders,
-``.tar`` / ``.tar.gz`` archives, archives split into parts, ``.zip``). Given the dataset root,
-:func:`find_sources` opens every ``media`` match (``data.media.open_media``; split parts as one
-archive; indexes kept in ``index_dir``), each serving names under its folder's path in the dataset
-(an archive as if unpacked where it lies, a folder as itself), then lists the ``metadata`` matches
-among the files on disk and the members of those archives. A JSONL file is read line by line
-(row = line number - 1); listing counts its lines and keeps the byte offset of every
-``LINES_PER_MARK``-th (with its rows and types, in ``index_dir`` by the file's identity), so a read
-of some rows seeks and parses those only. A JSON list is parsed whole, once per process (the last one
-kept), and held in memory while its rows are read; a metadata file inside an archive is loaded whole.
-Image paths are rewritten to dataset paths: relative to the root, or with ``paths_from`` to the
-metadata file's folder joined with it.
+Media (folders, archives, split archives) serve names under their folder's path in the dataset; metadata
+is found on disk or inside them. A JSONL file keeps the byte offset of every ``LINES_PER_MARK``-th line
+(in ``index_dir``) so a read of some rows parses only those; a JSON list is parsed whole, once per process.
 """
 
 from __future__ import annotations

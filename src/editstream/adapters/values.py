@@ -1,9 +1,6 @@
 """Source cell values -> chain parts: image bytes (Hugging Face Image structs unwrapped) and phrasings.
 
-An ``Image`` struct holds its bytes inline, or a null ``bytes`` and a ``path`` under the media
-directory. A value that cannot become an image or phrasings raises :class:`BadValue` naming the
-column, so only its row is dropped and counted; :func:`readable_rows` does the same for strings that
-are not UTF-8.
+A value that cannot be used raises :class:`BadValue` naming the column, so only its row is dropped and counted.
 """
 
 from __future__ import annotations

@@ -1,10 +1,5 @@
-"""The command group: global flags (``-v``, ``-q``, ``--debug``), logging, and how failures end.
-
-Exit codes: 0 success, 1 a data or storage problem, 2 a usage error, 130 Ctrl-C, 141 stdout closed
-by its reader (nothing printed, as for ``cat``). A failure prints one ``Error:`` line and at most
-one line of advice; ``--debug`` shows the traceback instead. :class:`EditstreamGroup` accepts the
-global flags after the subcommand too, where users type them.
-"""
+"""The command group: global flags (``-v``, ``-q``, ``--debug``, also after the subcommand), logging, and how
+failures end: an ``Error:`` line and at most one of advice; exit 0 ok, 1 data, 2 usage, 130 Ctrl-C, 141 pipe closed."""
 
 from __future__ import annotations
 

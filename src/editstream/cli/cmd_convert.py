@@ -1,11 +1,5 @@
-"""``editstream convert``: parquet (or a JSONL + media source) to WebDataset shards, checked before it starts.
-
-With ``--from``/``--mapping`` the work goes to ``convert_from`` (a public dataset adapted first).
-
-Before any shard is written: SRC must be a parquet directory (or a JSONL file), a given
-``--schema`` must fit its columns, the S3 buckets must exist with working credentials, and
-``--shard-size``/``--samples-per-shard`` imply ``--layout size``. ``--dry-run`` prints the plan.
-"""
+"""``editstream convert``: parquet (or a JSONL + media source) to WebDataset shards, checked before it starts;
+with ``--from``/``--mapping`` the work goes to ``convert_from`` (a public dataset adapted first)."""
 
 from __future__ import annotations
 

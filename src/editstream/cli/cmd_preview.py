@@ -1,8 +1,5 @@
-"""``editstream preview``: see a dataset's first records, drawn by their kind's preview function, as HTML or PNG.
-
-With ``--from NAME`` / ``--mapping FILE`` DATA is a public dataset in its own Hub schema, adapted in
-place (nothing written): the preview shows the chains ``convert --from`` would make.
-"""
+"""``editstream preview``: a dataset's first records drawn by their kind's preview function, as HTML or PNG
+(with ``--from`` / ``--mapping``: the chains ``convert --from`` would make, adapted in place)."""
 
 from __future__ import annotations
 

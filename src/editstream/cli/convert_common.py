@@ -11,11 +11,8 @@ from .errors import UsageProblem
 
 @contextmanager
 def running_executor(engine: str, workers: int | None, ray_address: str | None) -> Iterator[Any]:
-    """The conversion executor for ``--engine``/``--workers``, started now and closed on exit.
-
-    Starting early lets local workers import pyarrow & co. while this process does the same,
-    and connects to Ray before any work; a missing Ray or a bad address is a usage error.
-    """
+    """The conversion executor for ``--engine``/``--workers``, started now (local workers import while this
+    process plans; Ray connects before any work) and closed on exit; a missing Ray or bad address is a usage error."""
     from ..conversion.executors import make_executor
 
     try:

@@ -1,11 +1,5 @@
-"""``editstream convert SRC DST --from NAME`` (or ``--mapping FILE``): a public dataset in its own schema in.
-
-The adapter (``editstream.adapters``) turns SRC's rows into BAGEL edit chains: ``--to parquet``
-writes BAGEL's parquet and ``parquet_info.json`` to DST; ``--to webdataset`` stages that
-parquet (``--staging``, default ``DST-parquet``) and converts it to shards with the same
-executor, digest and lock options as the plain convert. A mapping, filter or DST the adapter
-cannot use is a usage error of one line; the drop list goes to ``adapt_report.json``, not the terminal.
-"""
+"""``editstream convert SRC DST --from NAME`` (or ``--mapping FILE``): adapt a public dataset in its own
+schema (then convert it to shards with ``--to webdataset``); a mapping, filter or DST it cannot use is a usage error."""
 
 from __future__ import annotations
 

@@ -1,10 +1,5 @@
-"""Failures as a user reads them: what is wrong, and how to fix it, in one or two lines.
-
-``DataProblem`` (exit 1) is about the data or the storage; ``UsageProblem`` (exit 2) is about
-the command line. ``explain`` turns any other exception into one of them, looking through the
-chained causes for what a user can act on (missing credentials, a missing bucket, an
-unreachable endpoint, access denied), so an S3 problem inside a worker still ends in one line.
-"""
+"""Failures as a user reads them, in one or two lines: ``DataProblem`` (exit 1) or ``UsageProblem`` (exit 2);
+:func:`explain` looks through chained causes for what a user can act on (credentials, a bucket, an endpoint)."""
 
 from __future__ import annotations
 

@@ -1,9 +1,4 @@
-"""Checks of the paths a command is given, before any work: each wrong kind of path gets its fix.
-
-``check_bucket`` asks S3 once whether the bucket is there and the credentials work;
-``converted_root`` and ``parquet_source`` accept the kind of path a command needs and refuse
-anything else with a message naming what the path is and what to type instead.
-"""
+"""Checks of the paths a command is given, before any work: each wrong kind of path gets its fix."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""Command-line mistakes found before any work starts, each a usage error (exit 2) in CLI words.
-
-The library checks the same things (``ConvertConfig``, the datasets' rank check), but its
-``ValueError`` says ``schema=...`` or ``media_dir`` and would end as a data problem (exit 1);
-here the mistake is named by its option, and the advice is a command line.
-"""
+"""Command-line mistakes found before any work starts, named by their option as usage errors (exit 2), where
+the library's own ``ValueError`` would say ``schema=...`` and end as a data problem."""
 
 from __future__ import annotations
 

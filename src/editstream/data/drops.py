@@ -1,11 +1,5 @@
-"""Counting what a stream drops: bad rows, unreadable units, corrupt shards.
-
-Every drop increments a per-reason counter, keeps its location in a short history and is logged
-(each location once, the first few of each reason, then every 100th), in the words of
-``report.json`` and with the paths the user gave. DataLoader workers write their counts to a
-directory private to the dataset and :meth:`DropLog.as_dict` adds them up. A
-:class:`FailureBudget` stops a stream when failures come in a row, naming the last one.
-"""
+"""Counting what a stream drops: per-reason counters, a short located history and throttled logs, summed
+over DataLoader workers through a private directory; :class:`FailureBudget` stops a run of failures."""
 
 from __future__ import annotations
 
@@ -158,11 +152,8 @@ class FailureBudgetExceeded(RuntimeError):
 
 
 class FailureBudget:
-    """Counts failures in a row; more than ``budget`` stops the stream with an error naming them.
-
-    ``what`` says what failed in the error (``"units in a row could not be read"``); ``drops``,
-    when given, adds the dataset's drop counts to it.
-    """
+    """Counts failures in a row; more than ``budget`` stops the stream with an error saying ``what`` failed
+    (and the dataset's drop counts, given ``drops``)."""
 
     def __init__(
         self,

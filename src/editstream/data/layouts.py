@@ -1,11 +1,5 @@
-"""What a path holds, as editstream reads it: the one place that recognises a layout.
-
-:func:`recognise` looks at a path once (``format.detect``) and answers a typed :class:`Layout`
-(parquet directory, converted root, foreign shards, JSONL file) that knows its backend, its kind,
-the row source that reads it and the ``num_used_data`` entry that reads it whole. A path of no
-layout is a :class:`LayoutError` saying what it holds and what to give; :func:`register_layout`
-adds layouts, which every command and dataset then reads.
-"""
+"""What a path holds, as editstream reads it: :func:`recognise` answers a typed :class:`Layout` (its
+backend, kind, row source and whole-entry count) or a :class:`LayoutError` saying what to give instead."""
 
 from __future__ import annotations
 
@@ -29,11 +23,8 @@ from .sources.foreign import expand_shards, foreign_kind, is_foreign_entry
 
 
 class LayoutError(ValueError):
-    """A path that holds nothing readable the way it was asked: what it holds and how to fix the call.
-
-    ``usage`` says whether the call must change (a wrong kind of path, a wrong backend), as
-    opposed to the data being missing or unreadable.
-    """
+    """A path that holds nothing readable the way it was asked: what it holds and how to fix the call;
+    ``usage`` says the call must change (as opposed to the data being missing or unreadable)."""
 
     def __init__(
         self, message: str, fix: str | None = None, *, usage: bool = True, found: d.PathKind | None = None

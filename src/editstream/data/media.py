@@ -1,11 +1,5 @@
-"""Where the images a metadata file names by path are: a folder, or an archive read in place.
-
-:func:`open_media` opens a folder, a ``.tar`` / ``.tar.gz`` / ``.zip``, an archive split into parts
-(read as one stream, never joined on disk) or WebDataset shards, locally or on S3, as a
-:class:`MediaSource` reading one member by name. A ``.tar.gz`` is read through ``indexed_gzip``
-seek points; an archive is indexed once (kept under ``index_dir`` by the archive's identity), so
-memory stays bounded by one member and the seek points. A missing name raises :class:`MediaMissing`.
-"""
+"""Where the images a metadata file names are: a folder, or an archive (tar, tar.gz, zip, split into parts)
+read in place by member through an index kept under ``index_dir``, so memory stays bounded by one member."""
 
 from __future__ import annotations
 

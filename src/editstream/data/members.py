@@ -1,9 +1,5 @@
-"""The samples of a converted root as their tar members: read in shard order, or one found by its key.
-
-What ``inspect`` counts and ``inspect --key`` / ``--extract`` show. A key names its source row
-(file stem, row group, row), so the manifest alone says which shard holds it and the ``.tar.idx``
-where: one ranged read. Keys that do not name their row are found by a scan.
-"""
+"""The samples of a converted root as their tar members (``inspect``): in shard order, or one by its key; a
+key names its source row, so the manifest and ``.tar.idx`` locate it in one ranged read (else a scan)."""
 
 from __future__ import annotations
 

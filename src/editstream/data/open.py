@@ -1,10 +1,5 @@
-"""``open_data``: any path editstream reads, as one typed handle: its layout, kind, backend and rows.
-
-Every command (``stream``, ``preview``, ``inspect``, ``verify``, ``convert``), the raw-row reader
-and the training datasets open data here, so a layout recognised once (``layouts``) is read the
-same way everywhere. A handle lists units as the loader lists them and builds the row source that
-reads them; what a path is, and what it is not, is decided in :func:`open_data` alone.
-"""
+"""``open_data``: any path editstream reads, as one typed handle (layout, kind, backend, rows); every
+command, the raw-row reader and the training datasets open data here."""
 
 from __future__ import annotations
 
@@ -87,12 +82,8 @@ def open_data(
     media_dir: str | None = None,
     allow_outside_media_dir: bool = False,
 ) -> DataHandle:
-    """The data at ``path`` (a directory, a converted root, a shard pattern / glob / ``.tar`` / list, a JSONL
-    file, or a layout added with :func:`~editstream.data.layouts.register_layout`), opened.
-
-    ``backend`` and ``kind``, when given, must fit what the data holds (a :class:`LayoutError` names the
-    right one); a JSONL file needs ``media_dir``, the directory its media names are relative to.
-    """
+    """The data at ``path`` (anything :func:`~editstream.data.layouts.recognise` knows), opened; a given ``backend``
+    or ``kind`` must fit it (a :class:`LayoutError` names the right one)."""
     layout = recognise(path, storage_options)
     if backend is not None and check_backend(backend, "open_data") != layout.backend:
         raise BackendMismatch(path, layout, check_backend(backend, "open_data"))

@@ -1,10 +1,5 @@
-"""How each source shape is read: the data layer's one dispatch on a kind's :class:`SourceShape`.
-
-A kind's rows are either parquet slices (row groups or whole files, converted to one sample per
-row) or JSONL lines with the media they name. A layout (``layouts``) asks the kind's shape for
-the row source that reads it, the ``num_used_data`` count that reads it whole and the training
-dataset's arguments; a shape that cannot read a layout says so. No other module tests a shape.
-"""
+"""How each source shape is read: the data layer's one dispatch on a kind's :class:`SourceShape` (parquet
+slices or JSONL lines): its row source per layout, its whole-entry count and its dataset arguments."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""What a unit is and how a data directory's listing becomes units: the reference's listing rule.
-
-A *unit* is what one rank/worker owns: a ``(file, row_group)`` pair (edit datasets), a whole
-file (text-to-image), a shard, or a ``(line, media_dir)`` pair (JSONL lines). Every source lists
-its units with these helpers, so both backends choose the same files in the same order.
-"""
+"""What a unit is (what one rank/worker owns) and the reference's rule that makes a listing units, so
+both backends choose the same files in the same order."""
 
 from __future__ import annotations
 
@@ -185,11 +181,7 @@ def repeat_to(paths: list[str], num_used: int) -> list[str]:
 
 
 def warn_unread(dataset_name: str, where: str, num_used: int, available: int, what: str = "files") -> None:
-    """Log, with the numbers, a ``num_used_data`` entry that leaves part of ``where`` unread.
-
-    ``num_used`` below the ``available`` files (shards for shard patterns) reads only the first
-    ``num_used`` of them on either backend; the default count (every file) never logs.
-    """
+    """Log, with the numbers, a ``num_used_data`` entry below the ``available`` files (or shards) of ``where``."""
     if num_used < available:
         logger.warning(
             "dataset %s: num_used_data %d for %s, which holds %d %s: %d of them are not read "

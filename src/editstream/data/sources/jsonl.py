@@ -1,11 +1,5 @@
-"""JSONL-line sources: units are lines, each one row; the source backend reads JSONL and media files.
-
-:class:`LineListing` is the listing both line sources share: per ``(jsonl, media_dir, n)`` entry
-every line (newline kept), shuffled with the dataset's rng when asked, cut to ``n``, as
-``(line, media_dir)`` units. :class:`JsonlLineSource` reads as the reference does (the lines
-``readlines()`` gives; media joined with ``os.path.join``), extended to fsspec URLs, except that a
-name outside the media directory is dropped as ``media_outside`` unless the dataset opts out.
-"""
+"""JSONL-line sources: units are ``(line, media_dir)``, each one row; the source backend reads JSONL and media
+files as the reference does, except that a name outside the media directory is dropped as ``media_outside``."""
 
 from __future__ import annotations
 
@@ -40,10 +34,8 @@ class LineEntry:
 
 
 class LineListing:
-    """The ``(line, media_dir)`` units of JSONL-line sources, and where each one's line came from.
-
-    A subclass reads the entries (:meth:`read_entries`) and the rows of a unit.
-    """
+    """The ``(line, media_dir)`` units of JSONL-line sources and where each line came from; a subclass reads
+    the entries (:meth:`read_entries`) and the rows."""
 
     dataset_name: str
 

@@ -1,10 +1,7 @@
 """The WebDataset backend of JSONL-line datasets: converted lines read one sample at a time by byte range.
 
-A converted root holds shards of consecutive lines, a ``.tar.idx`` per shard, ``lines.jsonl`` (a
-byte copy of the JSONL) and a manifest recording the media directory string, so listing (one read
-of the manifest and of the copy) gives the source backend's units and epoch order. Each row is one
-ranged read of its sample, fetched ahead on the process's I/O pool within its byte budget
-(``prefetch_bytes`` caps this source's share) along the order the shared loop plans.
+Listing reads the manifest and the root's ``lines.jsonl`` copy, so units and epoch order match the source
+backend; each sample is one ranged read, fetched ahead within the I/O budget along the planned order.
 """
 
 from __future__ import annotations
@@ -52,12 +49,8 @@ class SampleMismatchError(Exception):
 
 
 class SampleMedia:
-    """A row's media taken from its converted sample (``None`` marks media missing at conversion).
-
-    A name outside the media directory is refused as the source backend refuses it (unless
-    ``allow_outside``), so both backends drop the same lines for the same reason; one the
-    converter refused is absent from the sample and says so.
-    """
+    """A row's media from its converted sample; a name outside the media directory is refused as the source
+    backend refuses it, so both backends drop the same lines (``None`` marks media missing at conversion)."""
 
     def __init__(self, media: dict[str, Any], allow_outside: bool = False) -> None:
         self.media = media
@@ -184,10 +177,7 @@ class ShardLineSource(LineListing):
         return None, list(entries)
 
     def read_entries(self, jsonl_path_list: Sequence[str] | None, data_dir_list: Sequence[str]) -> list[LineEntry]:
-        """Every line of each converted root (from its ``lines.jsonl``), paired with its recorded media dir.
-
-        ``jsonl_path_list`` is not read: the roots carry their own copy of the lines.
-        """
+        """Every line of each converted root (its ``lines.jsonl``; ``jsonl_path_list`` is unused) with its media dir."""
         entries = []
         roots = []
         for root in data_dir_list:
