@@ -104,18 +104,13 @@ def _parquet_in(folder: str, split: str | None, storage_options: storage.Storage
     return [u for u in urls if split is None or u.rsplit("/", 1)[-1].startswith(f"{split}-")]
 
 
-def _snapshot_data(src: str, storage_options: storage.StorageOptions | None) -> list[str]:
-    """A Hub cache folder's ``snapshots/<rev>/data`` (:func:`snapshot_roots`)."""
-    return [storage.join(root, "data") for root in snapshot_roots(src, storage_options)]
-
-
 def find_parquet_root(src: str, split: str | None, storage_options: storage.StorageOptions | None) -> str:
-    """The folder of a dataset's parquet files: ``src`` itself, or, for a repository root (a
-    ``--local-dir`` download) its ``data/``, for a Hub cache folder (``datasets--org--name``) its
-    ``snapshots/<rev>/data``; says which it picked. None found: an error naming where it looked."""
+    """The folder of a dataset's parquet files: ``src``, a repository root's ``data/`` or a Hub cache folder's
+    ``snapshots/<rev>/data`` (logged); none found: an error naming where it looked."""
     if _parquet_in(src, split, storage_options):
         return src
-    data, snapshots = storage.join(src, "data"), _snapshot_data(src, storage_options)
+    data = storage.join(src, "data")
+    snapshots = [storage.join(root, "data") for root in snapshot_roots(src, storage_options)]
     found = [c for c in (data, *snapshots) if _parquet_in(c, split, storage_options)]
     if len(found) > 1 and found[0] != data:
         raise FileNotFoundError(f"{src} holds several snapshots with parquet files ({', '.join(found)}); pass one")
@@ -157,9 +152,7 @@ def open_sources(
     storage_options: storage.StorageOptions | None,
     index_dir: str | None = None,
 ) -> tuple[list[SourceFile], Mounts]:
-    """The source files of ``mapping`` at ``src`` and the media they name: its parquet (:func:`list_sources`),
-    or, for a mapping with ``metadata``, its JSON / JSONL (and parquet) files and its opened ``media``
-    (:mod:`.sources`; parquet metadata is read from disk, its image paths relative to the root)."""
+    """The source files of ``mapping`` at ``src`` (its parquet, or its metadata files) and its media, opened."""
     if not mapping.metadata:
         return list_sources(src, split, storage_options), []
     if split is not None:
@@ -234,9 +227,7 @@ def check_columns(files: Sequence[SourceFile], mapping: AdapterMapping, where: F
 def row_group_rows(
     pf: pq.ParquetFile, f: SourceFile, rg: int, columns: list[str], start: int = 0, stop: int | None = None
 ) -> Iterator[tuple[int, dict[str, Any]]]:
-    """``(row, values of only columns)`` of rows ``[start, stop)`` of row group ``rg``, read a few rows at a
-    time (memory follows the largest rows, not the row group); an ``OSError`` naming the file and row
-    group if unreadable."""
+    """``(row, values of columns)`` of rows ``[start, stop)`` of row group ``rg``, read a few rows at a time."""
     for first, rows in iter_row_group_batches(pf, f.url, rg, start, stop, columns=columns):
         yield from enumerate(readable_rows(rows), start=first)
 
@@ -248,8 +239,7 @@ def source_rows(
     that is not UTF-8 holds its ``BadValue``): the plan pass's, an ungrouped adaptation's and a preview's reads."""
     for i, f in enumerate(files):
         if f.meta is not None:
-            for r, row in enumerate(metadata_rows(f.meta, columns, storage_options)):
-                yield i, 0, r, row
+            yield from ((i, 0, r, row) for r, row in enumerate(metadata_rows(f.meta, columns, storage_options)))
             continue
         with open_parquet(f.url, storage_options, streaming=True) as pf:
             for rg in range(len(f.row_groups)):

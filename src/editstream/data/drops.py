@@ -104,12 +104,7 @@ class DropLog:
             self._logged.add(seen)
         if n <= LOG_FIRST or n % LOG_EVERY == 0:
             logger.warning(
-                "dataset %s dropped (%s #%d) at %s: %s",
-                self.dataset_name,
-                reason,
-                n,
-                where_text(location),
-                detail or text,
+                f"dataset {self.dataset_name} dropped ({reason} #{n}) at {where_text(location)}: {detail or text}"
             )
         return drop
 

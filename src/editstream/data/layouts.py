@@ -253,18 +253,19 @@ Recogniser = Callable[[d.PathKind, StorageOptions | None], Layout | None]
 """``(what detect found, storage options)`` -> the layout, or ``None`` when it is not this one."""
 
 
+_BUILTIN: dict[str, type[Layout]] = {
+    d.CONVERTED: ConvertedRoot,
+    d.PARQUET_DIR: ParquetDirectory,
+    d.SHARD_PATTERN: ForeignShards,
+    d.TAR_FILE: ForeignShards,
+    d.SHARD_DIR: ForeignShards,
+    d.JSONL_FILE: JsonlFile,
+}
+
+
 def _recognise_builtin(found: d.PathKind, so: StorageOptions | None) -> Layout | None:
-    if found.kind == d.CONVERTED:
-        return ConvertedRoot(found.url, so)
-    if found.kind == d.PARQUET_DIR:
-        return ParquetDirectory(found.url, so)
-    if found.kind in (d.SHARD_PATTERN, d.TAR_FILE):
-        return ForeignShards(found.url, so)
-    if found.kind == d.SHARD_DIR:
-        return ForeignShards(d.shards_in(found.url), so)
-    if found.kind == d.JSONL_FILE:
-        return JsonlFile(found.url, so)
-    return None
+    layout = _BUILTIN.get(found.kind)
+    return None if layout is None else layout(d.shards_in(found.url) if found.kind == d.SHARD_DIR else found.url, so)
 
 
 _RECOGNISERS: list[Recogniser] = []

@@ -184,16 +184,9 @@ def warn_unread(dataset_name: str, where: str, num_used: int, available: int, wh
     """Log, with the numbers, a ``num_used_data`` entry below the ``available`` files (or shards) of ``where``."""
     if num_used < available:
         logger.warning(
-            "dataset %s: num_used_data %d for %s, which holds %d %s: %d of them are not read "
-            "(num_used_data counts %s; give %d, or more, to read all)",
-            dataset_name,
-            num_used,
-            where,
-            available,
-            what,
-            available - num_used,
-            what,
-            available,
+            f"dataset {dataset_name}: num_used_data {num_used} for {where}, which holds {available} {what}: "
+            f"{available - num_used} of them are not read (num_used_data counts {what}; give {available}, or more, "
+            "to read all)"
         )
 
 
