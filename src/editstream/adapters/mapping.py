@@ -194,8 +194,7 @@ def _chain_pair(kind: DatasetKind) -> tuple[str, str, bool] | None:
 
 
 def default_kind(origin: str = "<mapping>") -> str:
-    """The kind a mapping without ``kind:`` targets: the one registered kind whose columns are an
-    edit chain (a single image list and instruction list); an error when none or several are."""
+    """The kind a mapping without ``kind:`` targets: the one registered edit-chain kind, else an error."""
     chains = [k.name for k in all_kinds() if k.source.takes_columns and (_chain_pair(k) or (0, 0, 1))[2] is False]
     if len(chains) != 1:
         raise _error(origin, "kind", f"is required: the registered edit-chain kinds are {chains}", None)
@@ -300,8 +299,7 @@ def mapping_from_dict(data: Any, origin: str = "<mapping>") -> AdapterMapping:
 
 
 def load_mapping(path: str | Path) -> AdapterMapping:
-    """Read a mapping file: JSON by a ``.json`` suffix, else YAML (``load_yaml``: aliases expanded
-    within a bound, so a few hundred bytes cannot expand to gigabytes)."""
+    """Read a mapping file: JSON by a ``.json`` suffix, else YAML (aliases expanded within a bound)."""
     path = Path(path)
     origin = str(path)
     try:

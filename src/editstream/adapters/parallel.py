@@ -49,8 +49,8 @@ def run_outputs(
     workers: int | None = 1,
     ray_address: str | None = None,
 ) -> dict[str, dict[str, Any]]:
-    """Every task's record by output name, in the order of ``works``; ``executor`` (started or not) is used
-    as it is, else one is made from ``engine`` / ``workers`` (default: this process) and closed after."""
+    """Every task's record by output name, in the order of ``works``, run on ``executor`` (else on one made
+    from ``engine`` / ``workers`` and closed after)."""
     if not works:
         return {}
     runner = executor if executor is not None else _executor(engine, workers, ray_address)

@@ -60,8 +60,7 @@ def peek(
     storage_options: storage.StorageOptions | None = None,
     index_dir: str | None = None,
 ) -> Generator[Peeked]:
-    """The first ``n`` chains ``mapping`` makes of the source at ``src`` (options as for ``adapt``;
-    ``index_dir`` keeps the indexes of media archives, which are otherwise scanned on each call)."""
+    """The first ``n`` chains ``mapping`` makes of ``src`` (options as for ``adapt``; ``index_dir`` keeps indexes)."""
     mapping = resolve_mapping(mapping)
     where_filter = mapping.filter(where)
     files, mounts = open_sources(src, mapping, split, storage_options, index_dir)

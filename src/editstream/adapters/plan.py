@@ -123,8 +123,7 @@ def find_parquet_root(src: str, split: str | None, storage_options: storage.Stor
 
 
 def list_sources(src: str, split: str | None, storage_options: storage.StorageOptions | None) -> list[SourceFile]:
-    """The ``*.parquet`` files of ``src`` (:func:`find_parquet_root`; sorted; symlinks followed, as in
-    the HF cache), only those named ``{split}-*`` when ``split`` is given, with their footers read."""
+    """The ``*.parquet`` files of ``src`` (named ``{split}-*`` when given), sorted, their footers read."""
     return _parquet_files(
         _parquet_in(find_parquet_root(src, split, storage_options), split, storage_options), storage_options
     )
@@ -206,8 +205,8 @@ def _type_problem(mapping: AdapterMapping, schema: pa.Schema) -> str | None:
 
 
 def check_columns(files: Sequence[SourceFile], mapping: AdapterMapping, where: Filter | None) -> None:
-    """A ``MappingError`` naming the file and the column when a source file lacks a column the mapping
-    reads, or holds one of a type it cannot use (checked on the footers, before any row is read)."""
+    """A ``MappingError`` naming the file and column when a source file lacks a column the mapping reads or
+    holds one of a type it cannot use (checked on the footers, before any row is read)."""
     for f in files:
         if f.meta is not None:  # a JSON row lacking a column holds null there: checked row by row
             continue
@@ -235,8 +234,8 @@ def row_group_rows(
 def source_rows(
     files: Sequence[SourceFile], columns: list[str], storage_options: storage.StorageOptions | None
 ) -> Iterator[tuple[int, int, int, dict[str, Any]]]:
-    """``(file index, row group, row, values of only columns)`` for every source row, in order (a cell
-    that is not UTF-8 holds its ``BadValue``): the plan pass's, an ungrouped adaptation's and a preview's reads."""
+    """``(file index, row group, row, values of columns)`` of every source row in order (an unreadable cell
+    holds its ``BadValue``)."""
     for i, f in enumerate(files):
         if f.meta is not None:
             yield from ((i, 0, r, row) for r, row in enumerate(metadata_rows(f.meta, columns, storage_options)))
@@ -255,8 +254,8 @@ def gather(
     stack: contextlib.ExitStack,
     opened: dict[int, pq.ParquetFile],
 ) -> dict[int, dict[str, Any]]:
-    """The source rows of ``chains`` by location: each source row group read once, only its needed rows
-    kept; files are opened into ``opened`` (closed with ``stack``), so a caller's next batch reuses them."""
+    """The source rows of ``chains`` by location, each source row group read once; files opened into
+    ``opened`` (closed with ``stack``) are reused by a caller's next batch."""
     needed: dict[tuple[int, int], list[int]] = {}
     for chain in chains:
         for location in chain:
@@ -342,7 +341,7 @@ def plan_groups(
     storage_options: storage.StorageOptions | None = None,
 ) -> Plan:
     """The plan pass: group rows by ``group_by`` (a session is kept only if all its rows pass ``where``),
-    sort each by ``order_by``, order chains by their first row, cut them into output files."""
+    sort by ``order_by``, order chains by their first row, cut them into output files."""
     columns = list(dict.fromkeys([*mapping.group_by, *([mapping.order_by] if mapping.order_by else [])]))
     columns += [c for c in (where.columns if where else ()) if c not in columns]
     groups: dict[Any, list[tuple[Any, int]]] = {}
@@ -401,8 +400,8 @@ def output_name(f: SourceFile) -> str:
 
 
 def plan_filtered(files: list[SourceFile], where: Filter, storage_options: storage.StorageOptions | None) -> Plan:
-    """The plan without grouping but with a filter: per source file, the rows it keeps (one-row chains),
-    from a pass over the filter columns only; what training in place reads (an adaptation filters as it goes)."""
+    """The plan without grouping but with a filter (what training in place reads): the kept rows of each
+    file as one-row chains."""
     kept: list[list[tuple[int, ...]]] = [[] for _ in files]
     filtered = 0
     for i, rg, r, row in source_rows(files, list(where.columns), storage_options):

@@ -97,8 +97,7 @@ def _drop(f: SourceFile, rg: int, row: int, exc: BadValue, rows: int = 1, group:
 
 
 def _adapt_file(job: _Job, f: SourceFile, out: ParquetOut) -> tuple[int, list[dict[str, Any]]]:
-    """One source file, row group by row group, into ``out``; ``(filtered rows, drops)``. Each output
-    row group holds what survives of ``rows_per_group`` rows the filter keeps (see :class:`ParquetOut`)."""
+    """One source file into ``out``, a row group per ``rows_per_group`` rows the filter keeps; ``(filtered, drops)``."""
     filtered, drops, planned = 0, [], 0
     for _, rg, r, row in source_rows([f], job.columns, job.storage_options):
         if not passes(job.where, row):

@@ -107,8 +107,7 @@ def _tokens(text: str) -> list[tuple[str, str]]:
 
 
 class _Parser:
-    """Recursive descent over the token list: or > and > not > comparison / parentheses, at most
-    ``MAX_DEPTH`` parentheses and ``not`` deep (so at most three frames each)."""
+    """Recursive descent: or > and > not > comparison / parentheses, at most ``MAX_DEPTH`` deep."""
 
     def __init__(self, text: str) -> None:
         self.text = text

@@ -113,8 +113,7 @@ def _end_quietly_on_closed_stdout() -> None:
 
 
 class EditstreamGroup(click.Group):
-    """A click group whose failures end in one or two lines, whose Ctrl-C exits 130, whose closed
-    stdout ends quietly, and whose subcommands accept the global flags too."""
+    """A click group whose failures end in one or two lines and whose subcommands take the global flags."""
 
     def add_command(self, cmd: click.Command, name: str | None = None) -> None:
         """Register ``cmd`` with ``-v``/``-q``/``--debug`` among its options (placed last in its help)."""

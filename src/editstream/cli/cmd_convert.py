@@ -32,9 +32,8 @@ def check_convert_usage(
     media_dir: str | None,
     so: dict[str, Any] | None,
 ) -> None:
-    """``convert``'s arguments fit together: DST and SRC do not overlap (``check_apart``), ``--media-dir``
-    goes with a JSONL SRC (and a JSONL SRC needs it), and a parquet SRC whose columns fit no kind is
-    given ``--schema``."""
+    """``convert``'s arguments fit together: SRC and DST apart, ``--media-dir`` with (and only with) a JSONL
+    SRC, and ``--schema`` for a parquet SRC whose columns fit no kind."""
     from ..conversion.config import PlacesOverlapError, check_apart
 
     try:

@@ -34,8 +34,7 @@ def adapted_records(
     where: str | None,
     split: str | None,
 ) -> list[Any]:
-    """The first ``n`` chains the adapter makes of DATA, as preview records; a row it would drop
-    is shown with the reason instead of its images."""
+    """The first ``n`` chains the adapter makes of DATA as preview records (a dropped row with its reason)."""
     from ..adapters import FilterError, MappingError, peek, resolve_mapping
     from ..adapters.inplace import media_index_dir
     from ..preview.collect import to_record

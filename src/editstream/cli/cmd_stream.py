@@ -22,9 +22,8 @@ log = logging.getLogger("editstream")
 
 
 def _dataset(found: list[DataHandle], workers: int, kw: dict[str, Any]) -> Any:
-    """The kind's training dataset over the DATA entries: what the data layer says reads each entry
-    whole (or ``--num-used`` of it), the standard arguments by keyword, and a ViT transform or a frame
-    sampler only when the class requires one."""
+    """The kind's training dataset over the DATA entries, with a ViT transform or frame sampler only when
+    its class requires one."""
     from ..loader.datasets.parameters import dataset_parameters
     from ..loader.tokenizer import ByteTokenizer
     from ..loader.transforms import ImageTransform
@@ -58,9 +57,8 @@ def _dataset(found: list[DataHandle], workers: int, kw: dict[str, Any]) -> Any:
 
 
 def _open_all(data: tuple[str, ...], schema: str | None, so: Any, kw: dict[str, Any]) -> list[DataHandle]:
-    """The DATA arguments opened (:func:`resolve`), or, with ``--from`` / ``--mapping``, read in place through
-    that adapter (with ``--where``, ``--split``, ``--media-dir``) and listed now: a bad mapping or folder fails
-    before torch loads."""
+    """The DATA arguments opened, or read in place through ``--from`` / ``--mapping`` and listed now, so a
+    bad mapping or folder fails before torch loads."""
     from ..adapters import MappingError
     from ..adapters.inplace import in_place_entry
     from ..data.open import open_data

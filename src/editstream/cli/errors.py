@@ -95,8 +95,7 @@ def _local_path_error(e: BaseException) -> Problem | None:
 
 
 def _storage_problem(chain: list[BaseException]) -> Problem | None:
-    """An S3/storage cause a user can fix, from anywhere in the chain (each hint fits its storage:
-    credentials and buckets for S3, file permissions for a local path)."""
+    """An S3/storage cause a user can fix, from anywhere in the chain."""
     for e in chain:
         local = _local_permission(e) or _local_path_error(e)
         if local is not None:

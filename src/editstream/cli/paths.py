@@ -55,8 +55,7 @@ def unfinished_conversion(found: d.PathKind) -> DataProblem:
 
 
 def _recognised(url: str, storage_options: dict[str, Any] | None, what: str) -> Layout | d.PathKind:
-    """The layout at ``url``, or what the path is when it is none (a missing path and an unfinished
-    conversion are refused here, with their fix)."""
+    """The layout at ``url``, or what the path is when none (a missing path or unfinished conversion refused)."""
     check_bucket(url, storage_options)
     try:
         return recognise(url, storage_options)

@@ -142,8 +142,7 @@ class DropLog:
 
 
 class FailureBudgetExceeded(RuntimeError):
-    """Too many failures in a row (units that could not be read, rows a parser failed on): the data,
-    the storage or the parser is broken."""
+    """Too many failures in a row: the data, the storage or the parser is broken."""
 
 
 class FailureBudget:

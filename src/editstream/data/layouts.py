@@ -99,8 +99,7 @@ class Layout:
         raise NotImplementedError
 
     def source(self, entries: Sequence[Any], request: SourceRequest) -> ListingRowSource:
-        """The row source reading ``entries`` (all of this layout) for ``request``: the kind's shape builds
-        it; a layout of its own (:func:`register_layout`) may build its own."""
+        """The row source reading ``entries`` (all of this layout) for ``request``, built by the kind's shape."""
         source: ListingRowSource = data_shape(request.kind).source(self.title, entries, request, self.storage_options)
         return source
 
@@ -110,8 +109,7 @@ class Layout:
 
 
 class LayoutEntry:
-    """A ``data_dir_list`` entry (or ``open_data`` path) that says itself how it is read: its own layout,
-    such as a public dataset read in place through an adapter; every dataset and command then reads it."""
+    """A ``data_dir_list`` entry that gives its own layout (a dataset read in place through an adapter)."""
 
     def layout(self, storage_options: StorageOptions | None) -> Layout:
         """The layout reading this entry (cheap: listing happens when its units are)."""
@@ -124,8 +122,8 @@ IN_PLACE_KEYS = ("from", "mapping", "where", "media_dir", "split")
 
 
 def in_place_entry(meta: Mapping[str, Any], owner: str) -> LayoutEntry | None:
-    """The entry a ``dataset_info`` entry with ``from:`` / ``mapping:`` reads (``None`` without them),
-    built by the adapters layer, named here by module path as a kind names its code: it sits above this one."""
+    """The adapters layer's entry for a ``dataset_info`` entry with ``from:`` / ``mapping:`` (imported by
+    name: that layer sits above this one), else ``None``."""
     if not any(key in meta for key in IN_PLACE_KEYS):
         return None
     entry: LayoutEntry | None = importlib.import_module("editstream.adapters.inplace").in_place_entry(meta, owner)
@@ -133,8 +131,7 @@ def in_place_entry(meta: Mapping[str, Any], owner: str) -> LayoutEntry | None:
 
 
 def kind_of_columns(url: Any, columns: Sequence[str]) -> DatasetKind:
-    """The registered kind a table with ``columns`` is (detection); a :class:`LayoutError` listing every
-    detectable kind's columns when none fits."""
+    """The registered kind a table with ``columns`` is; a :class:`LayoutError` listing the kinds when none fits."""
     found = detect_kind(columns)
     if found is None:
         known = "; ".join(f"{k.name}: {sorted(k.columns)}" for k in all_kinds() if k.detectable and k.columns)
@@ -323,9 +320,8 @@ def recognise(url: Any, storage_options: StorageOptions | None = None) -> Layout
 
 
 def layout_for_backend(entry: Any, backend: str, storage_options: StorageOptions | None = None) -> Layout:
-    """The layout a dataset's ``data_dir_list`` entry has on ``backend``, told from its name alone (no I/O
-    beyond a pattern's existence check), so a dataset's constructor stays cheap; on the parquet backend
-    a layout added with :func:`register_layout` is asked first (one listing of the entry, only then)."""
+    """The layout a ``data_dir_list`` entry has on ``backend``, told from its name alone so a dataset's
+    constructor stays cheap (a registered layout is asked first on the parquet backend)."""
     if isinstance(entry, LayoutEntry):
         layout = entry.layout(storage_options)
         if layout.backend != backend:

@@ -285,8 +285,7 @@ def open_media(
     index_dir: str | None = None,
     allow_outside: bool = False,
 ) -> FolderMedia | ArchiveMedia:
-    """The media source at ``url``: a folder, an archive, one part of a split archive (all its parts are
-    read), or a list of parts in order. ``index_dir`` keeps archive indexes for the next run."""
+    """The media source at ``url``: a folder, an archive, a split archive (by one part) or a list of parts."""
     if not isinstance(url, str):
         return ArchiveMedia(list(url), storage_options, index_dir)
     if is_split_part(url):

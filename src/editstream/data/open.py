@@ -46,8 +46,7 @@ class DataHandle:
         return self.layout.storage_options
 
     def request(self, dataset_name: str = "data", drops: DropLog | None = None, **options: Any) -> SourceRequest:
-        """What a row source of this data is built with (``options``: the backend's source options); a
-        directory's files are listed sorted, the order the loader shuffles units in."""
+        """What a row source of this data is built with; a directory's files listed sorted, as the loader does."""
         return SourceRequest(
             dataset_name=dataset_name,
             kind=self.kind,
@@ -97,8 +96,7 @@ def open_data(
 def dataset_source(
     entries: Sequence[Any], backend: str, request: SourceRequest, storage_options: StorageOptions | None = None
 ) -> ListingRowSource:
-    """The row source a training dataset reads its ``data_dir_list`` with on ``backend``: the layout of each
-    entry is told from its name alone (constructors stay cheap; listing happens on first use)."""
+    """The row source a training dataset reads its ``data_dir_list`` with (layouts told from names alone)."""
     layouts = [layout_for_backend(entry, backend, storage_options) for entry in entries] or [
         layout_for_backend("", backend, storage_options)
     ]
@@ -107,6 +105,5 @@ def dataset_source(
 
 
 def entry_count(entry: Any, backend: str, storage_options: StorageOptions | None = None) -> int:
-    """The ``num_used_data`` entry that reads every file of a data directory once (a converted root: its
-    source files; a shard pattern: its shards)."""
+    """The ``num_used_data`` entry that reads every file (or shard) of a data directory once."""
     return layout_for_backend(entry, check_backend(backend, "entry_count"), storage_options).count()

@@ -84,9 +84,8 @@ class MediaReader(Protocol):
         ...
 
     def stored(self, name: str, is_folder: bool, entries: int | None = None) -> Any:
-        """Media ``name`` as the converter stores it: a file's bytes, a frame folder's ``{entry: bytes}``
-        (its first ``entries`` frames in frame order), ``None`` when it is missing; raises
-        :class:`~editstream.format.sft.MediaOutsideError` for a name outside the media directory."""
+        """Media ``name`` as the converter stores it (bytes, a frame folder's first ``entries`` frames, ``None``
+        if missing); :class:`~editstream.format.sft.MediaOutsideError` for a name outside the media directory."""
         ...
 
 
@@ -98,9 +97,8 @@ class LineRow:
     media: MediaReader
 
     def record(self, entries: int | None = None, videos: bool = True) -> tuple[dict[str, Any], list[str]]:
-        """The line as a converted sample holds it (``{"line": ..., "media": {name: stored}}``), its media read
-        now (a frame folder's first ``entries`` frames; video files only with ``videos``), and the names
-        refused for being outside the media directory (left out of ``media``)."""
+        """The line as a converted sample holds it with its media read now, and the names refused as outside
+        the media directory (video files only with ``videos``)."""
         try:
             item = json.loads(self.line)
         except (ValueError, RecursionError):

@@ -41,8 +41,7 @@ class DataShape:
     builders: dict[str, Builder] = {}
 
     def source(self, title: str, entries: Sequence[Any], request: SourceRequest, so: StorageOptions | None) -> Any:
-        """The row source reading ``entries`` (all of the layout called ``title``); a :class:`ShapeMismatch`
-        naming what the kind reads when it does not read that layout."""
+        """The row source reading ``entries`` of the layout ``title``; a :class:`ShapeMismatch` if the kind cannot."""
         builder = self.builders.get(title)
         if builder is None:
             kind = "this" if request.kind is None else request.kind.name
@@ -130,8 +129,7 @@ class ParquetSlices(DataShape):
 
 
 class JsonlLines(DataShape):
-    """One sample per JSONL line with the media it names: a JSONL and its media directory, or a root
-    converted from them (which holds the lines, so its dataset is given no JSONL)."""
+    """One sample per JSONL line: a JSONL and its media directory, or a root converted from them."""
 
     builders = {"a JSONL file": _jsonl, "a converted root": _line_roots}
 

@@ -32,9 +32,7 @@ def _check_position(unit: Any, after: Position, shape: str, sizes: Sequence[int]
 
 
 class FileUnit(str):
-    """A whole parquet file (text-to-image units), as its path or URL; equal to the plain string.
-
-    Its rows' positions are ``(row_group, row)``."""
+    """A whole parquet file as its path (equal to the plain string); positions ``(row_group, row)``."""
 
     __slots__ = ()
 
@@ -74,9 +72,7 @@ class FileUnit(str):
 
 
 class ShardUnit(str):
-    """One tar shard (a ``size``-layout shard, a foreign shard), as its URL; equal to the plain string.
-
-    Its rows' positions are ``(sample,)``, the sample's index in the shard."""
+    """One tar shard as its URL (equal to the plain string); positions ``(sample,)``."""
 
     __slots__ = ()
 
@@ -98,9 +94,7 @@ class ShardUnit(str):
 
 
 class RowGroupUnit(NamedTuple):
-    """One row group of a parquet file (or the ``rowgroup``-layout shard converted from it).
-
-    Its rows' positions are ``(row,)``."""
+    """One row group of a parquet file (or its ``rowgroup``-layout shard); positions ``(row,)``."""
 
     path: str
     row_group: int
@@ -145,9 +139,8 @@ Position = tuple[int, ...]
 
 
 def as_unit(value: Any, whole: type[FileUnit] | type[ShardUnit] = FileUnit) -> Any:
-    """``value`` as a typed unit: a string is ``whole`` (a file or a shard), a ``(path, row_group)`` pair a
-    :class:`RowGroupUnit`, a ``(line, media_dir)`` pair a :class:`LineUnit`; anything else a ``TypeError``.
-    Typed units pass through, so a source may be given the plain values a reference-style subclass lists."""
+    """``value`` as a typed unit (a string is ``whole``; a ``(path, row_group)`` or ``(line, media_dir)`` pair),
+    so a source takes the plain values a reference-style subclass lists; else a ``TypeError``."""
     if isinstance(value, (FileUnit, ShardUnit, RowGroupUnit, LineUnit)):
         return value
     if isinstance(value, str):

@@ -57,8 +57,7 @@ def is_foreign_entry(entry: Any, storage_options: StorageOptions | None = None) 
 
 
 def _matches(url: str, storage_options: StorageOptions | None) -> list[str]:
-    """The shards one brace-expanded ``url`` names: itself when it has no glob characters or exists
-    under that exact name, else the glob's matches."""
+    """The shards one brace-expanded ``url`` names: itself, unless it is a glob that matches otherwise."""
     if not any(c in url.rsplit("/", 1)[-1] for c in "*?[") or storage.exists(url, storage_options):
         return [url]
     if storage.is_local(url) and "://" not in url:

@@ -94,9 +94,7 @@ class LineListing:
 
 
 class DirectoryMedia:
-    """A row's media read from files under its media directory (local path or URL); names outside
-    it raise :class:`~editstream.format.sft.MediaOutsideError` before anything is read, unless
-    ``allow_outside``."""
+    """A row's media read from files under its media directory; names outside it are refused first."""
 
     def __init__(
         self, image_dir: str, storage_options: StorageOptions | None = None, allow_outside: bool = False
@@ -121,9 +119,8 @@ class DirectoryMedia:
         return result
 
     def stored(self, name: str, is_folder: bool, entries: int | None = None) -> Any:
-        """A file's bytes or a folder's ``{entry: bytes}`` (listing order, the reference's ``os.listdir``; or
-        the first ``entries`` in frame order), ``None`` where absent; storage faults are retried, then raised
-        (a conversion must not record readable media as missing)."""
+        """A file's bytes or a folder's ``{entry: bytes}`` (``None`` where absent); storage faults are retried,
+        then raised, so a conversion never records readable media as missing."""
         path = contained_media_path(self.image_dir, name, self.allow_outside)
         if not is_folder:
             return self._file(path)

@@ -154,8 +154,7 @@ class ShardLineSource(LineListing):
         prefetch_samples: int = DEFAULT_PREFETCH_ITEMS,
         allow_outside_media_dir: bool = False,
     ) -> None:
-        """``prefetch_bytes``: the most of the process's I/O budget the samples fetched ahead hold
-        (``None``: no cap of its own); ``prefetch_samples``: the most fetched ahead at once."""
+        """``prefetch_bytes`` caps this source's share of the I/O budget; ``prefetch_samples`` the samples ahead."""
         if (prefetch_bytes is not None and prefetch_bytes <= 0) or prefetch_samples <= 0:
             raise ValueError(
                 f"dataset {dataset_name!r}: prefetch_bytes and prefetch_samples must be > 0, "
@@ -254,8 +253,7 @@ class ShardLineSource(LineListing):
         self.__dict__.update(state)
 
     def plan_units(self, units: Iterable[Unit]) -> None:
-        """Fetch the samples of ``units`` ahead, in this order, within the byte and sample budgets;
-        a new plan (an empty one ends it) cancels the fetches of the previous one not started yet."""
+        """Fetch the samples of ``units`` ahead in order; a new plan cancels the previous one's unstarted fetches."""
         if self._planned is not None:
             self._planned.close()
         items = ((self.place(unit), as_unit(unit).line) for unit in units)
