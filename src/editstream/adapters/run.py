@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -87,13 +88,9 @@ def _schema(files: Sequence[SourceFile], mapping: AdapterMapping) -> pa.Schema:
 
 
 def _drop(f: SourceFile, rg: int, row: int, exc: BadValue, rows: int = 1, group: Any = None) -> dict[str, Any]:
-    record: dict[str, Any] = {"file": f.name, "row_group": rg, "row": row}
-    if exc.column is not None:
-        record["column"] = exc.column
-    record.update(code=exc.code, reason=exc.reason, rows=rows)
-    if group is not None:
-        record["group"] = group
-    return record
+    record = {"file": f.name, "row_group": rg, "row": row, **({"column": exc.column} if exc.column is not None else {})}
+    record |= {"code": exc.code, "reason": exc.reason, "rows": rows}
+    return record if group is None else record | {"group": group}
 
 
 def _adapt_file(job: _Job, f: SourceFile, out: ParquetOut) -> tuple[int, list[dict[str, Any]]]:
@@ -212,9 +209,7 @@ def _plan(
 
 def _summary(mapping: AdapterMapping, plan: Plan, records: dict[str, dict[str, Any]], resumed: int) -> dict[str, Any]:
     drops = list(plan.drops or []) + [d for r in records.values() for d in r["drops"]]
-    by_reason: dict[str, int] = {}
-    for d in drops:
-        by_reason[d["code"]] = by_reason.get(d["code"], 0) + 1
+    by_reason = Counter(d["code"] for d in drops)
     grouped = bool(mapping.group_by)
     return {
         "adapter": mapping.name,

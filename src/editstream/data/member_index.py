@@ -62,10 +62,7 @@ class MemberIndex:
         kept = json.loads(data)
         if kept.get("byteorder") != sys.byteorder:
             raise ValueError("a member index of another byte order")
-        arrays = []
-        for k in ("starts", "offsets", "sizes"):
-            arrays.append(array("q"))
-            arrays[-1].frombytes(base64.b64decode(kept[k]))
+        arrays = [array("q", base64.b64decode(kept[k])) for k in ("starts", "offsets", "sizes")]
         if not len(arrays[0]) == len(arrays[1]) == len(arrays[2]):
             raise ValueError("a member index whose arrays differ in length")
         return cls(base64.b64decode(kept["names"]), *arrays)
