@@ -6,9 +6,17 @@ also converts it, :func:`peek` previews it and :class:`InPlace` trains on the so
 
 from __future__ import annotations
 
-from .builtin import builtin_names, builtin_path, resolve_mapping
 from .inplace import InPlace
-from .mapping import AdapterMapping, InstructionSource, MappingError, load_mapping, mapping_from_dict
+from .mapping import (
+    AdapterMapping,
+    InstructionSource,
+    MappingError,
+    builtin_names,
+    builtin_path,
+    load_mapping,
+    mapping_from_dict,
+    resolve_mapping,
+)
 from .peek import Peeked, peek
 from .pipeline import run_adapter, staging_dir
 from .run import NoChainsError, adapt

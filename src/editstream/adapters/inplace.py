@@ -38,9 +38,8 @@ from ..io import storage
 from ..io.parquet import open_parquet
 from ..io.storage import StorageOptions
 from ..kinds import DatasetKind, get_kind
-from .builtin import builtin_path
 from .chains import ChainBuilder, output_schema, to_table
-from .mapping import AdapterMapping, MappingError, load_mapping
+from .mapping import AdapterMapping, MappingError, builtin_path, load_mapping
 from .output import fingerprint
 from .plan import (
     Mounts,

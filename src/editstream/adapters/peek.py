@@ -11,9 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from ..io import storage
-from .builtin import resolve_mapping
 from .chains import ChainBuilder
-from .mapping import AdapterMapping
+from .mapping import AdapterMapping, resolve_mapping
 from .plan import SourceFile, check_columns, gather, open_sources, passes, plan_groups, source_rows
 from .sources import close_mounts
 from .values import BadValue, MediaDir

@@ -9,8 +9,7 @@ from ..conversion import convert
 from ..conversion.config import check_apart
 from ..conversion.dst import ForeignFilesError, foreign_names
 from ..io import storage
-from .builtin import resolve_mapping
-from .mapping import AdapterMapping
+from .mapping import AdapterMapping, resolve_mapping
 from .output import PARQUET_INFO
 from .run import DEFAULT_CHAINS_PER_FILE, DEFAULT_ROWS_PER_GROUP, adapt
 

@@ -1,7 +1,7 @@
 """``adapt``: a source dataset in its own schema -> BAGEL-format parquet with ``parquet_info.json``.
 
-Bad rows are dropped and recorded with file, row group and row; the output is byte-identical however
-often the run was interrupted.
+Bad rows are dropped and recorded with file, row group and row; output files are picklable tasks on the
+converter's executors, and the output is byte-identical however (and however often interrupted) they ran.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import contextlib
 import logging
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,13 +19,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..conversion.config import check_apart
-from ..conversion.executors import Executor
+from ..conversion.executors import Executor, ProcessPoolExecutor, TaskError, make_executor
 from ..format.safe_yaml import brief
 from ..io import storage
 from ..io.progress import Progress
-from .builtin import resolve_mapping
 from .chains import ChainBuilder, output_schema
-from .mapping import AdapterMapping, MappingError
+from .mapping import AdapterMapping, MappingError, resolve_mapping
 from .output import (
     ParquetOut,
     fingerprint,
@@ -35,7 +34,6 @@ from .output import (
     write_record,
     write_report,
 )
-from .parallel import OutputWork, run_outputs
 from .plan import (
     Mounts,
     OutputTask,
@@ -59,6 +57,64 @@ DEFAULT_ROWS_PER_GROUP = 100
 """Chains per output row group (a loader unit); the Hub's own image datasets use 100 rows."""
 DEFAULT_CHAINS_PER_FILE = 1000
 """Chains per output file of a grouped adaptation (ungrouped ones keep one file per source file)."""
+
+
+PRELOAD = ("editstream.adapters.run",)
+"""What a local pool's fork server imports once for its workers."""
+
+
+@dataclass(frozen=True)
+class OutputWork:
+    """One output file to write: ``run(*args)`` returns its done record."""
+
+    name: str
+    run: Callable[..., dict[str, Any]]
+    args: tuple[Any, ...]
+
+    def describe(self) -> str:
+        return f"adapter output file {self.name}"
+
+
+def run_work(work: OutputWork) -> dict[str, Any]:
+    """Run one task (in whichever process the executor chose)."""
+    return work.run(*work.args)
+
+
+def _executor(engine: str, workers: int | None, ray_address: str | None) -> Executor:
+    """The converter's executor for ``engine`` / ``workers``; a local pool's workers preload the adapter."""
+    if engine == "ray":
+        return make_executor(engine, workers, ray_address=ray_address)
+    n = workers or 1
+    if engine == "process" or (engine in ("auto", "local") and n > 1):
+        return ProcessPoolExecutor(n, preload=PRELOAD)
+    return make_executor(engine, n, ray_address=ray_address)
+
+
+def run_outputs(
+    works: Sequence[OutputWork],
+    bar: Progress,
+    *,
+    executor: Executor | None = None,
+    engine: str = "auto",
+    workers: int | None = 1,
+    ray_address: str | None = None,
+) -> dict[str, dict[str, Any]]:
+    """Every task's record by output name, in the order of ``works``, run on ``executor`` (else on one made
+    from ``engine`` / ``workers`` and closed after)."""
+    if not works:
+        return {}
+    runner = executor if executor is not None else _executor(engine, workers, ray_address)
+    done: dict[str, dict[str, Any]] = {}
+    try:
+        for work, record in runner.map_unordered(run_work, works):
+            done[work.name] = record
+            bar.update(1, rows=record["num_rows"], nbytes=record["size"])
+    except TaskError as exc:  # the task's own error (it names the source file), as one process raises it
+        raise (exc.__cause__ if isinstance(exc.__cause__, Exception) else exc) from None
+    finally:
+        if executor is None:
+            runner.close()
+    return {work.name: done[work.name] for work in works}
 
 
 @dataclass(frozen=True)
