@@ -71,10 +71,8 @@ def _late_flag(ctx: click.Context, param: click.Parameter, value: Any) -> None:
         return
     if param.name == "verbosity":
         SETTINGS.verbosity += int(value)
-    elif param.name == "quiet":
-        SETTINGS.quiet = True
-    elif param.name == "debug":
-        SETTINGS.debug = True
+    else:  # quiet, debug
+        setattr(SETTINGS, str(param.name), True)
     setup_logging(SETTINGS.verbosity, SETTINGS.quiet, SETTINGS.debug)
 
 

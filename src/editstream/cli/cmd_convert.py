@@ -33,9 +33,12 @@ def check_convert_usage(
     so: dict[str, Any] | None,
 ) -> None:
     """``convert``'s arguments fit together: SRC and DST apart, ``--media-dir`` with (and only with) a JSONL
-    SRC, and ``--schema`` for a parquet SRC whose columns fit no kind."""
+    SRC, and a ``--schema`` that fits SRC (needed for a parquet SRC whose columns fit no kind)."""
     from ..conversion.config import PlacesOverlapError, check_apart
+    from ..kinds import get_kind
 
+    if isinstance(found, JsonlFile) and schema is not None and not get_kind(schema).source.reads_lines:
+        raise UsageProblem(f"{src} is a JSONL file (JSONL + media data); --schema {schema} needs a parquet directory")
     try:
         check_apart({"SRC": src, "DST": dst})
     except PlacesOverlapError as exc:
@@ -56,10 +59,12 @@ def check_convert_usage(
     if media_dir is not None:
         raise UsageProblem(f"--media-dir is for a JSONL SRC; {src} is a parquet directory", "leave --media-dir out")
     if schema is None:
-        _check_detectable(src, found, so)
+        _check_detectable(src, found)
+    else:
+        _check_schema_fits(found, schema)
 
 
-def _check_detectable(src: str, found: ParquetDirectory, so: dict[str, Any] | None) -> None:
+def _check_detectable(src: str, found: ParquetDirectory) -> None:
     """A parquet SRC without ``--schema`` must have the columns of a kind detection recognises."""
     from ..kinds import all_kinds, detect_kind
 
@@ -73,33 +78,24 @@ def _check_detectable(src: str, found: ParquetDirectory, so: dict[str, Any] | No
     )
 
 
-def check_schema_fits(found: ParquetDirectory | JsonlFile, schema: str, so: dict[str, Any] | None) -> None:
+def _check_schema_fits(found: ParquetDirectory, schema: str) -> None:
     """A ``--schema`` that lacks columns of the data is a usage error naming the kind that fits."""
     from ..kinds import detect_kind, get_kind
 
     kind = get_kind(schema)
-    if not isinstance(found, ParquetDirectory) or not kind.columns:
+    if not kind.columns:
         return
     columns = parquet_columns(found)
     missing = [c for c in kind.columns if c not in columns]
     if not missing:
         return
-    detected = detect_kind(columns)
-    fits = detected.name if detected else None
+    fits = detect_kind(columns)
     advice = (
-        f"these columns are {fits} data: pass --schema {fits} or leave --schema out"
+        f"these columns are {fits.name} data: pass --schema {fits.name} or leave --schema out"
         if fits
         else f"pass --schema {catch_all_kind()} to convert the rows as they are"
     )
     raise UsageProblem(f"--schema {schema} needs columns {list(kind.columns)}; {found.url} has {columns}", advice)
-
-
-def _check_jsonl(src: str, found: ParquetDirectory | JsonlFile, schema: str | None) -> None:
-    """A JSONL SRC needs a JSONL + media kind (or none given: conversion picks it)."""
-    from ..kinds import get_kind
-
-    if isinstance(found, JsonlFile) and schema is not None and not get_kind(schema).source.reads_lines:
-        raise UsageProblem(f"{src} is a JSONL file (JSONL + media data); --schema {schema} needs a parquet directory")
 
 
 def _layout(ctx: click.Context, layout: str, shard_size: int | None, samples_per_shard: int | None) -> str:
@@ -259,10 +255,7 @@ def convert(ctx: click.Context, src: str, dst: str, **kw: Any) -> None:
         warm_up(kw["engine"], kw["workers"])  # the fork server imports while SRC is checked and planned
     schema = kw.pop("schema")
     found = parquet_source(src, so)
-    _check_jsonl(src, found, schema)
     check_convert_usage(src, dst, found, schema, kw["media_dir"], so)
-    if schema is not None:
-        check_schema_fits(found, schema, so)
     check_bucket(dst, so)
     from ..conversion.dst import ForeignFilesError
 

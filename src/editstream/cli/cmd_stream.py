@@ -109,11 +109,7 @@ def _check_rank(rank: int | None, world_size: int | None) -> None:
 
     r, w = resolve_rank_and_world(rank, world_size)
     if not 0 <= r < w:
-        given = (
-            "--rank/--world-size"
-            if rank is not None and world_size is not None
-            else "--rank/--world-size or RANK/WORLD_SIZE"
-        )
+        given = "--rank/--world-size" + ("" if rank is not None and world_size is not None else " or RANK/WORLD_SIZE")
         raise UsageProblem(f"rank {r} is not in a world of size {w} ({given})", f"give a rank from 0 to {w - 1}")
 
 
@@ -205,11 +201,10 @@ def stream(data: tuple[str, ...], schema: str | None, samples: int, workers: int
         if size > kw["max_tokens_per_sample"]:
             over += 1
             if over == 1:
+                limit = kw["max_tokens_per_sample"]
                 log.warning(
-                    "sample %s has %d tokens, over --max-tokens-per-sample %d: a packer with that limit drops it",
-                    sample.get("data_indexes"),
-                    size,
-                    kw["max_tokens_per_sample"],
+                    f"sample {sample.get('data_indexes')} has {size} tokens, over --max-tokens-per-sample {limit}: "
+                    "a packer with that limit drops it"
                 )
         if n >= samples:
             break
