@@ -300,10 +300,10 @@ def _run(src: str, dst: str, *, engine: str, workers: int | None, ray_address: s
         )
 
 
+API_OPTIONS = ("schema", "layout", "storage_options", "media_dir", "allow_outside_media_dir", "parquet_info")
+API_OPTIONS += ("shard_size", "samples_per_shard", "overwrite", "drop_bad_rows", "digest")
+"""The command's options that ``conversion.convert`` (and its dry run) take by the same name."""
+
+
 def _api(kw: dict[str, Any]) -> dict[str, Any]:
-    """The command's remaining options as ``conversion.convert`` keywords."""
-    optional = ("schema", "layout", "storage_options", "media_dir", "parquet_info", "shard_size")
-    out = {k: kw[k] for k in (*optional, "allow_outside_media_dir") if k in kw}
-    out.update(samples_per_shard=kw.get("samples_per_shard"), overwrite=kw["overwrite"])
-    out.update(drop_bad_rows=kw["drop_bad_rows"], digest=kw["digest"])
-    return out
+    return {k: kw[k] for k in API_OPTIONS}

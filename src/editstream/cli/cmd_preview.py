@@ -42,21 +42,20 @@ def adapted_records(
 
     if adapter is not None and mapping_file is not None:
         raise UsageProblem("--from and --mapping both name the mapping", "give one of them")
-    records = []
     try:
         mapping = resolve_mapping(adapter or mapping_file or "")
         index = media_index_dir()  # archives indexed by a first look are not read whole again, nor in place
         shown = peek(
             data, mapping, n, where=where, media_dir=media_dir, split=split, storage_options=opts, index_dir=index
         )
-        for title, row in shown:
-            if isinstance(row, dict):
-                records.append(to_record(mapping.kind, title, row))
-            else:
-                records.append(Record(title, [], [f"(dropped by the adapter: {row.reason})"], mapping.kind))
+        return [
+            to_record(mapping.kind, title, row)
+            if isinstance(row, dict)
+            else Record(title, [], [f"(dropped by the adapter: {row.reason})"], mapping.kind)
+            for title, row in shown
+        ]
     except (MappingError, FilterError) as exc:
         raise UsageProblem(" ".join(str(exc).split())) from None
-    return records
 
 
 def _records(

@@ -145,24 +145,18 @@ class FailureBudgetExceeded(RuntimeError):
     """Too many failures in a row: the data, the storage or the parser is broken."""
 
 
+@dataclass(eq=False)
 class FailureBudget:
     """Counts failures in a row; more than ``budget`` stops the stream with an error saying ``what`` failed
     (and the dataset's drop counts, given ``drops``)."""
 
-    def __init__(
-        self,
-        dataset_name: str,
-        budget: int,
-        what: str = "units in a row could not be read",
-        drops: DropLog | None = None,
-    ) -> None:
-        self.dataset_name = dataset_name
-        self.budget = budget
-        self.what = what
-        self.drops = drops
-        self.in_a_row = 0
-        self.last_error: BaseException | None = None
-        self.last_where: dict[str, Any] = {}
+    dataset_name: str
+    budget: int
+    what: str = "units in a row could not be read"
+    drops: DropLog | None = None
+    in_a_row: int = 0
+    last_error: BaseException | None = None
+    last_where: dict[str, Any] = field(default_factory=dict)
 
     def failed(self, where: dict[str, Any], error: BaseException) -> None:
         """Count one failure; raise :class:`FailureBudgetExceeded` (chained to ``error``) past the budget."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ...format.sft import check_links, contained_media_path, is_frame_folder, media_path, sort_frames
@@ -93,16 +93,14 @@ class LineListing:
         return {"file": self._origins[entry], "line": line + 1}
 
 
+@dataclass(eq=False)
 class DirectoryMedia:
     """A row's media read from files under its media directory; names outside it are refused first."""
 
-    def __init__(
-        self, image_dir: str, storage_options: StorageOptions | None = None, allow_outside: bool = False
-    ) -> None:
-        self.image_dir = image_dir
-        self.storage_options = storage_options
-        self.allow_outside = allow_outside
-        self.retry = RetryPolicy()
+    image_dir: str
+    storage_options: StorageOptions | None = None
+    allow_outside: bool = False
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
 
     def image_bytes(self, name: Any) -> bytes:
         path = contained_media_path(self.image_dir, name, self.allow_outside)

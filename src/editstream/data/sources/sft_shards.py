@@ -48,13 +48,13 @@ class SampleMismatchError(Exception):
     """A converted sample is not the line the dataset's ``lines.jsonl`` says it is."""
 
 
+@dataclass(eq=False)
 class SampleMedia:
     """A row's media from its converted sample; a name outside the media directory is refused as the source
     backend refuses it, so both backends drop the same lines (``None`` marks media missing at conversion)."""
 
-    def __init__(self, media: dict[str, Any], allow_outside: bool = False) -> None:
-        self.media = media
-        self.allow_outside = allow_outside
+    media: dict[str, Any]
+    allow_outside: bool = False
 
     def _value(self, name: Any) -> Any:
         if not isinstance(name, str):
