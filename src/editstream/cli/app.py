@@ -124,12 +124,6 @@ class EditstreamGroup(click.Group):
             return super().invoke(ctx)
         except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
             raise
-        except BrokenPipeError as exc:
-            if _stdout_closed():
-                _end_quietly_on_closed_stdout()
-            if SETTINGS.debug:
-                raise
-            raise explain(exc) from None
         except KeyboardInterrupt:
             if SETTINGS.debug:
                 raise
@@ -138,6 +132,8 @@ class EditstreamGroup(click.Group):
             click.echo(f"\ninterrupted{advice}", err=True)
             raise click.exceptions.Exit(130) from None
         except Exception as exc:
+            if isinstance(exc, BrokenPipeError) and _stdout_closed():
+                _end_quietly_on_closed_stdout()
             if SETTINGS.debug:
                 raise
             raise explain(exc) from None

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Any
 
 import click
@@ -158,12 +159,9 @@ def preview(
         raise DataProblem(f"{data} holds no records to preview")
     via = adapting["adapter"] or adapting["mapping_file"]
     title = f"editstream preview: {data}{f' via {via}' if via else ''} (first {len(records)})"
-    folder = os.path.dirname(out)
-    if folder:
-        os.makedirs(folder, exist_ok=True)
+    os.makedirs(os.path.dirname(out) or ".", exist_ok=True)
     if suffix == ".png":
         save_png(to_png(records, title), out)
     else:
-        with open(out, "w", encoding="utf-8") as f:
-            f.write(to_html(records, title))
+        Path(out).write_text(to_html(records, title), encoding="utf-8")
     click.echo(f"wrote {out} ({len(records)} records)")

@@ -4,6 +4,7 @@ over DataLoader workers through a private directory; :class:`FailureBudget` stop
 from __future__ import annotations
 
 import contextlib
+import glob
 import json
 import logging
 import os
@@ -120,15 +121,10 @@ class DropLog:
 
     def _published(self) -> Counter[str]:
         total: Counter[str] = Counter()
-        try:
-            names = os.listdir(self.shared_dir)
-        except OSError:
-            return total
-        for name in names:
-            if not name.endswith(".json") or name == f"{os.getpid()}.json":
-                continue
-            with contextlib.suppress(OSError, ValueError), open(os.path.join(self.shared_dir, name)) as f:
-                total.update({str(k): int(v) for k, v in json.load(f).items()})
+        for path in glob.glob(os.path.join(glob.escape(self.shared_dir), "*.json")):
+            if os.path.basename(path) != f"{os.getpid()}.json":
+                with contextlib.suppress(OSError, ValueError), open(path) as f:
+                    total.update({str(k): int(v) for k, v in json.load(f).items()})
         return total
 
     @property

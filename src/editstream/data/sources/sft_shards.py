@@ -126,15 +126,8 @@ def _root_shards(root: str, manifest: Manifest, info: SftInfo) -> _Root:
         rows = shard.rows
         if len(rows) != 1 or rows[0].start != covered or shard.dropped or shard.num_samples != rows[0].num_rows:
             raise ManifestError(f"{root}: shard {shard.path} does not hold the lines from {covered} on, every one")
-        shards.append(
-            _Shard(
-                storage.join(root, shard.path),
-                storage.join(root, shard.idx_path),
-                rows[0].start,
-                shard.num_samples,
-                shard.num_bytes,
-            )
-        )
+        url, idx_url = storage.join(root, shard.path), storage.join(root, shard.idx_path)
+        shards.append(_Shard(url, idx_url, rows[0].start, shard.num_samples, shard.num_bytes))
         covered = rows[0].stop
     if covered != info.num_lines:
         raise ManifestError(f"{root}: shards hold {covered} lines, the JSONL has {info.num_lines}")
