@@ -300,8 +300,8 @@ def _run(src: str, dst: str, *, engine: str, workers: int | None, ray_address: s
         )
 
 
-API_OPTIONS = ("schema", "layout", "storage_options", "media_dir", "allow_outside_media_dir", "parquet_info")
-API_OPTIONS += ("shard_size", "samples_per_shard", "overwrite", "drop_bad_rows", "digest")
+API_OPTIONS: tuple[str, ...] = ("schema", "layout", "storage_options", "media_dir", "allow_outside_media_dir")
+API_OPTIONS += ("parquet_info", "shard_size", "samples_per_shard", "overwrite", "drop_bad_rows", "digest")
 """The command's options that ``conversion.convert`` (and its dry run) take by the same name."""
 
 
