@@ -300,11 +300,9 @@ def schema_of(f: MetadataFile, so: storage.StorageOptions | None) -> pa.Schema:
 
 def snapshot_roots(src: str, so: storage.StorageOptions | None) -> list[str]:
     """A Hub cache folder's ``snapshots/<rev>``: the revision ``refs/main`` names, else every one."""
-    try:
+    with contextlib.suppress(FileNotFoundError, NotADirectoryError, UnicodeDecodeError):
         rev = storage.read_bytes(storage.join(src, "refs", "main"), so).decode().strip()
         return [storage.join(src, "snapshots", rev)]
-    except (FileNotFoundError, NotADirectoryError, UnicodeDecodeError):
-        pass
     try:
         revs = sorted(storage.list_names(storage.join(src, "snapshots"), so))
     except (FileNotFoundError, NotADirectoryError):

@@ -3,6 +3,7 @@ failures end: an ``Error:`` line and at most one of advice; exit 0 ok, 1 data, 2
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sys
@@ -102,11 +103,8 @@ def _stdout_closed() -> bool:
 def _end_quietly_on_closed_stdout() -> None:
     """Exit :data:`EXIT_PIPE_CLOSED` without a word; stdout is pointed at /dev/null first so the
     interpreter's own final flush does not print "Exception ignored ... BrokenPipeError"."""
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-    except (OSError, ValueError):
-        pass
+    with contextlib.suppress(OSError, ValueError):
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     sys.exit(EXIT_PIPE_CLOSED)
 
 

@@ -3,6 +3,7 @@ read in place by member through an index kept under ``index_dir``, so memory sta
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import json
@@ -212,10 +213,8 @@ class ArchiveMedia:
     def _index(self) -> MemberIndex:
         paths = self._index_paths()
         if paths is not None:
-            try:
+            with contextlib.suppress(FileNotFoundError, ValueError, TypeError, KeyError):
                 return MemberIndex.loads(storage.read_bytes(paths[0], self.storage_options))
-            except (FileNotFoundError, ValueError, TypeError, KeyError):
-                pass
         try:
             members = MemberIndex.of(self._scan())
         except (tarfile.TarError, EOFError, OSError, zlib.error) as exc:

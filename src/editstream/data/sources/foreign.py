@@ -168,12 +168,9 @@ class ForeignTarSource:
         """The samples of a shard after sample ``after[0]`` (from its start when ``None``)."""
         url = str(unit)
         index = after[0] + 1 if after else 0
-        start = 0
-        if index:
-            found = self._start_offset(url, index)
-            if found is None:
-                return
-            start = found
+        start = self._start_offset(url, index) if index else 0
+        if start is None:
+            return
         with self.reads.open(url, start, self._size(url)) as reader:
             for key, _, members in iter_samples(
                 reader, start_offset=start, max_member_size=self.max_member_size, source=url
