@@ -66,10 +66,8 @@ class ChainBuilder:
         if self.mapping.captioned:
             out = {self.image_column: images[0], self.text_column: _captions(self.mapping, instructions)}
         for column in self.mapping.keep:
-            if self.mapping.group_by and column not in self.mapping.group_by:
-                out[column] = [row[column] for row in rows]
-            else:
-                out[column] = rows[0][column]
+            per_row = self.mapping.group_by and column not in self.mapping.group_by
+            out[column] = [row[column] for row in rows] if per_row else rows[0][column]
         for column, arrow_type in self.keep_types.items():
             try:
                 pa.array([out[column]], arrow_type)

@@ -246,9 +246,9 @@ def _instruction(origin: str, value: Any) -> InstructionSource:
     raise _error(origin, "instructions", "an entry is a column name or {column: NAME, format: string|list|json}", value)
 
 
-def _text(origin: str, data: Mapping[str, Any], key: str, *, required: bool = False) -> str | None:
+def _text(origin: str, data: Mapping[str, Any], key: str) -> str | None:
     value = data.get(key)
-    if value is None and not required:
+    if value is None:
         return None
     if not isinstance(value, str) or not value.strip():
         raise _error(origin, key, "must be a non-empty string", value)
