@@ -1,17 +1,22 @@
 """Adapters: public image-editing datasets in their own Hub schemas -> BAGEL-format edit rows.
 
-A mapping (:class:`AdapterMapping`, :func:`load_mapping`; the built-in ones are
-:func:`builtin_names`) says which columns form the edit chain. :func:`adapt` writes BAGEL parquet,
-:func:`run_adapter` adapts then converts (``convert --from``), :func:`peek` reads the first chains
-in place (``preview --from``), an :class:`InPlace` entry trains on the source in place
-(``dataset_info``'s ``from:``, ``stream --from``). This layer uses the converter's public API only.
+A mapping says which columns form the edit chain; :func:`adapt` writes BAGEL parquet, :func:`run_adapter`
+also converts it, :func:`peek` previews it and :class:`InPlace` trains on the source in place.
 """
 
 from __future__ import annotations
 
-from .builtin import builtin_names, builtin_path, resolve_mapping
 from .inplace import InPlace
-from .mapping import AdapterMapping, InstructionSource, MappingError, load_mapping, mapping_from_dict
+from .mapping import (
+    AdapterMapping,
+    InstructionSource,
+    MappingError,
+    builtin_names,
+    builtin_path,
+    load_mapping,
+    mapping_from_dict,
+    resolve_mapping,
+)
 from .peek import Peeked, peek
 from .pipeline import run_adapter, staging_dir
 from .run import NoChainsError, adapt

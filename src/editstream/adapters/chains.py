@@ -1,8 +1,5 @@
-"""Source rows -> one output row of the target kind: the edit chain, its phrasings and kept extras.
-
-The output schema is fixed by the mapping and the source schema alone (never by the data),
-so every output file of one adaptation has the same column types, even an empty one.
-"""
+"""Source rows -> one output row of the target kind; the output schema depends on the mapping and the
+source schema only, so every output file of an adaptation has the same column types."""
 
 from __future__ import annotations
 
@@ -19,8 +16,7 @@ from .values import BadValue, MediaDir, bad_cell, image_bytes, phrasings
 
 
 def output_schema(mapping: AdapterMapping, source: pa.Schema) -> pa.Schema:
-    """The kind's two columns, then each ``keep`` column: its source type, or a list of it for a
-    per-row column of a grouped chain (a ``group_by`` column stays a single value)."""
+    """The kind's two columns, then each ``keep`` column (a list of its type per row of a grouped chain)."""
     images, texts = mapping.target_columns
     fields = [pa.field(images, pa.list_(pa.binary())), pa.field(texts, pa.list_(pa.list_(pa.string())))]
     if mapping.captioned:
@@ -52,11 +48,8 @@ class ChainBuilder:
         self.keep_types = {c: schema.field(c).type for c in mapping.keep} if schema and mapping.metadata else {}
 
     def build(self, rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
-        """The output row of ``rows`` (one row, or a group's rows in order).
-
-        Raises ``BadValue`` (``exc.row``: the index of the failing row): a cell that cannot be
-        adapted, or a chain the kind's parser would reject.
-        """
+        """The output row of ``rows`` (one row, or a group's in order); ``BadValue`` (``exc.row``: the failing
+        row) for a cell that cannot be adapted or a chain the kind's checks reject."""
         images: list[bytes] = []
         instructions: list[list[str]] = []
         for i, row in enumerate(rows):
@@ -73,10 +66,8 @@ class ChainBuilder:
         if self.mapping.captioned:
             out = {self.image_column: images[0], self.text_column: _captions(self.mapping, instructions)}
         for column in self.mapping.keep:
-            if self.mapping.group_by and column not in self.mapping.group_by:
-                out[column] = [row[column] for row in rows]
-            else:
-                out[column] = rows[0][column]
+            per_row = self.mapping.group_by and column not in self.mapping.group_by
+            out[column] = [row[column] for row in rows] if per_row else rows[0][column]
         for column, arrow_type in self.keep_types.items():
             try:
                 pa.array([out[column]], arrow_type)
@@ -89,8 +80,8 @@ class ChainBuilder:
         return out
 
     def _parts(self, row: dict[str, Any], first: bool) -> tuple[Sequence[str], Sequence[InstructionSource]]:
-        """The image columns and instruction sources of ``row``: all of them, less the first image after
-        the first row of a group, and with ``optional_tail`` only those before the first absent image."""
+        """The image columns and instruction sources of ``row`` (no first image after a group's first row;
+        with ``optional_tail`` only those before the first absent image)."""
         images, texts = self.mapping.images, self.mapping.instructions
         if self.mapping.optional_tail:
             end = next((k for k in range(2, len(images)) if row.get(images[k]) is None), len(images))
@@ -106,8 +97,7 @@ class ChainBuilder:
 
 
 def _captions(mapping: AdapterMapping, phrasings: list[list[str]]) -> str:
-    """The captions JSON object of a text-to-image row: each caption column's text by its name
-    (``name.1``, ``name.2``... for the further phrasings of a list column)."""
+    """The captions JSON object of a text-to-image row (``name.1``, ``name.2``... for further phrasings)."""
     captions: dict[str, str] = {}
     for source, texts in zip(mapping.instructions, phrasings):
         for k, text in enumerate(texts):

@@ -1,14 +1,8 @@
-"""Training on a public dataset in place: its published parquet read through an adapter, not converted.
+"""Training on a public dataset in place: its published files read through an adapter, not converted.
 
-An :class:`InPlace` entry (a ``dataset_info`` entry's ``from:`` / ``mapping:``, ``stream --from``) is a
-layout of its own (:class:`~editstream.data.layouts.LayoutEntry`) on the parquet backend. Its units are
-the row groups ``convert --from`` writes: one output file per source file (ungrouped) or per
-``DEFAULT_CHAINS_PER_FILE`` planned sessions, a row group per ``DEFAULT_ROWS_PER_GROUP`` planned chains.
-A unit's chains are gathered from the source, built by the adapter's own :class:`ChainBuilder`, typed
-as the output file types them and parsed by the kind's dataset like parquet rows, so the stream, its
-drops and its ``data_status`` are those of the converted parquet or shards. A plan that needs a pass
-(``group_by``, or a filter) is kept as a small JSON index beside the data (else in ``$EDITSTREAM_CACHE``,
-default ``~/.cache/editstream``), keyed by the source files' identities and the mapping, and reused.
+Units are the row groups ``convert --from`` would write, their chains built by the same :class:`ChainBuilder`,
+so the stream, its drops and ``data_status`` match the converted data. A plan that needs a pass is kept
+as a small JSON index beside the data (else in ``$EDITSTREAM_CACHE``), keyed by the files and the mapping.
 """
 
 from __future__ import annotations
@@ -44,9 +38,8 @@ from ..io import storage
 from ..io.parquet import open_parquet
 from ..io.storage import StorageOptions
 from ..kinds import DatasetKind, get_kind
-from .builtin import builtin_path
 from .chains import ChainBuilder, output_schema, to_table
-from .mapping import AdapterMapping, MappingError, load_mapping
+from .mapping import AdapterMapping, MappingError, builtin_path, load_mapping
 from .output import fingerprint
 from .plan import (
     Mounts,
@@ -65,7 +58,7 @@ from .plan import (
 from .run import DEFAULT_CHAINS_PER_FILE, DEFAULT_ROWS_PER_GROUP
 from .sources import close_mounts
 from .values import BadValue, MediaDir
-from .where import Filter, parse_filter
+from .where import Filter
 
 log = logging.getLogger(__name__)
 
@@ -76,8 +69,7 @@ class StalePlanError(PositionError):
 
 @dataclass(frozen=True)
 class InPlace(LayoutEntry):
-    """A public dataset (a parquet folder, repository root or Hub cache folder) read through ``mapping``;
-    ``where`` replaces the mapping's filter (``""``: none), as ``convert --from`` takes them."""
+    """A public dataset read through ``mapping``, with ``convert --from``'s ``where`` / ``media_dir`` / ``split``."""
 
     data_dir: str
     mapping: AdapterMapping
@@ -93,12 +85,10 @@ class InPlace(LayoutEntry):
 
     @property
     def filter(self) -> Filter | None:
-        text = self.mapping.where if self.where is None else self.where
-        return parse_filter(text) if text else None
+        return self.mapping.filter(self.where)
 
     def open(self, storage_options: StorageOptions | None) -> tuple[list[SourceFile], Mounts]:
-        """The source files and the media the mapping names, opened in this process (archive indexes are
-        kept in the cache folder)."""
+        """The source files and the media the mapping names, opened in this process."""
         return open_sources(self.data_dir, self.mapping, self.split, storage_options, media_index_dir())
 
     def plan(self, storage_options: StorageOptions | None) -> Plan:
@@ -114,8 +104,7 @@ class InPlace(LayoutEntry):
 
 
 def in_place_entry(meta: Mapping[str, Any], owner: str) -> InPlace | None:
-    """The :class:`InPlace` entry of a ``dataset_info`` entry naming an adapter (``from: NAME`` or
-    ``mapping: FILE``), else ``None``; a ``ValueError`` naming ``owner`` for a bad combination."""
+    """The :class:`InPlace` entry of a ``dataset_info`` entry with ``from:`` or ``mapping:``, else ``None``."""
     named = [key for key in ("from", "mapping") if key in meta]
     if not named:
         stray = [key for key in IN_PLACE_KEYS if key in meta]
@@ -152,7 +141,7 @@ def _index_places(root: str, key: str, so: StorageOptions | None) -> list[tuple[
 
 
 def _held_in(f: SourceFile) -> tuple[str, ...]:
-    """The files on disk a source file is read from (a metadata file inside an archive: the archive's parts)."""
+    """The files on disk a source file is read from (a metadata file in an archive: the archive's parts)."""
     return f.meta.held_in if f.meta is not None and f.meta.held_in else (f.url,)
 
 
@@ -238,9 +227,8 @@ class _Listed:
 
 
 class InPlaceSource:
-    """Row source over :class:`InPlace` entries: a unit is ``(output file, row group)`` (or the whole output
-    file, for a kind read by file) as the adaptation would write it; its rows are the chains the adapter
-    builds, typed as the output file holds them."""
+    """Row source over :class:`InPlace` entries: units are the output row groups (or files) an adaptation
+    would write, rows the chains it builds, typed as the output file holds them."""
 
     def __init__(self, request: SourceRequest, storage_options: StorageOptions | None) -> None:
         self.name = request.dataset_name
@@ -264,7 +252,7 @@ class InPlaceSource:
         return {**self.__dict__, "_readers": {}}  # open media stay with the process that opened them
 
     def list_units(self, data_dir_list: Sequence[Any], num_used_data: Sequence[int]) -> list[Unit]:
-        """Each entry's output files (in the plan's order, repeated and cut to its ``num_used_data``), as units."""
+        """Each entry's output files (repeated and cut to its ``num_used_data``), as units."""
         check_counts(self.name, [str(e) for e in data_dir_list], num_used_data)
         units: list[Unit] = []
         for entry, num_used in zip(data_dir_list, num_used_data):
@@ -297,8 +285,8 @@ class InPlaceSource:
         return units
 
     def _ordered(self, entry: InPlace, paths: list[str]) -> list[str]:
-        """The output files in the order ``num_used_data`` takes them: the plan's (sorted), or for an
-        ungrouped mapping, whose output files have the source files' names, the order its folder lists them in."""
+        """The output files in the order ``num_used_data`` takes them: the plan's, or an ungrouped mapping's
+        (named as the source files) in its folder's listing order."""
         if self.file_order == "sorted" or entry.mapping.group_by or entry.mapping.metadata or not paths:
             return paths
         listing = storage.list_files(paths[0].rsplit("/", 1)[0], ".parquet", self.storage_options, ordered=False)
@@ -318,8 +306,7 @@ class InPlaceSource:
         return out
 
     def _reader(self, listed: _Listed) -> tuple[Sequence[SourceFile], ChainBuilder]:
-        """The source files and the chain builder of ``listed``'s entry in this process: media archives are
-        opened by each process itself (a worker never shares a file position with another)."""
+        """The source files and chain builder of ``listed``'s entry, opened by this process itself."""
         if self._pid != os.getpid():
             self._pid, self._readers = os.getpid(), {}
         entry = listed.entry
@@ -336,7 +323,7 @@ class InPlaceSource:
         return self._readers[entry]
 
     def _open(self, files: Sequence[SourceFile], chains: Iterable[tuple[int, ...]], stack: Any) -> dict[int, Any]:
-        """The source files the chains read, opened; one whose row groups differ from the plan's is refused."""
+        """The parquet files the chains read, opened; one whose row groups differ from the plan's is refused."""
         opened: dict[int, pq.ParquetFile] = {}
         for i in sorted({unpack(loc)[0] for chain in chains for loc in chain}):
             if files[i].meta is not None:  # metadata is checked when a process opens it (_reader)
@@ -352,7 +339,7 @@ class InPlaceSource:
         return opened
 
     def iter_unit_rows(self, unit: Unit, after: Position | None) -> Iterator[tuple[Position, Row | BadSample]]:
-        """The chains of one output row group (or file) that the adapter keeps, after the position ``after``."""
+        """The chains of one output row group (or file) that the adapter keeps, after ``after``."""
         typed = as_unit(unit)
         listed = self.listed[typed.path]
         for group, first in typed.row_group_reads(after, listed.groups):
@@ -364,8 +351,7 @@ class InPlaceSource:
         entry = listed.entry
         files, builder = self._reader(listed)
         chains = self._chains(listed, group)
-        where = entry.filter
-        columns = list(dict.fromkeys([*entry.mapping.source_columns, *(where.columns if where else ())]))
+        columns = entry.mapping.read_columns(entry.filter)
         with contextlib.ExitStack() as stack:
             found = gather(files, chains, columns, self.storage_options, stack, self._open(files, chains, stack))
         results: list[dict[str, Any] | BadSample] = []
@@ -386,7 +372,7 @@ class InPlaceSource:
             k += not isinstance(result, BadSample)
 
     def plan_units(self, units: Iterable[Unit]) -> None:
-        """Nothing to plan: a unit's source row groups are read when it is."""
+        """Nothing to read ahead."""
 
     def describe(self, unit: Unit, position: Position | None = None) -> dict[str, Any]:
         """The unit as the converted output names it, and the entry it is read from."""

@@ -1,8 +1,6 @@
 """The declarative mapping: which source columns become an edit chain, read from YAML or JSON.
 
-It names the target kind, the image columns in chain order, where each edit's phrasings come
-from, optional ``group_by`` / ``order_by`` for multi-turn sessions, extra columns and a default
-filter. Every check runs when the mapping is built; errors name the file, the key and the value.
+Every check runs when the mapping is built; errors name the file, the key and the value.
 """
 
 from __future__ import annotations
@@ -18,7 +16,7 @@ import yaml
 from ..format.columns import normalize_type
 from ..format.safe_yaml import YamlBoundError, brief, load_yaml
 from ..kinds import DatasetKind, UnknownKindError, all_kinds, get_kind
-from .where import FilterError, parse_filter
+from .where import Filter, FilterError, parse_filter
 
 INSTRUCTION_FORMATS = ("string", "list", "json")
 """How a column holds an edit's phrasings: one string, a list of strings, or a JSON string of either."""
@@ -67,18 +65,10 @@ class InstructionSource:
 class AdapterMapping:
     """A validated mapping from a source schema to edit-chain rows of ``kind``.
 
-    One source row gives the images ``images`` (input, then one output per edit) and one
-    phrasing list per edit from ``instructions``. With ``group_by``, the rows of one key,
-    sorted by ``order_by`` (else by their position in the source), form one chain: the first
-    row's images, then each later row's images without its first (the input that repeats the
-    previous output), and every row's instructions in turn. ``keep`` columns are carried as
-    extra columns (a ``group_by`` column once per chain, any other one as a list, one value
-    per row). ``where`` is the default filter (:mod:`.where`).
-
-    A source of JSON / JSONL metadata names its files with ``metadata`` (globs under the dataset
-    root, or inside its ``media`` archives) and its images' folders or archives with ``media``;
-    image paths are relative to the root, or with ``paths_from`` to the metadata file's folder
-    joined with it. ``optional_tail``: images after the first edit may be absent (a shorter chain).
+    One source row gives ``images`` (input, then one output per edit) and one phrasing list per edit. With
+    ``group_by`` the rows of a key, sorted by ``order_by``, form one chain: the first row's images, then each
+    later row's without its first (the repeated input). ``keep`` columns are carried (per row as a list in a
+    group). ``metadata`` / ``media`` / ``paths_from`` describe a JSON source and where its images are.
     """
 
     name: str
@@ -153,33 +143,25 @@ class AdapterMapping:
         names += [self.order_by] if self.order_by else []
         return tuple(dict.fromkeys([*names, *self.keep]))
 
+    def filter(self, where: str | None = None) -> Filter | None:
+        """The row filter: ``where`` in place of the mapping's own (``""``: none), parsed."""
+        text = self.where if where is None else where
+        return parse_filter(text) if text else None
+
+    def read_columns(self, where: Filter | None) -> list[str]:
+        """The source columns an adaptation with the filter ``where`` reads, in first-use order."""
+        return list(dict.fromkeys([*self.source_columns, *(where.columns if where else ())]))
+
     def to_dict(self) -> dict[str, Any]:
-        """The mapping as plain data (what a mapping file holds); ``from_dict`` reads it back."""
-        out: dict[str, Any] = {"name": self.name, "kind": self.kind}
-        if self.dataset is not None:
-            out["dataset"] = self.dataset
-        if self.description:
-            out["description"] = self.description
-        out["images"] = list(self.images)
-        out["instructions"] = [
-            {"column": i.column, "format": i.format} | ({"remove": list(i.remove)} if i.remove else {})
-            for i in self.instructions
-        ]
-        if self.group_by:
-            out["group_by"] = list(self.group_by)
-        if self.order_by is not None:
-            out["order_by"] = self.order_by
-        if self.keep:
-            out["keep"] = list(self.keep)
-        if self.where is not None:
-            out["where"] = self.where
-        for key in ("metadata", "media"):
-            if getattr(self, key):
-                out[key] = list(getattr(self, key))
-        if self.paths_from is not None:
-            out["paths_from"] = self.paths_from
-        if self.optional_tail:
-            out["optional_tail"] = True
+        """The mapping as plain data (what a mapping file holds, keys in ``KEYS`` order, unset ones left out)."""
+        out: dict[str, Any] = {}
+        for key in KEYS:
+            value = getattr(self, key)
+            if key == "instructions":
+                value = [{"column": i.column, "format": i.format, "remove": list(i.remove)} for i in value]
+                value = [{k: v for k, v in source.items() if v} for source in value]
+            if value not in (None, "", (), False):
+                out[key] = list(value) if isinstance(value, tuple) else value
         return out
 
     def fingerprint_data(self) -> dict[str, Any]:
@@ -212,8 +194,7 @@ def _chain_pair(kind: DatasetKind) -> tuple[str, str, bool] | None:
 
 
 def default_kind(origin: str = "<mapping>") -> str:
-    """The kind a mapping without ``kind:`` targets: the one registered kind whose columns are an
-    edit chain (a single image list and instruction list); an error when none or several are."""
+    """The kind a mapping without ``kind:`` targets: the one registered edit-chain kind, else an error."""
     chains = [k.name for k in all_kinds() if k.source.takes_columns and (_chain_pair(k) or (0, 0, 1))[2] is False]
     if len(chains) != 1:
         raise _error(origin, "kind", f"is required: the registered edit-chain kinds are {chains}", None)
@@ -241,6 +222,8 @@ def target_columns(kind_name: str, origin: str = "<mapping>") -> tuple[str, str,
 
 
 def _names(origin: str, key: str, value: Any, *, single_ok: bool = True) -> tuple[str, ...]:
+    if value is None and single_ok:
+        return ()
     if isinstance(value, str) and single_ok:
         value = [value]
     if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
@@ -263,9 +246,9 @@ def _instruction(origin: str, value: Any) -> InstructionSource:
     raise _error(origin, "instructions", "an entry is a column name or {column: NAME, format: string|list|json}", value)
 
 
-def _text(origin: str, data: Mapping[str, Any], key: str, *, required: bool = False) -> str | None:
+def _text(origin: str, data: Mapping[str, Any], key: str) -> str | None:
     value = data.get(key)
-    if value is None and not required:
+    if value is None:
         return None
     if not isinstance(value, str) or not value.strip():
         raise _error(origin, key, "must be a non-empty string", value)
@@ -301,14 +284,14 @@ def mapping_from_dict(data: Any, origin: str = "<mapping>") -> AdapterMapping:
         kind=_text(origin, data, "kind") or default_kind(origin),
         images=_names(origin, "images", data["images"], single_ok=False),
         instructions=tuple(_instruction(origin, v) for v in raw_instructions),
-        group_by=_names(origin, "group_by", data["group_by"]) if data.get("group_by") is not None else (),
+        group_by=_names(origin, "group_by", data.get("group_by")),
         order_by=_text(origin, data, "order_by"),
-        keep=_names(origin, "keep", data["keep"]) if data.get("keep") is not None else (),
+        keep=_names(origin, "keep", data.get("keep")),
         where=_text(origin, data, "where"),
         dataset=_text(origin, data, "dataset"),
         description=_text(origin, data, "description") or "",
-        metadata=_names(origin, "metadata", data["metadata"]) if data.get("metadata") is not None else (),
-        media=_names(origin, "media", data["media"]) if data.get("media") is not None else (),
+        metadata=_names(origin, "metadata", data.get("metadata")),
+        media=_names(origin, "media", data.get("media")),
         paths_from=_text(origin, data, "paths_from"),
         optional_tail=_flag(origin, data, "optional_tail"),
         origin=origin,
@@ -316,8 +299,7 @@ def mapping_from_dict(data: Any, origin: str = "<mapping>") -> AdapterMapping:
 
 
 def load_mapping(path: str | Path) -> AdapterMapping:
-    """Read a mapping file: JSON by a ``.json`` suffix, else YAML (``load_yaml``: aliases expanded
-    within a bound, so a few hundred bytes cannot expand to gigabytes)."""
+    """Read a mapping file: JSON by a ``.json`` suffix, else YAML (aliases expanded within a bound)."""
     path = Path(path)
     origin = str(path)
     try:
@@ -331,3 +313,38 @@ def load_mapping(path: str | Path) -> AdapterMapping:
     except (ValueError, yaml.YAMLError, RecursionError) as exc:
         raise MappingError(f"{origin}: cannot parse the mapping: {brief(str(exc))}") from None
     return mapping_from_dict(data, origin)
+
+
+BUILTIN_DIR = Path(__file__).resolve().parent / "builtin"
+
+
+def _builtin_files() -> dict[str, Path]:
+    found = {}
+    for path in sorted(BUILTIN_DIR.glob("*.yaml")):
+        found[load_mapping(path).name] = path
+    return found
+
+
+def builtin_names() -> list[str]:
+    """The names ``--from`` accepts, sorted."""
+    return sorted(_builtin_files())
+
+
+def builtin_path(name: str) -> Path:
+    """The mapping file of the built-in adapter ``name`` (to read, or to copy and change)."""
+    files = _builtin_files()
+    if name not in files:
+        raise MappingError(
+            f"unknown adapter {name!r}; the built-in adapters are {sorted(files)} (or give a mapping file)"
+        )
+    return files[name]
+
+
+def resolve_mapping(adapter: str | Path | AdapterMapping) -> AdapterMapping:
+    """A mapping from a built-in name, a mapping file path, or a mapping itself."""
+    if isinstance(adapter, AdapterMapping):
+        return adapter
+    path = Path(adapter)
+    if path.suffix.lower() in (".yaml", ".yml", ".json") or path.exists():
+        return load_mapping(path)
+    return load_mapping(builtin_path(str(adapter)))

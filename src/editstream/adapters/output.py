@@ -1,10 +1,7 @@
 """The adapter's output directory: atomic parquet files, per-file done records, ``parquet_info.json``.
 
-Each output file is written under a temp name and renamed when complete; then its done record
-(``_editstream_adapt/<file>.json``: the task's fingerprint, size, sha256, rows, row groups and
-the drops found while writing it) is written. A re-run keeps every file whose record matches
-its task and whose bytes still hash to the record, so a crashed adaptation resumes and ends
-byte-identical to an uninterrupted one. ``parquet_info.json`` and the report come last.
+A re-run keeps every file whose done record matches its task and whose bytes still hash to it, so an
+interrupted adaptation ends byte-identical to an uninterrupted one.
 """
 
 from __future__ import annotations
@@ -73,11 +70,8 @@ and arrow's default (1024 rows) makes a column of large images one page per row 
 class ParquetOut:
     """One output parquet file written row group by row group, so memory holds one row group.
 
-    The caller cuts the row groups (:meth:`end_group`) after every so many planned chains,
-    however many of them survived (none: an empty row group), so the output's units are known from
-    the plan alone, as training in place lists them. The file appears under its name only when
-    :meth:`finish` completes (temp name + rename locally, a multipart upload completed on close on
-    S3); an output with no row group writes no file.
+    The caller cuts a row group after every so many planned chains, however many survived, so the units are
+    known from the plan alone (as training in place lists them); the file appears only when finished.
     """
 
     def __init__(self, url: str, schema: pa.Schema, so: storage.StorageOptions | None) -> None:
@@ -161,11 +155,8 @@ def intact_record(
 
 
 def tidy_dst(dst: str, planned: Iterable[str], so: storage.StorageOptions | None) -> None:
-    """Remove parquet files and records an earlier, different plan left in DST; refuse files not ours.
-
-    A parquet file in DST that has no done record was not written by an adaptation, so DST is
-    refused (name a new or empty directory) rather than mixing someone's data into the output.
-    """
+    """Remove parquet files and records an earlier, different plan left in DST; refuse a parquet
+    file with no done record (not ours) rather than mix someone's data into the output."""
     if not storage.exists(dst, so):
         return
     keep = set(planned)

@@ -1,9 +1,6 @@
-"""The first adapted rows of a source, read in place (no output written): what ``preview --from`` shows.
+"""The first adapted rows of a source, read in place (nothing written): what ``preview --from`` shows.
 
-An ungrouped mapping reads the source row by row and stops after ``n`` chains; a grouped one
-(MagicBrush) runs the plan pass over the key columns first, as an adaptation does, then reads
-only the row groups its first ``n`` chains sit in. A row the adapter would drop is yielded as
-its :class:`BadValue`, so a preview shows it rather than silently skipping it.
+A grouped mapping runs the plan pass first; a row the adapter would drop is yielded as its ``BadValue``.
 """
 
 from __future__ import annotations
@@ -14,13 +11,12 @@ from pathlib import Path
 from typing import Any
 
 from ..io import storage
-from .builtin import resolve_mapping
 from .chains import ChainBuilder
-from .mapping import AdapterMapping
+from .mapping import AdapterMapping, resolve_mapping
 from .plan import SourceFile, check_columns, gather, open_sources, passes, plan_groups, source_rows
 from .sources import close_mounts
 from .values import BadValue, MediaDir
-from .where import Filter, parse_filter
+from .where import Filter
 
 Peeked = tuple[str, dict[str, Any] | BadValue]
 """A title saying where the chain comes from, and its output row (or why the adapter drops it)."""
@@ -63,14 +59,12 @@ def peek(
     storage_options: storage.StorageOptions | None = None,
     index_dir: str | None = None,
 ) -> Generator[Peeked]:
-    """The first ``n`` chains ``mapping`` makes of the source at ``src`` (options as for ``adapt``;
-    ``index_dir`` keeps the indexes of media archives, which are otherwise scanned on each call)."""
+    """The first ``n`` chains ``mapping`` makes of ``src`` (options as for ``adapt``; ``index_dir`` keeps indexes)."""
     mapping = resolve_mapping(mapping)
-    text = mapping.where if where is None else where
-    where_filter = parse_filter(text) if text else None
+    where_filter = mapping.filter(where)
     files, mounts = open_sources(src, mapping, split, storage_options, index_dir)
     check_columns(files, mapping, where_filter)
-    columns = list(dict.fromkeys([*mapping.source_columns, *(where_filter.columns if where_filter else ())]))
+    columns = mapping.read_columns(where_filter)
     media = MediaDir(media_dir, storage_options, mounts=[m[:2] for m in mounts], index_dir=index_dir)
     builder = ChainBuilder(mapping, media)
     chains: Generator[tuple[str, list[dict[str, Any]]]]

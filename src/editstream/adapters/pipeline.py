@@ -1,10 +1,4 @@
-"""``run_adapter``: what ``convert SRC DST --from NAME`` runs: adapt, then (by default) convert to shards.
-
-``--to webdataset`` adapts into a staging BAGEL parquet (kept; a valid dataset itself) and converts
-it one shard per row group, so NeMo's loader on the parquet and editstream on the shards yield the
-same stream. Every refusal (overlapping SRC / staging / DST, a DST holding foreign files) comes
-before the first write.
-"""
+"""``run_adapter``: what ``convert SRC DST --from NAME`` runs: adapt, then (by default) convert to shards."""
 
 from __future__ import annotations
 
@@ -15,8 +9,7 @@ from ..conversion import convert
 from ..conversion.config import check_apart
 from ..conversion.dst import ForeignFilesError, foreign_names
 from ..io import storage
-from .builtin import resolve_mapping
-from .mapping import AdapterMapping
+from .mapping import AdapterMapping, resolve_mapping
 from .output import PARQUET_INFO
 from .run import DEFAULT_CHAINS_PER_FILE, DEFAULT_ROWS_PER_GROUP, adapt
 
@@ -46,15 +39,9 @@ def run_adapter(
     progress: bool = True,
     **convert_options: Any,
 ) -> dict[str, Any]:
-    """Adapt ``src`` with ``adapter`` (a built-in name, a mapping file or a mapping) into ``dst``.
-
-    ``to="parquet"`` writes the BAGEL parquet (+ ``parquet_info.json``) into ``dst`` itself;
-    ``to="webdataset"`` writes it to ``staging`` (default :func:`staging_dir`) and converts it
-    into shards under ``dst`` with ``editstream.convert`` (``convert_options`` pass through:
-    ``workers``, ``digest``, ``overwrite``, ``engine``...). ``workers`` / ``engine`` / ``ray_address`` /
-    ``executor`` also run the adaptation's output files (with either target). Both steps resume when re-run.
-    Returns ``{"adapt": summary, "convert": summary or None}``.
-    """
+    """Adapt ``src`` with ``adapter`` into ``dst``: BAGEL parquet there (``to="parquet"``), or staged in
+    ``staging`` and converted to shards there (``convert_options`` pass to ``editstream.convert``; the
+    parallel ones run the adaptation too). Returns ``{"adapt": summary, "convert": summary or None}``."""
     if to not in TARGETS:
         raise ValueError(f"to must be one of {TARGETS}, got {to!r}")
     parallel = {k: convert_options[k] for k in PARALLEL if k in convert_options}

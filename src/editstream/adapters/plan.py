@@ -1,9 +1,7 @@
 """The adaptation plan: the source files, and which source rows form each output file's chains.
 
-Without ``group_by`` each source file becomes one output file of the same name. With it, a plan
-pass reads only the key, order and filter columns, groups and sorts the rows, orders the chains by
-their first row and cuts them into output files; the plan holds one small location and order value
-per row, and the gather reads only the rows each output file needs.
+With ``group_by`` a pass over the key, order and filter columns groups and sorts the rows into chains
+(one small packed location per row); the gather then reads only the rows each output file needs.
 """
 
 from __future__ import annotations
@@ -106,18 +104,13 @@ def _parquet_in(folder: str, split: str | None, storage_options: storage.Storage
     return [u for u in urls if split is None or u.rsplit("/", 1)[-1].startswith(f"{split}-")]
 
 
-def _snapshot_data(src: str, storage_options: storage.StorageOptions | None) -> list[str]:
-    """A Hub cache folder's ``snapshots/<rev>/data`` (:func:`snapshot_roots`)."""
-    return [storage.join(root, "data") for root in snapshot_roots(src, storage_options)]
-
-
 def find_parquet_root(src: str, split: str | None, storage_options: storage.StorageOptions | None) -> str:
-    """The folder of a dataset's parquet files: ``src`` itself, or, for a repository root (a
-    ``--local-dir`` download) its ``data/``, for a Hub cache folder (``datasets--org--name``) its
-    ``snapshots/<rev>/data``; says which it picked. None found: an error naming where it looked."""
+    """The folder of a dataset's parquet files: ``src``, a repository root's ``data/`` or a Hub cache folder's
+    ``snapshots/<rev>/data`` (logged); none found: an error naming where it looked."""
     if _parquet_in(src, split, storage_options):
         return src
-    data, snapshots = storage.join(src, "data"), _snapshot_data(src, storage_options)
+    data = storage.join(src, "data")
+    snapshots = [storage.join(root, "data") for root in snapshot_roots(src, storage_options)]
     found = [c for c in (data, *snapshots) if _parquet_in(c, split, storage_options)]
     if len(found) > 1 and found[0] != data:
         raise FileNotFoundError(f"{src} holds several snapshots with parquet files ({', '.join(found)}); pass one")
@@ -130,8 +123,7 @@ def find_parquet_root(src: str, split: str | None, storage_options: storage.Stor
 
 
 def list_sources(src: str, split: str | None, storage_options: storage.StorageOptions | None) -> list[SourceFile]:
-    """The ``*.parquet`` files of ``src`` (:func:`find_parquet_root`; sorted; symlinks followed, as in
-    the HF cache), only those named ``{split}-*`` when ``split`` is given, with their footers read."""
+    """The ``*.parquet`` files of ``src`` (named ``{split}-*`` when given), sorted, their footers read."""
     return _parquet_files(
         _parquet_in(find_parquet_root(src, split, storage_options), split, storage_options), storage_options
     )
@@ -159,9 +151,7 @@ def open_sources(
     storage_options: storage.StorageOptions | None,
     index_dir: str | None = None,
 ) -> tuple[list[SourceFile], Mounts]:
-    """The source files of ``mapping`` at ``src`` and the media they name: its parquet (:func:`list_sources`),
-    or, for a mapping with ``metadata``, its JSON / JSONL (and parquet) files and its opened ``media``
-    (:mod:`.sources`; parquet metadata is read from disk, its image paths relative to the root)."""
+    """The source files of ``mapping`` at ``src`` (its parquet, or its metadata files) and its media, opened."""
     if not mapping.metadata:
         return list_sources(src, split, storage_options), []
     if split is not None:
@@ -215,8 +205,8 @@ def _type_problem(mapping: AdapterMapping, schema: pa.Schema) -> str | None:
 
 
 def check_columns(files: Sequence[SourceFile], mapping: AdapterMapping, where: Filter | None) -> None:
-    """A ``MappingError`` naming the file and the column when a source file lacks a column the mapping
-    reads, or holds one of a type it cannot use (checked on the footers, before any row is read)."""
+    """A ``MappingError`` naming the file and column when a source file lacks a column the mapping reads or
+    holds one of a type it cannot use (checked on the footers, before any row is read)."""
     for f in files:
         if f.meta is not None:  # a JSON row lacking a column holds null there: checked row by row
             continue
@@ -236,9 +226,7 @@ def check_columns(files: Sequence[SourceFile], mapping: AdapterMapping, where: F
 def row_group_rows(
     pf: pq.ParquetFile, f: SourceFile, rg: int, columns: list[str], start: int = 0, stop: int | None = None
 ) -> Iterator[tuple[int, dict[str, Any]]]:
-    """``(row, values of only columns)`` of rows ``[start, stop)`` of row group ``rg``, read a few rows at a
-    time (memory follows the largest rows, not the row group); an ``OSError`` naming the file and row
-    group if unreadable."""
+    """``(row, values of columns)`` of rows ``[start, stop)`` of row group ``rg``, read a few rows at a time."""
     for first, rows in iter_row_group_batches(pf, f.url, rg, start, stop, columns=columns):
         yield from enumerate(readable_rows(rows), start=first)
 
@@ -246,12 +234,11 @@ def row_group_rows(
 def source_rows(
     files: Sequence[SourceFile], columns: list[str], storage_options: storage.StorageOptions | None
 ) -> Iterator[tuple[int, int, int, dict[str, Any]]]:
-    """``(file index, row group, row, values of only columns)`` for every source row, in order (a cell
-    that is not UTF-8 holds its ``BadValue``): the plan pass's, an ungrouped adaptation's and a preview's reads."""
+    """``(file index, row group, row, values of columns)`` of every source row in order (an unreadable cell
+    holds its ``BadValue``)."""
     for i, f in enumerate(files):
         if f.meta is not None:
-            for r, row in enumerate(metadata_rows(f.meta, columns, storage_options)):
-                yield i, 0, r, row
+            yield from ((i, 0, r, row) for r, row in enumerate(metadata_rows(f.meta, columns, storage_options)))
             continue
         with open_parquet(f.url, storage_options, streaming=True) as pf:
             for rg in range(len(f.row_groups)):
@@ -267,8 +254,8 @@ def gather(
     stack: contextlib.ExitStack,
     opened: dict[int, pq.ParquetFile],
 ) -> dict[int, dict[str, Any]]:
-    """The source rows of ``chains`` by location: each source row group read once, only its needed rows
-    kept; files are opened into ``opened`` (closed with ``stack``), so a caller's next batch reuses them."""
+    """The source rows of ``chains`` by location, each source row group read once; files opened into
+    ``opened`` (closed with ``stack``) are reused by a caller's next batch."""
     needed: dict[tuple[int, int], list[int]] = {}
     for chain in chains:
         for location in chain:
@@ -354,7 +341,7 @@ def plan_groups(
     storage_options: storage.StorageOptions | None = None,
 ) -> Plan:
     """The plan pass: group rows by ``group_by`` (a session is kept only if all its rows pass ``where``),
-    sort each by ``order_by``, order chains by their first row, cut them into output files."""
+    sort by ``order_by``, order chains by their first row, cut them into output files."""
     columns = list(dict.fromkeys([*mapping.group_by, *([mapping.order_by] if mapping.order_by else [])]))
     columns += [c for c in (where.columns if where else ()) if c not in columns]
     groups: dict[Any, list[tuple[Any, int]]] = {}
@@ -413,8 +400,8 @@ def output_name(f: SourceFile) -> str:
 
 
 def plan_filtered(files: list[SourceFile], where: Filter, storage_options: storage.StorageOptions | None) -> Plan:
-    """The plan without grouping but with a filter: per source file, the rows it keeps (one-row chains),
-    from a pass over the filter columns only; what training in place reads (an adaptation filters as it goes)."""
+    """The plan without grouping but with a filter (what training in place reads): the kept rows of each
+    file as one-row chains."""
     kept: list[list[tuple[int, ...]]] = [[] for _ in files]
     filtered = 0
     for i, rg, r, row in source_rows(files, list(where.columns), storage_options):

@@ -1,9 +1,7 @@
 """``adapt``: a source dataset in its own schema -> BAGEL-format parquet with ``parquet_info.json``.
 
-The pass lists the source (``plan``), then writes one output file per task, resumably
-(``output``): bad source rows are dropped and recorded with their file, row group and row;
-filtered rows are counted. The output is deterministic: the same source and mapping give
-byte-identical files, whether the run was interrupted or not.
+Bad rows are dropped and recorded with file, row group and row; output files are picklable tasks on the
+converter's executors, and the output is byte-identical however (and however often interrupted) they ran.
 """
 
 from __future__ import annotations
@@ -11,7 +9,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,13 +19,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..conversion.config import check_apart
-from ..conversion.executors import Executor
+from ..conversion.executors import Executor, ProcessPoolExecutor, TaskError, make_executor
 from ..format.safe_yaml import brief
 from ..io import storage
 from ..io.progress import Progress
-from .builtin import resolve_mapping
 from .chains import ChainBuilder, output_schema
-from .mapping import AdapterMapping, MappingError
+from .mapping import AdapterMapping, MappingError, resolve_mapping
 from .output import (
     ParquetOut,
     fingerprint,
@@ -36,7 +34,6 @@ from .output import (
     write_record,
     write_report,
 )
-from .parallel import OutputWork, run_outputs
 from .plan import (
     Mounts,
     OutputTask,
@@ -52,7 +49,7 @@ from .plan import (
     unpack,
 )
 from .values import BadValue, MediaDir
-from .where import Filter, parse_filter
+from .where import Filter
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +57,64 @@ DEFAULT_ROWS_PER_GROUP = 100
 """Chains per output row group (a loader unit); the Hub's own image datasets use 100 rows."""
 DEFAULT_CHAINS_PER_FILE = 1000
 """Chains per output file of a grouped adaptation (ungrouped ones keep one file per source file)."""
+
+
+PRELOAD = ("editstream.adapters.run",)
+"""What a local pool's fork server imports once for its workers."""
+
+
+@dataclass(frozen=True)
+class OutputWork:
+    """One output file to write: ``run(*args)`` returns its done record."""
+
+    name: str
+    run: Callable[..., dict[str, Any]]
+    args: tuple[Any, ...]
+
+    def describe(self) -> str:
+        return f"adapter output file {self.name}"
+
+
+def run_work(work: OutputWork) -> dict[str, Any]:
+    """Run one task (in whichever process the executor chose)."""
+    return work.run(*work.args)
+
+
+def _executor(engine: str, workers: int | None, ray_address: str | None) -> Executor:
+    """The converter's executor for ``engine`` / ``workers``; a local pool's workers preload the adapter."""
+    if engine == "ray":
+        return make_executor(engine, workers, ray_address=ray_address)
+    n = workers or 1
+    if engine == "process" or (engine in ("auto", "local") and n > 1):
+        return ProcessPoolExecutor(n, preload=PRELOAD)
+    return make_executor(engine, n, ray_address=ray_address)
+
+
+def run_outputs(
+    works: Sequence[OutputWork],
+    bar: Progress,
+    *,
+    executor: Executor | None = None,
+    engine: str = "auto",
+    workers: int | None = 1,
+    ray_address: str | None = None,
+) -> dict[str, dict[str, Any]]:
+    """Every task's record by output name, in the order of ``works``, run on ``executor`` (else on one made
+    from ``engine`` / ``workers`` and closed after)."""
+    if not works:
+        return {}
+    runner = executor if executor is not None else _executor(engine, workers, ray_address)
+    done: dict[str, dict[str, Any]] = {}
+    try:
+        for work, record in runner.map_unordered(run_work, works):
+            done[work.name] = record
+            bar.update(1, rows=record["num_rows"], nbytes=record["size"])
+    except TaskError as exc:  # the task's own error (it names the source file), as one process raises it
+        raise (exc.__cause__ if isinstance(exc.__cause__, Exception) else exc) from None
+    finally:
+        if executor is None:
+            runner.close()
+    return {work.name: done[work.name] for work in works}
 
 
 @dataclass(frozen=True)
@@ -76,11 +131,6 @@ class _Job:
     storage_options: storage.StorageOptions | None
 
 
-def _where_of(mapping: AdapterMapping, where: str | None) -> Filter | None:
-    text = mapping.where if where is None else where
-    return parse_filter(text) if text else None
-
-
 def _schema(files: Sequence[SourceFile], mapping: AdapterMapping) -> pa.Schema:
     schema = output_schema(mapping, files[0].schema)
     for f in files[1:]:
@@ -94,18 +144,13 @@ def _schema(files: Sequence[SourceFile], mapping: AdapterMapping) -> pa.Schema:
 
 
 def _drop(f: SourceFile, rg: int, row: int, exc: BadValue, rows: int = 1, group: Any = None) -> dict[str, Any]:
-    record: dict[str, Any] = {"file": f.name, "row_group": rg, "row": row}
-    if exc.column is not None:
-        record["column"] = exc.column
-    record.update(code=exc.code, reason=exc.reason, rows=rows)
-    if group is not None:
-        record["group"] = group
-    return record
+    record = {"file": f.name, "row_group": rg, "row": row, **({"column": exc.column} if exc.column is not None else {})}
+    record |= {"code": exc.code, "reason": exc.reason, "rows": rows}
+    return record if group is None else record | {"group": group}
 
 
 def _adapt_file(job: _Job, f: SourceFile, out: ParquetOut) -> tuple[int, list[dict[str, Any]]]:
-    """One source file, row group by row group, into ``out``; ``(filtered rows, drops)``. Each output
-    row group holds what survives of ``rows_per_group`` rows the filter keeps (see :class:`ParquetOut`)."""
+    """One source file into ``out``, a row group per ``rows_per_group`` rows the filter keeps; ``(filtered, drops)``."""
     filtered, drops, planned = 0, [], 0
     for _, rg, r, row in source_rows([f], job.columns, job.storage_options):
         if not passes(job.where, row):
@@ -220,9 +265,7 @@ def _plan(
 
 def _summary(mapping: AdapterMapping, plan: Plan, records: dict[str, dict[str, Any]], resumed: int) -> dict[str, Any]:
     drops = list(plan.drops or []) + [d for r in records.values() for d in r["drops"]]
-    by_reason: dict[str, int] = {}
-    for d in drops:
-        by_reason[d["code"]] = by_reason.get(d["code"], 0) + 1
+    by_reason = Counter(d["code"] for d in drops)
     grouped = bool(mapping.group_by)
     return {
         "adapter": mapping.name,
@@ -272,26 +315,21 @@ def adapt(
     ray_address: str | None = None,
     executor: Executor | None = None,
 ) -> dict[str, Any]:
-    """Adapt the parquet dataset at ``src`` (a directory; the HF cache's symlinked files are followed)
-    to rows of the mapping's kind under ``dst``, with ``parquet_info.json`` and ``adapt_report.json``.
+    """Adapt the dataset at ``src`` with ``mapping`` (a built-in name, a file or a mapping) into ``dst``, with
+    ``parquet_info.json`` and ``adapt_report.json``; returns the report's summary.
 
-    ``mapping``: a built-in adapter name (``builtin_names()``), a mapping file, or an
-    :class:`AdapterMapping`. ``media_dir`` resolves image structs that hold a path and no bytes.
-    ``where`` replaces the mapping's filter (``""`` turns it off). ``split`` reads only
-    ``{split}-*.parquet``. Re-running resumes: finished files whose records match are kept. Output
-    files are written as tasks on ``executor``, else on ``engine`` with ``workers`` (the converter's
-    executors: this process, a process pool, Ray), with the same bytes however they ran.
-    Returns the summary that ``adapt_report.json`` also holds; a :class:`NoChainsError` (after the
-    report is written) when no chain was made.
+    ``where`` replaces the mapping's filter (``""``: none); ``split`` reads only ``{split}-*.parquet``. A re-run
+    resumes. Output files run on ``executor`` (else ``engine`` / ``workers``) with the same bytes however they ran.
+    A :class:`NoChainsError` (after the report is written) when no chain was made.
     """
     if rows_per_group < 1 or chains_per_file < 1:
         raise ValueError(f"rows_per_group and chains_per_file must be >= 1, got {rows_per_group}, {chains_per_file}")
     t0 = time.perf_counter()
     check_apart({"SRC": src, "DST": dst})
     mapping = resolve_mapping(mapping)
-    where_filter = _where_of(mapping, where)
+    where_filter = mapping.filter(where)
     plan, mounts = _plan(src, mapping, where_filter, split, chains_per_file, storage_options, dst)
-    columns = list(dict.fromkeys([*mapping.source_columns, *(where_filter.columns if where_filter else ())]))
+    columns = mapping.read_columns(where_filter)
     index = storage.join(dst, MEDIA_INDEX)
     media = MediaDir(media_dir, storage_options, mounts=[m[:2] for m in mounts], index_dir=index)
     schema = _schema(plan.files, mapping)

@@ -1,17 +1,8 @@
 """Metadata + media sources: the JSON / JSONL files a mapping's ``metadata`` globs name, and its ``media``.
 
-A published dataset often ships rows (JSON lists of objects, JSONL) apart from its images (folders,
-``.tar`` / ``.tar.gz`` archives, archives split into parts, ``.zip``). Given the dataset root,
-:func:`find_sources` opens every ``media`` match (``data.media.open_media``; split parts as one
-archive; indexes kept in ``index_dir``), each serving names under its folder's path in the dataset
-(an archive as if unpacked where it lies, a folder as itself), then lists the ``metadata`` matches
-among the files on disk and the members of those archives. A JSONL file is read line by line
-(row = line number - 1); listing counts its lines and keeps the byte offset of every
-``LINES_PER_MARK``-th (with its rows and types, in ``index_dir`` by the file's identity), so a read
-of some rows seeks and parses those only. A JSON list is parsed whole, once per process (the last one
-kept), and held in memory while its rows are read; a metadata file inside an archive is loaded whole.
-Image paths are rewritten to dataset paths: relative to the root, or with ``paths_from`` to the
-metadata file's folder joined with it.
+Media (folders, archives, split archives) serve names under their folder's path in the dataset; metadata
+is found on disk or inside them. A JSONL file keeps the byte offset of every ``LINES_PER_MARK``-th line
+(in ``index_dir``) so a read of some rows parses only those; a JSON list is parsed whole, once per process.
 """
 
 from __future__ import annotations
@@ -67,8 +58,8 @@ class MetadataFile:
 
 
 def _all_files(root: str, so: storage.StorageOptions | None) -> list[str]:
-    """Every file and folder under ``root``, links followed, as paths relative to it, sorted; hidden
-    ones left out (a ``--local-dir`` download's ``.cache/huggingface`` holds a ``.metadata`` file per file)."""
+    """Every file and folder under ``root`` (links followed, hidden ones such as ``.cache/huggingface`` left
+    out), relative to it, sorted."""
     fs, path = storage.url_to_fs(root, so)
     prefix = path.rstrip("/") + "/"
     try:
@@ -87,8 +78,8 @@ def _matches(names: Iterable[str], patterns: Sequence[str]) -> list[str]:
 def open_mounts(
     root: str, patterns: Sequence[str], so: storage.StorageOptions | None, index_dir: str | None
 ) -> list[tuple[str, MediaSource, str]]:
-    """``(prefix, source, what)`` of every ``media`` match under ``root``: an archive (its split parts
-    together) serves names under its folder, a folder under its own path."""
+    """``(prefix, source, what)`` of every ``media`` match: an archive (split parts together) serves names
+    under its folder, a folder under its own path."""
     names = _matches(_all_files(root, so), patterns)
     groups: dict[str, list[str]] = {}
     for name in names:
@@ -147,15 +138,12 @@ def list_metadata(
     return [found[name] for name in sorted(found)]
 
 
-def _bad(columns: Sequence[str], reason: str) -> dict[str, Any]:
-    problem = BadValue(reason, "bad_json")
-    return dict.fromkeys(columns, problem)
-
-
 def _row(item: Any, columns: Sequence[str], paths: Sequence[str], base: str) -> dict[str, Any]:
     """The ``columns`` of one JSON object (absent: ``None``), its image ``paths`` made dataset paths."""
     if not isinstance(item, dict):
-        return _bad(columns, f"a metadata entry is a {type(item).__name__}, not an object")
+        return dict.fromkeys(
+            columns, BadValue(f"a metadata entry is a {type(item).__name__}, not an object", "bad_json")
+        )
     row = {c: item.get(c) for c in columns}
     for c in paths:
         value = row.get(c)
@@ -230,9 +218,8 @@ def rows_at(
     columns: Sequence[str],
     so: storage.StorageOptions | None,
 ) -> Iterator[tuple[int, dict[str, Any]]]:
-    """``(row, values)`` of the rows ``wanted`` of ``f``, in order. A JSONL file with its ``marks`` (:func:`count_rows`)
-    is read from the mark before each wanted row, and only wanted lines are parsed; a JSON list is parsed once
-    per process (the last one is kept)."""
+    """``(row, values)`` of the rows ``wanted`` of ``f``, in order: a JSONL file with ``marks`` read from the mark
+    before each wanted row, parsing only wanted lines."""
     keep = set(wanted)
     if f.form == "json" or not marks:
         for r, item in enumerate(entries(f, so)):
@@ -252,8 +239,7 @@ def rows_at(
 
 
 def count_rows(f: MetadataFile, so: storage.StorageOptions | None) -> tuple[int, tuple[int, ...]]:
-    """How many rows ``f`` holds and, for JSONL, the byte offset of every ``LINES_PER_MARK``-th line
-    (lines are counted, not parsed)."""
+    """How many rows ``f`` holds and, for JSONL, the byte offset of every ``LINES_PER_MARK``-th line (not parsed)."""
     if f.form == "json":
         return sum(1 for _ in entries(f, so)), ()
     n, at, marks = 0, 0, []
@@ -268,9 +254,8 @@ def count_rows(f: MetadataFile, so: storage.StorageOptions | None) -> tuple[int,
 def kept_count_and_schema(
     f: MetadataFile, so: storage.StorageOptions | None, index_dir: str | None
 ) -> tuple[int, pa.Schema, tuple[int, ...]]:
-    """The rows of ``f``, its columns' types (:func:`schema_of`) and its line marks (:func:`count_rows`); for
-    JSONL kept in ``index_dir`` by the identity of the files holding it, so the next process (a worker, a
-    resumed run) reads them instead of the file."""
+    """The rows of ``f``, its columns' types and its line marks; for JSONL kept in ``index_dir`` by the identity
+    of the files holding it, so the next process (a worker, a resumed run) need not read the file."""
     if index_dir is None or f.form != "jsonl":
         return _counted(f, so)
     held = [file_identity(u, so) for u in f.held_in]
@@ -315,11 +300,9 @@ def schema_of(f: MetadataFile, so: storage.StorageOptions | None) -> pa.Schema:
 
 def snapshot_roots(src: str, so: storage.StorageOptions | None) -> list[str]:
     """A Hub cache folder's ``snapshots/<rev>``: the revision ``refs/main`` names, else every one."""
-    try:
+    with contextlib.suppress(FileNotFoundError, NotADirectoryError, UnicodeDecodeError):
         rev = storage.read_bytes(storage.join(src, "refs", "main"), so).decode().strip()
         return [storage.join(src, "snapshots", rev)]
-    except (FileNotFoundError, NotADirectoryError, UnicodeDecodeError):
-        pass
     try:
         revs = sorted(storage.list_names(storage.join(src, "snapshots"), so))
     except (FileNotFoundError, NotADirectoryError):
@@ -328,8 +311,7 @@ def snapshot_roots(src: str, so: storage.StorageOptions | None) -> list[str]:
 
 
 def find_root(src: str, mapping: AdapterMapping, so: storage.StorageOptions | None) -> str:
-    """The dataset root that holds ``mapping``'s metadata (or its media, which may hold the metadata):
-    ``src`` itself (a repository root, a ``--local-dir`` download) or a Hub cache folder's snapshot."""
+    """The dataset root holding ``mapping``'s metadata or media: ``src`` itself or a Hub cache folder's snapshot."""
     wanted = [*mapping.metadata, *mapping.media]
     candidates = [*snapshot_roots(src, so), src]  # a cache folder's own walk would see its snapshot's files
     for root in candidates:
@@ -337,7 +319,7 @@ def find_root(src: str, mapping: AdapterMapping, so: storage.StorageOptions | No
             if root != src:
                 log.warning("%s is a Hub cache folder; reading its snapshot %s", src, root)
             return root
-    close = [f"{c}: {', '.join(close_files(c, so))}" for c in candidates if close_files(c, so)]
+    close = [f"{c}: {', '.join(found)}" for c in candidates if (found := close_files(c, so))]
     hint = f"; found {'; '.join(close)}" if close else ""
     raise FileNotFoundError(
         f"{src} holds none of the files adapter {mapping.name!r} reads (metadata {list(mapping.metadata)}, "
@@ -353,6 +335,6 @@ def describe(root: str, files: Sequence[MetadataFile], mounts: Sequence[tuple[st
     return f"reading {root}: metadata {shown or 'none'}; media {media}"
 
 
-def close_files(root: str, so: storage.StorageOptions | None, limit: int = 5) -> list[str]:
+def close_files(root: str, so: storage.StorageOptions | None) -> list[str]:
     """A few files under ``root`` that look like metadata or media (to name in a 'found nothing' error)."""
-    return [n for n in _all_files(root, so) if n.endswith(CLOSE) or is_split_part(n)][:limit]
+    return [n for n in _all_files(root, so) if n.endswith(CLOSE) or is_split_part(n)][:5]

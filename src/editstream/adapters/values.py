@@ -1,9 +1,6 @@
 """Source cell values -> chain parts: image bytes (Hugging Face Image structs unwrapped) and phrasings.
 
-An ``Image`` struct holds its bytes inline, or a null ``bytes`` and a ``path`` under the media
-directory. A value that cannot become an image or phrasings raises :class:`BadValue` naming the
-column, so only its row is dropped and counted; :func:`readable_rows` does the same for strings that
-are not UTF-8.
+A value that cannot be used raises :class:`BadValue` naming the column, so only its row is dropped and counted.
 """
 
 from __future__ import annotations
@@ -33,8 +30,7 @@ class BadValue(Exception):
 
 
 def readable_rows(rows: list[Any]) -> list[dict[str, Any]]:
-    """Rows as :func:`~editstream.io.parquet.batch_rows` gives them, an undecodable cell (text that is not
-    UTF-8) replaced by its :class:`BadValue`."""
+    """Rows as :func:`~editstream.io.parquet.batch_rows` gives them, a non-UTF-8 cell as its :class:`BadValue`."""
     out = []
     for row in rows:
         if isinstance(row, UndecodableRow):
@@ -50,9 +46,8 @@ def bad_cell(row: dict[str, Any]) -> BadValue | None:
 
 
 class MediaDir:
-    """Reads the images a row names by path, only inside its media: the ``--media-dir`` folder or archive,
-    and the media sources a mapping names, each serving names under its folder's path in the dataset
-    (``mounts``: ``(prefix, source)``). A name outside them is refused, one absent is a ``media_missing`` drop."""
+    """Reads the images a row names by path, only inside its media (``--media-dir`` and the mapping's
+    ``mounts``): a name outside them is refused, one absent is a ``media_missing`` drop."""
 
     def __init__(
         self,
@@ -147,8 +142,7 @@ def _checked(column: str, items: Any) -> list[str]:
 
 
 def phrasings(value: Any, column: str, source: Any) -> list[str]:
-    """The phrasings of one edit from a cell of ``source.format`` ``string``, ``list`` or ``json`` (binary
-    cells are read as UTF-8 text), each with ``source.remove`` cut out."""
+    """The phrasings of one edit from a cell in ``source.format``, each with ``source.remove`` cut out."""
     texts = _phrasings(value, column, source.format)
     if not source.remove:
         return texts

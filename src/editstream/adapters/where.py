@@ -1,9 +1,7 @@
 """A small, safe row filter: ``o_score >= 8 and task != 'removal'``, parsed by hand, never ``eval``.
 
-Comparisons of a column with a literal (number, quoted string, ``true`` / ``false``, ``null`` with
-``==`` / ``!=`` only), joined by ``and`` / ``or``, negated by ``not``, grouped by parentheses; a
-null value fails every other comparison, as in SQL. :meth:`Filter.check_types` checks the literals
-against the arrow types before any row is read. Nesting and text length are bounded.
+Comparisons with a literal joined by ``and`` / ``or`` / ``not`` and parentheses; a null fails every
+comparison but ``== null`` / ``!= null``, as in SQL. Nesting and text length are bounded.
 """
 
 from __future__ import annotations
@@ -109,8 +107,7 @@ def _tokens(text: str) -> list[tuple[str, str]]:
 
 
 class _Parser:
-    """Recursive descent over the token list: or > and > not > comparison / parentheses, at most
-    ``MAX_DEPTH`` parentheses and ``not`` deep (so at most three frames each)."""
+    """Recursive descent: or > and > not > comparison / parentheses, at most ``MAX_DEPTH`` deep."""
 
     def __init__(self, text: str) -> None:
         self.text = text

@@ -1,9 +1,5 @@
-"""The ``editstream`` command line: the group in ``app``, one small module per subcommand.
-
-Every subcommand imports its heavy modules lazily, so ``editstream --help`` stays fast and a
-subcommand's optional dependencies (Ray, moto ...) load only when that command runs. Errors
-are shown as one or two lines (``errors``); ``--debug`` shows the traceback instead.
-"""
+"""The ``editstream`` command line: the group in ``app``, one small module per subcommand, each importing its
+heavy modules lazily so ``editstream --help`` stays fast."""
 
 from __future__ import annotations
 

@@ -1,13 +1,9 @@
-"""The command group: global flags (``-v``, ``-q``, ``--debug``), logging, and how failures end.
-
-Exit codes: 0 success, 1 a data or storage problem, 2 a usage error, 130 Ctrl-C, 141 stdout closed
-by its reader (nothing printed, as for ``cat``). A failure prints one ``Error:`` line and at most
-one line of advice; ``--debug`` shows the traceback instead. :class:`EditstreamGroup` accepts the
-global flags after the subcommand too, where users type them.
-"""
+"""The command group: global flags (``-v``, ``-q``, ``--debug``, also after the subcommand), logging, and how
+failures end: an ``Error:`` line and at most one of advice; exit 0 ok, 1 data, 2 usage, 130 Ctrl-C, 141 pipe closed."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sys
@@ -76,10 +72,8 @@ def _late_flag(ctx: click.Context, param: click.Parameter, value: Any) -> None:
         return
     if param.name == "verbosity":
         SETTINGS.verbosity += int(value)
-    elif param.name == "quiet":
-        SETTINGS.quiet = True
-    elif param.name == "debug":
-        SETTINGS.debug = True
+    else:  # quiet, debug
+        setattr(SETTINGS, str(param.name), True)
     setup_logging(SETTINGS.verbosity, SETTINGS.quiet, SETTINGS.debug)
 
 
@@ -109,17 +103,13 @@ def _stdout_closed() -> bool:
 def _end_quietly_on_closed_stdout() -> None:
     """Exit :data:`EXIT_PIPE_CLOSED` without a word; stdout is pointed at /dev/null first so the
     interpreter's own final flush does not print "Exception ignored ... BrokenPipeError"."""
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-    except (OSError, ValueError):
-        pass
+    with contextlib.suppress(OSError, ValueError):
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     sys.exit(EXIT_PIPE_CLOSED)
 
 
 class EditstreamGroup(click.Group):
-    """A click group whose failures end in one or two lines, whose Ctrl-C exits 130, whose closed
-    stdout ends quietly, and whose subcommands accept the global flags too."""
+    """A click group whose failures end in one or two lines and whose subcommands take the global flags."""
 
     def add_command(self, cmd: click.Command, name: str | None = None) -> None:
         """Register ``cmd`` with ``-v``/``-q``/``--debug`` among its options (placed last in its help)."""
@@ -132,12 +122,6 @@ class EditstreamGroup(click.Group):
             return super().invoke(ctx)
         except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
             raise
-        except BrokenPipeError as exc:
-            if _stdout_closed():
-                _end_quietly_on_closed_stdout()
-            if SETTINGS.debug:
-                raise
-            raise explain(exc) from None
         except KeyboardInterrupt:
             if SETTINGS.debug:
                 raise
@@ -146,6 +130,8 @@ class EditstreamGroup(click.Group):
             click.echo(f"\ninterrupted{advice}", err=True)
             raise click.exceptions.Exit(130) from None
         except Exception as exc:
+            if isinstance(exc, BrokenPipeError) and _stdout_closed():
+                _end_quietly_on_closed_stdout()
             if SETTINGS.debug:
                 raise
             raise explain(exc) from None

@@ -1,11 +1,5 @@
-"""``editstream convert``: parquet (or a JSONL + media source) to WebDataset shards, checked before it starts.
-
-With ``--from``/``--mapping`` the work goes to ``convert_from`` (a public dataset adapted first).
-
-Before any shard is written: SRC must be a parquet directory (or a JSONL file), a given
-``--schema`` must fit its columns, the S3 buckets must exist with working credentials, and
-``--shard-size``/``--samples-per-shard`` imply ``--layout size``. ``--dry-run`` prints the plan.
-"""
+"""``editstream convert``: parquet (or a JSONL + media source) to WebDataset shards, checked before it starts;
+with ``--from``/``--mapping`` the work goes to ``convert_from`` (a public dataset adapted first)."""
 
 from __future__ import annotations
 
@@ -14,47 +8,97 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from ..io import storage
 from .app import SETTINGS, main
-from .convert_common import foreign_files_problem, running_executor
-from .convert_from import ADAPTER_OPTIONS, refuse_adapter_options
+from .convert_from import ADAPTER_OPTIONS, foreign_files_problem, refuse_adapter_options, running_executor
 from .errors import UsageProblem
 from .options import AdapterChoice, KindChoice, SizeType, storage_options, with_storage_options
 from .paths import check_bucket, parquet_columns, parquet_source
-from .usage import catch_all_kind, check_convert_usage
 
 if TYPE_CHECKING:  # imported where used, so loading the CLI stays light
     from ..data.layouts import JsonlFile, ParquetDirectory
 
 
-def check_schema_fits(found: ParquetDirectory | JsonlFile, schema: str, so: dict[str, Any] | None) -> None:
-    """A ``--schema`` that lacks columns of the data is a usage error naming the kind that fits."""
-    from ..data.layouts import ParquetDirectory
-    from ..kinds import detect_kind, get_kind
+def catch_all_kind() -> str:
+    """The kind that converts any parquet columns as they are (the one with no columns to require)."""
+    from ..kinds import all_kinds
 
-    kind = get_kind(schema)
-    if not isinstance(found, ParquetDirectory) or not kind.columns:
-        return
-    columns = parquet_columns(found)
-    missing = [c for c in kind.columns if c not in columns]
-    if not missing:
-        return
-    detected = detect_kind(columns)
-    fits = detected.name if detected else None
-    advice = (
-        f"these columns are {fits} data: pass --schema {fits} or leave --schema out"
-        if fits
-        else f"pass --schema {catch_all_kind()} to convert the rows as they are"
-    )
-    raise UsageProblem(f"--schema {schema} needs columns {list(kind.columns)}; {found.url} has {columns}", advice)
+    return next(k.name for k in all_kinds() if k.source.takes_columns and not k.columns)
 
 
-def _check_jsonl(src: str, found: ParquetDirectory | JsonlFile, schema: str | None) -> None:
-    """A JSONL SRC needs a JSONL + media kind (or none given: conversion picks it)."""
+def check_convert_usage(
+    src: str,
+    dst: str,
+    found: ParquetDirectory | JsonlFile,
+    schema: str | None,
+    media_dir: str | None,
+    so: dict[str, Any] | None,
+) -> None:
+    """``convert``'s arguments fit together: SRC and DST apart, ``--media-dir`` with (and only with) a JSONL
+    SRC, and a ``--schema`` that fits SRC (needed for a parquet SRC whose columns fit no kind)."""
+    from ..conversion.config import PlacesOverlapError, check_apart
     from ..data.layouts import JsonlFile
     from ..kinds import get_kind
 
     if isinstance(found, JsonlFile) and schema is not None and not get_kind(schema).source.reads_lines:
         raise UsageProblem(f"{src} is a JSONL file (JSONL + media data); --schema {schema} needs a parquet directory")
+    try:
+        check_apart({"SRC": src, "DST": dst})
+    except PlacesOverlapError as exc:
+        raise UsageProblem(str(exc), "give DST a new or empty directory outside SRC") from None
+    if isinstance(found, JsonlFile):
+        if not media_dir:
+            raise UsageProblem(
+                f"SRC {src} is a JSONL file, and its image and video names need --media-dir DIR",
+                f"editstream convert {src} {dst} --media-dir DIR (the source backend's data_dir)",
+            )
+        fs, path = storage.url_to_fs(media_dir, so)
+        if fs.isfile(path):
+            raise UsageProblem(
+                f"--media-dir {media_dir} is a file, not a directory",
+                "give the directory the JSONL's image and video names are relative to (unpack an archive first)",
+            )
+        return
+    if media_dir is not None:
+        raise UsageProblem(f"--media-dir is for a JSONL SRC; {src} is a parquet directory", "leave --media-dir out")
+    if schema is None:
+        _check_detectable(src, found)
+    else:
+        _check_schema_fits(found, schema)
+
+
+def _check_detectable(src: str, found: ParquetDirectory) -> None:
+    """A parquet SRC without ``--schema`` must have the columns of a kind detection recognises."""
+    from ..kinds import all_kinds, detect_kind
+
+    columns = parquet_columns(found)
+    if detect_kind(columns) is not None:
+        return
+    names = ", ".join(k.name for k in all_kinds() if k.source.takes_columns and k.detectable and k.columns)
+    raise UsageProblem(
+        f"cannot tell the dataset kind of {src} from its columns {columns} ({names} need other columns)",
+        f"pass --schema NAME; --schema {catch_all_kind()} converts the rows as they are",
+    )
+
+
+def _check_schema_fits(found: ParquetDirectory, schema: str) -> None:
+    """A ``--schema`` that lacks columns of the data is a usage error naming the kind that fits."""
+    from ..kinds import detect_kind, get_kind
+
+    kind = get_kind(schema)
+    if not kind.columns:
+        return
+    columns = parquet_columns(found)
+    missing = [c for c in kind.columns if c not in columns]
+    if not missing:
+        return
+    fits = detect_kind(columns)
+    advice = (
+        f"these columns are {fits.name} data: pass --schema {fits.name} or leave --schema out"
+        if fits
+        else f"pass --schema {catch_all_kind()} to convert the rows as they are"
+    )
+    raise UsageProblem(f"--schema {schema} needs columns {list(kind.columns)}; {found.url} has {columns}", advice)
 
 
 def _layout(ctx: click.Context, layout: str, shard_size: int | None, samples_per_shard: int | None) -> str:
@@ -214,10 +258,7 @@ def convert(ctx: click.Context, src: str, dst: str, **kw: Any) -> None:
         warm_up(kw["engine"], kw["workers"])  # the fork server imports while SRC is checked and planned
     schema = kw.pop("schema")
     found = parquet_source(src, so)
-    _check_jsonl(src, found, schema)
     check_convert_usage(src, dst, found, schema, kw["media_dir"], so)
-    if schema is not None:
-        check_schema_fits(found, schema, so)
     check_bucket(dst, so)
     from ..conversion.dst import ForeignFilesError
 
@@ -262,10 +303,10 @@ def _run(src: str, dst: str, *, engine: str, workers: int | None, ray_address: s
         )
 
 
+API_OPTIONS: tuple[str, ...] = ("schema", "layout", "storage_options", "media_dir", "allow_outside_media_dir")
+API_OPTIONS += ("parquet_info", "shard_size", "samples_per_shard", "overwrite", "drop_bad_rows", "digest")
+"""The command's options that ``conversion.convert`` (and its dry run) take by the same name."""
+
+
 def _api(kw: dict[str, Any]) -> dict[str, Any]:
-    """The command's remaining options as ``conversion.convert`` keywords."""
-    optional = ("schema", "layout", "storage_options", "media_dir", "parquet_info", "shard_size")
-    out = {k: kw[k] for k in (*optional, "allow_outside_media_dir") if k in kw}
-    out.update(samples_per_shard=kw.get("samples_per_shard"), overwrite=kw["overwrite"])
-    out.update(drop_bad_rows=kw["drop_bad_rows"], digest=kw["digest"])
-    return out
+    return {k: kw[k] for k in API_OPTIONS}

@@ -1,12 +1,10 @@
-"""``editstream preview``: see a dataset's first records, drawn by their kind's preview function, as HTML or PNG.
-
-With ``--from NAME`` / ``--mapping FILE`` DATA is a public dataset in its own Hub schema, adapted in
-place (nothing written): the preview shows the chains ``convert --from`` would make.
-"""
+"""``editstream preview``: a dataset's first records drawn by their kind's preview function, as HTML or PNG
+(with ``--from`` / ``--mapping``: the chains ``convert --from`` would make, adapted in place)."""
 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Any
 
 import click
@@ -36,8 +34,7 @@ def adapted_records(
     where: str | None,
     split: str | None,
 ) -> list[Any]:
-    """The first ``n`` chains the adapter makes of DATA, as preview records; a row it would drop
-    is shown with the reason instead of its images."""
+    """The first ``n`` chains the adapter makes of DATA as preview records (a dropped row with its reason)."""
     from ..adapters import FilterError, MappingError, peek, resolve_mapping
     from ..adapters.inplace import media_index_dir
     from ..preview.collect import to_record
@@ -45,21 +42,20 @@ def adapted_records(
 
     if adapter is not None and mapping_file is not None:
         raise UsageProblem("--from and --mapping both name the mapping", "give one of them")
-    records = []
     try:
         mapping = resolve_mapping(adapter or mapping_file or "")
         index = media_index_dir()  # archives indexed by a first look are not read whole again, nor in place
         shown = peek(
             data, mapping, n, where=where, media_dir=media_dir, split=split, storage_options=opts, index_dir=index
         )
-        for title, row in shown:
-            if isinstance(row, dict):
-                records.append(to_record(mapping.kind, title, row))
-            else:
-                records.append(Record(title, [], [f"(dropped by the adapter: {row.reason})"], mapping.kind))
+        return [
+            to_record(mapping.kind, title, row)
+            if isinstance(row, dict)
+            else Record(title, [], [f"(dropped by the adapter: {row.reason})"], mapping.kind)
+            for title, row in shown
+        ]
     except (MappingError, FilterError) as exc:
         raise UsageProblem(" ".join(str(exc).split())) from None
-    return records
 
 
 def _records(
@@ -163,12 +159,9 @@ def preview(
         raise DataProblem(f"{data} holds no records to preview")
     via = adapting["adapter"] or adapting["mapping_file"]
     title = f"editstream preview: {data}{f' via {via}' if via else ''} (first {len(records)})"
-    folder = os.path.dirname(out)
-    if folder:
-        os.makedirs(folder, exist_ok=True)
+    os.makedirs(os.path.dirname(out) or ".", exist_ok=True)
     if suffix == ".png":
         save_png(to_png(records, title), out)
     else:
-        with open(out, "w", encoding="utf-8") as f:
-            f.write(to_html(records, title))
+        Path(out).write_text(to_html(records, title), encoding="utf-8")
     click.echo(f"wrote {out} ({len(records)} records)")

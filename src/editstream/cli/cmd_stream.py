@@ -23,9 +23,8 @@ log = logging.getLogger("editstream")
 
 
 def _dataset(found: list[DataHandle], workers: int, kw: dict[str, Any]) -> Any:
-    """The kind's training dataset over the DATA entries: what the data layer says reads each entry
-    whole (or ``--num-used`` of it), the standard arguments by keyword, and a ViT transform or a frame
-    sampler only when the class requires one."""
+    """The kind's training dataset over the DATA entries, with a ViT transform or frame sampler only when
+    its class requires one."""
     from ..loader.datasets.parameters import dataset_parameters
     from ..loader.tokenizer import ByteTokenizer
     from ..loader.transforms import ImageTransform
@@ -59,9 +58,8 @@ def _dataset(found: list[DataHandle], workers: int, kw: dict[str, Any]) -> Any:
 
 
 def _open_all(data: tuple[str, ...], schema: str | None, so: Any, kw: dict[str, Any]) -> list[DataHandle]:
-    """The DATA arguments opened (:func:`resolve`), or, with ``--from`` / ``--mapping``, read in place through
-    that adapter (with ``--where``, ``--split``, ``--media-dir``) and listed now: a bad mapping or folder fails
-    before torch loads."""
+    """The DATA arguments opened, or read in place through ``--from`` / ``--mapping`` and listed now, so a
+    bad mapping or folder fails before torch loads."""
     from ..adapters import MappingError
     from ..adapters.inplace import in_place_entry
     from ..data.open import open_data
@@ -112,11 +110,7 @@ def _check_rank(rank: int | None, world_size: int | None) -> None:
 
     r, w = resolve_rank_and_world(rank, world_size)
     if not 0 <= r < w:
-        given = (
-            "--rank/--world-size"
-            if rank is not None and world_size is not None
-            else "--rank/--world-size or RANK/WORLD_SIZE"
-        )
+        given = "--rank/--world-size" + ("" if rank is not None and world_size is not None else " or RANK/WORLD_SIZE")
         raise UsageProblem(f"rank {r} is not in a world of size {w} ({given})", f"give a rank from 0 to {w - 1}")
 
 
@@ -208,11 +202,10 @@ def stream(data: tuple[str, ...], schema: str | None, samples: int, workers: int
         if size > kw["max_tokens_per_sample"]:
             over += 1
             if over == 1:
+                limit = kw["max_tokens_per_sample"]
                 log.warning(
-                    "sample %s has %d tokens, over --max-tokens-per-sample %d: a packer with that limit drops it",
-                    sample.get("data_indexes"),
-                    size,
-                    kw["max_tokens_per_sample"],
+                    f"sample {sample.get('data_indexes')} has {size} tokens, over --max-tokens-per-sample {limit}: "
+                    "a packer with that limit drops it"
                 )
         if n >= samples:
             break

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import click
 
@@ -50,32 +51,10 @@ def _first_synth_kind() -> str:
 @click.option("--min-side", type=click.IntRange(min=1), default=None, help="Smallest image side in pixels.")
 @click.option("--max-side", type=click.IntRange(min=1), default=None, help="Largest image side in pixels.")
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
-def synth(
-    out: str,
-    schema: str,
-    num_files: int,
-    row_groups_per_file: int,
-    rows_per_group: int,
-    seed: int,
-    corrupt_fraction: float,
-    min_side: int | None,
-    max_side: int | None,
-    no_progress: bool,
-) -> None:
+def synth(out: str, no_progress: bool, **options: Any) -> None:
     """Write a synthetic source dataset of a kind to OUT: parquet files plus parquet_info.json, or a
     JSONL file with its media directory (--files x --row-groups x --rows lines)."""
     from ..testing.synth import write_synthetic_dataset
 
-    summary = write_synthetic_dataset(
-        out,
-        schema=schema,
-        num_files=num_files,
-        row_groups_per_file=row_groups_per_file,
-        rows_per_group=rows_per_group,
-        seed=seed,
-        corrupt_fraction=corrupt_fraction,
-        min_side=min_side,
-        max_side=max_side,
-        progress=not (no_progress or SETTINGS.quiet),
-    )
+    summary = write_synthetic_dataset(out, progress=not (no_progress or SETTINGS.quiet), **options)
     click.echo(json.dumps(summary, indent=2, default=str))

@@ -1,46 +1,63 @@
-"""``editstream convert SRC DST --from NAME`` (or ``--mapping FILE``): a public dataset in its own schema in.
-
-The adapter (``editstream.adapters``) turns SRC's rows into BAGEL edit chains: ``--to parquet``
-writes BAGEL's parquet and ``parquet_info.json`` to DST; ``--to webdataset`` stages that
-parquet (``--staging``, default ``DST-parquet``) and converts it to shards with the same
-executor, digest and lock options as the plain convert. A mapping, filter or DST the adapter
-cannot use is a usage error of one line; the drop list goes to ``adapt_report.json``, not the terminal.
-"""
+"""``editstream convert SRC DST --from NAME`` (or ``--mapping FILE``): adapt a public dataset in its own
+schema (then convert it to shards with ``--to webdataset``); a mapping, filter or DST it cannot use is a usage error."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import click
 
 from .app import SETTINGS
-from .convert_common import foreign_files_problem, running_executor
 from .errors import DataProblem, UsageProblem
 from .paths import check_bucket
 
+
+@contextmanager
+def running_executor(engine: str, workers: int | None, ray_address: str | None) -> Iterator[Any]:
+    """The conversion executor for ``--engine``/``--workers``, started now (local workers import while this
+    process plans; Ray connects before any work) and closed on exit; a missing Ray or bad address is a usage error."""
+    from ..conversion.executors import make_executor
+
+    try:
+        runner = make_executor(engine, workers, ray_address=ray_address)
+    except (ImportError, ValueError) as exc:
+        raise UsageProblem(str(exc)) from None
+    try:
+        start = getattr(runner, "start", None)
+        if start is not None:
+            start()
+        yield runner
+    finally:
+        runner.close()
+
+
+def foreign_files_problem(dst: str, names: list[str]) -> UsageProblem:
+    """The usage error for a DST that holds files editstream did not write (``names``, the first few shown)."""
+    shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+    return UsageProblem(
+        f"DST {dst} holds files editstream did not write ({shown})",
+        "convert into a new or empty directory (--overwrite goes on: it replaces only editstream's own files)",
+    )
+
+
 ADAPTER_OPTIONS = ("adapter", "mapping_file", "target", "where", "split", "staging")
 """The ``convert`` parameters that only an adaptation reads."""
-ONLY_WITH_ADAPTER = {"target": "--to", "where": "--where", "split": "--split", "staging": "--staging"}
-NEVER_WITH_ADAPTER = {"schema": "--schema", "parquet_info": "--parquet-info", "dry_run": "--dry-run"}
+ONLY_WITH_ADAPTER = ("target", "where", "split", "staging")
+NEVER_WITH_ADAPTER = ("schema", "parquet_info", "dry_run")
 """The adapter decides the kind and writes its own parquet_info; it has no dry run."""
-SHARD_OPTIONS = {
-    "layout": "--layout",
-    "shard_size": "--shard-size",
-    "samples_per_shard": "--samples-per-shard",
-    "overwrite": "--overwrite",
-    "drop_bad_rows": "--drop-bad-rows",
-    "digest": "--digest",
-    "break_lock": "--break-lock",
-}
+SHARD_OPTIONS = ("layout", "shard_size", "samples_per_shard", "overwrite", "drop_bad_rows", "digest", "break_lock")
 """Options of the shard conversion: meaningless (so refused) with ``--to parquet``; ``--workers``,
 ``--engine`` and ``--ray-address`` run the adaptation's output files too, so both targets take them."""
 
 
-def given(ctx: click.Context, names: dict[str, str]) -> list[str]:
-    """The options among ``names`` (parameter -> flag) typed on the command line, as their flags."""
+def given(ctx: click.Context, names: Sequence[str]) -> list[str]:
+    """The options among ``names`` (parameter names) typed on the command line, as their flags."""
     default = (None, click.core.ParameterSource.DEFAULT)
-    return [flag for name, flag in names.items() if ctx.get_parameter_source(name) not in default]
+    flags = {param.name: param.opts[0] for param in ctx.command.params}
+    return [flags[name] for name in names if ctx.get_parameter_source(name) not in default]
 
 
 def refuse_adapter_options(ctx: click.Context) -> None:
@@ -67,7 +84,7 @@ def _check(ctx: click.Context, opts: dict[str, Any]) -> None:
             "the mapping decides the kind and the adapter writes parquet_info.json itself: leave them out",
         )
     if opts["target"] == "parquet":
-        shard_only = given(ctx, SHARD_OPTIONS) + given(ctx, {"staging": "--staging"})
+        shard_only = given(ctx, SHARD_OPTIONS) + given(ctx, ["staging"])
         if shard_only:
             raise UsageProblem(
                 f"{', '.join(shard_only)} appl{'ies' if len(shard_only) == 1 else 'y'} to --to webdataset only",
@@ -94,9 +111,8 @@ def _adapt(src: str, dst: str, mapping: Any, opts: dict[str, Any], kw: dict[str,
 
     progress = not (kw["no_progress"] or SETTINGS.quiet)
     common = dict(where=opts["where"], media_dir=kw["media_dir"], split=opts["split"], storage_options=so)
-    names = ("layout", "shard_size", "samples_per_shard", "overwrite", "drop_bad_rows", "digest", "break_lock")
     if opts["target"] == "webdataset":
-        common.update({k: kw[k] for k in (*names, "workers", "engine", "ray_address")}, staging=opts["staging"])
+        common.update({k: kw[k] for k in (*SHARD_OPTIONS, "workers", "engine", "ray_address")}, staging=opts["staging"])
     with running_executor(kw["engine"], kw["workers"], kw["ray_address"]) as runner:
         result: dict[str, Any] = run_adapter(
             src, dst, mapping, to=opts["target"], executor=runner, progress=progress, **common

@@ -1,10 +1,5 @@
-"""Failures as a user reads them: what is wrong, and how to fix it, in one or two lines.
-
-``DataProblem`` (exit 1) is about the data or the storage; ``UsageProblem`` (exit 2) is about
-the command line. ``explain`` turns any other exception into one of them, looking through the
-chained causes for what a user can act on (missing credentials, a missing bucket, an
-unreachable endpoint, access denied), so an S3 problem inside a worker still ends in one line.
-"""
+"""Failures as a user reads them, in one or two lines: ``DataProblem`` (exit 1) or ``UsageProblem`` (exit 2);
+:func:`explain` looks through chained causes for what a user can act on (credentials, a bucket, an endpoint)."""
 
 from __future__ import annotations
 
@@ -65,21 +60,13 @@ def _aws_code(exc: BaseException) -> str:
     return ""
 
 
-def _local_permission(e: BaseException) -> Problem | None:
-    """A ``PermissionError`` the operating system raised for a local path (it has an errno and a
-    file name; S3's access denials, as s3fs raises them, have neither): a hint about that path."""
-    if not isinstance(e, PermissionError) or e.errno is None or e.filename is None:
-        return None
-    path = os.fsdecode(e.filename)
-    if "://" in path:
-        return None
-    return DataProblem(
-        f"permission denied: {path} ({e.strerror or 'not permitted'})",
-        "check this user's permissions on that path and whether its file system is read-only, or give another path",
-    )
-
-
+_PERMISSION = (
+    "permission denied: {path} ({reason})",
+    "check this user's permissions on that path and whether its file system is read-only, or give another path",
+)
 _LOCAL_PATH_ERRORS = {
+    errno.EACCES: _PERMISSION,
+    errno.EPERM: _PERMISSION,
     errno.EEXIST: ("{path} is a file, not a directory", "give a new or empty directory"),
     errno.ENOTDIR: ("{path}: a part of this path is a file, not a directory", "give a path under directories"),
     errno.EROFS: ("cannot write {path}: its file system is read-only", "give a path on a writable file system"),
@@ -89,21 +76,21 @@ _LOCAL_PATH_ERRORS = {
 
 
 def _local_path_error(e: BaseException) -> Problem | None:
-    """An operating-system error about a local path (a DST that is a file, a read-only mount), in one line."""
+    """An operating-system error about a local path (denied, a DST that is a file, a read-only mount), in one line;
+    S3's access denials, as s3fs raises them, have no errno and file name."""
     if not isinstance(e, OSError) or e.errno not in _LOCAL_PATH_ERRORS or e.filename is None:
         return None
     path = os.fsdecode(e.filename)
     if "://" in path or (e.errno == errno.EEXIST and not os.path.isfile(path)):
         return None
     message, fix = _LOCAL_PATH_ERRORS[e.errno]
-    return DataProblem(message.format(path=path), fix)
+    return DataProblem(message.format(path=path, reason=e.strerror or "not permitted"), fix)
 
 
 def _storage_problem(chain: list[BaseException]) -> Problem | None:
-    """An S3/storage cause a user can fix, from anywhere in the chain (each hint fits its storage:
-    credentials and buckets for S3, file permissions for a local path)."""
+    """An S3/storage cause a user can fix, from anywhere in the chain."""
     for e in chain:
-        local = _local_permission(e) or _local_path_error(e)
+        local = _local_path_error(e)
         if local is not None:
             return local
         name = type(e).__name__

@@ -1,8 +1,5 @@
-"""The CLI reference as markdown, generated from the commands' own ``--help`` (``docs/cli.md``).
-
-``python -m editstream.cli.helpdoc > docs/cli.md`` (or ``make cli-doc``) rewrites it; a test
-checks the committed file against the commands, so the documented CLI cannot drift from the real one.
-"""
+"""The CLI reference as markdown from the commands' own ``--help``: ``python -m editstream.cli.helpdoc > docs/cli.md``
+(a test checks the committed file against the commands)."""
 
 from __future__ import annotations
 

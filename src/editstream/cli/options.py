@@ -12,9 +12,8 @@ from ..kinds import DatasetKind, all_kinds, get_kind
 
 
 class KindChoice(click.Choice[str]):
-    """The names and aliases of the registered dataset kinds that ``want`` accepts, read from
-    ``editstream.kinds`` each time the command runs or shows its help (so a plug-in kind
-    installed later is offered too). The value is the kind's canonical name: aliases resolve here."""
+    """The names and aliases of the registered kinds ``want`` accepts, read each time (a plug-in installed
+    later is offered too); the value is the kind's canonical name."""
 
     def __init__(self, want: Callable[[DatasetKind], bool] | None = None) -> None:
         super().__init__((), case_sensitive=True)
@@ -36,8 +35,7 @@ class KindChoice(click.Choice[str]):
 
 
 class AdapterChoice(click.Choice[str]):
-    """The built-in adapter names (``editstream.adapters.builtin_names()``), read when the command
-    runs or shows its help, so ``editstream --help`` does not load the adapters."""
+    """The built-in adapter names, read when needed so ``editstream --help`` does not load the adapters."""
 
     def __init__(self) -> None:
         super().__init__((), case_sensitive=True)

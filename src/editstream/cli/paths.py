@@ -1,9 +1,4 @@
-"""Checks of the paths a command is given, before any work: each wrong kind of path gets its fix.
-
-``check_bucket`` asks S3 once whether the bucket is there and the credentials work;
-``converted_root`` and ``parquet_source`` accept the kind of path a command needs and refuse
-anything else with a message naming what the path is and what to type instead.
-"""
+"""Checks of the paths a command is given, before any work: each wrong kind of path gets its fix."""
 
 from __future__ import annotations
 
@@ -11,6 +6,7 @@ import os
 import shlex
 from typing import TYPE_CHECKING, Any
 
+from ..io import storage
 from .errors import CREDENTIALS_ADVICE, DataProblem, UsageProblem
 
 if TYPE_CHECKING:  # imported where used, so loading the CLI stays light
@@ -26,8 +22,6 @@ def parent_of(url: str) -> str:
 
 def check_bucket(url: str, storage_options: dict[str, Any] | None) -> None:
     """For ``s3://`` URLs: the bucket exists and the credentials work (one request); else a one-line error."""
-    from ..io import storage
-
     if storage.protocol_of(url) not in ("s3", "s3a"):
         return
     bucket = url.split("://", 1)[1].split("/", 1)[0]
@@ -48,8 +42,6 @@ def check_bucket(url: str, storage_options: dict[str, Any] | None) -> None:
 
 def missing_path(url: str, what: str) -> DataProblem:
     """The error for a path that does not exist (a relative local path says what it is relative to)."""
-    from ..io import storage
-
     where = f" (relative to {os.getcwd()})" if storage.is_local(url) and not os.path.isabs(url) else ""
     return DataProblem(f"{what} {url} does not exist{where}", "check the path")
 
@@ -67,8 +59,7 @@ def unfinished_conversion(found: d.PathKind) -> DataProblem:
 
 
 def _recognised(url: str, storage_options: dict[str, Any] | None, what: str) -> Layout | d.PathKind:
-    """The layout at ``url``, or what the path is when it is none (a missing path and an unfinished
-    conversion are refused here, with their fix)."""
+    """The layout at ``url``, or what the path is when none (a missing path or unfinished conversion refused)."""
     from ..data.layouts import LayoutError, recognise
     from ..format import detect as d
 

@@ -1,9 +1,5 @@
-"""``stream``'s DATA arguments, opened (``editstream.data.open_data``) and checked before a row is read.
-
-What the data is, and which backend and kind read it, is the data layer's answer; here a
-``--backend`` or ``--schema`` that contradicts it becomes a usage error in CLI words, naming the
-option to pass, and the DATA arguments must agree on one backend, kind and layout.
-"""
+"""``stream``'s DATA arguments, opened (``editstream.data.open_data``) and checked before a row is read: a
+contradicting ``--backend`` or ``--schema`` is a usage error naming the option; the arguments must agree."""
 
 from __future__ import annotations
 

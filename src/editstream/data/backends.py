@@ -1,10 +1,5 @@
-"""The backend flag every dataset class, group config and command accepts: one table, one rule.
-
-``"parquet"`` reads the data as published (parquet files, a JSONL and its media) and ``"source"`` is
-another name for it (the natural word for JSONL data); ``"webdataset"`` reads tar shards (converted
-by ``editstream convert``, or foreign). Kept apart from the data layer's readers so the command line
-can offer the choices without importing them.
-"""
+"""The backend flag every dataset, group config and command accepts: ``parquet`` (``source`` is another name:
+the data as published) or ``webdataset`` (tar shards); apart from the readers, so the CLI imports it cheaply."""
 
 from __future__ import annotations
 

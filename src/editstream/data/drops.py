@@ -1,15 +1,10 @@
-"""Counting what a stream drops: bad rows, unreadable units, corrupt shards.
-
-Every drop increments a per-reason counter, keeps its location in a short history and is logged
-(each location once, the first few of each reason, then every 100th), in the words of
-``report.json`` and with the paths the user gave. DataLoader workers write their counts to a
-directory private to the dataset and :meth:`DropLog.as_dict` adds them up. A
-:class:`FailureBudget` stops a stream when failures come in a row, naming the last one.
-"""
+"""Counting what a stream drops: per-reason counters, a short located history and throttled logs, summed
+over DataLoader workers through a private directory; :class:`FailureBudget` stops a run of failures."""
 
 from __future__ import annotations
 
 import contextlib
+import glob
 import json
 import logging
 import os
@@ -110,12 +105,7 @@ class DropLog:
             self._logged.add(seen)
         if n <= LOG_FIRST or n % LOG_EVERY == 0:
             logger.warning(
-                "dataset %s dropped (%s #%d) at %s: %s",
-                self.dataset_name,
-                reason,
-                n,
-                where_text(location),
-                detail or text,
+                f"dataset {self.dataset_name} dropped ({reason} #{n}) at {where_text(location)}: {detail or text}"
             )
         return drop
 
@@ -131,15 +121,10 @@ class DropLog:
 
     def _published(self) -> Counter[str]:
         total: Counter[str] = Counter()
-        try:
-            names = os.listdir(self.shared_dir)
-        except OSError:
-            return total
-        for name in names:
-            if not name.endswith(".json") or name == f"{os.getpid()}.json":
-                continue
-            with contextlib.suppress(OSError, ValueError), open(os.path.join(self.shared_dir, name)) as f:
-                total.update({str(k): int(v) for k, v in json.load(f).items()})
+        for path in glob.glob(os.path.join(glob.escape(self.shared_dir), "*.json")):
+            if os.path.basename(path) != f"{os.getpid()}.json":
+                with contextlib.suppress(OSError, ValueError), open(path) as f:
+                    total.update({str(k): int(v) for k, v in json.load(f).items()})
         return total
 
     @property
@@ -153,31 +138,21 @@ class DropLog:
 
 
 class FailureBudgetExceeded(RuntimeError):
-    """Too many failures in a row (units that could not be read, rows a parser failed on): the data,
-    the storage or the parser is broken."""
+    """Too many failures in a row: the data, the storage or the parser is broken."""
 
 
+@dataclass(eq=False)
 class FailureBudget:
-    """Counts failures in a row; more than ``budget`` stops the stream with an error naming them.
+    """Counts failures in a row; more than ``budget`` stops the stream with an error saying ``what`` failed
+    (and the dataset's drop counts, given ``drops``)."""
 
-    ``what`` says what failed in the error (``"units in a row could not be read"``); ``drops``,
-    when given, adds the dataset's drop counts to it.
-    """
-
-    def __init__(
-        self,
-        dataset_name: str,
-        budget: int,
-        what: str = "units in a row could not be read",
-        drops: DropLog | None = None,
-    ) -> None:
-        self.dataset_name = dataset_name
-        self.budget = budget
-        self.what = what
-        self.drops = drops
-        self.in_a_row = 0
-        self.last_error: BaseException | None = None
-        self.last_where: dict[str, Any] = {}
+    dataset_name: str
+    budget: int
+    what: str = "units in a row could not be read"
+    drops: DropLog | None = None
+    in_a_row: int = 0
+    last_error: BaseException | None = None
+    last_where: dict[str, Any] = field(default_factory=dict)
 
     def failed(self, where: dict[str, Any], error: BaseException) -> None:
         """Count one failure; raise :class:`FailureBudgetExceeded` (chained to ``error``) past the budget."""

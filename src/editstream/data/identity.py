@@ -1,9 +1,5 @@
-"""What identifies a source file's content without reading it, so a changed source is never trusted.
-
-A local file is its size, modification time (ns) and inode (replacing it changes the inode,
-rewriting it the time); an object is its size and ETag. The converter records each source
-file's identity when it plans, checks it when it opens the file and keeps it in the manifest.
-"""
+"""What identifies a source file's content without reading it: a local file's size, mtime (ns) and inode
+(replacing it changes the inode); an object's size and ETag. A changed source is never trusted."""
 
 from __future__ import annotations
 

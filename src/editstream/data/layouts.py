@@ -1,11 +1,5 @@
-"""What a path holds, as editstream reads it: the one place that recognises a layout.
-
-:func:`recognise` looks at a path once (``format.detect``) and answers a typed :class:`Layout`
-(parquet directory, converted root, foreign shards, JSONL file) that knows its backend, its kind,
-the row source that reads it and the ``num_used_data`` entry that reads it whole. A path of no
-layout is a :class:`LayoutError` saying what it holds and what to give; :func:`register_layout`
-adds layouts, which every command and dataset then reads.
-"""
+"""What a path holds, as editstream reads it: :func:`recognise` answers a typed :class:`Layout` (its
+backend, kind, row source and whole-entry count) or a :class:`LayoutError` saying what to give instead."""
 
 from __future__ import annotations
 
@@ -29,11 +23,8 @@ from .sources.foreign import expand_shards, foreign_kind, is_foreign_entry
 
 
 class LayoutError(ValueError):
-    """A path that holds nothing readable the way it was asked: what it holds and how to fix the call.
-
-    ``usage`` says whether the call must change (a wrong kind of path, a wrong backend), as
-    opposed to the data being missing or unreadable.
-    """
+    """A path that holds nothing readable the way it was asked: what it holds and how to fix the call;
+    ``usage`` says the call must change (as opposed to the data being missing or unreadable)."""
 
     def __init__(
         self, message: str, fix: str | None = None, *, usage: bool = True, found: d.PathKind | None = None
@@ -108,8 +99,7 @@ class Layout:
         raise NotImplementedError
 
     def source(self, entries: Sequence[Any], request: SourceRequest) -> ListingRowSource:
-        """The row source reading ``entries`` (all of this layout) for ``request``: the kind's shape builds
-        it; a layout of its own (:func:`register_layout`) may build its own."""
+        """The row source reading ``entries`` (all of this layout) for ``request``, built by the kind's shape."""
         source: ListingRowSource = data_shape(request.kind).source(self.title, entries, request, self.storage_options)
         return source
 
@@ -119,8 +109,7 @@ class Layout:
 
 
 class LayoutEntry:
-    """A ``data_dir_list`` entry (or ``open_data`` path) that says itself how it is read: its own layout,
-    such as a public dataset read in place through an adapter; every dataset and command then reads it."""
+    """A ``data_dir_list`` entry that gives its own layout (a dataset read in place through an adapter)."""
 
     def layout(self, storage_options: StorageOptions | None) -> Layout:
         """The layout reading this entry (cheap: listing happens when its units are)."""
@@ -133,8 +122,8 @@ IN_PLACE_KEYS = ("from", "mapping", "where", "media_dir", "split")
 
 
 def in_place_entry(meta: Mapping[str, Any], owner: str) -> LayoutEntry | None:
-    """The entry a ``dataset_info`` entry with ``from:`` / ``mapping:`` reads (``None`` without them),
-    built by the adapters layer, named here by module path as a kind names its code: it sits above this one."""
+    """The adapters layer's entry for a ``dataset_info`` entry with ``from:`` / ``mapping:`` (imported by
+    name: that layer sits above this one), else ``None``."""
     if not any(key in meta for key in IN_PLACE_KEYS):
         return None
     entry: LayoutEntry | None = importlib.import_module("editstream.adapters.inplace").in_place_entry(meta, owner)
@@ -142,8 +131,7 @@ def in_place_entry(meta: Mapping[str, Any], owner: str) -> LayoutEntry | None:
 
 
 def kind_of_columns(url: Any, columns: Sequence[str]) -> DatasetKind:
-    """The registered kind a table with ``columns`` is (detection); a :class:`LayoutError` listing every
-    detectable kind's columns when none fits."""
+    """The registered kind a table with ``columns`` is; a :class:`LayoutError` listing the kinds when none fits."""
     found = detect_kind(columns)
     if found is None:
         known = "; ".join(f"{k.name}: {sorted(k.columns)}" for k in all_kinds() if k.detectable and k.columns)
@@ -262,18 +250,19 @@ Recogniser = Callable[[d.PathKind, StorageOptions | None], Layout | None]
 """``(what detect found, storage options)`` -> the layout, or ``None`` when it is not this one."""
 
 
+_BUILTIN: dict[str, type[Layout]] = {
+    d.CONVERTED: ConvertedRoot,
+    d.PARQUET_DIR: ParquetDirectory,
+    d.SHARD_PATTERN: ForeignShards,
+    d.TAR_FILE: ForeignShards,
+    d.SHARD_DIR: ForeignShards,
+    d.JSONL_FILE: JsonlFile,
+}
+
+
 def _recognise_builtin(found: d.PathKind, so: StorageOptions | None) -> Layout | None:
-    if found.kind == d.CONVERTED:
-        return ConvertedRoot(found.url, so)
-    if found.kind == d.PARQUET_DIR:
-        return ParquetDirectory(found.url, so)
-    if found.kind in (d.SHARD_PATTERN, d.TAR_FILE):
-        return ForeignShards(found.url, so)
-    if found.kind == d.SHARD_DIR:
-        return ForeignShards(d.shards_in(found.url), so)
-    if found.kind == d.JSONL_FILE:
-        return JsonlFile(found.url, so)
-    return None
+    layout = _BUILTIN.get(found.kind)
+    return None if layout is None else layout(d.shards_in(found.url) if found.kind == d.SHARD_DIR else found.url, so)
 
 
 _RECOGNISERS: list[Recogniser] = []
@@ -331,9 +320,8 @@ def recognise(url: Any, storage_options: StorageOptions | None = None) -> Layout
 
 
 def layout_for_backend(entry: Any, backend: str, storage_options: StorageOptions | None = None) -> Layout:
-    """The layout a dataset's ``data_dir_list`` entry has on ``backend``, told from its name alone (no I/O
-    beyond a pattern's existence check), so a dataset's constructor stays cheap; on the parquet backend
-    a layout added with :func:`register_layout` is asked first (one listing of the entry, only then)."""
+    """The layout a ``data_dir_list`` entry has on ``backend``, told from its name alone so a dataset's
+    constructor stays cheap (a registered layout is asked first on the parquet backend)."""
     if isinstance(entry, LayoutEntry):
         layout = entry.layout(storage_options)
         if layout.backend != backend:

@@ -1,14 +1,9 @@
-"""Where the images a metadata file names by path are: a folder, or an archive read in place.
-
-:func:`open_media` opens a folder, a ``.tar`` / ``.tar.gz`` / ``.zip``, an archive split into parts
-(read as one stream, never joined on disk) or WebDataset shards, locally or on S3, as a
-:class:`MediaSource` reading one member by name. A ``.tar.gz`` is read through ``indexed_gzip``
-seek points; an archive is indexed once (kept under ``index_dir`` by the archive's identity), so
-memory stays bounded by one member and the seek points. A missing name raises :class:`MediaMissing`.
-"""
+"""Where the images a metadata file names are: a folder, or an archive (tar, tar.gz, zip, split into parts)
+read in place by member through an index kept under ``index_dir``, so memory stays bounded by one member."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import json
@@ -218,10 +213,8 @@ class ArchiveMedia:
     def _index(self) -> MemberIndex:
         paths = self._index_paths()
         if paths is not None:
-            try:
+            with contextlib.suppress(FileNotFoundError, ValueError, TypeError, KeyError):
                 return MemberIndex.loads(storage.read_bytes(paths[0], self.storage_options))
-            except (FileNotFoundError, ValueError, TypeError, KeyError):
-                pass
         try:
             members = MemberIndex.of(self._scan())
         except (tarfile.TarError, EOFError, OSError, zlib.error) as exc:
@@ -291,8 +284,7 @@ def open_media(
     index_dir: str | None = None,
     allow_outside: bool = False,
 ) -> FolderMedia | ArchiveMedia:
-    """The media source at ``url``: a folder, an archive, one part of a split archive (all its parts are
-    read), or a list of parts in order. ``index_dir`` keeps archive indexes for the next run."""
+    """The media source at ``url``: a folder, an archive, a split archive (by one part) or a list of parts."""
     if not isinstance(url, str):
         return ArchiveMedia(list(url), storage_options, index_dir)
     if is_split_part(url):

@@ -1,9 +1,5 @@
-"""The samples of a converted root as their tar members: read in shard order, or one found by its key.
-
-What ``inspect`` counts and ``inspect --key`` / ``--extract`` show. A key names its source row
-(file stem, row group, row), so the manifest alone says which shard holds it and the ``.tar.idx``
-where: one ranged read. Keys that do not name their row are found by a scan.
-"""
+"""The samples of a converted root as their tar members (``inspect``): in shard order, or one by its key; a
+key names its source row, so the manifest and ``.tar.idx`` locate it in one ranged read (else a scan)."""
 
 from __future__ import annotations
 
@@ -67,18 +63,15 @@ def _locate(m: mf.Manifest, key: str) -> tuple[mf.ShardInfo, int] | None:
 
 def find_members(root: str, key: str, *, storage_options: dict[str, Any] | None = None) -> dict[str, bytes]:
     """The members (``{suffix: bytes}``) of the sample ``key``; ``KeyError`` when no shard holds it."""
-    m = mf.Manifest.read(root, storage_options)
-    located = _locate(m, key)
+    layout = ConvertedRoot(root, storage_options)
+    located = _locate(layout.manifest, key)
     if located is not None:
         shard, index = located
         offsets, end = read_idx(storage.join(root, shard.idx_path), storage_options)
         for got, members in read_sample(storage.join(root, shard.path), offsets, end, index, storage_options):
             if got == key:
                 return members
-    for shard in m.shards:  # keys not derived from their row: scan
-        url = storage.join(root, shard.path)
-        with open_read(url, storage_options) as f:
-            for got, _, members in iter_samples(f, source=url):
-                if got == key:
-                    return members
+    for got, members in iter_members(layout):  # keys not derived from their row: scan
+        if got == key:
+            return members
     raise KeyError(f"no sample with key {key!r} in {root}")

@@ -1,10 +1,5 @@
-"""``open_data``: any path editstream reads, as one typed handle: its layout, kind, backend and rows.
-
-Every command (``stream``, ``preview``, ``inspect``, ``verify``, ``convert``), the raw-row reader
-and the training datasets open data here, so a layout recognised once (``layouts``) is read the
-same way everywhere. A handle lists units as the loader lists them and builds the row source that
-reads them; what a path is, and what it is not, is decided in :func:`open_data` alone.
-"""
+"""``open_data``: any path editstream reads, as one typed handle (layout, kind, backend, rows); every
+command, the raw-row reader and the training datasets open data here."""
 
 from __future__ import annotations
 
@@ -51,8 +46,7 @@ class DataHandle:
         return self.layout.storage_options
 
     def request(self, dataset_name: str = "data", drops: DropLog | None = None, **options: Any) -> SourceRequest:
-        """What a row source of this data is built with (``options``: the backend's source options); a
-        directory's files are listed sorted, the order the loader shuffles units in."""
+        """What a row source of this data is built with; a directory's files listed sorted, as the loader does."""
         return SourceRequest(
             dataset_name=dataset_name,
             kind=self.kind,
@@ -87,12 +81,8 @@ def open_data(
     media_dir: str | None = None,
     allow_outside_media_dir: bool = False,
 ) -> DataHandle:
-    """The data at ``path`` (a directory, a converted root, a shard pattern / glob / ``.tar`` / list, a JSONL
-    file, or a layout added with :func:`~editstream.data.layouts.register_layout`), opened.
-
-    ``backend`` and ``kind``, when given, must fit what the data holds (a :class:`LayoutError` names the
-    right one); a JSONL file needs ``media_dir``, the directory its media names are relative to.
-    """
+    """The data at ``path`` (anything :func:`~editstream.data.layouts.recognise` knows), opened; a given ``backend``
+    or ``kind`` must fit it (a :class:`LayoutError` names the right one)."""
     layout = recognise(path, storage_options)
     if backend is not None and check_backend(backend, "open_data") != layout.backend:
         raise BackendMismatch(path, layout, check_backend(backend, "open_data"))
@@ -106,8 +96,7 @@ def open_data(
 def dataset_source(
     entries: Sequence[Any], backend: str, request: SourceRequest, storage_options: StorageOptions | None = None
 ) -> ListingRowSource:
-    """The row source a training dataset reads its ``data_dir_list`` with on ``backend``: the layout of each
-    entry is told from its name alone (constructors stay cheap; listing happens on first use)."""
+    """The row source a training dataset reads its ``data_dir_list`` with (layouts told from names alone)."""
     layouts = [layout_for_backend(entry, backend, storage_options) for entry in entries] or [
         layout_for_backend("", backend, storage_options)
     ]
@@ -116,6 +105,5 @@ def dataset_source(
 
 
 def entry_count(entry: Any, backend: str, storage_options: StorageOptions | None = None) -> int:
-    """The ``num_used_data`` entry that reads every file of a data directory once (a converted root: its
-    source files; a shard pattern: its shards)."""
+    """The ``num_used_data`` entry that reads every file (or shard) of a data directory once."""
     return layout_for_backend(entry, check_backend(backend, "entry_count"), storage_options).count()

@@ -1,8 +1,5 @@
-"""What a row source hands the shared iteration loop: rows, unreadable samples, and their positions.
-
-Every backend (parquet row groups, converted tar shards, foreign shards, JSONL lines) is a
-:class:`RowSource`; the loop in :mod:`editstream.loader.iteration` reads any of them the same way.
-"""
+"""What a row source hands the shared iteration loop (:mod:`editstream.loader.iteration`): rows,
+unreadable samples, and their positions."""
 
 from __future__ import annotations
 
@@ -27,13 +24,8 @@ class Row(dict[str, Any]):
 
 @dataclass
 class BadSample:
-    """A row a source read but could not decode (a shard sample missing a member, say).
-
-    Sources yield it in place of the row; the shared loop drops and counts it as ``bad_sample``
-    with the source's extra location (shard URL, key). ``unreadable`` says the unit's data could
-    not be read at all (a one-sample unit whose fetch failed), so it counts against the unit
-    failure budget like an unreadable unit.
-    """
+    """A row a source read but could not decode, yielded in its place and counted as ``bad_sample``;
+    ``unreadable``: the unit's data could not be read at all, so it counts against the unit failure budget."""
 
     error: BaseException
     where: dict[str, Any] = field(default_factory=dict)
@@ -73,11 +65,7 @@ def close_rows(rows: Iterator[Any]) -> None:
 
 
 class DropRow(Exception):
-    """Raised by a ``parse_row`` to drop its row under a named reason (the cause, if any, chained).
-
-    Without it, a ``parse_row`` that raises drops the row as ``bad_row``; a dataset with reasons
-    of its own (a JSONL line that does not parse, a conversation without a loss) raises this.
-    """
+    """Raised by a ``parse_row`` to drop its row under a named reason (else a raise drops it as ``bad_row``)."""
 
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
@@ -96,9 +84,8 @@ class MediaReader(Protocol):
         ...
 
     def stored(self, name: str, is_folder: bool, entries: int | None = None) -> Any:
-        """Media ``name`` as the converter stores it: a file's bytes, a frame folder's ``{entry: bytes}``
-        (its first ``entries`` frames in frame order), ``None`` when it is missing; raises
-        :class:`~editstream.format.sft.MediaOutsideError` for a name outside the media directory."""
+        """Media ``name`` as the converter stores it (bytes, a frame folder's first ``entries`` frames, ``None``
+        if missing); :class:`~editstream.format.sft.MediaOutsideError` for a name outside the media directory."""
         ...
 
 
@@ -110,9 +97,8 @@ class LineRow:
     media: MediaReader
 
     def record(self, entries: int | None = None, videos: bool = True) -> tuple[dict[str, Any], list[str]]:
-        """The line as a converted sample holds it (``{"line": ..., "media": {name: stored}}``), its media read
-        now (a frame folder's first ``entries`` frames; video files only with ``videos``), and the names
-        refused for being outside the media directory (left out of ``media``)."""
+        """The line as a converted sample holds it with its media read now, and the names refused as outside
+        the media directory (video files only with ``videos``)."""
         try:
             item = json.loads(self.line)
         except (ValueError, RecursionError):

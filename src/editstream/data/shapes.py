@@ -1,10 +1,5 @@
-"""How each source shape is read: the data layer's one dispatch on a kind's :class:`SourceShape`.
-
-A kind's rows are either parquet slices (row groups or whole files, converted to one sample per
-row) or JSONL lines with the media they name. A layout (``layouts``) asks the kind's shape for
-the row source that reads it, the ``num_used_data`` count that reads it whole and the training
-dataset's arguments; a shape that cannot read a layout says so. No other module tests a shape.
-"""
+"""How each source shape is read: the data layer's one dispatch on a kind's :class:`SourceShape` (parquet
+slices or JSONL lines): its row source per layout, its whole-entry count and its dataset arguments."""
 
 from __future__ import annotations
 
@@ -46,8 +41,7 @@ class DataShape:
     builders: dict[str, Builder] = {}
 
     def source(self, title: str, entries: Sequence[Any], request: SourceRequest, so: StorageOptions | None) -> Any:
-        """The row source reading ``entries`` (all of the layout called ``title``); a :class:`ShapeMismatch`
-        naming what the kind reads when it does not read that layout."""
+        """The row source reading ``entries`` of the layout ``title``; a :class:`ShapeMismatch` if the kind cannot."""
         builder = self.builders.get(title)
         if builder is None:
             kind = "this" if request.kind is None else request.kind.name
@@ -135,8 +129,7 @@ class ParquetSlices(DataShape):
 
 
 class JsonlLines(DataShape):
-    """One sample per JSONL line with the media it names: a JSONL and its media directory, or a root
-    converted from them (which holds the lines, so its dataset is given no JSONL)."""
+    """One sample per JSONL line: a JSONL and its media directory, or a root converted from them."""
 
     builders = {"a JSONL file": _jsonl, "a converted root": _line_roots}
 

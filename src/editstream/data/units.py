@@ -1,9 +1,5 @@
-"""What a unit is and how a data directory's listing becomes units: the reference's listing rule.
-
-A *unit* is what one rank/worker owns: a ``(file, row_group)`` pair (edit datasets), a whole
-file (text-to-image), a shard, or a ``(line, media_dir)`` pair (JSONL lines). Every source lists
-its units with these helpers, so both backends choose the same files in the same order.
-"""
+"""What a unit is (what one rank/worker owns) and the reference's rule that makes a listing units, so
+both backends choose the same files in the same order."""
 
 from __future__ import annotations
 
@@ -36,9 +32,7 @@ def _check_position(unit: Any, after: Position, shape: str, sizes: Sequence[int]
 
 
 class FileUnit(str):
-    """A whole parquet file (text-to-image units), as its path or URL; equal to the plain string.
-
-    Its rows' positions are ``(row_group, row)``."""
+    """A whole parquet file as its path (equal to the plain string); positions ``(row_group, row)``."""
 
     __slots__ = ()
 
@@ -78,9 +72,7 @@ class FileUnit(str):
 
 
 class ShardUnit(str):
-    """One tar shard (a ``size``-layout shard, a foreign shard), as its URL; equal to the plain string.
-
-    Its rows' positions are ``(sample,)``, the sample's index in the shard."""
+    """One tar shard as its URL (equal to the plain string); positions ``(sample,)``."""
 
     __slots__ = ()
 
@@ -102,9 +94,7 @@ class ShardUnit(str):
 
 
 class RowGroupUnit(NamedTuple):
-    """One row group of a parquet file (or the ``rowgroup``-layout shard converted from it).
-
-    Its rows' positions are ``(row,)``."""
+    """One row group of a parquet file (or its ``rowgroup``-layout shard); positions ``(row,)``."""
 
     path: str
     row_group: int
@@ -149,9 +139,8 @@ Position = tuple[int, ...]
 
 
 def as_unit(value: Any, whole: type[FileUnit] | type[ShardUnit] = FileUnit) -> Any:
-    """``value`` as a typed unit: a string is ``whole`` (a file or a shard), a ``(path, row_group)`` pair a
-    :class:`RowGroupUnit`, a ``(line, media_dir)`` pair a :class:`LineUnit`; anything else a ``TypeError``.
-    Typed units pass through, so a source may be given the plain values a reference-style subclass lists."""
+    """``value`` as a typed unit (a string is ``whole``; a ``(path, row_group)`` or ``(line, media_dir)`` pair),
+    so a source takes the plain values a reference-style subclass lists; else a ``TypeError``."""
     if isinstance(value, (FileUnit, ShardUnit, RowGroupUnit, LineUnit)):
         return value
     if isinstance(value, str):
@@ -185,23 +174,12 @@ def repeat_to(paths: list[str], num_used: int) -> list[str]:
 
 
 def warn_unread(dataset_name: str, where: str, num_used: int, available: int, what: str = "files") -> None:
-    """Log, with the numbers, a ``num_used_data`` entry that leaves part of ``where`` unread.
-
-    ``num_used`` below the ``available`` files (shards for shard patterns) reads only the first
-    ``num_used`` of them on either backend; the default count (every file) never logs.
-    """
+    """Log, with the numbers, a ``num_used_data`` entry below the ``available`` files (or shards) of ``where``."""
     if num_used < available:
         logger.warning(
-            "dataset %s: num_used_data %d for %s, which holds %d %s: %d of them are not read "
-            "(num_used_data counts %s; give %d, or more, to read all)",
-            dataset_name,
-            num_used,
-            where,
-            available,
-            what,
-            available - num_used,
-            what,
-            available,
+            f"dataset {dataset_name}: num_used_data {num_used} for {where}, which holds {available} {what}: "
+            f"{available - num_used} of them are not read (num_used_data counts {what}; give {available}, or more, "
+            "to read all)"
         )
 
 

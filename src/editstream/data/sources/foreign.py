@@ -1,12 +1,8 @@
-"""Foreign shards: WebDataset tars that editstream did not write (img2dataset, webdataset's ShardWriter).
+"""Foreign shards: WebDataset tars editstream did not write (img2dataset, webdataset's ShardWriter).
 
-``data_dir_list`` entries are brace patterns, globs, ``.tar`` URLs or lists of them; units are
-shards, under the reference's ``num_used_data`` rule like any other unit. A ``columns`` mapping
-(column -> member candidates, first present wins; ``json:caption`` is a field of the ``json``
-member) makes a row of a sample; a kind whose columns all have conventional member names
-(:data:`DEFAULT_MEMBERS`) reads img2dataset output without one. A resume seeks to the next
-sample from the shard's ``.tar.idx``, else from a walk of the tar headers; remote shards are
-read ahead as converted shards are (:class:`~editstream.io.readahead.SourceReads`).
+Entries are brace patterns, globs, ``.tar`` URLs or lists; units are shards. A ``columns`` mapping (column ->
+member candidates; ``json:caption`` is a field of the ``json`` member) makes a row of a sample; a kind whose
+columns have conventional member names (:data:`DEFAULT_MEMBERS`) needs none.
 """
 
 from __future__ import annotations
@@ -61,8 +57,7 @@ def is_foreign_entry(entry: Any, storage_options: StorageOptions | None = None) 
 
 
 def _matches(url: str, storage_options: StorageOptions | None) -> list[str]:
-    """The shards one brace-expanded ``url`` names: itself when it has no glob characters or exists
-    under that exact name, else the glob's matches."""
+    """The shards one brace-expanded ``url`` names: itself, unless it is a glob that matches otherwise."""
     if not any(c in url.rsplit("/", 1)[-1] for c in "*?[") or storage.exists(url, storage_options):
         return [url]
     if storage.is_local(url) and "://" not in url:
@@ -73,11 +68,8 @@ def _matches(url: str, storage_options: StorageOptions | None) -> list[str]:
 
 
 def expand_shards(entry: Any, storage_options: StorageOptions | None = None) -> list[str]:
-    """The sorted shard URLs of an entry: brace patterns expanded, globs matched, lists flattened.
-
-    A name that exists as it is stays literal (a shard called ``a{1,2}.tar`` is that shard); a
-    directory part is matched as a pattern too, unless escaped (``format.detect.shards_in``).
-    """
+    """The sorted shard URLs of an entry: brace patterns expanded, globs matched, lists flattened; a name that
+    exists as it is stays literal (a shard called ``a{1,2}.tar`` is that shard)."""
     if isinstance(entry, (list, tuple)):
         return sorted({url for item in entry for url in expand_shards(item, storage_options)})
     if storage.exists(entry, storage_options):
@@ -176,12 +168,9 @@ class ForeignTarSource:
         """The samples of a shard after sample ``after[0]`` (from its start when ``None``)."""
         url = str(unit)
         index = after[0] + 1 if after else 0
-        start = 0
-        if index:
-            found = self._start_offset(url, index)
-            if found is None:
-                return
-            start = found
+        start = self._start_offset(url, index) if index else 0
+        if start is None:
+            return
         with self.reads.open(url, start, self._size(url)) as reader:
             for key, _, members in iter_samples(
                 reader, start_offset=start, max_member_size=self.max_member_size, source=url

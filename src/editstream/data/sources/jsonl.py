@@ -1,17 +1,11 @@
-"""JSONL-line sources: units are lines, each one row; the source backend reads JSONL and media files.
-
-:class:`LineListing` is the listing both line sources share: per ``(jsonl, media_dir, n)`` entry
-every line (newline kept), shuffled with the dataset's rng when asked, cut to ``n``, as
-``(line, media_dir)`` units. :class:`JsonlLineSource` reads as the reference does (the lines
-``readlines()`` gives; media joined with ``os.path.join``), extended to fsspec URLs, except that a
-name outside the media directory is dropped as ``media_outside`` unless the dataset opts out.
-"""
+"""JSONL-line sources: units are ``(line, media_dir)``, each one row; the source backend reads JSONL and media
+files as the reference does, except that a name outside the media directory is dropped as ``media_outside``."""
 
 from __future__ import annotations
 
 import random
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ...format.sft import check_links, contained_media_path, is_frame_folder, media_path, sort_frames
@@ -40,10 +34,8 @@ class LineEntry:
 
 
 class LineListing:
-    """The ``(line, media_dir)`` units of JSONL-line sources, and where each one's line came from.
-
-    A subclass reads the entries (:meth:`read_entries`) and the rows of a unit.
-    """
+    """The ``(line, media_dir)`` units of JSONL-line sources and where each line came from; a subclass reads
+    the entries (:meth:`read_entries`) and the rows."""
 
     dataset_name: str
 
@@ -101,18 +93,14 @@ class LineListing:
         return {"file": self._origins[entry], "line": line + 1}
 
 
+@dataclass(eq=False)
 class DirectoryMedia:
-    """A row's media read from files under its media directory (local path or URL); names outside
-    it raise :class:`~editstream.format.sft.MediaOutsideError` before anything is read, unless
-    ``allow_outside``."""
+    """A row's media read from files under its media directory; names outside it are refused first."""
 
-    def __init__(
-        self, image_dir: str, storage_options: StorageOptions | None = None, allow_outside: bool = False
-    ) -> None:
-        self.image_dir = image_dir
-        self.storage_options = storage_options
-        self.allow_outside = allow_outside
-        self.retry = RetryPolicy()
+    image_dir: str
+    storage_options: StorageOptions | None = None
+    allow_outside: bool = False
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
 
     def image_bytes(self, name: Any) -> bytes:
         path = contained_media_path(self.image_dir, name, self.allow_outside)
@@ -129,9 +117,8 @@ class DirectoryMedia:
         return result
 
     def stored(self, name: str, is_folder: bool, entries: int | None = None) -> Any:
-        """A file's bytes or a folder's ``{entry: bytes}`` (listing order, the reference's ``os.listdir``; or
-        the first ``entries`` in frame order), ``None`` where absent; storage faults are retried, then raised
-        (a conversion must not record readable media as missing)."""
+        """A file's bytes or a folder's ``{entry: bytes}`` (``None`` where absent); storage faults are retried,
+        then raised, so a conversion never records readable media as missing."""
         path = contained_media_path(self.image_dir, name, self.allow_outside)
         if not is_folder:
             return self._file(path)

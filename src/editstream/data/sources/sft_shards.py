@@ -1,10 +1,7 @@
 """The WebDataset backend of JSONL-line datasets: converted lines read one sample at a time by byte range.
 
-A converted root holds shards of consecutive lines, a ``.tar.idx`` per shard, ``lines.jsonl`` (a
-byte copy of the JSONL) and a manifest recording the media directory string, so listing (one read
-of the manifest and of the copy) gives the source backend's units and epoch order. Each row is one
-ranged read of its sample, fetched ahead on the process's I/O pool within its byte budget
-(``prefetch_bytes`` caps this source's share) along the order the shared loop plans.
+Listing reads the manifest and the root's ``lines.jsonl`` copy, so units and epoch order match the source
+backend; each sample is one ranged read, fetched ahead within the I/O budget along the planned order.
 """
 
 from __future__ import annotations
@@ -51,17 +48,13 @@ class SampleMismatchError(Exception):
     """A converted sample is not the line the dataset's ``lines.jsonl`` says it is."""
 
 
+@dataclass(eq=False)
 class SampleMedia:
-    """A row's media taken from its converted sample (``None`` marks media missing at conversion).
+    """A row's media from its converted sample; a name outside the media directory is refused as the source
+    backend refuses it, so both backends drop the same lines (``None`` marks media missing at conversion)."""
 
-    A name outside the media directory is refused as the source backend refuses it (unless
-    ``allow_outside``), so both backends drop the same lines for the same reason; one the
-    converter refused is absent from the sample and says so.
-    """
-
-    def __init__(self, media: dict[str, Any], allow_outside: bool = False) -> None:
-        self.media = media
-        self.allow_outside = allow_outside
+    media: dict[str, Any]
+    allow_outside: bool = False
 
     def _value(self, name: Any) -> Any:
         if not isinstance(name, str):
@@ -133,15 +126,8 @@ def _root_shards(root: str, manifest: Manifest, info: SftInfo) -> _Root:
         rows = shard.rows
         if len(rows) != 1 or rows[0].start != covered or shard.dropped or shard.num_samples != rows[0].num_rows:
             raise ManifestError(f"{root}: shard {shard.path} does not hold the lines from {covered} on, every one")
-        shards.append(
-            _Shard(
-                storage.join(root, shard.path),
-                storage.join(root, shard.idx_path),
-                rows[0].start,
-                shard.num_samples,
-                shard.num_bytes,
-            )
-        )
+        url, idx_url = storage.join(root, shard.path), storage.join(root, shard.idx_path)
+        shards.append(_Shard(url, idx_url, rows[0].start, shard.num_samples, shard.num_bytes))
         covered = rows[0].stop
     if covered != info.num_lines:
         raise ManifestError(f"{root}: shards hold {covered} lines, the JSONL has {info.num_lines}")
@@ -161,8 +147,7 @@ class ShardLineSource(LineListing):
         prefetch_samples: int = DEFAULT_PREFETCH_ITEMS,
         allow_outside_media_dir: bool = False,
     ) -> None:
-        """``prefetch_bytes``: the most of the process's I/O budget the samples fetched ahead hold
-        (``None``: no cap of its own); ``prefetch_samples``: the most fetched ahead at once."""
+        """``prefetch_bytes`` caps this source's share of the I/O budget; ``prefetch_samples`` the samples ahead."""
         if (prefetch_bytes is not None and prefetch_bytes <= 0) or prefetch_samples <= 0:
             raise ValueError(
                 f"dataset {dataset_name!r}: prefetch_bytes and prefetch_samples must be > 0, "
@@ -184,10 +169,7 @@ class ShardLineSource(LineListing):
         return None, list(entries)
 
     def read_entries(self, jsonl_path_list: Sequence[str] | None, data_dir_list: Sequence[str]) -> list[LineEntry]:
-        """Every line of each converted root (from its ``lines.jsonl``), paired with its recorded media dir.
-
-        ``jsonl_path_list`` is not read: the roots carry their own copy of the lines.
-        """
+        """Every line of each converted root (its ``lines.jsonl``; ``jsonl_path_list`` is unused) with its media dir."""
         entries = []
         roots = []
         for root in data_dir_list:
@@ -264,8 +246,7 @@ class ShardLineSource(LineListing):
         self.__dict__.update(state)
 
     def plan_units(self, units: Iterable[Unit]) -> None:
-        """Fetch the samples of ``units`` ahead, in this order, within the byte and sample budgets;
-        a new plan (an empty one ends it) cancels the fetches of the previous one not started yet."""
+        """Fetch the samples of ``units`` ahead in order; a new plan cancels the previous one's unstarted fetches."""
         if self._planned is not None:
             self._planned.close()
         items = ((self.place(unit), as_unit(unit).line) for unit in units)
