@@ -85,13 +85,13 @@ def _token(status: SequenceStatus, token_id: int, cursor: _SampleCursor, item: M
     cursor.split_len += 1
 
 
+@dataclass
 class SamplePacker:
     """Packs samples into a :class:`SequenceStatus` with one set of knobs, token set and position rule."""
 
-    def __init__(self, config: PackingSpec, tokens: SpecialTokens, position_ids: PositionIds) -> None:
-        self.config = config
-        self.tokens = tokens
-        self.position_ids = position_ids
+    config: PackingSpec
+    tokens: SpecialTokens
+    position_ids: PositionIds
 
     def pack(self, sample: Mapping[str, Any], status: SequenceStatus) -> SequenceStatus:
         """Append one sample to ``status`` and return it (the sample itself is not modified)."""
@@ -107,7 +107,7 @@ class SamplePacker:
             if kind == "text":
                 packed = self._text(status, item, list(next(texts)), cursor)
             elif kind == "vit_image":
-                packed = self._vit(status, item, next(images), cursor, norm=next(norms, None))
+                packed = self._vit(status, item, next(images), cursor, next(norms, None))
             elif kind == "vae_image":
                 packed = self._vae(status, item, next(images), cursor, sample, norm=next(norms, None))
             if not packed:
@@ -148,12 +148,7 @@ class SamplePacker:
         return True
 
     def _vit(
-        self,
-        status: SequenceStatus,
-        item: Mapping[str, Any],
-        image: torch.Tensor,
-        cursor: _SampleCursor,
-        norm: Any = None,
+        self, status: SequenceStatus, item: Mapping[str, Any], image: torch.Tensor, cursor: _SampleCursor, norm: Any
     ) -> bool:
         cfg = self.config
         if item["enable_cfg"] == 1 and random.random() < cfg.vit_cond_dropout_prob:

@@ -24,15 +24,6 @@ def _stats_lists(norms: Sequence[Any]) -> dict[str, list[list[float]]]:
     return {"mean": [list(mean) for mean, _ in stats], "std": [list(std) for _, std in stats]}
 
 
-def _floats(images: Sequence[torch.Tensor], norms: Sequence[Any], channel_dim: int) -> list[torch.Tensor]:
-    """Each uint8 image with a normalization turned into its float32 values; others as they are."""
-    out = list(images)
-    for i, (image, norm) in enumerate(zip(images, norms)):
-        if norm is not None and image.dtype == torch.uint8:
-            out[i] = normalize_uint8(image, norm, channel_dim)
-    return out
-
-
 def padded_vae_images(
     images: Sequence[torch.Tensor], norms: Sequence[Any], image_dtype: str
 ) -> tuple[torch.Tensor, dict[str, Any] | None]:
@@ -45,7 +36,9 @@ def padded_vae_images(
         entry = {**_stats_lists(norms), "sizes": [[int(image.shape[1]), int(image.shape[2])] for image in images]}
         return padded, entry
     padded = torch.zeros(size=(len(images), *largest))
-    for i, image in enumerate(_floats(images, norms, 0)):
+    for i, (image, norm) in enumerate(zip(images, norms, strict=True)):
+        if norm is not None and image.dtype == torch.uint8:
+            image = normalize_uint8(image, norm, 0)
         padded[i, :, : image.shape[1], : image.shape[2]] = image
     return padded, None
 

@@ -131,24 +131,18 @@ class _Writer:
         item: dict[str, Any] = {"id": f"bad-{index:05d}"}
         if kind == "blank":
             return ""
-        if kind == "missing_image":
-            item["image"] = f"images/missing_{index:04d}.jpg"
-            item["conversations"] = self.talk(f"<image>\n{ask}")
-        elif kind == "no_assistant":
-            item["image"] = self.image()
-            item["conversations"] = self.talk(f"<image>\n{ask}", answer=False)
-        elif kind == "undecodable_image":
-            item["image"] = self.image(garbage(self.rng))
-            item["conversations"] = self.talk(f"<image>\n{ask}")
-        elif kind == "video_without_marker":
+        if kind == "video_without_marker":
             item["video"] = self.folder()
             item["conversations"] = self.talk(ask)
             item["conversations"][1]["value"] += " <video>"
-        else:  # bad_json: a line cut short
-            item["image"] = self.image()
-            item["conversations"] = self.talk(f"<image>\n{ask}")
-            return json.dumps(item, ensure_ascii=False)[:-9]
-        return json.dumps(item, ensure_ascii=False)
+            return json.dumps(item, ensure_ascii=False)
+        if kind == "missing_image":
+            item["image"] = f"images/missing_{index:04d}.jpg"
+        else:
+            item["image"] = self.image(garbage(self.rng) if kind == "undecodable_image" else None)
+        item["conversations"] = self.talk(f"<image>\n{ask}", answer=kind != "no_assistant")
+        line = json.dumps(item, ensure_ascii=False)
+        return line[:-9] if kind == "bad_json" else line  # bad_json: a line cut short
 
 
 def write_synthetic_vlm_dataset(

@@ -79,22 +79,15 @@ class SftJSONLIterableDataset(SourceIterableDataset):
         self.storage_options = storage_options
         self.set_data_status(data_status)
         self._check_lists()
+        common: dict[str, Any] = {"dataset_name": dataset_name, "storage_options": storage_options}
+        common["allow_outside_media_dir"] = allow_outside_media_dir
         if self.backend == "webdataset":
             self._check_sampler_reads_members()
             self.source = ShardLineSource(
-                dataset_name=dataset_name,
-                storage_options=storage_options,
-                retry=retry,
-                prefetch_bytes=prefetch_bytes,
-                prefetch_samples=prefetch_samples,
-                allow_outside_media_dir=allow_outside_media_dir,
+                **common, retry=retry, prefetch_bytes=prefetch_bytes, prefetch_samples=prefetch_samples
             )
         else:
-            self.source = JsonlLineSource(
-                dataset_name=dataset_name,
-                storage_options=storage_options,
-                allow_outside_media_dir=allow_outside_media_dir,
-            )
+            self.source = JsonlLineSource(**common)
 
     def _check_lists(self) -> None:
         lengths = {"data_dir_list": len(self.data_dir_list), "num_used_data": len(self.num_used_data)}

@@ -92,12 +92,16 @@ def words_between(stepper: Stepper, start: Words, end: Words, max_blocks: int = 
     return None
 
 
+def _words(name: str, point: RngPoint) -> Words:
+    """The point's position in its ``"python"`` or ``"numpy"`` generator."""
+    return python_words(point) if name == "python" else (point.numpy_key, point.numpy_pos)
+
+
 class ChainEncoder:
     """Encodes point lists, remembering the word counts between consecutive points already seen."""
 
     def __init__(self) -> None:
-        self._python = _PythonStepper()
-        self._numpy = _NumpyStepper()
+        self._steppers: dict[str, Stepper] = {"python": _PythonStepper(), "numpy": _NumpyStepper()}
         self._known: dict[tuple[str, int, int], tuple[RngPoint, RngPoint, int | None]] = {}
 
     def _count(self, name: str, a: RngPoint, b: RngPoint) -> int | None:
@@ -105,10 +109,7 @@ class ChainEncoder:
         hit = self._known.get(key)
         if hit is not None and hit[0] is a and hit[1] is b:
             return hit[2]
-        if name == "python":
-            n = words_between(self._python, python_words(a), python_words(b))
-        else:
-            n = words_between(self._numpy, (a.numpy_key, a.numpy_pos), (b.numpy_key, b.numpy_pos))
+        n = words_between(self._steppers[name], _words(name, a), _words(name, b))
         self._known[key] = (a, b, n)
         return n
 
@@ -118,7 +119,7 @@ class ChainEncoder:
         for i, point in enumerate(points):
             n = None if i == 0 else self._count(name, points[i - 1], point)
             if n is None:
-                key, pos = python_words(point) if name == "python" else (point.numpy_key, point.numpy_pos)
+                key, pos = _words(name, point)
                 bases.append(_b64(key))
                 steps.append(-1 - pos)
             else:

@@ -33,6 +33,14 @@ STATE_KEYS = (
 )
 
 
+def elastic_state(
+    num_streams: int, epoch: int, fingerprint: dict[str, Any], streams: dict[str, Any], fmt: str = ELASTIC_FORMAT
+) -> dict[str, Any]:
+    """An elastic state: one worker's (or, ``MERGED_FORMAT``, every rank's) streams and the fingerprint they
+    were taken over."""
+    return {"format": fmt, "num_streams": num_streams, "epoch": epoch, "fingerprint": fingerprint, "streams": streams}
+
+
 def restore_rng(states: Mapping[str, Any]) -> None:
     """Put back the RNG states of a format-1 state (also after a JSON round trip turned tuples into lists)."""
     version, internal, gauss = states["python"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from .formats import ELASTIC_FORMAT, MERGED_FORMAT
+from .formats import ELASTIC_FORMAT, MERGED_FORMAT, elastic_state
 
 STEPS_SINCE_SNAPSHOT = "_steps_since_snapshot"
 """torchdata's key for the batches a StatefulDataLoader yielded after its last worker snapshot."""
@@ -66,13 +66,7 @@ def merge_states(states: Sequence[Any]) -> dict[str, Any]:
             f"cannot merge: streams {missing} of {num_streams} are in none of the {len(states)} states; "
             f"pass the state of every rank that ran"
         )
-    return {
-        "format": MERGED_FORMAT,
-        "num_streams": num_streams,
-        "epoch": epoch,
-        "fingerprint": print_,
-        "streams": streams,
-    }
+    return elastic_state(num_streams, epoch, print_, streams, MERGED_FORMAT)
 
 
 def saved_progress(state: Any) -> tuple[int, bool] | None:

@@ -120,17 +120,6 @@ def check_stream_state(saved: Any, stream: int, epoch: int, group_names: Sequenc
         )
 
 
-def worker_state(num_streams: int, epoch: int, mine: dict[str, Any], streams: dict[str, Any]) -> dict[str, Any]:
-    """One worker's elastic state: its streams' states and the fingerprint they were taken over."""
-    return {
-        "format": ELASTIC_FORMAT,
-        "num_streams": num_streams,
-        "epoch": epoch,
-        "fingerprint": mine,
-        "streams": streams,
-    }
-
-
 def check_elastic_state(
     state: Any, num_streams: int | None, fingerprint_now: Callable[[], dict[str, Any]]
 ) -> tuple[int, dict[str, Any] | None, int]:

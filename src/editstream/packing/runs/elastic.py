@@ -18,7 +18,7 @@ from ...loader.origins import TracedDataset
 from ...loader.units import epoch_order, stream_share
 from ..checkpoint import streams as saved_streams
 from ..checkpoint.chain import ChainEncoder
-from ..checkpoint.formats import copy_tree
+from ..checkpoint.formats import copy_tree, elastic_state
 from ..checkpoint.points import RngPoint, apply_point, capture_point, draw_point, seed_all
 from ..checkpoint.references import restore_buffer
 from ..draws import Buffered, GroupDraws, SampleBuffer, finish, limit_exceeded, sample_tokens
@@ -140,7 +140,7 @@ def _take(
 ) -> tuple[Buffered, int | None] | None:
     """The next candidate and its buffer slot (None: freshly drawn), or None at the epoch's end; the buffer
     (first fit, else first) is preferred while the sequence is short or no group has rows."""
-    fit = _first_fit(buffer, sequence)
+    fit = next((i for i, e in enumerate(buffer) if sequence.fits(sample_tokens(e.sample))), None)
     if fit is None or sequence.status.curr >= packer.spec.prefer_buffer_before:
         live = _live_groups(draws, packer.grouped_weights)
         while any(live):
@@ -153,11 +153,6 @@ def _take(
         return None
     slot = 0 if fit is None else fit
     return buffer[slot], slot
-
-
-def _first_fit(buffer: SampleBuffer, sequence: LosslessSequence) -> int | None:
-    """The slot of the buffer's first sample that fits the sequence."""
-    return next((i for i, e in enumerate(buffer) if sequence.fits(sample_tokens(e.sample))), None)
 
 
 def lossless_batches(packer: PackedDataset, draws: GroupDraws, buffer: SampleBuffer) -> Iterator[dict[str, Any]]:
@@ -224,10 +219,6 @@ class ElasticRuntime:
         self.saved = saved
         self.runs: list[StreamRun] = []
 
-    def _order(self, group: int, stream: int) -> list[int]:
-        units = self.unit_lists[group]
-        return stream_share(epoch_order(len(units), self.packer.seed_base(), self.epoch), stream, self.num_streams)
-
     def open(self) -> None:
         """Open every stream of this process: fresh at the epoch's start, or where its saved state says."""
         caller = capture_point()
@@ -244,7 +235,10 @@ class ElasticRuntime:
                 f"load editstream.merge_states([...every rank's state...]) when the layout changes"
             )
         names = self.packer.group_names
-        orders = [self._order(g, stream) for g in range(len(self.datasets))]
+        seed = self.packer.seed_base()
+        orders = [
+            stream_share(epoch_order(len(u), seed, self.epoch), stream, self.num_streams) for u in self.unit_lists
+        ]
         starts: list[tuple[int, tuple[int, ...] | None]] = [(0, None)] * len(orders)
         if saved is not None and saved["started"]:
             starts = [
@@ -332,7 +326,7 @@ class ElasticRun:
             epoch, mine, pending = self.epoch, self._fingerprint(), self.pending or {}
             ids = my_streams(self.num_streams, self.packer.local_rank, self.packer.world_size)
             streams = {str(s): pending.get(str(s)) or saved_streams.not_started(s, epoch) for s in ids}
-        return copy_tree(saved_streams.worker_state(self.num_streams, epoch, mine, streams))
+        return copy_tree(elastic_state(self.num_streams, epoch, mine, streams))
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Check an elastic state (this layout's, or ``merge_states`` of any layout's) and resume from it."""
