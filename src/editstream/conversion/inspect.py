@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import statistics
 from collections import Counter
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..data.members import find_members, iter_members, open_converted
@@ -46,15 +47,15 @@ def _image_members(columns: tuple[str, ...], mixed_media: bool, members: dict[st
     return found
 
 
+@dataclass
 class _ImageStats:
     """Images per sample, formats of the images whose header parses, sizes, and the bad ones."""
 
-    def __init__(self) -> None:
-        self.per_sample: Counter[int] = Counter()
-        self.formats: Counter[str] = Counter()
-        self.widths: list[int] = []
-        self.heights: list[int] = []
-        self.bad = 0
+    per_sample: Counter[int] = field(default_factory=Counter)
+    formats: Counter[str] = field(default_factory=Counter)
+    widths: list[int] = field(default_factory=list)
+    heights: list[int] = field(default_factory=list)
+    bad: int = 0
 
     def add(self, images: list[tuple[str, bytes]]) -> None:
         self.per_sample[len(images)] += 1
@@ -122,10 +123,8 @@ def describe_value(v: Any) -> Any:
             if size is not None:
                 text += f", {size[0]}x{size[1]}"
         return text + ">"
-    if isinstance(v, list):
-        return [describe_value(x) for x in v]
-    if isinstance(v, tuple):
-        return tuple(describe_value(x) for x in v)
+    if isinstance(v, (list, tuple)):
+        return (list if isinstance(v, list) else tuple)(describe_value(x) for x in v)
     if isinstance(v, dict):
         return {k: describe_value(x) for k, x in v.items()}
     return v

@@ -7,6 +7,7 @@ import io
 import logging
 import random
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import IO, Any
 
 import numpy as np
@@ -149,21 +150,19 @@ def read_frames_decord(
     return sample_video(open_video(video_path, storage_options), num_frames, sample, fix_start, clip, min_num_frames)
 
 
+@dataclass(eq=False)
 class FrameSampler:
     """Frames of a JSONL line's ``"video"`` (a frame folder ending in ``/``, or a video file), as the reference."""
 
-    def __init__(self, max_num_frames: int = -1, min_num_frames: int = 8, sample: str = "rand") -> None:
-        self.max_num_frames = max_num_frames
-        self.min_num_frames = min_num_frames
-        self.sample = sample
-        if max_num_frames < min_num_frames:
+    max_num_frames: int = -1
+    min_num_frames: int = 8
+    sample: str = "rand"
+
+    def __post_init__(self) -> None:
+        if self.max_num_frames < self.min_num_frames:
             what = "%r: np.random.randint(%s, %s) fails, so every video row will be dropped (the reference"
             what += " behaves the same); set max_num_frames >= min_num_frames"
-            logger.warning(what, self, min_num_frames, max_num_frames + 1)
-
-    def __repr__(self) -> str:
-        args = f"max_num_frames={self.max_num_frames}, min_num_frames={self.min_num_frames}"
-        return f"FrameSampler({args}, sample={self.sample!r})"
+            logger.warning(what, self, self.min_num_frames, self.max_num_frames + 1)
 
     def __call__(self, file_name: str, storage_options: StorageOptions | None = None) -> list[Any]:
         """The chosen frames of the folder or video at ``file_name`` (local path or URL)."""
