@@ -100,9 +100,7 @@ def _listing(url: str, storage_options: StorageOptions | None) -> list[str] | No
         if fs.exists(path):
             return None
         raise FileNotFoundError(url)
-    prefix = path.rstrip("/")
-    entries = (str(entry).rstrip("/") for entry in fs.ls(prefix, detail=False))
-    return sorted(entry.rsplit("/", 1)[-1] for entry in entries if entry != prefix)
+    return sorted(storage.list_names(url, storage_options))
 
 
 def read_partial(url: str, storage_options: StorageOptions | None = None) -> Partial:

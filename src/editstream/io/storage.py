@@ -170,8 +170,6 @@ def cat(
         with open(url, "rb") as f:  # a whole local file: no filesystem object needed
             return f.read()
     fs, path = url_to_fs(url, storage_options)
-    if start is None and end is None:
-        return bytes(fs.cat_file(path))
     return bytes(fs.cat_file(path, start=start, end=end))
 
 
