@@ -8,7 +8,7 @@ import json
 import os
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from ..data.rows import LineRow
 from ..data.sources.jsonl import DirectoryMedia
@@ -199,8 +199,7 @@ def line_media(media_dir: str, storage_options: dict[str, Any] | None, allow_out
 
     def read(line: str) -> dict[str, Any]:
         stored, _ = LineRow(line, DirectoryMedia(media_dir, storage_options, allow_outside)).record()
-        media: dict[str, Any] = stored[MEDIA_COLUMN]
-        return media
+        return cast(dict[str, Any], stored[MEDIA_COLUMN])
 
     return read
 
@@ -326,11 +325,10 @@ def check_lines_root(
     else:
         try:
             count = len(decode_lines(data, url))
+            if count != info.num_lines:
+                problems.append(Problem("lines", None, f"{url}: {count} lines, the manifest says {info.num_lines}"))
         except LineDecodeError as exc:
-            count = -1
             problems.append(Problem("lines", None, str(exc)))
-        if count >= 0 and count != info.num_lines:
-            problems.append(Problem("lines", None, f"{url}: {count} lines, the manifest says {info.num_lines}"))
     if source is not None:
         try:
             source_digest = hashlib.sha256(storage.read_bytes(source, storage_options)).hexdigest()
