@@ -144,12 +144,8 @@ class ShardInfo:
 
     @property
     def digest(self) -> tuple[str, str]:
-        """``(algorithm, hex digest)`` of the shard (the first of ``ALGORITHMS`` it carries)."""
-        for algorithm in ALGORITHMS:
-            value = getattr(self, algorithm)
-            if value is not None:
-                return algorithm, value
-        raise ManifestError(f"shard {self.path}: no digest")  # pragma: no cover - __post_init__ refuses it
+        """``(algorithm, hex digest)`` of the shard (the first of ``ALGORITHMS`` it carries; it has one)."""
+        return next((a, getattr(self, a)) for a in ALGORITHMS if getattr(self, a) is not None)
 
 
 @dataclass(kw_only=True)

@@ -64,9 +64,7 @@ def get_frame_indices(
         step = 1 / out_fps
         seconds = np.arange(step / 2, vlen / input_fps + step / 2, step)
         positions = [p for p in np.around(seconds * input_fps).astype(int) if p < vlen]
-        if max_num_frames > 0 and len(positions) > max_num_frames:
-            positions = positions[:max_num_frames]
-        return positions
+        return positions[:max_num_frames] if max_num_frames > 0 else positions
     raise ValueError(f"unknown frame sampling {sample!r}; use 'rand', 'middle' or 'fps<rate>'")
 
 
@@ -130,9 +128,7 @@ def sample_video(
         start_index = int(start * fps)
     count = np.random.randint(min_num_frames, num_frames + 1)
     indices = get_frame_indices(count, vlen, sample=sample, fix_start=fix_start, input_fps=fps)
-    if clip:
-        indices = [i + start_index for i in indices]
-    frames = reader.get_batch(indices).asnumpy()
+    frames = reader.get_batch([i + start_index for i in indices]).asnumpy()
     return [Image.fromarray(frames[i]) for i in range(frames.shape[0])]
 
 
