@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
@@ -32,11 +31,6 @@ DEFAULT_LINES_PER_SHARD = 1000
 
 _SAMPLE_OVERHEAD = 1536  # tar headers and the JSON member of one line, for the shard_size estimate
 _MEMBER_OVERHEAD = 1024  # a tar header plus padding per media member
-
-
-def resolve_media_dir(media_dir: str) -> str:
-    """The media directory any worker process reads from: absolute for local paths, URLs as they are."""
-    return media_dir if "://" in media_dir else os.path.abspath(media_dir)
 
 
 def _media_size(url: str, is_folder: bool, so: dict[str, Any] | None) -> tuple[int, int]:
@@ -134,7 +128,7 @@ def plan_lines_conversion(cfg: ConvertConfig) -> Plan:
     num_lines = len(offsets) - 1
     root, name = cfg.src.rsplit("/", 1) if "/" in cfg.src else (".", cfg.src)
     stem = key_stems([name[: -len(".jsonl")] if name.endswith(".jsonl") else name])[0]
-    media_dir = resolve_media_dir(cfg.media_dir)
+    media_dir = storage.absolute(cfg.media_dir)
     fs, path = storage.url_to_fs(media_dir, so)
     if fs.isfile(path):  # an archive, say: every name in it would read as missing
         raise NotADirectoryError(
@@ -299,7 +293,7 @@ def lines_media_comparison(
         info = SftInfo.from_manifest(manifest, root)
     except mf.ManifestError:
         return None
-    return MediaComparison(resolve_media_dir(info.media_dir), info.allow_outside_media_dir, storage_options)
+    return MediaComparison(storage.absolute(info.media_dir), info.allow_outside_media_dir, storage_options)
 
 
 def check_lines_root(

@@ -135,12 +135,9 @@ def detect(url: str, storage_options: StorageOptions | None = None) -> PathKind:
     elif PROGRESS_DIR_NAME in names:
         found.kind = PARTIAL
         found.partial = read_partial(url, storage_options)
-    elif found.count(".parquet"):
-        found.kind = PARQUET_DIR
-    elif found.count(".tar"):
-        found.kind = SHARD_DIR
-    elif found.count(".jsonl"):
-        found.kind = JSONL_DIR
-    elif not names:
-        found.kind = EMPTY_DIR
+    else:
+        kinds = {".parquet": PARQUET_DIR, ".tar": SHARD_DIR, ".jsonl": JSONL_DIR}
+        found.kind = next(
+            (kind for suffix, kind in kinds.items() if found.count(suffix)), OTHER_DIR if names else EMPTY_DIR
+        )
     return found

@@ -77,6 +77,11 @@ def local_path(url: str) -> str:
     return str(url_to_fs(url)[1])
 
 
+def absolute(url: str) -> str:
+    """A local path made absolute (so worker processes read the same files); URLs as they are."""
+    return url if "://" in url else os.path.abspath(url)
+
+
 def join(base: str, *parts: str) -> str:
     """Join URL or path components with ``/`` (``os.path.join`` would break URLs on Windows)."""
     out = base.rstrip("/")
