@@ -27,14 +27,6 @@ def _spread(values: list[int]) -> dict[str, float] | None:
     return {"min": min(values), "median": statistics.median(values), "max": max(values)}
 
 
-def _image_columns(schema: str) -> tuple[str, ...]:
-    """The columns the kind keeps its images in; none for a kind not registered here."""
-    try:
-        return get_kind(schema).image_column_names()
-    except UnknownKindError:
-        return ()
-
-
 def _image_members(columns: tuple[str, ...], mixed_media: bool, members: dict[str, bytes]) -> list[tuple[str, bytes]]:
     """A sample's image members: those of the kind's image columns (only images if mixed), else by extension."""
     found = []
@@ -76,7 +68,11 @@ def inspect_dataset(
     whose header does not parse counts in ``images_with_bad_headers``, not under a format)."""
     converted = open_converted(root, storage_options)
     m = converted.manifest
-    columns, mixed_media = _image_columns(m.schema), strategy_of(m.schema).mixed_media
+    try:  # the columns the kind keeps its images in; none for a kind not registered here
+        columns = get_kind(m.schema).image_column_names()
+    except UnknownKindError:
+        columns = ()
+    mixed_media = strategy_of(m.schema).mixed_media
     stats = _ImageStats()
     scanned = 0
     limit = m.num_samples if max_samples is None else min(max_samples, m.num_samples)
