@@ -65,12 +65,10 @@ def foreign_names(dst: str, so: dict[str, Any] | None) -> list[str]:
 def check_dst(cfg: ConvertConfig) -> None:
     """Refuse a DST holding files editstream did not write, unless ``overwrite`` (they are left alone)."""
     foreign = foreign_names(cfg.dst, cfg.storage_options)
-    if not foreign:
-        return
-    if cfg.overwrite:
+    if foreign and not cfg.overwrite:
+        raise ForeignFilesError(cfg.dst, foreign)
+    if foreign:
         log.warning("%s holds %s; left in place", cfg.dst, _not_ours(foreign))
-        return
-    raise ForeignFilesError(cfg.dst, foreign)
 
 
 def tidy_dst(cfg: ConvertConfig, plan: Plan) -> None:

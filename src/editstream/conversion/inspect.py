@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import statistics
 from collections import Counter
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..data.members import find_members, iter_members, open_converted
@@ -26,14 +27,6 @@ def _spread(values: list[int]) -> dict[str, float] | None:
     return {"min": min(values), "median": statistics.median(values), "max": max(values)}
 
 
-def _image_columns(schema: str) -> tuple[str, ...]:
-    """The columns the kind keeps its images in; none for a kind not registered here."""
-    try:
-        return get_kind(schema).image_column_names()
-    except UnknownKindError:
-        return ()
-
-
 def _image_members(columns: tuple[str, ...], mixed_media: bool, members: dict[str, bytes]) -> list[tuple[str, bytes]]:
     """A sample's image members: those of the kind's image columns (only images if mixed), else by extension."""
     found = []
@@ -46,15 +39,15 @@ def _image_members(columns: tuple[str, ...], mixed_media: bool, members: dict[st
     return found
 
 
+@dataclass
 class _ImageStats:
     """Images per sample, formats of the images whose header parses, sizes, and the bad ones."""
 
-    def __init__(self) -> None:
-        self.per_sample: Counter[int] = Counter()
-        self.formats: Counter[str] = Counter()
-        self.widths: list[int] = []
-        self.heights: list[int] = []
-        self.bad = 0
+    per_sample: Counter[int] = field(default_factory=Counter)
+    formats: Counter[str] = field(default_factory=Counter)
+    widths: list[int] = field(default_factory=list)
+    heights: list[int] = field(default_factory=list)
+    bad: int = 0
 
     def add(self, images: list[tuple[str, bytes]]) -> None:
         self.per_sample[len(images)] += 1
@@ -75,7 +68,11 @@ def inspect_dataset(
     whose header does not parse counts in ``images_with_bad_headers``, not under a format)."""
     converted = open_converted(root, storage_options)
     m = converted.manifest
-    columns, mixed_media = _image_columns(m.schema), strategy_of(m.schema).mixed_media
+    try:  # the columns the kind keeps its images in; none for a kind not registered here
+        columns = get_kind(m.schema).image_column_names()
+    except UnknownKindError:
+        columns = ()
+    mixed_media = strategy_of(m.schema).mixed_media
     stats = _ImageStats()
     scanned = 0
     limit = m.num_samples if max_samples is None else min(max_samples, m.num_samples)
@@ -122,10 +119,8 @@ def describe_value(v: Any) -> Any:
             if size is not None:
                 text += f", {size[0]}x{size[1]}"
         return text + ">"
-    if isinstance(v, list):
-        return [describe_value(x) for x in v]
-    if isinstance(v, tuple):
-        return tuple(describe_value(x) for x in v)
+    if isinstance(v, (list, tuple)):
+        return (list if isinstance(v, list) else tuple)(describe_value(x) for x in v)
     if isinstance(v, dict):
         return {k: describe_value(x) for k, x in v.items()}
     return v

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from ..data.rows import LineRow
 from ..data.sources.jsonl import DirectoryMedia
@@ -32,11 +31,6 @@ DEFAULT_LINES_PER_SHARD = 1000
 
 _SAMPLE_OVERHEAD = 1536  # tar headers and the JSON member of one line, for the shard_size estimate
 _MEMBER_OVERHEAD = 1024  # a tar header plus padding per media member
-
-
-def resolve_media_dir(media_dir: str) -> str:
-    """The media directory any worker process reads from: absolute for local paths, URLs as they are."""
-    return media_dir if "://" in media_dir else os.path.abspath(media_dir)
 
 
 def _media_size(url: str, is_folder: bool, so: dict[str, Any] | None) -> tuple[int, int]:
@@ -134,7 +128,7 @@ def plan_lines_conversion(cfg: ConvertConfig) -> Plan:
     num_lines = len(offsets) - 1
     root, name = cfg.src.rsplit("/", 1) if "/" in cfg.src else (".", cfg.src)
     stem = key_stems([name[: -len(".jsonl")] if name.endswith(".jsonl") else name])[0]
-    media_dir = resolve_media_dir(cfg.media_dir)
+    media_dir = storage.absolute(cfg.media_dir)
     fs, path = storage.url_to_fs(media_dir, so)
     if fs.isfile(path):  # an archive, say: every name in it would read as missing
         raise NotADirectoryError(
@@ -199,8 +193,7 @@ def line_media(media_dir: str, storage_options: dict[str, Any] | None, allow_out
 
     def read(line: str) -> dict[str, Any]:
         stored, _ = LineRow(line, DirectoryMedia(media_dir, storage_options, allow_outside)).record()
-        media: dict[str, Any] = stored[MEDIA_COLUMN]
-        return media
+        return cast(dict[str, Any], stored[MEDIA_COLUMN])
 
     return read
 
@@ -300,7 +293,7 @@ def lines_media_comparison(
         info = SftInfo.from_manifest(manifest, root)
     except mf.ManifestError:
         return None
-    return MediaComparison(resolve_media_dir(info.media_dir), info.allow_outside_media_dir, storage_options)
+    return MediaComparison(storage.absolute(info.media_dir), info.allow_outside_media_dir, storage_options)
 
 
 def check_lines_root(
@@ -326,11 +319,10 @@ def check_lines_root(
     else:
         try:
             count = len(decode_lines(data, url))
+            if count != info.num_lines:
+                problems.append(Problem("lines", None, f"{url}: {count} lines, the manifest says {info.num_lines}"))
         except LineDecodeError as exc:
-            count = -1
             problems.append(Problem("lines", None, str(exc)))
-        if count >= 0 and count != info.num_lines:
-            problems.append(Problem("lines", None, f"{url}: {count} lines, the manifest says {info.num_lines}"))
     if source is not None:
         try:
             source_digest = hashlib.sha256(storage.read_bytes(source, storage_options)).hexdigest()

@@ -18,11 +18,10 @@ _POLL_SECONDS = 1.0
 def pid_alive(pid: int) -> bool:
     """Whether a process with this pid exists (on this host)."""
     try:
-        os.kill(pid, 0)
+        with contextlib.suppress(PermissionError):  # another user's process exists too
+            os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    except PermissionError:
-        pass
     return True
 
 

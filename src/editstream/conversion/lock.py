@@ -11,6 +11,7 @@ import socket
 import threading
 import time
 import uuid
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 
 from ..io import storage
@@ -27,28 +28,24 @@ class DestinationLocked(RuntimeError):
     """Another conversion holds the destination's lock."""
 
 
+@dataclass(eq=False, repr=False)
 class ConversionLock:
     """``with ConversionLock(dst, storage_options):`` holds DST for one conversion."""
 
-    def __init__(
-        self,
-        dst: str,
-        storage_options: dict[str, Any] | None = None,
-        *,
-        break_lock: bool = False,
-        heartbeat: float = HEARTBEAT_SECONDS,
-        stale_after: float = STALE_AFTER_SECONDS,
-    ) -> None:
-        self.dst = dst
-        self.url = storage.join(dst, LOCK_NAME)
-        self.storage_options = storage_options
-        self.break_lock = break_lock
-        self.heartbeat = heartbeat
-        self.stale_after = stale_after
-        self.token = uuid.uuid4().hex
-        self.started = time.time()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+    dst: str
+    storage_options: dict[str, Any] | None = None
+    _: KW_ONLY
+    break_lock: bool = False
+    heartbeat: float = HEARTBEAT_SECONDS
+    stale_after: float = STALE_AFTER_SECONDS
+    token: str = field(init=False, default_factory=lambda: uuid.uuid4().hex)
+    started: float = field(init=False, default_factory=time.time)
+    _stop: threading.Event = field(init=False, default_factory=threading.Event)
+    _thread: threading.Thread | None = field(init=False, default=None)
+
+    @property
+    def url(self) -> str:
+        return storage.join(self.dst, LOCK_NAME)
 
     def _body(self) -> bytes:
         owner = {"host": socket.gethostname(), "pid": os.getpid(), "token": self.token, "started": self.started}
@@ -56,21 +53,20 @@ class ConversionLock:
 
     def _create(self) -> bool:
         """Create the lock if nobody holds it; False when it exists."""
-        if storage.is_local(self.url):
-            _, path = storage.url_to_fs(self.url, self.storage_options)
-            os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-            try:
-                fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-            except FileExistsError:
-                return False
-            with os.fdopen(fd, "wb") as f:
-                f.write(self._body())
-            return True
         fs, path = storage.url_to_fs(self.url, self.storage_options)
+        local = storage.is_local(self.url)
+        if local:
+            os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
         try:
-            fs.pipe_file(path, self._body(), IfNoneMatch="*")
+            if local:
+                fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            else:
+                fs.pipe_file(path, self._body(), IfNoneMatch="*")
+                return True
         except FileExistsError:
             return False
+        with os.fdopen(fd, "wb") as f:
+            f.write(self._body())
         return True
 
     def _holder(self) -> dict[str, Any] | None:

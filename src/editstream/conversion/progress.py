@@ -33,17 +33,15 @@ class ShardProgress:
 
     def __init__(self, total: int, enabled: bool, dst: str | None = None) -> None:
         self.progress = Progress("convert", total, "shards", enabled)
-        self.dst = dst
         self._stop = threading.Event()
         self._ticker: threading.Thread | None = None
         if enabled and dst is not None and storage.is_local(dst):
-            self._ticker = threading.Thread(target=self._tick, name="editstream-progress", daemon=True)
+            self._ticker = threading.Thread(target=self._tick, args=(dst,), name="editstream-progress", daemon=True)
             self._ticker.start()
 
-    def _tick(self) -> None:
-        assert self.dst is not None
+    def _tick(self, dst: str) -> None:
         while not self._stop.wait(1.0):
-            flight = bytes_in_flight(self.dst)
+            flight = bytes_in_flight(dst)
             bar = self.progress.bar
             if bar is not None and flight:
                 rate = self.progress.rate()

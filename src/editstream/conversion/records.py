@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from typing import IO, Any
 
 from ..format import manifest as mf
-from ..format.detect import PROGRESS_DIR_NAME
+from ..format.detect import PROGRESS_DIR_NAME as PROGRESS_DIR
 from ..format.digest import DEFAULT_DIGEST, hexdigest, new_hasher, recorded
 from ..format.idx import IdxError, decode_idx
 from ..format.sft import LINES_COPY
@@ -25,8 +25,6 @@ from .report import BadRow, RowNote
 from .task import ShardTask
 
 log = logging.getLogger(__name__)
-
-PROGRESS_DIR = PROGRESS_DIR_NAME
 
 TEMP_NAME = re.compile(r"^\.(?P<name>.+)\.[0-9a-f]{32}\.tmp$")
 """A temp file ``storage.atomic_write`` writes before it renames it to ``name``."""
@@ -140,9 +138,9 @@ def _idx_is_intact(
         return False
     try:
         offsets, end = decode_idx(data)
+        return len(offsets) == shard.num_samples and end == shard.num_bytes - len(END_OF_ARCHIVE)
     except IdxError:
         return False
-    return len(offsets) == shard.num_samples and end == shard.num_bytes - len(END_OF_ARCHIVE)
 
 
 def _fsync_path(path: str) -> None:
@@ -213,9 +211,9 @@ def shard_is_intact(
     url = storage.join(dst_root, shard.path)
     digest = shard.digest
     try:
-        if storage.size(url, storage_options) != shard.num_bytes:
-            return False
-        if not _idx_is_intact(dst_root, shard, storage_options, idx):
+        if storage.size(url, storage_options) != shard.num_bytes or not _idx_is_intact(
+            dst_root, shard, storage_options, idx
+        ):
             return False
         with open_read(url, storage_options) as f:
             reader = HashingReader(f, digest[0])
@@ -275,13 +273,11 @@ def remove_previous(dst: str, so: dict[str, Any] | None) -> None:
                 "overwrite: the old manifest cannot be trusted (%s); removing it but none of the files it names", exc
             )
         old = None
-    storage.remove(storage.join(dst, mf.MANIFEST_NAME), so)
-    storage.remove(storage.join(dst, mf.REPORT_NAME), so)
-    storage.remove(storage.join(dst, LINES_COPY), so)
-    if old is not None:
-        for shard in old.shards:
-            storage.remove(storage.join(dst, shard.path), so)
-            storage.remove(storage.join(dst, shard.idx_path), so)
+    names = [mf.MANIFEST_NAME, mf.REPORT_NAME, LINES_COPY]
+    for shard in old.shards if old is not None else []:
+        names += [shard.path, shard.idx_path]
+    for name in names:
+        storage.remove(storage.join(dst, name), so)
     remove_progress(dst, so)
 
 

@@ -134,10 +134,8 @@ _BY_SHAPE = {s.shape: s for s in (PARQUET_SLICES, JSONL_LINES)}
 
 def strategy_of(schema: str | None) -> SourceStrategy:
     """The strategy of the kind ``schema``: parquet when none is named or the kind is not registered here."""
-    if schema is None:
-        return PARQUET_SLICES
     try:
-        return _BY_SHAPE[get_kind(schema).source]
+        return PARQUET_SLICES if schema is None else _BY_SHAPE[get_kind(schema).source]
     except UnknownKindError:
         return PARQUET_SLICES
 

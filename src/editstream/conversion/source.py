@@ -2,16 +2,9 @@
 
 from __future__ import annotations
 
-import os
-
 from ..data.layouts import JsonlFile
-from ..io import storage
+from ..io.storage import absolute as absolute
 from .shapes import strategy_of
-
-
-def absolute(url: str) -> str:
-    """A local path made absolute (so worker processes read the same files); URLs as they are."""
-    return os.path.abspath(url) if storage.is_local(url) and "://" not in url else url
 
 
 def resolve_source(src: str, schema: str | None, layout: str) -> tuple[str | None, str]:

@@ -101,7 +101,6 @@ class _ShardVerifier:
         self.check = check
         self.name = check.shard.path
         self.url = storage.join(check.root, self.name)
-        self.info = check.shard
         self.problems: list[Problem] = []
         self.keys: list[str] = []
         self.offsets: list[int] = []
@@ -130,7 +129,7 @@ class _ShardVerifier:
         current: tuple[str, int] | None = None
         rows: Iterator[tuple[int, dict[str, Any]]] = iter(())
         with contextlib.ExitStack() as files:
-            for s, row_index in self.info.kept_rows():
+            for s, row_index in self.check.shard.kept_rows():
                 if current != (s.file, s.row_group):
                     current = (s.file, s.row_group)
                     files.close()
@@ -182,7 +181,7 @@ class _ShardVerifier:
 
     def walk(self, reader: HashingReader) -> None:
         """Read every sample: keys in the expected order, every sample decodes, rows equal the source."""
-        expected = self.info.kept_rows()
+        expected = self.check.shard.kept_rows()
         originals = self._source_rows() if self.check.source is not None else None
         try:
             for i, (key, offset, members) in enumerate(iter_samples(reader, source=self.url)):
@@ -210,7 +209,7 @@ class _ShardVerifier:
         shard = self.check.shard
         if size != shard.num_bytes:
             self.problem("size", f"{size} bytes, manifest says {shard.num_bytes}")
-        algorithm, want = self.info.digest
+        algorithm, want = shard.digest
         if digest != want:
             self.problem("digest", f"{algorithm} {digest}, manifest says {want}")
         if len(self.keys) != shard.num_samples:
@@ -235,7 +234,7 @@ def _check_shard(check: _ShardCheck) -> _ShardVerifier:
         return verifier
     idx = verifier.read_idx()
     with open_read(verifier.url, so, block_size=8 * 1024 * 1024) as f:
-        reader = HashingReader(f, verifier.info.digest[0])
+        reader = HashingReader(f, check.shard.digest[0])
         verifier.walk(reader)
         reader.drain()
     verifier.totals(reader.pos, reader.hash.hexdigest(), idx)

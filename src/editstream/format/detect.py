@@ -100,9 +100,7 @@ def _listing(url: str, storage_options: StorageOptions | None) -> list[str] | No
         if fs.exists(path):
             return None
         raise FileNotFoundError(url)
-    prefix = path.rstrip("/")
-    entries = (str(entry).rstrip("/") for entry in fs.ls(prefix, detail=False))
-    return sorted(entry.rsplit("/", 1)[-1] for entry in entries if entry != prefix)
+    return sorted(storage.list_names(url, storage_options))
 
 
 def read_partial(url: str, storage_options: StorageOptions | None = None) -> Partial:
@@ -137,12 +135,9 @@ def detect(url: str, storage_options: StorageOptions | None = None) -> PathKind:
     elif PROGRESS_DIR_NAME in names:
         found.kind = PARTIAL
         found.partial = read_partial(url, storage_options)
-    elif found.count(".parquet"):
-        found.kind = PARQUET_DIR
-    elif found.count(".tar"):
-        found.kind = SHARD_DIR
-    elif found.count(".jsonl"):
-        found.kind = JSONL_DIR
-    elif not names:
-        found.kind = EMPTY_DIR
+    else:
+        kinds = {".parquet": PARQUET_DIR, ".tar": SHARD_DIR, ".jsonl": JSONL_DIR}
+        found.kind = next(
+            (kind for suffix, kind in kinds.items() if found.count(suffix)), OTHER_DIR if names else EMPTY_DIR
+        )
     return found

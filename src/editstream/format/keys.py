@@ -33,9 +33,7 @@ def make_key(stem: str, row_group: int, row: int) -> str:
 def parse_key(key: str) -> KeyPosition | None:
     """``(stem, row_group, row)`` of a key made by :func:`make_key`, or ``None`` for other keys."""
     match = _KEY.match(key)
-    if match is None:
-        return None
-    return KeyPosition(match["stem"], int(match["rg"]), int(match["row"]))
+    return None if match is None else KeyPosition(match["stem"], int(match["rg"]), int(match["row"]))
 
 
 MAX_STEM = 100

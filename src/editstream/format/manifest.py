@@ -117,11 +117,10 @@ class ShardInfo:
 
     def sample_index(self, file: str, row_group: int, row: int) -> int | None:
         """Index of ``row``'s sample in this shard; ``None`` when the shard does not hold it."""
-        position = self._position(file, row_group, row)
-        if position is None or position in self.dropped:
+        if self._position(file, row_group, row) in self.dropped:
             return None
-        index = position - bisect.bisect_left(sorted(self.dropped), position)
-        return index if index < self.num_samples else None
+        index = self.samples_before(file, row_group, row)
+        return index if index is not None and index < self.num_samples else None
 
     def __post_init__(self) -> None:
         if self.num_samples < 0 or self.num_bytes < 0:
@@ -145,12 +144,8 @@ class ShardInfo:
 
     @property
     def digest(self) -> tuple[str, str]:
-        """``(algorithm, hex digest)`` of the shard (the first of ``ALGORITHMS`` it carries)."""
-        for algorithm in ALGORITHMS:
-            value = getattr(self, algorithm)
-            if value is not None:
-                return algorithm, value
-        raise ManifestError(f"shard {self.path}: no digest")  # pragma: no cover - __post_init__ refuses it
+        """``(algorithm, hex digest)`` of the shard (the first of ``ALGORITHMS`` it carries; it has one)."""
+        return next((a, getattr(self, a)) for a in ALGORITHMS if getattr(self, a) is not None)
 
 
 @dataclass(kw_only=True)

@@ -83,11 +83,10 @@ def check_links(image_dir: str, path: str, name: str) -> None:
 
 def contained_media_path(image_dir: str, name: Any, allow_outside: bool = False) -> str:
     """:func:`media_path`, refusing a name outside ``image_dir`` (by text and by link) unless ``allow_outside``."""
-    if allow_outside:
-        return media_path(image_dir, name)
-    check_media_name(name)
     path = media_path(image_dir, name)
-    check_links(image_dir, path, name)
+    if not allow_outside:
+        check_media_name(name)
+        check_links(image_dir, path, name)
     return path
 
 

@@ -31,9 +31,7 @@ class ParquetInfo:
         """From a mapping, a JSON file path/URL, another ``ParquetInfo`` or ``None`` (empty)."""
         if isinstance(source, ParquetInfo):
             return source
-        if source is None:
-            return cls()
-        if isinstance(source, Mapping):
+        if source is None or isinstance(source, Mapping):
             return cls(source)
         try:
             raw = storage.read_bytes(source, storage_options)

@@ -77,6 +77,11 @@ def local_path(url: str) -> str:
     return str(url_to_fs(url)[1])
 
 
+def absolute(url: str) -> str:
+    """A local path made absolute (so worker processes read the same files); URLs as they are."""
+    return url if "://" in url else os.path.abspath(url)
+
+
 def join(base: str, *parts: str) -> str:
     """Join URL or path components with ``/`` (``os.path.join`` would break URLs on Windows)."""
     out = base.rstrip("/")
@@ -170,8 +175,6 @@ def cat(
         with open(url, "rb") as f:  # a whole local file: no filesystem object needed
             return f.read()
     fs, path = url_to_fs(url, storage_options)
-    if start is None and end is None:
-        return bytes(fs.cat_file(path))
     return bytes(fs.cat_file(path, start=start, end=end))
 
 

@@ -48,11 +48,8 @@ class UndecodableRow(dict[str, Any]):
 
 def _walk(value: Any) -> Any:
     yield value
-    if isinstance(value, list):
-        for item in value:
-            yield from _walk(item)
-    elif isinstance(value, dict):
-        for item in value.values():
+    if isinstance(value, (list, dict)):
+        for item in value.values() if isinstance(value, dict) else value:
             yield from _walk(item)
 
 

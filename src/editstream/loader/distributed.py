@@ -60,9 +60,8 @@ class DistributedIterableDataset(torch.utils.data.IterableDataset[dict[str, Any]
 
     def _set_worker_resume_data_status(self, worker_id: int, status: WorkerStatus) -> None:
         if self._resume_data_status is None:
-            self._resume_data_status = [None] * max(int(self.num_workers), worker_id + 1)
-        while len(self._resume_data_status) <= worker_id:
-            self._resume_data_status.append(None)
+            self._resume_data_status = [None] * int(self.num_workers)
+        self._resume_data_status += [None] * (worker_id + 1 - len(self._resume_data_status))
         self._resume_data_status[worker_id] = int(status) if isinstance(status, int) else list(status)
 
     def state_dict(self) -> dict[str, Any]:
@@ -117,15 +116,8 @@ class DistributedIterableDataset(torch.utils.data.IterableDataset[dict[str, Any]
 
     def worker_units(self, worker_id: int, num_workers: int) -> list[Unit]:
         """The units DataLoader worker ``worker_id`` reads, in order (a sample's ``data_indexes[0]`` indexes it)."""
-        rank, world = self.local_rank, self.world_size
-        return worker_units(
-            self.data_paths_per_rank,
-            worker_id,
-            num_workers,
-            dataset_name=self.dataset_name,
-            rank=rank,
-            world_size=world,
-        )
+        rank, world, units = self.local_rank, self.world_size, self.data_paths_per_rank
+        return worker_units(units, worker_id, num_workers, dataset_name=self.dataset_name, rank=rank, world_size=world)
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         raise NotImplementedError

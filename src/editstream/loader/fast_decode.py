@@ -47,10 +47,7 @@ class ReducedImage:
         largest = self._largest
         if largest is not None and largest.width >= size[0] and largest.height >= size[1]:
             return largest if largest.size == size else largest.resize(size, Image.Resampling.BICUBIC)
-        if self.scale == 1:
-            out = self.image.resize(size, Image.Resampling.BICUBIC)
-        else:
-            out = self.image.resize(size, Image.Resampling.BICUBIC, box=self.box)
+        out = self.image.resize(size, Image.Resampling.BICUBIC, box=self.box)  # at scale 1, the whole image
         if largest is None or out.width * out.height > largest.width * largest.height:
             self._largest = out
         return out

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator, Sequence
+from functools import cached_property
 from typing import Any
 
 from ..data.drops import FATAL, FailureBudget, error_text
@@ -44,13 +45,10 @@ class SourceIterableDataset(DistributedIterableDataset):
     def parse_row(self, row: Any) -> dict[str, Any]:
         raise NotImplementedError
 
-    @property
+    @cached_property
     def kind(self) -> DatasetKind | None:
         """The registered kind this dataset class (or a base of it) reads; ``None`` for a class of its own."""
-        if "_kind" not in self.__dict__:
-            self.__dict__["_kind"] = kind_of_dataset(type(self))
-        kind: DatasetKind | None = self.__dict__["_kind"]
-        return kind
+        return kind_of_dataset(type(self))
 
     def _budget(self, name: str, size: int, what: str) -> FailureBudget:
         budget = self.__dict__.get(name)
@@ -83,10 +81,8 @@ class SourceIterableDataset(DistributedIterableDataset):
         start_unit, after = self.resume_point(worker_id)
         where = f"rank-{self.local_rank} worker-{worker_id} dataset-{self.dataset_name}"
         logger.info("%s: starting at unit %s after %s", where, start_unit, after)
-        if not units:
-            yield from self._stream(units, worker_id, start_unit, after)
-            return
-        self.source.plan_units(_unit_order(units, start_unit))
+        if units:  # the endless order of no units would never yield
+            self.source.plan_units(_unit_order(units, start_unit))
         try:
             yield from self._stream(units, worker_id, start_unit, after)
         finally:
@@ -153,15 +149,13 @@ class SourceIterableDataset(DistributedIterableDataset):
             f"check the data directories"
         )
         parser = self._parser_budget()
-        if parser.in_a_row and parser.last_error is not None:
-            message += (
-                f"; parse_row raised {error_text(parser.last_error)} at {parser.last_where}, "
-                f"which is not a data problem: a bug in the parser?"
-            )
-            error = RuntimeError(message)
-            error.__cause__ = parser.last_error
-            return error
-        return RuntimeError(message)
+        cause = parser.last_error if parser.in_a_row else None
+        if cause is not None:
+            message += f"; parse_row raised {error_text(cause)} at {parser.last_where}, "
+            message += "which is not a data problem: a bug in the parser?"
+        error = RuntimeError(message)
+        error.__cause__ = cause
+        return error
 
     def _parse_unit(
         self, unit: Unit, unit_position: int, rows: Iterator[tuple[Position, Any]], worker_id: int

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..data.rows import MediaReader
+from .datasets.interleave import plan_item
 from .pixels import NORMALIZATION_KEY, share_one_storage, transform_image
 
 VIDEO_MARKER = "<video>"
@@ -57,10 +58,6 @@ def change_format(data: Any, num_images: int) -> list[dict[str, Any]]:
     return elements
 
 
-def _plan_item(kind: str, loss: int) -> dict[str, Any]:
-    return {"type": kind, "enable_cfg": 0, "loss": loss, "special_token_loss": 0, "special_token_label": None}
-
-
 def build_sample(
     data: Any, images: list[Any] | None, transform: Any, stride: int, tokenizer: Any, image_dtype: str = "float32"
 ) -> dict[str, Any] | None:
@@ -70,22 +67,21 @@ def build_sample(
     text_ids_list: list[list[int]] = []
     sequence_plan: list[dict[str, Any]] = []
     num_tokens = 0
-    if images:
-        for image in images:
-            tensor, norm = transform_image(transform, image, image_dtype, img_num=len(images))
-            image_tensor_list.append(tensor)
-            normalizations.append(norm)
-            height, width = tensor.shape[1:]
-            num_tokens += width * height // stride**2
+    for image in images or []:
+        tensor, norm = transform_image(transform, image, image_dtype, img_num=len(images or []))
+        image_tensor_list.append(tensor)
+        normalizations.append(norm)
+        height, width = tensor.shape[1:]
+        num_tokens += width * height // stride**2
     for element in change_format(data, len(image_tensor_list)):
         if element["type"] == "text":
             ids = tokenizer.encode(element["text"])
             if len(ids) > 0:
                 text_ids_list.append(ids)
                 num_tokens += len(ids)
-                sequence_plan.append(_plan_item("text", element["has_loss"]))
+                sequence_plan.append(plan_item("text", 0, element["has_loss"]))
         elif element["type"] == "image":
-            sequence_plan.append(_plan_item("vit_image", 0))
+            sequence_plan.append(plan_item("vit_image", 0, 0))
     if sum(item["loss"] for item in sequence_plan) == 0:
         return None
     sample = {

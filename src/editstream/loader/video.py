@@ -7,6 +7,7 @@ import io
 import logging
 import random
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import IO, Any
 
 import numpy as np
@@ -63,9 +64,7 @@ def get_frame_indices(
         step = 1 / out_fps
         seconds = np.arange(step / 2, vlen / input_fps + step / 2, step)
         positions = [p for p in np.around(seconds * input_fps).astype(int) if p < vlen]
-        if max_num_frames > 0 and len(positions) > max_num_frames:
-            positions = positions[:max_num_frames]
-        return positions
+        return positions[:max_num_frames] if max_num_frames > 0 else positions
     raise ValueError(f"unknown frame sampling {sample!r}; use 'rand', 'middle' or 'fps<rate>'")
 
 
@@ -129,9 +128,7 @@ def sample_video(
         start_index = int(start * fps)
     count = np.random.randint(min_num_frames, num_frames + 1)
     indices = get_frame_indices(count, vlen, sample=sample, fix_start=fix_start, input_fps=fps)
-    if clip:
-        indices = [i + start_index for i in indices]
-    frames = reader.get_batch(indices).asnumpy()
+    frames = reader.get_batch([i + start_index for i in indices]).asnumpy()
     return [Image.fromarray(frames[i]) for i in range(frames.shape[0])]
 
 
@@ -149,21 +146,19 @@ def read_frames_decord(
     return sample_video(open_video(video_path, storage_options), num_frames, sample, fix_start, clip, min_num_frames)
 
 
+@dataclass(eq=False)
 class FrameSampler:
     """Frames of a JSONL line's ``"video"`` (a frame folder ending in ``/``, or a video file), as the reference."""
 
-    def __init__(self, max_num_frames: int = -1, min_num_frames: int = 8, sample: str = "rand") -> None:
-        self.max_num_frames = max_num_frames
-        self.min_num_frames = min_num_frames
-        self.sample = sample
-        if max_num_frames < min_num_frames:
+    max_num_frames: int = -1
+    min_num_frames: int = 8
+    sample: str = "rand"
+
+    def __post_init__(self) -> None:
+        if self.max_num_frames < self.min_num_frames:
             what = "%r: np.random.randint(%s, %s) fails, so every video row will be dropped (the reference"
             what += " behaves the same); set max_num_frames >= min_num_frames"
-            logger.warning(what, self, min_num_frames, max_num_frames + 1)
-
-    def __repr__(self) -> str:
-        args = f"max_num_frames={self.max_num_frames}, min_num_frames={self.min_num_frames}"
-        return f"FrameSampler({args}, sample={self.sample!r})"
+            logger.warning(what, self, self.min_num_frames, self.max_num_frames + 1)
 
     def __call__(self, file_name: str, storage_options: StorageOptions | None = None) -> list[Any]:
         """The chosen frames of the folder or video at ``file_name`` (local path or URL)."""

@@ -9,7 +9,7 @@ from typing import Any
 from ...data.backends import check_backend
 from ...data.layouts import SourceRequest
 from ...data.open import dataset_source
-from ...data.rows import ListingRowSource
+from ...data.rows import ListingRowSource, close_rows
 from ...data.units import Unit
 from ...format.columns import ColumnTypeError
 from ...format.manifest import Manifest
@@ -138,9 +138,7 @@ def _sharing_storage(samples: Iterator[dict[str, Any]]) -> Iterator[dict[str, An
         for sample in samples:
             yield share_one_storage(sample)
     finally:
-        close = getattr(samples, "close", None)
-        if close is not None:
-            close()
+        close_rows(samples)
 
 
 class WebDatasetStandardIterableDataset(ParquetStandardIterableDataset):
