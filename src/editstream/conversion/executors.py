@@ -1,8 +1,7 @@
 """Executors run independent units of work (one shard each) and yield results as they finish.
 
-An executor is any object with ``map_unordered(fn, tasks)`` and ``close()`` (and optionally
-``start()``). ``fn`` must be a picklable top-level function and ``tasks`` picklable values, so
-the same work runs in this process, in a process pool, or as Ray tasks on a cluster.
+``fn`` is a picklable top-level function and tasks picklable values, so the same work runs in this
+process, in a process pool, or as Ray tasks on a cluster.
 """
 
 from __future__ import annotations
@@ -41,10 +40,6 @@ class Executor(Protocol):
     def close(self) -> None: ...
 
 
-def _cancel_future(future: Future[Any]) -> None:
-    future.cancel()
-
-
 def bounded_map(
     submit: Callable[[T], H],
     tasks: Iterable[T],
@@ -52,14 +47,12 @@ def bounded_map(
     wait_some: Callable[[list[H]], list[H]],
     result: Callable[[H], R],
     *,
-    cancel: Callable[[H], None],
+    cancel: Callable[[H], object],
 ) -> Iterator[tuple[T, R]]:
     """Keep at most ``limit`` tasks submitted, yield ``(task, result)`` as they finish.
 
-    The loop both executors share: ``submit`` starts a task and returns a handle,
-    ``wait_some`` blocks until at least one handle is done and returns the done ones,
-    ``result`` gets a handle's value (raising the task's own error, which becomes a
-    :class:`TaskError` naming the task). Handles still pending when the caller stops are cancelled.
+    ``wait_some`` returns the done handles (at least one); a task's error becomes a :class:`TaskError`
+    naming it; handles still pending when the caller stops are cancelled.
     """
     pending: dict[H, T] = {}
     source = iter(tasks)
@@ -116,12 +109,8 @@ def default_start_method() -> str:
 
 
 def start_fork_server(preload: tuple[str, ...] = PRELOAD) -> bool:
-    """Start the fork server that this process's pools fork their workers from, ``preload``
-    imported in it, without waiting for it: its imports run beside the caller's own.
-
-    Returns ``False`` where workers are spawned instead (no fork server). A pool made later
-    uses the running server; a caller that makes none leaves it to exit with this process.
-    """
+    """Start (without waiting) the fork server later pools fork from, ``preload`` imported in it, so
+    its imports run beside the caller's own; ``False`` where workers are spawned instead."""
     if default_start_method() != "forkserver":
         return False
     from multiprocessing import forkserver
@@ -154,8 +143,7 @@ class ProcessPoolExecutor:
         self._pool: _Pool | None = None
 
     def start(self) -> None:
-        """Launch the workers now, without waiting for them, so their start-up (imports in the
-        fork server) overlaps with whatever the caller does next."""
+        """Launch the workers without waiting, so their start-up overlaps with what the caller does next."""
         if self._pool is None:
             self._pool = _Pool(
                 max_workers=self.workers, mp_context=self._ctx, initializer=exit_with, initargs=(os.getpid(),)
@@ -169,22 +157,10 @@ class ProcessPoolExecutor:
         assert pool is not None
 
         def wait_some(handles: list[Future[R]]) -> list[Future[R]]:
-            done, _ = wait(handles, return_when=FIRST_COMPLETED)
-            return list(done)
-
-        def result(future: Future[R]) -> R:
-            exc = future.exception()
-            if exc is not None:
-                raise exc
-            return future.result()
+            return list(wait(handles, return_when=FIRST_COMPLETED).done)
 
         return bounded_map(
-            lambda task: pool.submit(fn, task),
-            tasks,
-            2 * self.workers,
-            wait_some,
-            result,
-            cancel=_cancel_future,
+            lambda task: pool.submit(fn, task), tasks, 2 * self.workers, wait_some, Future.result, cancel=Future.cancel
         )
 
     def close(self) -> None:
@@ -195,23 +171,18 @@ class ProcessPoolExecutor:
     def abort(self) -> None:
         """Stop now (after an error or an interrupt): terminate the workers instead of waiting
         for their running tasks; a task's atomic write leaves nothing half-written behind."""
-        if self._pool is None:
-            return
-        for process in list(getattr(self._pool, "_processes", {}).values()):
+        for process in list((getattr(self._pool, "_processes", None) or {}).values()):
             with contextlib.suppress(Exception):
                 process.terminate()
-        self._pool.shutdown(wait=True, cancel_futures=True)
-        self._pool = None
+        self.close()
 
 
 class RayExecutor:
-    """Runs each task as a Ray task, on this machine or a cluster, so conversion scales past one host.
+    """Runs each task as a Ray task, on this machine or a cluster; tasks do their own storage I/O.
 
-    Tasks read and write storage themselves (credentials travel in the task's storage options or
-    come from the workers' environment); only small results come back. Ray is initialised with
-    ``address`` unless it already is, and shut down on ``close()`` only if this executor started it.
-    At most ``max_in_flight`` tasks are submitted at a time (default: ``workers``, else twice the
-    cluster's CPUs), so a plan of millions of shards never floods the scheduler.
+    Ray is shut down on ``close()`` only if this executor started it. At most ``max_in_flight`` tasks
+    are submitted at a time (default: ``workers``, else twice the cluster's CPUs), so a plan of
+    millions of shards never floods the scheduler.
     """
 
     def __init__(
@@ -295,11 +266,8 @@ def default_workers() -> int:
 
 
 def make_executor(engine: str = "auto", workers: int | None = None, *, ray_address: str | None = None) -> Executor:
-    """Build the executor named ``engine`` with ``workers`` workers (default: the CPU count).
-
-    ``auto`` (or ``local``) runs in-process for one worker and on a process pool otherwise;
-    ``ray`` runs Ray tasks, connecting to ``ray_address`` (``"auto"``: an existing cluster).
-    """
+    """Build the executor named ``engine`` with ``workers`` workers (default: the CPU count); ``ray``
+    connects to ``ray_address`` (``"auto"``: an existing cluster)."""
     if engine not in ENGINES:
         raise ValueError(f"unknown engine {engine!r}; expected one of {ENGINES}")
     if ray_address is not None and engine != "ray":

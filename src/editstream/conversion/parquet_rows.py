@@ -1,8 +1,4 @@
-"""Rows of a parquet shard task, streamed as zero-copy views.
-
-A task opens only its own files, checks their columns and row counts against the plan and yields
-rows in slice order, decoded on the I/O pool (``io.prefetch``) up to ``PREFETCH_BATCHES`` ahead.
-"""
+"""Rows of a parquet shard task as zero-copy views, its files checked against the plan, decoded ahead."""
 
 from __future__ import annotations
 
@@ -28,9 +24,7 @@ PREFETCH_BATCHES = 2
 
 
 _CHECKED_FOOTERS: dict[tuple[str, str, tuple[tuple[str, str], ...]], pq.FileMetaData] = {}
-"""Footers of source files this process has opened and checked, by URL and planned identity: a worker
-opens each file once per row group it converts, and an unchanged file has the footer it had (at most
-``_FOOTERS_KEPT`` are kept)."""
+"""Checked footers by URL and planned identity: a worker opens a file once per row group it converts."""
 _FOOTERS_KEPT = 256
 
 

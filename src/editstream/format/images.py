@@ -1,9 +1,6 @@
 """Media formats from their bytes: the extension a blob gets, and an image's size from its header alone.
 
-``sniff_extension`` names shard members (images and the video containers JSONL rows carry);
-``image_size`` / ``image_header_problem`` check rows cheaply, parsing JPEG, PNG, GIF and WebP
-headers directly and anything else through ``PIL.Image.open``; ``image_decode_note`` says when an
-image decodes without error but not to its pixels (a 16-bit greyscale PNG turns white).
+JPEG, PNG, GIF and WebP headers are parsed here, anything else through ``PIL.Image.open``.
 """
 
 from __future__ import annotations
@@ -27,11 +24,8 @@ _MP4_BRANDS = frozenset(
 
 
 def sniff_extension(data: bytes | bytearray | memoryview) -> str:
-    """File extension for binary content from its magic bytes; ``bin`` when unknown.
-
-    Checks are strict enough that random bytes are very unlikely to be named as an image, so
-    a stock ``decode("pil")`` does not trip over a non-image blob.
-    """
+    """File extension for binary content from its magic bytes; ``bin`` when unknown (strict enough that
+    random bytes are hardly ever named an image, which a stock ``decode("pil")`` would trip over)."""
     head = bytes(data[:64])
     if head.startswith(b"\xff\xd8\xff"):
         return "jpg"
@@ -160,7 +154,7 @@ def _pil_size(data: bytes | bytearray | memoryview) -> tuple[int, int] | str:
 
 def image_size(data: bytes | bytearray | memoryview) -> tuple[int, int] | str:
     """``(width, height)`` from the image header, or a string saying why the header is bad."""
-    view = memoryview(data).cast("B") if not isinstance(data, bytes) else memoryview(data)
+    view = memoryview(data).cast("B")
     kind = sniff_extension(view)
     try:
         if kind == "jpg":
@@ -178,7 +172,6 @@ def image_size(data: bytes | bytearray | memoryview) -> tuple[int, int] | str:
     return _pil_size(data)
 
 
-_PNG_GREY = 0
 GREY16_NOTE = (
     "16-bit greyscale PNG: decoded as the reference decodes it (Pillow mode I;16 to RGB), its 0-65535 "
     "values are clipped at 255, so it trains as (almost) pure white"
@@ -189,19 +182,15 @@ GREY16_NOTE = (
 def image_decode_note(data: object) -> str | None:
     """What the reference's decode (``convert("RGB")``) silently does wrong to image ``data``, or ``None``.
 
-    Read from the header alone, no pixels decoded. Only 16-bit greyscale PNGs (colour type 0,
-    bit depth 16) are affected: Pillow opens them as mode ``I;16`` and its RGB conversion clips
-    the values at 255, where 16-bit RGB, RGBA and grey + alpha PNGs are scaled to 8 bits
-    correctly. The image still decodes (to the reference's pixels), so this is a note for the
-    report, not a bad row.
+    From the header alone: only a 16-bit greyscale PNG (colour type 0) is affected, Pillow's ``I;16`` to
+    RGB clipping it at 255 (other 16-bit PNGs scale right). It still decodes, so a note, not a bad row.
     """
     if not isinstance(data, (bytes, bytearray, memoryview)) or len(data) < 33:
         return None
-    head = bytes(memoryview(data).cast("B")[:33]) if not isinstance(data, bytes) else data[:33]
+    head = bytes(memoryview(data).cast("B")[:33])
     if sniff_extension(head) != "png" or head[12:16] != b"IHDR":
         return None
-    depth, color = head[24], head[25]
-    return GREY16_NOTE if (depth, color) == (16, _PNG_GREY) else None
+    return GREY16_NOTE if (head[24], head[25]) == (16, 0) else None  # (bit depth, colour type)
 
 
 DEFAULT_MAX_IMAGE_PIXELS = 200_000_000
@@ -240,16 +229,12 @@ def _webp_ancillary(view: memoryview) -> tuple[bytes, int] | None:
 def limits_problem(
     data: bytes | bytearray | memoryview, size: tuple[int, int], max_pixels: int = DEFAULT_MAX_IMAGE_PIXELS
 ) -> str | None:
-    """Why an image of header size ``size`` must not be decoded, or ``None``.
-
-    The one rule set of the converter's report and the loader's decode: more than
-    ``max_pixels`` pixels declared (a decompression bomb decodes to gigabytes from a few
-    bytes), or a metadata chunk above ``MAX_ANCILLARY_BYTES``.
-    """
+    """Why an image of header size ``size`` must not be decoded (the converter's and the loader's rule):
+    more than ``max_pixels`` declared (a decompression bomb), or a metadata chunk above the limit."""
     width, height = size
     if width * height > max_pixels:
         return f"image declares {width}x{height} = {width * height} pixels, above the limit of {max_pixels}"
-    view = memoryview(data).cast("B") if not isinstance(data, bytes) else memoryview(data)
+    view = memoryview(data).cast("B")
     kind = sniff_extension(view)
     big = _png_ancillary(view) if kind == "png" else _webp_ancillary(view) if kind == "webp" else None
     if big is not None:

@@ -1,10 +1,8 @@
 """One row codec for converter and loader: a parquet row <-> the members of one tar sample.
 
-Every binary value (nested too) becomes a member ``{key}.{column}[.{index}...].{ext}`` with a
-sniffed extension, so stock webdataset decoders decode the images; everything else goes into
-``{key}.json`` in column order, where a binary is ``{"$bytes": "<member suffix>"}`` and values
-plain JSON cannot hold exactly are tagged (``$float``, ``$tuple``, ``$datetime`` ...). Decoding
-restores a dict equal to the original row.
+Every binary value (nested too) becomes a member ``{key}.{column}[.{index}...].{ext}`` with a sniffed
+extension, so stock webdataset decoders decode the images; the rest goes into ``{key}.json`` in column
+order, a binary as ``{"$bytes": "<member suffix>"}`` and what JSON cannot hold exactly tagged.
 """
 
 from __future__ import annotations
@@ -68,7 +66,7 @@ class _Encoder:
             return v
         if t in _BINARY:  # memoryviews (zero-copy arrow slices) are written as they are
             return self._binary(v, path)
-        if v is None or v is True or v is False or isinstance(v, (str, int)):
+        if isinstance(v, (str, int)):  # subclasses (exact types returned above)
             return v
         if isinstance(v, (list, tuple, dict)):
             return self._container(v, path, column)
@@ -124,19 +122,13 @@ def _tag_scalar(v: Any) -> dict[str, Any] | None:
     return None
 
 
-@functools.lru_cache(maxsize=1024)
-def _column_part(column: str) -> str:
-    """A column's name as the first part of its members' names (``safe_component``, computed once)."""
-    return safe_component(column)
+_column_part = functools.lru_cache(maxsize=1024)(safe_component)
+"""A column's name as the first part of its members' names, computed once."""
 
 
 def encode_members(row: Mapping[str, Any], key: str, columns: Sequence[str] | None = None) -> list[tuple[str, bytes]]:
-    """Members of one sample as ``(suffix, data)`` pairs, sorted by suffix (no key prefix).
-
-    ``data`` is the row's own bytes object (a ``memoryview`` in the row stays a ``memoryview``,
-    so zero-copy rows are written without a copy). ``columns``, the dataset's column names in
-    order, are checked against the row's so a row from another dataset cannot slip in.
-    """
+    """Members of one sample as ``(suffix, data)`` pairs sorted by suffix, ``data`` the row's own bytes
+    object (zero-copy memoryviews stay so); ``columns`` checked so another dataset's row cannot slip in."""
     if not key or "." in key:
         raise RowCodecError(f"invalid sample key {key!r}: must be non-empty and contain no dot")
     if columns is not None and list(row) != list(columns):
