@@ -138,7 +138,6 @@ class ProcessPoolExecutor:
         self.workers = workers
         self._ctx = multiprocessing.get_context(default_start_method())
         if self._ctx.get_start_method() == "forkserver":
-            # Import the heavy modules (pyarrow, PIL) once in the fork server, not in every worker.
             self._ctx.set_forkserver_preload(list(preload))
         self._pool: _Pool | None = None
 
@@ -188,10 +187,9 @@ class RayExecutor:
     def __init__(
         self, workers: int | None = None, *, address: str | None = None, max_in_flight: int | None = None
     ) -> None:
-        if workers is not None and workers < 1:
-            raise ValueError(f"workers must be >= 1, got {workers}")
-        if max_in_flight is not None and max_in_flight < 1:
-            raise ValueError(f"max_in_flight must be >= 1, got {max_in_flight}")
+        for name, value in (("workers", workers), ("max_in_flight", max_in_flight)):
+            if value is not None and value < 1:
+                raise ValueError(f"{name} must be >= 1, got {value}")
         self._ray = import_ray()
         self.workers = workers
         self.address = address
@@ -210,12 +208,7 @@ class RayExecutor:
         self._owns_ray = True
 
     def _in_flight_limit(self) -> int:
-        if self.max_in_flight is not None:
-            return self.max_in_flight
-        if self.workers is not None:
-            return self.workers
-        cpus = self._ray.cluster_resources().get("CPU", 1)
-        return max(1, int(2 * cpus))
+        return self.max_in_flight or self.workers or max(1, int(2 * self._ray.cluster_resources().get("CPU", 1)))
 
     def map_unordered(self, fn: Callable[[T], R], tasks: Iterable[T]) -> Iterator[tuple[T, R]]:
         self.start()

@@ -74,13 +74,9 @@ def convert(
 ) -> dict[str, Any]:
     """Convert the parquet dataset at ``src`` into WebDataset shards under ``dst``; returns a summary.
 
-    A ``src`` ending in ``.jsonl`` (or a ``schema`` of a JSONL + media kind) is a JSONL with media
-    under ``media_dir`` (the source backend's ``data_dir`` string, recorded: it orders the epoch); its
-    shards hold consecutive lines, and media names outside ``media_dir`` are refused and reported
-    unless ``allow_outside_media_dir``. A re-run after a crash resumes. ``digest``: ``"xxh3_128"``
-    (default) or ``"sha256"``. ``engine``: ``"auto"``/``"local"`` or ``"ray"`` (``ray_address`` as for
-    ``ray.init``), all writing the same bytes; ``executor`` overrides both. One conversion at a time
-    holds DST; ``break_lock`` takes over a lock left by a conversion known to be gone."""
+    A ``.jsonl`` ``src`` (or a JSONL + media ``schema``) has its media under ``media_dir`` (recorded: it
+    orders the epoch); media outside it are refused unless ``allow_outside_media_dir``. Every ``engine``
+    (or ``executor``) writes the same bytes; ``break_lock`` takes over a lock of a run known to be gone."""
     schema, layout = resolve_source(src, schema, layout)
     given = {name: value for name, value in locals().items() if name in CONFIG_FIELDS}
     cfg = ConvertConfig(**{**given, "src": absolute(src), "dst": absolute(dst)})

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ..format import manifest as mf
 from ..format.idx import encode_idx, idx_path_for
@@ -83,15 +83,8 @@ def _convert_shard_once(task: ShardTask) -> ShardResult:
         TarWriter(f, buffer_size=2 * 1024 * 1024, background=True, digest=task.digest) as writer,
     ):
         work = _write_rows(task, writer)
-    actual_slices = [
-        mf.RowSlice(
-            file=s.file,
-            row_group=s.row_group,
-            start=s.start,
-            stop=s.start + work.counts.get((s.file, s.row_group, s.start), 0),
-        )
-        for s in task.slices
-    ]
+    counts = work.counts
+    actual_slices = [replace(s, stop=s.start + counts.get((s.file, s.row_group, s.start), 0)) for s in task.slices]
     idx_path = idx_path_for(task.shard_path)
     idx = encode_idx(writer.offsets, writer.end_offset)
     # No fsync either: the done record holds the idx's size and digest, so a torn idx is redone.

@@ -70,14 +70,6 @@ IMAGE_EXTENSIONS = frozenset({"jpg", "png", "gif", "webp", "tiff", "bmp", "avif"
 """Extensions that ``sniff_extension`` gives to image content."""
 
 
-def _u16be(b: bytes | memoryview, i: int) -> int:
-    return (b[i] << 8) | b[i + 1]
-
-
-def _u16le(b: bytes | memoryview, i: int) -> int:
-    return b[i] | (b[i + 1] << 8)
-
-
 def _jpeg_size(data: memoryview) -> tuple[int, int] | str:
     n = len(data)
     pos = 2
@@ -96,13 +88,13 @@ def _jpeg_size(data: memoryview) -> tuple[int, int] | str:
             return "JPEG has no frame header before its scan"
         if pos + 2 > n:
             return "JPEG segment is truncated"
-        length = _u16be(data, pos)
+        length = int.from_bytes(data[pos : pos + 2], "big")
         if length < 2:
             return f"JPEG segment length {length} is invalid"
         if marker in _SOF:
             if length < 8 or pos + 7 > n:
                 return "JPEG frame header is truncated"
-            return _u16be(data, pos + 5), _u16be(data, pos + 3)
+            return int.from_bytes(data[pos + 5 : pos + 7], "big"), int.from_bytes(data[pos + 3 : pos + 5], "big")
         pos += length
 
 
@@ -124,7 +116,7 @@ def _webp_size(data: memoryview) -> tuple[int, int] | str:
     if chunk == b"VP8 ":
         if bytes(data[23:26]) != b"\x9d\x01\x2a":
             return "WebP VP8 frame has no start code"
-        return _u16le(data, 26) & 0x3FFF, _u16le(data, 28) & 0x3FFF
+        return int.from_bytes(data[26:28], "little") & 0x3FFF, int.from_bytes(data[28:30], "little") & 0x3FFF
     if chunk == b"VP8L":
         if data[20] != 0x2F:
             return "WebP VP8L frame has no signature"
@@ -164,7 +156,7 @@ def image_size(data: bytes | bytearray | memoryview) -> tuple[int, int] | str:
         if kind == "gif":
             if len(view) < 13:
                 return "GIF header is truncated"
-            return _u16le(view, 6), _u16le(view, 8)
+            return int.from_bytes(view[6:8], "little"), int.from_bytes(view[8:10], "little")
         if kind == "webp":
             return _webp_size(view)
     except IndexError:

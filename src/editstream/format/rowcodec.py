@@ -81,9 +81,9 @@ class _Encoder:
             return {"$invalid_utf8": v.raw.hex()}
         if isinstance(v, _BINARY):
             return self._binary(v, path)
-        tagged = _tag_scalar(v)
-        if tagged is not None:
-            return tagged
+        for cls, tag, form in _SCALAR_TAGS:
+            if isinstance(v, cls):
+                return {tag: form(v)}
         raise RowCodecError(f"sample {self.key!r}, column {column!r}: cannot encode a value of type {type(v).__name__}")
 
     def _binary(self, v: bytes | bytearray | memoryview, path: list[str]) -> dict[str, str]:
@@ -107,19 +107,14 @@ class _Encoder:
         return out
 
 
-def _tag_scalar(v: Any) -> dict[str, Any] | None:
-    """A tagged JSON form for the scalar types plain JSON cannot hold exactly, else ``None``."""
-    if isinstance(v, _dt.datetime):
-        return {"$datetime": v.isoformat()}
-    if isinstance(v, _dt.date):
-        return {"$date": v.isoformat()}
-    if isinstance(v, _dt.time):
-        return {"$time": v.isoformat()}
-    if isinstance(v, _dt.timedelta):
-        return {"$timedelta": [v.days, v.seconds, v.microseconds]}
-    if isinstance(v, decimal.Decimal):
-        return {"$decimal": str(v)}
-    return None
+_SCALAR_TAGS: tuple[tuple[type, str, Callable[[Any], Any]], ...] = (
+    (_dt.datetime, "$datetime", _dt.datetime.isoformat),  # before date: a datetime is a date
+    (_dt.date, "$date", _dt.date.isoformat),
+    (_dt.time, "$time", _dt.time.isoformat),
+    (_dt.timedelta, "$timedelta", lambda v: [v.days, v.seconds, v.microseconds]),
+    (decimal.Decimal, "$decimal", str),
+)
+"""The tagged JSON forms of the scalar types plain JSON cannot hold exactly, tested in order."""
 
 
 _column_part = functools.lru_cache(maxsize=1024)(safe_component)
