@@ -73,7 +73,7 @@ def bounded_map(
                 try:
                     value = result(handle)
                 except Exception as exc:
-                    raise TaskError(f"{_describe(task)} failed: {type(exc).__name__}: {exc}", task) from exc
+                    raise _failed(task, exc) from exc
                 yield task, value
     finally:
         for handle in pending:
@@ -90,7 +90,7 @@ class InProcessExecutor:
             except (KeyboardInterrupt, SystemExit, MemoryError):
                 raise
             except Exception as exc:
-                raise TaskError(f"{_describe(task)} failed: {type(exc).__name__}: {exc}", task) from exc
+                raise _failed(task, exc) from exc
             yield task, result
 
     def close(self) -> None:
@@ -108,25 +108,20 @@ def default_start_method() -> str:
     return "forkserver" if "forkserver" in methods else "spawn"
 
 
-def start_fork_server(preload: tuple[str, ...] = PRELOAD) -> bool:
-    """Start (without waiting) the fork server later pools fork from, ``preload`` imported in it, so
-    its imports run beside the caller's own; ``False`` where workers are spawned instead."""
+def warm_up(engine: str = "auto", workers: int | None = None) -> bool:
+    """Start (without waiting) the fork server later pools fork from, ``PRELOAD`` imported in it, when
+    ``engine`` and ``workers`` make a local process pool, so its imports overlap with the caller's
+    checks and planning; ``False`` when they do not, or where workers are spawned instead."""
+    n = default_workers() if workers is None else workers
+    if engine not in ("auto", "local", "process") or (n == 1 and engine != "process"):
+        return False
     if default_start_method() != "forkserver":
         return False
     from multiprocessing import forkserver
 
-    multiprocessing.get_context("forkserver").set_forkserver_preload(list(preload))
+    multiprocessing.get_context("forkserver").set_forkserver_preload(list(PRELOAD))
     forkserver.ensure_running()
     return True
-
-
-def warm_up(engine: str = "auto", workers: int | None = None) -> bool:
-    """Start the fork server now (``start_fork_server``) when ``engine`` and ``workers`` make a
-    local process pool, so its imports overlap with the caller's checks and planning."""
-    n = default_workers() if workers is None else workers
-    if engine not in ("auto", "local", "process") or (n == 1 and engine != "process"):
-        return False
-    return start_fork_server()
 
 
 class ProcessPoolExecutor:
@@ -248,9 +243,10 @@ def import_ray() -> Any:
     return ray
 
 
-def _describe(task: Any) -> str:
+def _failed(task: Any, exc: Exception) -> TaskError:
     describe = getattr(task, "describe", None)
-    return describe() if callable(describe) else f"task {task!r}"
+    what = describe() if callable(describe) else f"task {task!r}"
+    return TaskError(f"{what} failed: {type(exc).__name__}: {exc}", task)
 
 
 def default_workers() -> int:

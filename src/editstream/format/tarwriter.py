@@ -51,10 +51,6 @@ def _header(name: bytes, size: int, typeflag: bytes) -> bytes:
     return _HEADER.pack(name, _FIXED_MODE_IDS, size_field, _FIXED_MTIME, b"%06o\0 " % checksum, typeflag, _FIXED_TAIL)
 
 
-def _padding(size: int) -> bytes:
-    return _ZEROS[: tb.padding(size)]
-
-
 def _real_fd(fileobj: Any) -> int | None:
     """The OS descriptor of a plain local file opened for writing, else ``None``."""
     try:
@@ -96,14 +92,13 @@ def member_bytes(name: str, data: bytes | bytearray | memoryview) -> list[bytes 
     if len(raw) > 100:
         long_data = raw + b"\0"
         chunks.append(_header(tb.LONGLINK, len(long_data), b"L"))
-        chunks.append(long_data + _padding(len(long_data)))
+        chunks.append(long_data + _ZEROS[: tb.padding(len(long_data))])
         raw = raw[:100]
     chunks.append(_header(raw, size, b"0"))
     if size:
         chunks.append(data)
-        pad = _padding(size)
-        if pad:
-            chunks.append(pad)
+        if size % tb.BLOCK:
+            chunks.append(_ZEROS[: tb.padding(size)])
     return chunks
 
 
