@@ -12,6 +12,7 @@ import decimal
 import functools
 import json
 import math
+import operator
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -107,10 +108,11 @@ class _Encoder:
         return out
 
 
+_ISO = operator.methodcaller("isoformat")
 _SCALAR_TAGS: tuple[tuple[type, str, Callable[[Any], Any]], ...] = (
-    (_dt.datetime, "$datetime", _dt.datetime.isoformat),  # before date: a datetime is a date
-    (_dt.date, "$date", _dt.date.isoformat),
-    (_dt.time, "$time", _dt.time.isoformat),
+    (_dt.datetime, "$datetime", _ISO),  # before date: a datetime is a date
+    (_dt.date, "$date", _ISO),
+    (_dt.time, "$time", _ISO),
     (_dt.timedelta, "$timedelta", lambda v: [v.days, v.seconds, v.microseconds]),
     (decimal.Decimal, "$decimal", str),
 )
