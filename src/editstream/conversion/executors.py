@@ -7,6 +7,7 @@ process, in a process pool, or as Ray tasks on a cluster.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import multiprocessing
 import os
 from collections.abc import Callable, Iterable, Iterator
@@ -56,15 +57,9 @@ def bounded_map(
     """
     pending: dict[H, T] = {}
     source = iter(tasks)
-    exhausted = False
     try:
         while True:
-            while not exhausted and len(pending) < limit:
-                try:
-                    task = next(source)
-                except StopIteration:
-                    exhausted = True
-                    break
+            for task in itertools.islice(source, limit - len(pending)):
                 pending[submit(task)] = task
             if not pending:
                 return
