@@ -1,10 +1,5 @@
-"""The converter: parquet rows -> row codec -> tar shards, planned, parallel, resumable.
-
-``shapes`` dispatches on a kind's source shape (``parquet_*`` and ``lines_*`` modules), ``shard``
-writes one shard, ``run`` drives a conversion on an executor, ``verify`` and ``inspect`` read the
-result back. The converter never imports the loader. The names below load on first use, so a
-light module (``executors``) imports without the rest.
-"""
+"""The converter: source rows -> row codec -> tar shards, planned, parallel, resumable; it never imports
+the loader. The names below load on first use, so a light module (``executors``) imports without the rest."""
 
 from __future__ import annotations
 

@@ -72,8 +72,7 @@ class PlacesOverlapError(ValueError):
 
 
 def _parts(url: str) -> tuple[str, ...]:
-    """``url`` as comparable components: a local path resolved (``.``, ``..``, links: ``realpath``),
-    a URL as its scheme (``s3a`` is ``s3``), bucket and key parts (empty and ``.`` parts dropped)."""
+    """``url`` as comparable components: a local path resolved, a URL as scheme (``s3a`` is ``s3``) and parts."""
     if storage.is_local(url):
         scheme, path, sep = "file", os.path.realpath(storage.local_path(url)), os.sep
     else:
@@ -83,16 +82,14 @@ def _parts(url: str) -> tuple[str, ...]:
 
 
 def overlap(a: str, b: str) -> bool:
-    """Whether ``a`` and ``b`` are one place or one holds the other (whole components only:
-    ``s3://b/src`` holds ``s3://b/src/x``, not ``s3://b/src2``)."""
+    """Whether ``a`` and ``b`` are one place or one holds the other (by whole components: not ``src2``)."""
     pa, pb = _parts(a), _parts(b)
     n = min(len(pa), len(pb))
     return pa[:n] == pb[:n]
 
 
 def check_apart(places: Mapping[str, str]) -> None:
-    """A :class:`PlacesOverlapError` naming the first two of ``places`` (role -> path or URL) that
-    overlap: a conversion must never write where it reads, nor two outputs share a directory."""
+    """A :class:`PlacesOverlapError` naming the first two of ``places`` (role -> path or URL) that overlap."""
     for (role_a, a), (role_b, b) in itertools.combinations(places.items(), 2):
         if overlap(a, b):
             inner, outer = sorted([(len(_parts(a)), role_a, a), (len(_parts(b)), role_b, b)], reverse=True)
@@ -101,19 +98,8 @@ def check_apart(places: Mapping[str, str]) -> None:
             raise PlacesOverlapError(f"{what}: writing one would change the other")
 
 
-_SIZE_UNITS = {
-    "": 1,
-    "b": 1,
-    "k": 1000,
-    "kb": 1000,
-    "m": 1000**2,
-    "mb": 1000**2,
-    "g": 1000**3,
-    "gb": 1000**3,
-    "kib": 1024,
-    "mib": 1024**2,
-    "gib": 1024**3,
-}
+_SIZE_UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "m": 1000**2, "mb": 1000**2, "g": 1000**3, "gb": 1000**3}
+_SIZE_UNITS |= {"kib": 1024, "mib": 1024**2, "gib": 1024**3}
 
 
 def parse_size(text: str) -> int:

@@ -1,9 +1,4 @@
-"""Whose files are in DST: a conversion writes only into a directory that holds nothing but its own.
-
-:func:`check_dst` refuses a DST holding files editstream did not write (``overwrite`` leaves them
-be), and :func:`tidy_dst` deletes earlier runs' shards, idx files and done records the new plan
-does not write and records the shard count for progress reports.
-"""
+"""Whose files are in DST: a conversion writes only into a directory that holds nothing but its own."""
 
 from __future__ import annotations
 
@@ -37,17 +32,15 @@ class ForeignFilesError(FileExistsError):
         self.dst = dst
         self.names = names
         super().__init__(
-            f"{dst} holds {_count(names)} editstream did not write ({_shown(names)}); convert into a new or "
-            f"empty directory (overwrite=True goes on, replacing only editstream's own files)"
+            f"{dst} holds {_not_ours(names)}; convert into a new or empty directory (overwrite=True goes on, "
+            "replacing only editstream's own files)"
         )
 
 
-def _count(names: list[str]) -> str:
-    return f"{len(names)} file{'s' if len(names) != 1 else ''}"
-
-
-def _shown(names: list[str]) -> str:
-    return ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+def _not_ours(names: list[str]) -> str:
+    """``2 files editstream did not write (a, b)``, naming at most three."""
+    shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+    return f"{len(names)} file{'s' if len(names) != 1 else ''} editstream did not write ({shown})"
 
 
 def is_own_name(name: str) -> bool:
@@ -58,11 +51,10 @@ def is_own_name(name: str) -> bool:
 
 
 def _names(dst: str, so: dict[str, Any] | None) -> list[str]:
-    fs, path = storage.url_to_fs(dst, so)
-    if not fs.isdir(path):
+    try:
+        return sorted(storage.list_names(dst, so))
+    except (FileNotFoundError, NotADirectoryError):
         return []
-    prefix = path.rstrip("/")
-    return sorted(str(e).rstrip("/").rsplit("/", 1)[-1] for e in fs.ls(prefix, detail=False) if str(e) != prefix)
 
 
 def foreign_names(dst: str, so: dict[str, Any] | None) -> list[str]:
@@ -76,17 +68,13 @@ def check_dst(cfg: ConvertConfig) -> None:
     if not foreign:
         return
     if cfg.overwrite:
-        log.warning(
-            "%s holds %s editstream did not write (%s); left in place", cfg.dst, _count(foreign), _shown(foreign)
-        )
+        log.warning("%s holds %s; left in place", cfg.dst, _not_ours(foreign))
         return
     raise ForeignFilesError(cfg.dst, foreign)
 
 
 def tidy_dst(cfg: ConvertConfig, plan: Plan) -> None:
-    """Before the shards are written: delete shards, idx files and done records in DST that the plan
-    does not write (an earlier run's), and note the shard count and source in the progress directory
-    (removed with it when the run finishes) for progress reports."""
+    """Delete an earlier run's shards, idx files and done records the plan does not write; note the plan."""
     so = cfg.storage_options
     planned = {t.shard_path for t in plan.tasks} | {idx_path_for(t.shard_path) for t in plan.tasks}
     orphans = [n for n in _names(cfg.dst, so) if _OWN_SHARD.match(n) and n not in planned]
@@ -104,9 +92,7 @@ def tidy_dst(cfg: ConvertConfig, plan: Plan) -> None:
 
 
 def dry_run(src: str, dst: str, **options: Any) -> dict[str, Any]:
-    """What ``convert(src, dst, **options)`` would do, planned but not written: files, row groups,
-    shards and estimated bytes (source bytes plus tar headers and JSON per row), and what DST holds
-    now (``dst_state``)."""
+    """What ``convert(src, dst, **options)`` would do, planned but not written, and what DST holds now."""
     schema, layout = resolve_source(src, options.pop("schema", None), options.pop("layout", "rowgroup"))
     cfg = ConvertConfig(src=absolute(src), dst=absolute(dst), schema=schema, layout=layout, **options)
     plan = plan_conversion(cfg)
@@ -129,7 +115,7 @@ def dry_run(src: str, dst: str, **options: Any) -> dict[str, Any]:
     names = _names(cfg.dst, cfg.storage_options)
     foreign = [n for n in names if not is_own_name(n)]
     if foreign:
-        summary["dst_state"] = f"holds {_count(foreign)} editstream did not write ({_shown(foreign)}): refused"
+        summary["dst_state"] = f"holds {_not_ours(foreign)}: refused"
     elif mf.MANIFEST_NAME in names:
         summary["dst_state"] = "holds a finished conversion (the same one: nothing to do; another: needs overwrite)"
     elif PROGRESS_DIR_NAME in names:

@@ -1,9 +1,5 @@
-"""``editstream inspect``: what a converted dataset holds, and one sample's row on demand.
-
-Totals come from the manifest; image counts, formats and sizes come from scanning up to
-``max_samples`` samples (image headers only, no pixel decoding). ``find_sample`` seeks to a
-sample with one ranged read through the ``.tar.idx`` when the key names its source row.
-"""
+"""``editstream inspect``: what a converted dataset holds (images scanned by their headers only), and
+one sample's row on demand."""
 
 from __future__ import annotations
 
@@ -39,9 +35,7 @@ def _image_columns(schema: str) -> tuple[str, ...]:
 
 
 def _image_members(columns: tuple[str, ...], mixed_media: bool, members: dict[str, bytes]) -> list[tuple[str, bytes]]:
-    """The members of a sample that are images: every member of the kind's image columns (a
-    corrupt image stored as ``.bin`` is still an image), else every member with an image extension.
-    With ``mixed_media`` the columns also hold videos and missing media, which are not images."""
+    """A sample's image members: those of the kind's image columns (only images if mixed), else by extension."""
     found = []
     for suffix, data in members.items():
         ext = suffix.rsplit(".", 1)[-1]
@@ -75,18 +69,10 @@ class _ImageStats:
 
 
 def inspect_dataset(
-    root: str,
-    *,
-    storage_options: dict[str, Any] | None = None,
-    max_samples: int | None = 1000,
-    progress: bool = False,
+    root: str, *, storage_options: dict[str, Any] | None = None, max_samples: int | None = 1000, progress: bool = False
 ) -> dict[str, Any]:
-    """A JSON-able overview: shards, samples, bytes, images per sample, image formats and sizes.
-
-    An image is a member of the kind's image columns whatever its bytes: one whose header does
-    not parse (planted garbage, a truncated file) counts in ``images_with_bad_headers`` and not
-    under a format, so ``images_per_sample`` adds up to the formats plus the bad ones.
-    """
+    """A JSON-able overview: shards, samples, bytes, images per sample, image formats and sizes (an image
+    whose header does not parse counts in ``images_with_bad_headers``, not under a format)."""
     converted = open_converted(root, storage_options)
     m = converted.manifest
     columns, mixed_media = _image_columns(m.schema), strategy_of(m.schema).mixed_media

@@ -1,10 +1,5 @@
-"""Worker processes never outlive their converter, and SIGTERM stops a conversion like Ctrl-C.
-
-A pool worker never sees end-of-file when its converter is killed (it holds both ends of its
-queue), so each worker watches the converter's process (a pidfd on Linux, a one-second poll
-elsewhere) and exits when it is gone. SIGTERM (Slurm, Kubernetes preemption) becomes a
-``KeyboardInterrupt``: workers stopped, finished shards kept, a re-run resumes.
-"""
+"""Worker processes never outlive their converter (a pool worker holds both ends of its queue, so it
+watches the converter's pid instead), and SIGTERM stops a conversion like Ctrl-C."""
 
 from __future__ import annotations
 
@@ -27,28 +22,24 @@ def pid_alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     except PermissionError:
-        return True
+        pass
     return True
 
 
 def _wait_for_exit(pid: int) -> None:
     """Block until process ``pid`` has exited (returns at once if it already has)."""
-    pidfd_open = getattr(os, "pidfd_open", None)
-    if pidfd_open is not None:
-        try:
-            fd = pidfd_open(pid)
-        except ProcessLookupError:
-            return
-        except OSError:
-            fd = None
-        if fd is not None:
-            try:
-                select.select([fd], [], [])  # a pidfd becomes readable when the process exits
-            finally:
-                os.close(fd)
-            return
-    while pid_alive(pid):
-        time.sleep(_POLL_SECONDS)
+    try:
+        fd = os.pidfd_open(pid)  # Linux: readable when the process exits
+    except ProcessLookupError:
+        return
+    except (AttributeError, OSError):  # no pidfds here: poll
+        while pid_alive(pid):
+            time.sleep(_POLL_SECONDS)
+        return
+    try:
+        select.select([fd], [], [])
+    finally:
+        os.close(fd)
 
 
 def exit_with(parent_pid: int) -> None:
@@ -63,15 +54,10 @@ def exit_with(parent_pid: int) -> None:
 
 @contextlib.contextmanager
 def sigterm_as_interrupt() -> Iterator[None]:
-    """Within the block, SIGTERM raises ``KeyboardInterrupt`` in the main thread (as Ctrl-C does).
-
-    Only when called from the main thread and SIGTERM still has its default action, so an
-    application that handles SIGTERM itself keeps its handler.
-    """
-    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGTERM) not in (
-        signal.SIG_DFL,
-        None,
-    ):
+    """Within the block, SIGTERM raises ``KeyboardInterrupt`` (as Ctrl-C does), unless called off the main
+    thread or SIGTERM already has a handler (an application's own is kept)."""
+    default = signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None)
+    if threading.current_thread() is not threading.main_thread() or not default:
         yield
         return
 

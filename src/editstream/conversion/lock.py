@@ -1,10 +1,5 @@
-"""One conversion at a time per DST: a lock object with an owner and a heartbeat.
-
-``DST/_editstream.lock`` is created exclusively (``O_EXCL`` locally, ``If-None-Match: *`` on S3)
-and names its owner; a second run is refused with the owner's host, pid and start time. A lock is
-taken over when its owner's pid is gone (same host), its heartbeat is older than ``stale_after``,
-or with ``break_lock=True``.
-"""
+"""One conversion at a time per DST: ``DST/_editstream.lock``, created exclusively, names its owner and
+beats; it is taken over when the owner's pid is gone, its heartbeat is stale, or with ``break_lock``."""
 
 from __future__ import annotations
 
@@ -56,14 +51,8 @@ class ConversionLock:
         self._thread: threading.Thread | None = None
 
     def _body(self) -> bytes:
-        owner = {
-            "host": socket.gethostname(),
-            "pid": os.getpid(),
-            "token": self.token,
-            "started": self.started,
-            "heartbeat": time.time(),
-        }
-        return json.dumps(owner).encode()
+        owner = {"host": socket.gethostname(), "pid": os.getpid(), "token": self.token, "started": self.started}
+        return json.dumps({**owner, "heartbeat": time.time()}).encode()
 
     def _create(self) -> bool:
         """Create the lock if nobody holds it; False when it exists."""
@@ -100,19 +89,17 @@ class ConversionLock:
         age = time.time() - float(holder.get("heartbeat", 0) or 0)
         if age > self.stale_after:
             return f"its last heartbeat is {age:.0f} s old"
-        if (
-            holder.get("host") == socket.gethostname()
-            and isinstance(holder.get("pid"), int)
-            and not pid_alive(holder["pid"])
-        ):
-            return f"its process {holder['pid']} no longer exists"
+        pid = holder.get("pid")
+        if holder.get("host") == socket.gethostname() and isinstance(pid, int) and not pid_alive(pid):
+            return f"its process {pid} no longer exists"
         return None
 
     def acquire(self) -> None:
         """Take the lock, taking over one whose owner is gone; :class:`DestinationLocked` otherwise."""
         for _ in range(3):
             if self._create():
-                self._start_heartbeat()
+                self._thread = threading.Thread(target=self._beat, name="editstream-lock-heartbeat", daemon=True)
+                self._thread.start()
                 return
             holder = self._holder()
             if holder is None:
@@ -132,10 +119,6 @@ class ConversionLock:
             f"{self.stale_after:.0f} s without heartbeat, or pass break_lock=True (--break-lock), or remove "
             f"{self.url}"
         )
-
-    def _start_heartbeat(self) -> None:
-        self._thread = threading.Thread(target=self._beat, name="editstream-lock-heartbeat", daemon=True)
-        self._thread.start()
 
     def _beat(self) -> None:
         while not self._stop.wait(self.heartbeat):

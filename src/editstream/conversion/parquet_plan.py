@@ -1,9 +1,11 @@
-"""Planning a parquet conversion: the source listed, its footers read, and its rows cut into shard tasks."""
+"""The parquet source shape: the source listed, its footers read and its rows cut into shard tasks, and
+``verify``'s check that the shards together cover every source row exactly once."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..data.identity import Identity, identities
@@ -12,9 +14,10 @@ from ..format import manifest as mf
 from ..format.columns import ColumnTypeError, column_type_problems
 from ..format.keys import key_stems
 from ..io import service, storage
-from ..io.parquet import open_parquet
+from ..io.parquet import open_parquet, row_group_sizes
 from ..io.parquet_info import ParquetInfo
 from ..kinds import DatasetKind, get_kind
+from .problems import Problem
 from .task import ParquetPart, Plan, ShardTask
 
 if TYPE_CHECKING:
@@ -43,19 +46,17 @@ def _read_footer(url: str, storage_options: dict[str, Any] | None) -> _Footer:
 
 @dataclass
 class _Source:
-    """The listed source files, their footers where read, and the row-group counts parquet_info gave."""
+    """The listed source files, their footers where read, parquet_info's row-group counts and identities."""
 
     urls: list[str]
     names: list[str]
     footers: dict[int, _Footer]
     counts: dict[int, int]
     identities: dict[str, Identity]
-    """Each file's identity (by URL), taken when the source is listed."""
 
 
 def _read_source(cfg: ConvertConfig) -> _Source:
-    """List the source and read the footers the plan needs: all of them for the size layout or
-    where parquet_info does not give a file's row groups, else just the first (for the columns)."""
+    """List the source and read the footers the plan needs (the first, and those parquet_info lacks)."""
     so = cfg.storage_options
     urls = ParquetDirectory(cfg.src, so).files()
     if not urls:
@@ -88,18 +89,14 @@ def _schema_of(cfg: ConvertConfig, src: _Source) -> tuple[str, tuple[tuple[str, 
 
 def _row_groups(src: _Source) -> dict[str, list[int] | None]:
     """Rows per row group of each file (cut to parquet_info's count), ``None`` when no footer was read."""
-    out: dict[str, list[int] | None] = {}
-    for i, name in enumerate(src.names):
-        footer = src.footers.get(i)
-        limit = src.counts.get(i)
-        if footer is None:
-            out[name] = None
-            continue
-        if limit is not None and limit > len(footer.num_rows):
+    out: dict[str, list[int] | None] = dict.fromkeys(src.names)
+    for i, footer in src.footers.items():
+        limit = src.counts.get(i, len(footer.num_rows))
+        if limit > len(footer.num_rows):
             raise ValueError(
                 f"parquet_info says {src.urls[i]} has {limit} row groups; its footer has {len(footer.num_rows)}"
             )
-        out[name] = list(footer.num_rows if limit is None else footer.num_rows[:limit])
+        out[src.names[i]] = footer.num_rows[:limit]
     return out
 
 
@@ -122,7 +119,7 @@ def plan_parquet_conversion(cfg: ConvertConfig) -> Plan:
         digest=cfg.digest,
     )
     if cfg.layout == "rowgroup":
-        tasks = _plan_rowgroup_layout(src.names, row_groups, num_rgs, stems, common)
+        tasks = _plan_rowgroup_layout(row_groups, num_rgs, stems, common)
     else:
         tasks = _plan_size_layout(cfg, src, stems, row_groups, common)
     plan = Plan(
@@ -142,66 +139,41 @@ def plan_parquet_conversion(cfg: ConvertConfig) -> Plan:
 
 
 def _plan_rowgroup_layout(
-    names: list[str],
-    row_groups: dict[str, list[int] | None],
-    num_rgs: dict[str, int],
-    stems: dict[str, str],
-    common: dict[str, Any],
+    row_groups: dict[str, list[int] | None], num_rgs: dict[str, int], stems: dict[str, str], common: dict[str, Any]
 ) -> list[ShardTask]:
-    """One shard per source row group, named after the file's key stem and the row group."""
+    """One shard per source row group (in file order), named after the file's key stem and the row group."""
     tasks = []
-    for name in names:
-        sizes = row_groups[name]
+    for name, sizes in row_groups.items():
         for rg in range(num_rgs[name]):
             stop = sizes[rg] if sizes is not None else -1
-            tasks.append(
-                ShardTask(
-                    shard_path=f"{stems[name]}-rg{rg:05d}.tar",
-                    slices=(mf.RowSlice(file=name, row_group=rg, start=0, stop=max(stop, 0)),),
-                    stems=((name, stems[name]),),
-                    part=ParquetPart(
-                        source_file=name, row_group=rg, expected_rows=(stop,) if sizes is not None else None
-                    ),
-                    **common,
-                )
-            )
+            part = ParquetPart(source_file=name, row_group=rg, expected_rows=None if sizes is None else (stop,))
+            rows = (mf.RowSlice(file=name, row_group=rg, start=0, stop=max(stop, 0)),)
+            shard = f"{stems[name]}-rg{rg:05d}.tar"
+            tasks.append(ShardTask(shard_path=shard, slices=rows, stems=((name, stems[name]),), part=part, **common))
     return tasks
 
 
+@dataclass
 class _SizeCutter:
     """Collects row slices into shards of about ``target_bytes`` / ``target_rows``."""
 
-    def __init__(
-        self,
-        names: list[str],
-        stems: dict[str, str],
-        common: dict[str, Any],
-        target_bytes: int | None,
-        target_rows: int | None,
-    ) -> None:
-        self.names = names
-        self.stems = stems
-        self.common = common
-        self.target_bytes = target_bytes
-        self.target_rows = target_rows
-        self.tasks: list[ShardTask] = []
-        self.current: list[mf.RowSlice] = []
-        self.rows = 0
-        self.bytes = 0.0
+    stems: dict[str, str]
+    common: dict[str, Any]
+    target_bytes: int | None
+    target_rows: int | None
+    tasks: list[ShardTask] = field(default_factory=list)
+    current: list[mf.RowSlice] = field(default_factory=list)
+    rows: int = 0
+    bytes: float = 0.0
 
     def flush(self) -> None:
         if not self.current:
             return
-        files_in = sorted({s.file for s in self.current}, key=self.names.index)
-        self.tasks.append(
-            ShardTask(
-                shard_path=f"shard-{len(self.tasks):06d}.tar",
-                slices=tuple(self.current),
-                stems=tuple((f, self.stems[f]) for f in files_in),
-                part=ParquetPart(expected_rows=tuple(s.num_rows for s in self.current)),
-                **self.common,
-            )
-        )
+        rows = tuple(self.current)
+        stems = tuple((f, self.stems[f]) for f in dict.fromkeys(s.file for s in rows))  # in source order
+        part = ParquetPart(expected_rows=tuple(s.num_rows for s in rows))
+        path = f"shard-{len(self.tasks):06d}.tar"
+        self.tasks.append(ShardTask(shard_path=path, slices=rows, stems=stems, part=part, **self.common))
         self.current, self.rows, self.bytes = [], 0, 0.0
 
     def add_row_group(self, name: str, rg: int, n: int, per_row: float) -> None:
@@ -227,26 +199,17 @@ class _SizeCutter:
 
 
 def _plan_size_layout(
-    cfg: ConvertConfig,
-    src: _Source,
-    stems: dict[str, str],
-    row_groups: dict[str, list[int] | None],
-    common: dict[str, Any],
+    cfg: ConvertConfig, src: _Source, stems: dict[str, str], sizes: dict[str, list[int] | None], common: dict[str, Any]
 ) -> list[ShardTask]:
-    """Cut the rows, in source order, into shards of about ``shard_size`` bytes / ``samples_per_shard`` rows.
-
-    Sizes are estimated from the footers' uncompressed row-group sizes, so the plan needs no
-    data reads and is the same on every run.
-    """
-    target_bytes = (
-        cfg.shard_size
-        if cfg.shard_size is not None
-        else (DEFAULT_SHARD_SIZE if cfg.samples_per_shard is None else None)
-    )
-    cutter = _SizeCutter(src.names, stems, common, target_bytes, cfg.samples_per_shard)
+    """Cut the rows, in source order, into shards of about ``shard_size`` bytes / ``samples_per_shard``
+    rows; sizes are estimated from the footers, so the plan reads no data and is the same on every run."""
+    target_bytes = cfg.shard_size
+    if target_bytes is None and cfg.samples_per_shard is None:
+        target_bytes = DEFAULT_SHARD_SIZE
+    cutter = _SizeCutter(stems, common, target_bytes, cfg.samples_per_shard)
     for i, name in enumerate(src.names):
         footer = src.footers[i]
-        for rg, n in enumerate(row_groups[name] or []):
+        for rg, n in enumerate(sizes[name] or []):
             per_row = footer.byte_sizes[rg] / n + _ROW_OVERHEAD_ESTIMATE if n else 0.0
             cutter.add_row_group(name, rg, n, per_row)
     cutter.flush()
@@ -264,9 +227,8 @@ def check_parquet_options(cfg: ConvertConfig) -> None:
 def check_columns(
     kind: DatasetKind, columns: Iterable[str], types: Mapping[str, str] | None = None, where: str = ""
 ) -> None:
-    """Raise ``ValueError`` naming the missing columns when ``columns`` lack one of ``kind``'s, and
-    :class:`~editstream.format.columns.ColumnTypeError` when ``types`` (column -> arrow type) shows a
-    column of another type than the kind's parser reads."""
+    """``ValueError`` naming the columns of ``kind`` missing from ``columns``; ``ColumnTypeError`` when
+    ``types`` (column -> arrow type) shows a column of another type than the kind's parser reads."""
     columns = list(columns)
     missing = [c for c in kind.columns if c not in set(columns)]
     if missing:
@@ -277,3 +239,39 @@ def check_columns(
         problems = column_type_problems(types, kind.columns)
         if problems:
             raise ColumnTypeError(f"{where or 'source'}: {'; '.join(problems)} (schema {kind.name!r})")
+
+
+def check_parquet_root(root: str, m: mf.Manifest, source: str | None, so: dict[str, Any] | None) -> list[Problem]:
+    """With a ``source``: every source row is in exactly one shard slice and the row counts match the files."""
+    if source is None:
+        return []
+    problems: list[Problem] = []
+    try:
+        urls = ParquetDirectory(source, so).files()
+    except FileNotFoundError as exc:
+        return [Problem("source", None, str(exc))]
+    names = [u.rsplit("/", 1)[-1] for u in urls]
+    listed = [f.path for f in m.source_files]
+    if sorted(names) != sorted(listed):
+        problems.append(Problem("source", None, f"source has files {names}, manifest lists {listed}"))
+    covered: Counter[tuple[str, int]] = Counter()
+    for shard in m.shards:
+        for s in shard.rows:
+            covered[(s.file, s.row_group)] += s.num_rows
+    for f in m.source_files:
+        if f.path not in names:
+            continue
+        try:
+            sizes = row_group_sizes(storage.join(source, f.path), so)
+        except OSError as exc:
+            problems.append(Problem("source", None, f"cannot read footer of {f.path}: {exc}"))
+            continue
+        if sizes[: len(f.row_groups)] != f.row_groups:
+            problems.append(
+                Problem("source", None, f"{f.path} has row groups of {sizes} rows, manifest says {f.row_groups}")
+            )
+        for rg, n in enumerate(f.row_groups):
+            if covered[(f.path, rg)] != n:
+                detail = f"{f.path} row group {rg}: {n} rows, shards cover {covered[(f.path, rg)]}"
+                problems.append(Problem("source_coverage", None, detail))
+    return problems

@@ -1,10 +1,5 @@
-"""Progress of a conversion: finished shards with rows/s and MB/s, and the bytes of shards in flight.
-
-Shards are written by worker processes, so a bar over finished shards would stand still
-while a few large shards are being written. For a local DST a small thread adds the bytes
-already in the shards' temp files every second, so the line moves within shards too. On a
-terminal this is a tqdm bar; elsewhere a plain line every few seconds (``io.progress``).
-"""
+"""Progress of a conversion: finished shards with rows/s and MB/s, and (for a local DST, every second)
+the bytes already in the temp files of shards in flight, so the line moves within large shards too."""
 
 from __future__ import annotations
 

@@ -1,10 +1,5 @@
-"""What a conversion leaves in DST besides shards: atomic outputs, done records, clean-up.
-
-Every finished shard gets a done record in ``DST/_editstream_progress/`` (its fingerprint and
-result); a re-run keeps a shard only when its record matches and the bytes still hash to the
-recorded digest (xxh3-128 or sha256, whichever the record holds). Local outputs are fsynced in
-the background before the manifest is written.
-"""
+"""What a conversion leaves in DST besides shards: atomic outputs, done records, clean-up; a re-run
+keeps a shard only when its done record matches and the bytes still hash to the recorded digest."""
 
 from __future__ import annotations
 
@@ -44,7 +39,6 @@ class ShardResult:
     shard: mf.ShardInfo
     bad_rows: list[BadRow] = field(default_factory=list)
     notes: list[RowNote] = field(default_factory=list)
-    """Rows kept whose images decode to other pixels than they hold (``notes``)."""
     num_rows: int = 0
     skipped: bool = False
     """Whether an earlier run's shard was kept instead of writing it again."""
@@ -83,15 +77,12 @@ class IdxDigest:
     num_bytes: int
     algorithm: str
     value: str
-    """The hex digest."""
 
     @classmethod
     def of(cls, data: bytes, algorithm: str = DEFAULT_DIGEST) -> IdxDigest:
-        """The digest of idx bytes ``data``."""
         return cls(len(data), algorithm, hexdigest(algorithm, data))
 
     def to_json(self) -> dict[str, Any]:
-        """``{"num_bytes": n, <algorithm>: <hex digest>}``."""
         return {"num_bytes": self.num_bytes, self.algorithm: self.value}
 
     @classmethod
@@ -105,8 +96,7 @@ class IdxDigest:
 
 @dataclass(frozen=True)
 class DoneRecord:
-    """A finished shard's record in the progress directory: the task's fingerprint, its result and
-    its idx digest; its presence vouches for the files written before it."""
+    """A finished shard's record (fingerprint, result, idx digest), vouching for the files written before it."""
 
     fingerprint: str
     result: ShardResult
@@ -141,8 +131,7 @@ def write_output(url: str, data: bytes, storage_options: dict[str, Any] | None, 
 def _idx_is_intact(
     dst_root: str, shard: mf.ShardInfo, storage_options: dict[str, Any] | None, digest: IdxDigest | None
 ) -> bool:
-    """The idx exists, matches ``digest`` when one was recorded, and fits its shard: one offset
-    per sample and the samples' end just before the end-of-archive marker."""
+    """The idx exists, matches ``digest`` when one was recorded, and fits its shard (offsets, end)."""
     try:
         data = storage.read_bytes(storage.join(dst_root, shard.idx_path), storage_options)
     except FileNotFoundError:
@@ -165,8 +154,7 @@ def _fsync_path(path: str) -> None:
 
 
 class LocalSyncer:
-    """fsyncs finished local shards on the I/O pool while the conversion goes on, then the
-    directory, so the manifest is written only over durable files. A no-op for object stores."""
+    """fsyncs finished local shards on the I/O pool, then the directory (a no-op for object stores)."""
 
     def __init__(self, dst: str) -> None:
         self.dst = dst if storage.is_local(dst) and "://" not in dst else None
@@ -219,13 +207,9 @@ class HashingReader:
 
 
 def shard_is_intact(
-    dst_root: str,
-    shard: mf.ShardInfo,
-    storage_options: dict[str, Any] | None,
-    idx: IdxDigest | None = None,
+    dst_root: str, shard: mf.ShardInfo, storage_options: dict[str, Any] | None, idx: IdxDigest | None = None
 ) -> bool:
-    """True when the shard has the recorded size and digest and its idx is intact (see
-    :func:`_idx_is_intact`; ``idx`` is the idx digest a done record holds, when it holds one)."""
+    """True when the shard has the recorded size and digest and its idx is intact (and matches ``idx``)."""
     url = storage.join(dst_root, shard.path)
     digest = shard.digest
     try:
@@ -242,8 +226,7 @@ def shard_is_intact(
 
 
 def write_record(task: ShardTask, result: ShardResult, idx: IdxDigest | None = None) -> None:
-    """Record ``result`` (and the digest of the shard's idx) as the done record of ``task``:
-    written atomically, last for the shard, so its presence vouches for the files before it."""
+    """Write the done record of ``task`` last for the shard, so its presence vouches for the files before it."""
     record = DoneRecord(task.fingerprint(), result, idx)
     write_output(progress_url(task.dst_root, task.shard_path), record.to_json(), task.storage_options)
 
@@ -277,8 +260,7 @@ def clean_stale_temp_files(dst: str, names: set[str]) -> None:
 
 
 def remove_progress(dst: str, so: dict[str, Any] | None) -> None:
-    """Delete the done records (after the manifest is written, or before an overwrite); a DST
-    named with glob characters loses only its own records (``storage.remove_tree`` is literal)."""
+    """Delete the done records (literally: a DST named with glob characters loses only its own)."""
     with contextlib.suppress(FileNotFoundError):
         storage.remove_tree(storage.join(dst, PROGRESS_DIR), so)
 
@@ -304,8 +286,7 @@ def remove_previous(dst: str, so: dict[str, Any] | None) -> None:
 
 
 def write_records_for(existing: mf.Manifest, tasks: list[ShardTask], dst: str, so: dict[str, Any] | None) -> None:
-    """Turn a finished manifest back into done records, so repairing one shard redoes only that
-    shard; each record gets the bad rows and notes report.json lists for its shard."""
+    """Turn a finished manifest (and report.json) back into done records, so a repair redoes one shard."""
     report_bad: dict[str, list[BadRow]] = {}
     report_notes: dict[str, list[RowNote]] = {}
     try:
@@ -320,12 +301,6 @@ def write_records_for(existing: mf.Manifest, tasks: list[ShardTask], dst: str, s
     for task in tasks:
         shard = by_path.get(task.shard_path)
         if shard is not None:
-            write_record(
-                task,
-                ShardResult(
-                    shard=shard,
-                    bad_rows=report_bad.get(task.shard_path, []),
-                    notes=report_notes.get(task.shard_path, []),
-                    num_rows=sum(s.num_rows for s in shard.rows),
-                ),
-            )
+            bad, notes = report_bad.get(task.shard_path, []), report_notes.get(task.shard_path, [])
+            rows = sum(s.num_rows for s in shard.rows)
+            write_record(task, ShardResult(shard=shard, bad_rows=bad, notes=notes, num_rows=rows))

@@ -1,10 +1,5 @@
 """What report.json says of rows: bad rows and image notes (rows that train, but decode to other
-pixels than the file holds).
-
-Both locate the row the same way for every source shape and travel in done records, so a resumed
-conversion reports what an uninterrupted one does. Notes are listed under ``image_notes`` only
-when there are any, so a report without them keeps its bytes.
-"""
+pixels than the file holds); both travel in done records, so a resumed conversion reports the same."""
 
 from __future__ import annotations
 
@@ -17,22 +12,20 @@ from ..kinds import Certainty, DatasetKind, RowCheck, RowProblem
 
 @dataclass(frozen=True, kw_only=True)
 class BadRow:
-    """One row (or line) its kind's checks find bad, where it is, and whether it was left out."""
+    """One row its kind's checks find bad, where it is (parquet: ``row_group`` and ``row``; JSONL: ``line``
+    from 1), whether it was left out, whether the parser always ``fails`` on it (parquet) and the media
+    ``missing`` at conversion time (JSONL)."""
 
     file: str
     row_group: int | None = None
-    """Parquet rows: the row's row group and its index in it."""
     row: int | None = None
     line: int | None = None
-    """JSONL lines: the line number, counted from 1 as an editor shows it."""
     key: str
     reason: str
     fails: Certainty | None = None
-    """Parquet rows: whether the training-time parser always fails on the row, or only if its draws reach it."""
     shard: str
     dropped: bool
     missing: tuple[str, ...] = ()
-    """JSONL lines: the media names that could not be read at conversion time."""
 
     def to_json(self) -> dict[str, Any]:
         """The report.json entry: fields in declaration order, those that do not apply left out."""
@@ -55,14 +48,12 @@ class BadRow:
 
 @dataclass(frozen=True, kw_only=True)
 class RowNote:
-    """One note on one row (or JSONL line): where the row is and what its parser does to it."""
+    """One note on one row (or JSONL line): where it is, as :class:`BadRow` says it, and what its parser does."""
 
     file: str
     row_group: int | None = None
-    """Parquet rows: the row's row group and its index in it."""
     row: int | None = None
     line: int | None = None
-    """JSONL lines: the line number, counted from 1."""
     key: str
     shard: str
     note: str
@@ -73,7 +64,6 @@ class RowNote:
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> RowNote:
-        """The entry ``to_json`` wrote (a ``TypeError`` when it is not one)."""
         return cls(**d)
 
 
@@ -82,8 +72,7 @@ def _entry(record: BadRow | RowNote) -> dict[str, Any]:
 
 
 def checked_problems(check_row: RowCheck, row: Mapping[str, Any], first_only: bool = False) -> list[RowProblem]:
-    """The row's problems (the first alone with ``first_only``); a check that raises on the row
-    marks the row bad with the error, so one odd row cannot stop a conversion."""
+    """The row's problems (the first alone with ``first_only``); a check that raises marks the row bad."""
     try:
         problems = check_row(row)
         if first_only:
@@ -95,8 +84,7 @@ def checked_problems(check_row: RowCheck, row: Mapping[str, Any], first_only: bo
 
 
 def notes_of(kind: DatasetKind, row: Mapping[str, Any]) -> list[str]:
-    """The kind's notes on ``row``; a note check (a plug-in's) that raises on the row gives a note
-    saying so, so it neither stops the conversion nor goes unsaid."""
+    """The kind's notes on ``row``; a note check that raises gives a note saying so."""
     try:
         return list(kind.row_notes(row))
     except Exception as exc:  # noqa: BLE001 - notes are advisory, a failing check is reported as one

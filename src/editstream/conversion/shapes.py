@@ -1,11 +1,5 @@
-"""The converter's one dispatch on a kind's source shape: parquet slices, or JSONL lines + media.
-
-Everything that differs between the shapes is a field of a :class:`SourceStrategy`: how the
-source is planned into shard tasks, how a task's rows are read and a bad one reported, what
-the manifest and report add, how ``verify`` checks the root against its source and whether it
-compares rows, and whether ``inspect`` must tell images from other media. The generic code
-(``run``, ``shard``, ``verify``, ``inspect``) asks :func:`strategy_of` and never a kind's name.
-"""
+"""The converter's one dispatch on a kind's source shape (parquet slices, or JSONL lines + media):
+everything that differs is a field of a :class:`SourceStrategy`, which the generic code asks for."""
 
 from __future__ import annotations
 
@@ -17,12 +11,9 @@ from ..format import manifest as mf
 from ..io.storage import StorageOptions
 from ..io.text import UndecodableRow
 from ..kinds import DatasetKind, RowProblem, SourceShape, UnknownKindError, get_kind
-from .lines_plan import check_lines_options, lines_manifest_extra, plan_lines_conversion
-from .lines_rows import iter_line_rows, line_place
-from .lines_verify import check_lines_root, lines_media_comparison
-from .parquet_plan import check_parquet_options, plan_parquet_conversion
+from . import jsonl
+from .parquet_plan import check_parquet_options, check_parquet_root, plan_parquet_conversion
 from .parquet_rows import iter_parquet_rows, parquet_row_place
-from .parquet_verify import check_parquet_root
 from .problems import Problem
 from .records import ShardResult
 from .report import DROP_NOTE, BadRow, checked_problems
@@ -39,16 +30,6 @@ SampleCheck = Callable[[Mapping[str, Any]], list[str]]
 """A decoded sample -> what differs from its source now (picklable: it runs in verify's workers)."""
 SampleCheckOf = Callable[[str, mf.Manifest, str | None, StorageOptions | None], SampleCheck | None]
 """``(root, manifest, source, storage options)`` -> the per-sample source check ``verify`` runs, if any."""
-
-
-def _no_extra(plan: Plan, results: list[ShardResult]) -> dict[str, Any]:
-    return {}
-
-
-def _no_sample_check(
-    root: str, manifest: mf.Manifest, source: str | None, storage_options: StorageOptions | None
-) -> SampleCheck | None:
-    return None
 
 
 @dataclass(frozen=True)
@@ -75,9 +56,9 @@ class SourceStrategy:
     """Whether ``verify`` compares every sample with its row read back from the source."""
     mixed_media: bool
     """Whether the image column also holds other media (videos), so ``inspect`` counts only image members."""
-    manifest_extra: Callable[[Plan, list[ShardResult]], dict[str, Any]] = _no_extra
+    manifest_extra: Callable[[Plan, list[ShardResult]], dict[str, Any]] = lambda plan, results: {}
     """Records the manifest's ``extra`` gets once every shard is written."""
-    sample_check: SampleCheckOf = _no_sample_check
+    sample_check: SampleCheckOf = lambda root, manifest, source, storage_options: None
     """What ``verify`` compares every sample with beyond its source row (a JSONL line's media files now)."""
     fixed_layout: str | None = None
     """The shard layout every conversion of this shape writes (``None``: the one asked for)."""
@@ -89,8 +70,7 @@ class SourceStrategy:
     def bad_row(
         self, task: ShardTask, kind: DatasetKind, s: mf.RowSlice, index: int, key: str, row: dict[str, Any]
     ) -> BadRow | None:
-        """The report entry of a row its kind finds bad, or ``None``; a row with text that is not
-        UTF-8 is bad whatever its kind (the loader cannot read it). A check that raises marks it bad."""
+        """The report entry of a row its kind finds bad, or ``None`` (text that is not UTF-8 is always bad)."""
         first = self.first_problem_only
         if isinstance(row, UndecodableRow):
             problems = [RowProblem(row.problem())]
@@ -136,25 +116,24 @@ PARQUET_SLICES = SourceStrategy(
 )
 JSONL_LINES = SourceStrategy(
     shape=SourceShape.JSONL_MEDIA,
-    check_options=check_lines_options,
-    plan=plan_lines_conversion,
-    rows=iter_line_rows,
-    place=line_place,
+    check_options=jsonl.check_lines_options,
+    plan=jsonl.plan_lines_conversion,
+    rows=jsonl.iter_line_rows,
+    place=jsonl.line_place,
     first_problem_only=False,
     keep_note=KEEP_LINES_NOTE,
-    check_root=check_lines_root,
+    check_root=jsonl.check_lines_root,
     compares_rows=False,  # the JSONL is checked as a whole file (its hash), not row by row
     mixed_media=True,
-    manifest_extra=lines_manifest_extra,
-    sample_check=lines_media_comparison,
+    manifest_extra=jsonl.lines_manifest_extra,
+    sample_check=jsonl.lines_media_comparison,
     fixed_layout="size",
 )
 _BY_SHAPE = {s.shape: s for s in (PARQUET_SLICES, JSONL_LINES)}
 
 
 def strategy_of(schema: str | None) -> SourceStrategy:
-    """The strategy of the kind called ``schema``: parquet when no kind is named (it is detected
-    from the columns) or the kind is not registered here (a root converted by a plug-in now gone)."""
+    """The strategy of the kind ``schema``: parquet when none is named or the kind is not registered here."""
     if schema is None:
         return PARQUET_SLICES
     try:

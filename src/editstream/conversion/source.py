@@ -1,8 +1,4 @@
-"""Which kind a conversion's source is, before any I/O: a ``.jsonl`` file is one of a JSONL + media kind.
-
-``convert`` and ``dry_run`` both resolve their arguments here, so they cannot disagree about
-what a source is or where it lives.
-"""
+"""Which kind a conversion's source is, before any I/O (``convert`` and ``dry_run`` both ask here)."""
 
 from __future__ import annotations
 
@@ -19,9 +15,7 @@ def absolute(url: str) -> str:
 
 
 def resolve_source(src: str, schema: str | None, layout: str) -> tuple[str | None, str]:
-    """``(schema, layout)`` for converting ``src``: a JSONL + media kind (named, or taken from a
-    ``.jsonl`` source when no kind is named) writes shards of consecutive lines (its shape's fixed
-    layout); a ``.jsonl`` source with a parquet kind named is an error naming the kind it needs."""
+    """``(schema, layout)`` for converting ``src``; a ``.jsonl`` source with a parquet kind named is an error."""
     if schema is None:
         if not src.endswith(".jsonl"):
             return None, layout

@@ -1,11 +1,5 @@
-"""What a conversion plans: ``ShardTask`` (one shard) and ``Plan`` (all of them, and what the manifest needs).
-
-A ``ShardTask`` is a pure, picklable description of one shard: the parts every source shape
-shares (output name, row slices, key stems, kind, columns, digest) and a ``part`` saying where
-this shape's rows come from (:class:`ParquetPart` or :class:`LinePart`). The same task runs in
-this process, in a worker process or as a Ray task, and its fingerprint decides whether an
-earlier run's shard can be kept.
-"""
+"""What a conversion plans: ``ShardTask`` (one picklable shard, whose fingerprint decides whether an
+earlier run's shard is kept) and ``Plan`` (all of them, and what the manifest needs)."""
 
 from __future__ import annotations
 
@@ -22,39 +16,34 @@ from ..format.digest import DEFAULT_DIGEST
 
 @dataclass(frozen=True, kw_only=True)
 class ParquetPart:
-    """Where a parquet task's rows are checked against: the one row group of a rowgroup-layout
-    shard, and the row counts the plan expects of the slices."""
+    """A parquet task's checks: the one source file and row group a rowgroup-layout shard holds (whole,
+    whatever the plan knew), and the row counts the plan expects of the slices, when known."""
 
     source_file: str | None = None
-    """For the rowgroup layout: the one source file (relative) the shard holds."""
     row_group: int | None = None
-    """For the rowgroup layout: the one row group the shard holds (whole, whatever the plan knew)."""
     expected_rows: tuple[int, ...] | None = None
-    """Row counts of the slices when known from the plan (checked against the file)."""
 
     def fingerprint_fields(self) -> dict[str, Any]:
-        """What this part adds to the task's fingerprint: nothing beyond the shared fields."""
+        """Nothing beyond the shared fields."""
         return {}
 
 
 @dataclass(frozen=True, kw_only=True)
 class LinePart:
-    """Where a JSONL task's lines are in its file, and where their media are read from."""
+    """Where a JSONL task's lines are in its file (their ``sha256``: a task refuses a JSONL that changed
+    since planning), and where their media are read from (resolved, so any worker reads the same files)."""
 
     byte_start: int
     byte_stop: int
     sha256: str
-    """Hash of bytes ``[byte_start, byte_stop)``: a task refuses a JSONL that changed since planning."""
     media_dir: str
-    """The media directory, resolved (absolute for local paths) so any worker process reads the same files."""
     allow_outside: bool = False
     """Whether media names outside ``media_dir`` are read rather than refused (the user opted out)."""
     source_file: ClassVar[None] = None
     row_group: ClassVar[None] = None
 
     def fingerprint_fields(self) -> dict[str, Any]:
-        """The byte range, its hash and the media directory decide the shard's bytes too, and so
-        does the opt-out (left out when off, so shards of earlier runs keep their fingerprints)."""
+        """The range, hash, media directory and opt-out (left out when off, so older fingerprints hold)."""
         fields = asdict(self)
         if not self.allow_outside:
             del fields["allow_outside"]
@@ -70,14 +59,12 @@ class ShardTask:
     shard_path: str
     slices: tuple[mf.RowSlice, ...]
     stems: tuple[tuple[str, str], ...]
-    """``(source file, key stem)`` for the files in ``slices``."""
     schema: str
     columns: tuple[tuple[str, str], ...]
     drop_bad_rows: bool
     part: ParquetPart | LinePart
     storage_options: dict[str, Any] | None = None
     digest: str = DEFAULT_DIGEST
-    """Digest algorithm of the shard and its idx (``xxh3_128`` or ``sha256``)."""
     sources: tuple[tuple[str, str], ...] = ()
     """``(source file, its identity as JSON)`` for each file the task reads (``data.identity``): checked
     when the file is opened, and part of the fingerprint, so a changed source is never trusted."""
@@ -87,10 +74,8 @@ class ShardTask:
         return f"shard {self.shard_path} (from {self.src_root})"
 
     def fingerprint(self, sources: Mapping[str, Any] | None = None) -> str:
-        """A hash of what determines the shard's bytes; a done record must match it to be reused.
-
-        ``sources`` (file -> identity) stands in for the task's own source identities: ``{}`` leaves
-        them out (as a plan made before they were recorded), a manifest's shows whether only they changed."""
+        """A hash of what determines the shard's bytes; ``sources`` (file -> identity) stands in for the
+        task's own identities (``{}`` leaves them out, as a plan made before they were recorded)."""
         whole = self.part.row_group is not None
         d = {
             "format_version": mf.FORMAT_VERSION,
@@ -128,7 +113,7 @@ class Plan:
     files: list[str]
     """Source file names relative to the source root, sorted."""
     row_groups: dict[str, list[int] | None]
-    """Rows per row group of each file, ``None`` where only the count of row groups is known."""
+    """Rows per row group of each file, ``None`` where only the count is known (``num_row_groups``)."""
     num_row_groups: dict[str, int]
     stems: dict[str, str]
     source_bytes: int
@@ -139,7 +124,6 @@ class Plan:
     side_files: dict[str, bytes] = field(default_factory=dict)
     """Small files the converted root holds besides its shards (name -> bytes), written before them."""
     sources: dict[str, Any] = field(default_factory=dict)
-    """The identity of every source file (relative name -> ``data.identity`` identity), as planned."""
     listing_order: list[str] | None = None
     """The source files (relative names) in the order the source directory lists them, when not sorted."""
 
@@ -154,8 +138,7 @@ class Plan:
         ]
 
     def fingerprint(self, sources: Mapping[str, Any] | None = None) -> str:
-        """A hash of every task's fingerprint (and the extra records): equal plans write equal outputs.
-        ``sources`` stands in for the source identities (see :meth:`ShardTask.fingerprint`)."""
+        """A hash of every task's fingerprint (and the extra records): equal plans write equal outputs."""
         parts = [t.fingerprint(sources) for t in self.tasks]
         if self.extra:
             parts.append(json.dumps(self.extra, sort_keys=True))

@@ -1,12 +1,5 @@
-"""Check a converted dataset against its manifest (and optionally against its source).
-
-Each shard is read once: its bytes are hashed while the tar is walked, so size, digest, sample
-count, idx offsets, key order and the decodability of every sample are checked in one pass; what
-the root and source are checked for beyond that is the kind's source shape's (``shapes``). The
-manifest's ``schema`` must fit what the shards hold (:func:`schema_problems`), so a hand-edited
-``schema`` or ``columns`` is reported. Problems are collected, never raised, so one run reports
-everything that is wrong.
-"""
+"""Check a converted dataset against its manifest (and optionally its source), each shard in one
+hashed pass; problems are collected, never raised, so one run reports everything that is wrong."""
 
 from __future__ import annotations
 
@@ -51,14 +44,8 @@ class VerifyReport:
         return not self.problems
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "root": self.root,
-            "ok": self.ok,
-            "shards_checked": self.shards_checked,
-            "samples_checked": self.samples_checked,
-            "rows_compared": self.rows_compared,
-            "problems": [asdict(p) for p in self.problems],
-        }
+        d = asdict(self)
+        return {"root": d.pop("root"), "ok": self.ok, **d}
 
     def format(self) -> str:
         head = (
@@ -107,16 +94,8 @@ class _ShardCheck:
         return f"verify {self.shard.path}"
 
 
-@dataclass
-class _ShardOutcome:
-    problems: list[Problem]
-    keys: list[str]
-    samples: int
-    rows_compared: int
-
-
 class _ShardVerifier:
-    """Checks one shard in a single streaming pass; memory stays bounded whatever the manifest claims."""
+    """Checks one shard in one streaming pass; memory stays bounded whatever the manifest claims."""
 
     def __init__(self, check: _ShardCheck) -> None:
         self.check = check
@@ -184,11 +163,8 @@ class _ShardVerifier:
             return
         self.compared += 1
         if not rows_equal(row, original):
-            self.problem(
-                "row_mismatch",
-                f"sample {key!r} != source {s.file} row group {s.row_group} row "
-                f"{row_index}: {_first_difference(row, original)}",
-            )
+            where = f"{s.file} row group {s.row_group} row {row_index}"
+            self.problem("row_mismatch", f"sample {key!r} != source {where}: {_first_difference(row, original)}")
 
     def check_columns(self, key: str, row: dict[str, Any]) -> None:
         """A sample must hold the manifest's columns (the first sample that does not is reported, once a shard)."""
@@ -245,53 +221,42 @@ class _ShardVerifier:
         if len(idx_offsets) != shard.num_samples:
             self.problem("idx", f"idx has {len(idx_offsets)} offsets, manifest says {shard.num_samples} samples")
         if idx_offsets[: len(self.offsets)] != self.offsets[: len(idx_offsets)]:
-            first = next(i for i, (a, b) in enumerate(zip(idx_offsets, self.offsets)) if a != b)
-            self.problem(
-                "idx", f"idx offset of sample {first} is {idx_offsets[first]}, the tar has it at {self.offsets[first]}"
-            )
+            i = next(i for i, (a, b) in enumerate(zip(idx_offsets, self.offsets)) if a != b)
+            self.problem("idx", f"idx offset of sample {i} is {idx_offsets[i]}, the tar has it at {self.offsets[i]}")
         if self.end_offset is not None and idx_end != self.end_offset:
             self.problem("idx", f"idx end offset {idx_end}, the tar's samples end at {self.end_offset}")
 
 
-def _check_shard(check: _ShardCheck) -> _ShardOutcome:
+def _check_shard(check: _ShardCheck) -> _ShardVerifier:
     verifier = _ShardVerifier(check)
     so = check.storage_options
     if not storage.exists(verifier.url, so):
-        return _ShardOutcome([Problem("missing_shard", verifier.name, f"{verifier.url} does not exist")], [], 0, 0)
+        verifier.problem("missing_shard", f"{verifier.url} does not exist")
+        return verifier
     idx = verifier.read_idx()
     with open_read(verifier.url, so, block_size=8 * 1024 * 1024) as f:
         reader = HashingReader(f, verifier.info.digest[0])
         verifier.walk(reader)
         reader.drain()
     verifier.totals(reader.pos, reader.hash.hexdigest(), idx)
-    return _ShardOutcome(verifier.problems, verifier.keys, len(verifier.keys), verifier.compared)
+    return verifier
 
 
 def schema_problems(manifest: mf.Manifest) -> list[Problem]:
-    """Whether the manifest's ``schema`` fits what the manifest says the shards hold.
-
-    The kind must need no column the manifest lacks, and ``extra`` must not hold the record of
-    another kind (a JSONL + media root relabelled as a parquet kind keeps its kind's record).
-    Together with every sample holding exactly the manifest's columns (checked per sample), a
-    hand-edited ``schema`` that no longer fits the data is reported. A kind no installed package
-    registers cannot be checked here. Two kinds whose data look the same cannot be told apart
-    by any check: relabelling to ``generic`` (convert-only: no dataset trains on it) is not refused.
-    """
+    """Whether the manifest's ``schema`` fits its columns and ``extra`` (no other kind's record), so a
+    hand-edited ``schema`` is reported; kinds whose data look alike cannot be told apart here."""
     try:
         kind = get_kind(manifest.schema)
     except UnknownKindError:
         return []
     names = [c["name"] for c in manifest.columns]
-    problems = []
+    changed = "the schema was changed after the conversion"
+    details = []
     missing = [c for c in kind.columns if c not in names]
     if missing:
-        problems.append(
-            Problem(
-                "schema",
-                None,
-                f"the manifest's schema {manifest.schema!r} needs columns {list(kind.columns)}, but its shards "
-                f"hold {names} (missing {missing}): the schema was changed after the conversion",
-            )
+        details.append(
+            f"the manifest's schema {manifest.schema!r} needs columns {list(kind.columns)}, but its shards "
+            f"hold {names} (missing {missing}): {changed}"
         )
     for key in manifest.extra:
         try:
@@ -299,25 +264,21 @@ def schema_problems(manifest: mf.Manifest) -> list[Problem]:
         except UnknownKindError:
             continue
         if other.name != kind.name:
-            problems.append(
-                Problem(
-                    "schema",
-                    None,
-                    f"the manifest's schema is {manifest.schema!r}, but extra holds the record of a {key!r} "
-                    "conversion: the schema was changed after the conversion",
-                )
+            details.append(
+                f"the manifest's schema is {manifest.schema!r}, but extra holds the record of a {key!r} "
+                f"conversion: {changed}"
             )
-    return problems
+    return [Problem("schema", None, detail) for detail in details]
 
 
-def _tally(report: VerifyReport, shards: list[mf.ShardInfo], outcomes: dict[str, _ShardOutcome]) -> None:
+def _tally(report: VerifyReport, shards: list[mf.ShardInfo], outcomes: dict[str, _ShardVerifier]) -> None:
     """Add each shard's outcome to the report, in manifest order; a key in two shards is a problem."""
     seen: dict[str, str] = {}
     for shard in shards:
         outcome = outcomes[shard.path]
         report.shards_checked += 1
-        report.samples_checked += outcome.samples
-        report.rows_compared += outcome.rows_compared
+        report.samples_checked += len(outcome.keys)
+        report.rows_compared += outcome.compared
         report.problems.extend(outcome.problems)
         for key in outcome.keys:
             if key in seen and seen[key] != shard.path:
@@ -334,9 +295,7 @@ def verify(
     engine: str = "auto",
     progress: bool = False,
 ) -> VerifyReport:
-    """Re-read every shard under ``root`` and check it against the manifest; with ``source``,
-    also check that every source row is in the shards and equal to the original. ``progress``
-    shows shards checked (a bar on a terminal, a line every few seconds elsewhere)."""
+    """Re-read every shard under ``root`` and check it against the manifest (and, with ``source``, its rows)."""
     report = VerifyReport(root=root)
     try:
         m = ConvertedRoot(root, storage_options).manifest
@@ -364,12 +323,12 @@ def verify(
         for s in m.shards
     ]
     runner = make_executor(engine, workers)
-    outcomes: dict[str, _ShardOutcome] = {}
+    outcomes: dict[str, _ShardVerifier] = {}
     bar = Progress("verify", len(checks), "shards", progress)
     try:
         for check, outcome in runner.map_unordered(_check_shard, checks):
             outcomes[check.shard.path] = outcome
-            bar.update(1, rows=outcome.samples, nbytes=check.shard.num_bytes)
+            bar.update(1, rows=len(outcome.keys), nbytes=check.shard.num_bytes)
     finally:
         bar.close()
         runner.close()

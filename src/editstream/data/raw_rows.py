@@ -1,11 +1,8 @@
 """Raw rows of a dataset, on either backend, as a dataset's ``parse_row`` receives them: the public reader.
 
-``iter_rows(path)`` opens the data (:func:`~editstream.data.open.open_data`), lists its units as
-the loader does and reads each once in listing order (no rank split, no shuffle, no image
-decoded), yielding a :class:`RawRow` per row: its unit, position, row and location. A converted
-dataset gives the same rows on both backends. Rows a source cannot decode are not yielded: they
-are counted in :attr:`RawRows.drops` with their location, kept in :attr:`RawRows.bad` and handed
-to ``on_bad``; a unit that fails while being read raises.
+``iter_rows(path)`` reads each unit once in the loader's listing order (no rank split, no shuffle, no
+image decoded); rows a source cannot decode are counted in :attr:`RawRows.drops`, kept in
+:attr:`RawRows.bad` and handed to ``on_bad``, not yielded; a unit that fails while being read raises.
 """
 
 from __future__ import annotations
@@ -56,26 +53,24 @@ class BadRawRow:
     where: dict[str, Any] = field(hash=False, compare=False)
 
 
-@dataclass(frozen=True)
-class Opened:
-    """The data :func:`iter_rows` reads: its handle, the row source and the units in listing order."""
-
-    handle: DataHandle
-    source: ListingRowSource
-    units: list[Unit]
-
-
 class RawRows(Iterator[RawRow]):
     """The rows :func:`iter_rows` yields; after (or during) the pass, ``drops`` and ``bad`` say what was skipped."""
 
-    def __init__(self, opened: Opened, drops: DropLog, on_bad: Callable[[BadRawRow], None] | None) -> None:
-        self.handle = opened.handle
-        self.backend = opened.handle.backend
-        self.kind = opened.handle.kind
-        self.units = opened.units
+    def __init__(
+        self,
+        handle: DataHandle,
+        source: ListingRowSource,
+        units: list[Unit],
+        drops: DropLog,
+        on_bad: Callable[[BadRawRow], None] | None,
+    ) -> None:
+        self.handle = handle
+        self.backend = handle.backend
+        self.kind = handle.kind
+        self.units = units
         self.drops = drops
         self.bad: list[BadRawRow] = []
-        self._source = opened.source
+        self._source = source
         self._on_bad = on_bad
         self._rows = self._read()
 
@@ -133,14 +128,9 @@ def iter_rows(
     on_bad: Callable[[BadRawRow], None] | None = None,
     media_dir: str | None = None,
 ) -> RawRows:
-    """Every row of the dataset at ``path``, one pass in listing order, undecoded (see the module docstring).
-
-    ``path``: anything :func:`~editstream.data.open.open_data` opens (a parquet directory, a converted
-    root, foreign shards, a JSONL file with its ``media_dir``), or a handle it opened; ``backend``
-    (``"parquet"``/``"webdataset"``) and ``kind`` (a kind name, as the CLI names them) are detected from
-    the data when ``None``. ``units`` keeps only those units (listing order stays); ``on_bad`` is called
-    for each skipped row.
-    """
+    """Every row of the dataset at ``path`` (anything :func:`~editstream.data.open.open_data` opens, or a handle
+    it opened), one pass in listing order, undecoded. ``kind`` and ``backend`` are detected when ``None``;
+    ``units`` keeps only those units; ``on_bad`` is called for each skipped row."""
     drops = DropLog("iter_rows")
     try:
         handle = (
@@ -156,7 +146,7 @@ def iter_rows(
     listed = handle.units(source)
     if units is not None:
         listed = _only(listed, units)
-    return RawRows(Opened(handle, source, listed), drops, on_bad)
+    return RawRows(handle, source, listed, drops, on_bad)
 
 
 def _only(listed: list[Unit], wanted: Collection[Unit]) -> list[Unit]:

@@ -1,10 +1,5 @@
-"""Column types as a reader expects them: a small type notation compared with arrow's types.
-
-A dataset kind states the columns it parses (``{"image_list": "list<binary>", ...}``); the parquet
-footer or the converted manifest states what the data holds. Both are written in one
-normalised notation (field names dropped, large/view variants folded), so a column of the
-wrong type is caught when a source is opened, not as one-character instructions at training.
-"""
+"""Column types in one normalised notation (field names dropped, large/view variants folded), so a
+column of the wrong type is caught when a source is opened, not as one-character instructions at training."""
 
 from __future__ import annotations
 
@@ -13,19 +8,12 @@ from collections.abc import Mapping
 from typing import Any
 
 _FIELD_NAME = re.compile(r"(?<=<)\s*[\w.]+\s*:\s*")
-_ALIASES = {
-    "large_binary": "binary",
-    "binary_view": "binary",
-    "fixed_size_binary": "binary",
-    "large_string": "string",
-    "large_utf8": "string",
-    "utf8": "string",
-    "string_view": "string",
-    "large_list": "list",
-    "list_view": "list",
-    "large_list_view": "list",
-    "fixed_size_list": "list",
+_VARIANTS = {
+    "binary": ("large_binary", "binary_view", "fixed_size_binary"),
+    "string": ("large_string", "large_utf8", "utf8", "string_view"),
+    "list": ("large_list", "list_view", "large_list_view", "fixed_size_list"),
 }
+_ALIASES = {variant: base for base, variants in _VARIANTS.items() for variant in variants}
 _WORD = re.compile(r"[a-z_]+")
 
 

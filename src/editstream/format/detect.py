@@ -1,10 +1,5 @@
 """What a path holds, told from its name and one listing: the first question every command asks.
-
-``detect(url)`` says whether ``url`` is missing, a single file (parquet, tar shard, JSONL), a
-converted root, a partial conversion, a directory of parquet files or of foreign tar shards, or a
-brace pattern of shard URLs. A path that exists is always literal: only a name that exists nowhere
-and looks like a pattern is read as one.
-"""
+A path that exists is always literal: only a name that exists nowhere and looks like a pattern is one."""
 
 from __future__ import annotations
 
@@ -39,20 +34,12 @@ _PATTERN = re.compile(r"\{[^{}]*[,.][^{}]*\}|[*?\[]")
 
 
 def is_pattern(url: str) -> bool:
-    """Whether ``url``'s last part looks like a brace pattern (``shards-{000..009}.tar``) or a glob.
-
-    Looks only: a path of that exact name may exist (see :func:`names_pattern`).
-    """
+    """Whether ``url``'s last part looks like a brace pattern (``shards-{000..009}.tar``) or a glob."""
     return bool(_PATTERN.search(url.rsplit("/", 1)[-1]))
 
 
 def names_pattern(url: str, storage_options: StorageOptions | None = None) -> bool:
-    """Whether ``url`` is a pattern to expand: it looks like one and nothing of that exact name exists.
-
-    Plain paths are literal: a directory called ``q?dst`` or ``loc?al[1]`` is that directory.
-    Patterns are patterns only where one is documented (foreign shards) and only when no path
-    carries the name itself.
-    """
+    """Whether ``url`` is a pattern to expand: it looks like one and nothing of that exact name exists."""
     if not is_pattern(url):
         return False
     try:
@@ -62,21 +49,9 @@ def names_pattern(url: str, storage_options: StorageOptions | None = None) -> bo
 
 
 def escape_pattern(url: str) -> str:
-    """``url`` with its pattern characters made literal, so a pattern can be appended to a real
-    directory: ``loc?al[1]`` + ``/*.tar`` matches that directory's shards, not ``locXal1``'s.
-
-    Glob characters become one-character classes (``[?]``, ``[*]``, ``[[]``, as ``glob.escape``),
-    braces get the backslash that brace expansion reads as a literal brace.
-    """
-    out = []
-    for char in url:
-        if char in "*?[":
-            out.append(f"[{char}]")
-        elif char in "{}":
-            out.append("\\" + char)
-        else:
-            out.append(char)
-    return "".join(out)
+    """``url`` with its pattern characters made literal (globs as ``glob.escape`` does, braces
+    backslashed), so ``loc?al[1]`` + ``/*.tar`` matches that directory's shards, not ``locXal1``'s."""
+    return "".join(f"[{c}]" if c in "*?[" else "\\" + c if c in "{}" else c for c in url)
 
 
 def shards_in(dir_url: str) -> str:
@@ -114,13 +89,8 @@ class PathKind:
 
 def _file_kind(url: str) -> str:
     name = url.rstrip("/").rsplit("/", 1)[-1].lower()
-    if name.endswith(".parquet"):
-        return PARQUET_FILE
-    if name.endswith(".tar"):
-        return TAR_FILE
-    if name.endswith(".jsonl"):
-        return JSONL_FILE
-    return OTHER_FILE
+    kinds = {".parquet": PARQUET_FILE, ".tar": TAR_FILE, ".jsonl": JSONL_FILE}
+    return next((kind for suffix, kind in kinds.items() if name.endswith(suffix)), OTHER_FILE)
 
 
 def _listing(url: str, storage_options: StorageOptions | None) -> list[str] | None:
@@ -131,12 +101,8 @@ def _listing(url: str, storage_options: StorageOptions | None) -> list[str] | No
             return None
         raise FileNotFoundError(url)
     prefix = path.rstrip("/")
-    names = []
-    for entry in fs.ls(prefix, detail=False):
-        entry = str(entry).rstrip("/")
-        if entry != prefix:
-            names.append(entry.rsplit("/", 1)[-1])
-    return sorted(names)
+    entries = (str(entry).rstrip("/") for entry in fs.ls(prefix, detail=False))
+    return sorted(entry.rsplit("/", 1)[-1] for entry in entries if entry != prefix)
 
 
 def read_partial(url: str, storage_options: StorageOptions | None = None) -> Partial:
@@ -147,8 +113,7 @@ def read_partial(url: str, storage_options: StorageOptions | None = None) -> Par
         names = [str(e).rstrip("/").rsplit("/", 1)[-1] for e in fs.find(path)]
     except FileNotFoundError:
         names = []
-    done = sum(1 for n in names if n.endswith(".tar.json"))
-    partial = Partial(done=done)
+    partial = Partial(done=sum(1 for n in names if n.endswith(".tar.json")))
     try:
         note = json.loads(storage.read_bytes(storage.join(progress, PLAN_NOTE), storage_options))
         partial.total = int(note["num_shards"])
@@ -159,7 +124,7 @@ def read_partial(url: str, storage_options: StorageOptions | None = None) -> Par
 
 
 def detect(url: str, storage_options: StorageOptions | None = None) -> PathKind:
-    """What ``url`` holds (see the module docstring); storage errors other than "not found" propagate."""
+    """What ``url`` holds: missing, a file, a (partial) conversion, a directory of what, or a pattern."""
     try:
         names = _listing(url, storage_options)
     except FileNotFoundError:

@@ -1,9 +1,5 @@
-"""The ``.tar.idx`` offset sidecar beside each shard: where every sample starts.
-
-An idx file is ``num_samples + 1`` little-endian uint64: the offset of each sample's first
-header, then the end offset of the last sample, so one ranged read fetches any sample and a
-resume seeks instead of rescanning (the same layout Megatron-Energon writes).
-"""
+"""The ``.tar.idx`` sidecar beside each shard: ``num_samples + 1`` little-endian uint64, each sample's first
+header offset then the end offset (Megatron-Energon's layout), so a resume seeks instead of rescanning."""
 
 from __future__ import annotations
 
@@ -71,8 +67,7 @@ def read_sample(
     *,
     retry: RetryPolicy | None = None,
 ) -> list[tuple[str, dict[str, bytes]]]:
-    """``(key, members)`` of what the byte range of sample ``index`` holds (one sample in a sound
-    shard): one retried ranged read, the way ``inspect --key`` and the JSONL shard source fetch a sample."""
+    """``(key, members)`` of what the byte range of sample ``index`` holds (one sample in a sound shard)."""
     start, stop = sample_range(offsets, end_offset, index)
     data = storage.read_bytes(url, storage_options, start, stop, retry=retry)
     found = iter_samples(io.BytesIO(data), start_offset=0, end_offset=len(data), source=url)

@@ -1,7 +1,5 @@
-"""Media formats from their bytes: the extension a blob gets, and an image's size from its header alone.
-
-JPEG, PNG, GIF and WebP headers are parsed here, anything else through ``PIL.Image.open``.
-"""
+"""Media formats from their bytes: the extension a blob gets, and an image's size from its header alone
+(JPEG, PNG, GIF and WebP parsed directly, anything else through ``PIL.Image.open``)."""
 
 from __future__ import annotations
 
@@ -25,7 +23,7 @@ _MP4_BRANDS = frozenset(
 
 def sniff_extension(data: bytes | bytearray | memoryview) -> str:
     """File extension for binary content from its magic bytes; ``bin`` when unknown (strict enough that
-    random bytes are hardly ever named an image, which a stock ``decode("pil")`` would trip over)."""
+    a stock ``decode("pil")`` does not trip over random bytes named as an image)."""
     head = bytes(data[:64])
     if head.startswith(b"\xff\xd8\xff"):
         return "jpg"
@@ -172,11 +170,8 @@ GREY16_NOTE = (
 
 
 def image_decode_note(data: object) -> str | None:
-    """What the reference's decode (``convert("RGB")``) silently does wrong to image ``data``, or ``None``.
-
-    From the header alone: only a 16-bit greyscale PNG (colour type 0) is affected, Pillow's ``I;16`` to
-    RGB clipping it at 255 (other 16-bit PNGs scale right). It still decodes, so a note, not a bad row.
-    """
+    """What the reference's decode (``convert("RGB")``) silently does wrong to image ``data``, or ``None``,
+    from the header alone: only 16-bit greyscale PNGs are clipped (other 16-bit PNGs scale correctly)."""
     if not isinstance(data, (bytes, bytearray, memoryview)) or len(data) < 33:
         return None
     head = bytes(memoryview(data).cast("B")[:33])
@@ -221,8 +216,8 @@ def _webp_ancillary(view: memoryview) -> tuple[bytes, int] | None:
 def limits_problem(
     data: bytes | bytearray | memoryview, size: tuple[int, int], max_pixels: int = DEFAULT_MAX_IMAGE_PIXELS
 ) -> str | None:
-    """Why an image of header size ``size`` must not be decoded (the converter's and the loader's rule):
-    more than ``max_pixels`` declared (a decompression bomb), or a metadata chunk above the limit."""
+    """Why an image of header size ``size`` must not be decoded (too many pixels declared, or a metadata
+    chunk too large), or ``None``: the one rule set of the converter's report and the loader's decode."""
     width, height = size
     if width * height > max_pixels:
         return f"image declares {width}x{height} = {width * height} pixels, above the limit of {max_pixels}"

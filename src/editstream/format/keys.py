@@ -1,9 +1,5 @@
-"""Sample keys: the one place that formats and parses ``{stem}-rg{row_group:05d}-r{row:07d}``.
-
-A key names its source row, so a reader can find a sample's row group and row (and a
-shard's position) from the key alone; keys contain no dot, so webdataset splits member
-names right.
-"""
+"""Sample keys: the one place that formats and parses ``{stem}-rg{row_group:05d}-r{row:07d}`` (a key
+names its source row, and holds no dot, so webdataset splits member names right)."""
 
 from __future__ import annotations
 
@@ -55,8 +51,7 @@ def _short(stem: str, name: str) -> str:
 
 
 def key_stems(names: list[str]) -> list[str]:
-    """A unique, dot-free key stem per source file name (deterministic in list order), at most
-    ``MAX_STEM`` characters."""
+    """A unique, dot-free key stem of at most ``MAX_STEM`` characters per source file name, in list order."""
     used: set[str] = set()
     out = []
     for i, name in enumerate(names):

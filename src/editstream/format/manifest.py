@@ -1,10 +1,5 @@
-"""The converter's output description: ``manifest.json``.
-
-Versioned and written last, so its presence means a conversion finished. It records the source
-files with their row-group row counts (so a loader lists units without touching the parquet) and,
-per shard, its path, sizes, digest, sample count, idx path and source rows. Version 2 names the
-digest algorithm (``xxh3_128`` by default, or ``sha256``); version 1 manifests (``sha256``) still read.
-"""
+"""The converter's output description: ``manifest.json``, written last, so its presence means a
+conversion finished. Version 2 names the digest algorithm; version 1 manifests (``sha256``) still read."""
 
 from __future__ import annotations
 
@@ -75,7 +70,8 @@ class SourceFile:
 
 @dataclass(frozen=True, kw_only=True)
 class ShardInfo:
-    """One tar shard: where it is, what it holds, and how to check it."""
+    """One tar shard: where it is, what it holds, and how to check it (``source_file`` and ``row_group``:
+    the one source row group of a rowgroup-layout shard)."""
 
     path: str
     idx_path: str
@@ -87,9 +83,7 @@ class ShardInfo:
     xxh3_128: str | None = None
     """The shard's digest, under the name of its algorithm (the manifest's ``digest``)."""
     source_file: str | None = None
-    """For the rowgroup layout: the one source file (relative) this shard comes from."""
     row_group: int | None = None
-    """For the rowgroup layout: the one row group this shard comes from."""
     dropped: list[int] = field(default_factory=list)
     """Positions (within ``rows``, counted over the slices in order) of bad rows left out."""
 
@@ -122,8 +116,7 @@ class ShardInfo:
         return position - bisect.bisect_left(sorted(self.dropped), position)
 
     def sample_index(self, file: str, row_group: int, row: int) -> int | None:
-        """Index of ``row``'s sample in this shard; ``None`` when the shard does not hold it
-        (outside its slices, or a bad row left out)."""
+        """Index of ``row``'s sample in this shard; ``None`` when the shard does not hold it."""
         position = self._position(file, row_group, row)
         if position is None or position in self.dropped:
             return None
@@ -143,7 +136,6 @@ class ShardInfo:
                 )
 
     def to_json(self) -> dict[str, Any]:
-        """Every field as JSON-able data (digests it lacks as ``None``; the manifest leaves those out)."""
         return asdict(self)
 
     @classmethod
@@ -163,28 +155,27 @@ class ShardInfo:
 
 @dataclass(kw_only=True)
 class Manifest:
-    """Everything a reader or verifier needs to trust and use a converted dataset."""
+    """Everything a reader or verifier needs to trust and use a converted dataset (fields in file order)."""
 
-    schema: str
-    columns: list[dict[str, str]]
-    """``[{"name": ..., "type": <arrow type string>}]`` in column order."""
-    layout: str
-    source_root: str
-    source_files: list[SourceFile]
-    shards: list[ShardInfo]
-    drop_bad_rows: bool = False
-    num_bad_rows: int = 0
-    digest: str = "sha256"
-    """Digest algorithm of the shards (``xxh3_128`` or ``sha256``); version 1 manifests are all sha256."""
     format: str = FORMAT_NAME
     format_version: int = FORMAT_VERSION
     created_by: str = ""
+    schema: str
+    layout: str
+    digest: str = "sha256"
+    """Digest algorithm of the shards (``xxh3_128`` or ``sha256``); version 1 manifests are all sha256."""
+    columns: list[dict[str, str]]
+    """``[{"name": ..., "type": <arrow type string>}]`` in column order."""
+    source_root: str
+    drop_bad_rows: bool = False
+    num_bad_rows: int = 0
+    source_files: list[SourceFile]
+    shards: list[ShardInfo]
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.validate()
 
-    # -- derived -------------------------------------------------------------------------
     @property
     def num_samples(self) -> int:
         return sum(s.num_samples for s in self.shards)
@@ -197,7 +188,6 @@ class Manifest:
     def num_source_rows(self) -> int:
         return sum(f.num_rows for f in self.source_files)
 
-    # -- checks --------------------------------------------------------------------------
     def validate(self) -> None:
         """Check internal consistency; raise ``ManifestError`` describing the first problem."""
         self._validate_header()
@@ -276,32 +266,15 @@ class Manifest:
             if [(s.file, s.row_group) for s in shard.rows] != [(shard.source_file, shard.row_group)]:
                 raise ManifestError(f"shard {shard.path}: rows do not match its source unit")
 
-    # -- (de)serialisation ---------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
-        """The manifest as JSON-able data, keys in a fixed order (so the file is deterministic)."""
+        """The manifest as JSON-able data, keys in field order, each shard with only the digests it has."""
         d = asdict(self)
-        # only the digests a shard has (a version 2 shard has one)
         d["shards"] = [
             {k: v for k, v in s.to_json().items() if k not in ALGORITHMS or v is not None} for s in self.shards
         ]
-        order = [
-            "format",
-            "format_version",
-            "created_by",
-            "schema",
-            "layout",
-            "digest",
-            "columns",
-            "source_root",
-            "drop_bad_rows",
-            "num_bad_rows",
-            "source_files",
-            "shards",
-            "extra",
-        ]
         if self.format_version == 1:
-            order.remove("digest")
-        return {k: d[k] for k in order}
+            del d["digest"]
+        return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Manifest:

@@ -1,9 +1,7 @@
-"""Samples of a local shard the converter wrote, from one memory map, with no header checked one by one.
+"""Samples of a local shard the converter wrote, sliced from one memory map with no header checked.
 
-A shard with its manifest's xxh3-128 digest is what the writer (:mod:`.tarwriter`) made: it is walked
-with one slice and one ``int()`` per member and its members are sliced out of the map. Anything else
-makes :func:`mapped_samples` return ``None``, and :func:`~editstream.format.tarreader.iter_samples`
-reads (and reports) it as ever.
+A shard with its manifest's xxh3-128 digest is what :mod:`.tarwriter` made; anything else makes
+:func:`mapped_samples` return ``None`` and the streaming reader reads (and reports) it.
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
-"""Paths read from a manifest or idx: relative, normalised, inside the dataset root, or an error.
-
-A manifest names its shards, idx files and source files relative to a root. A hostile or
-damaged manifest must not make a reader open, or a converter delete, anything outside that
-root, so every such path is checked here before it is joined to the root.
-"""
+"""Paths read from a manifest or idx: relative, normalised, inside the dataset root, or an error (a
+hostile manifest must not make a reader open, or a converter delete, anything outside the root)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
 """One row codec for converter and loader: a parquet row <-> the members of one tar sample.
 
-Every binary value (nested too) becomes a member ``{key}.{column}[.{index}...].{ext}`` with a sniffed
-extension, so stock webdataset decoders decode the images; the rest goes into ``{key}.json`` in column
-order, a binary as ``{"$bytes": "<member suffix>"}`` and what JSON cannot hold exactly tagged.
+Each binary value becomes a member ``{key}.{column}[.{index}...].{ext}`` (stock webdataset decoders
+read the images); the rest is ``{key}.json`` in column order, a binary as ``{"$bytes": "<suffix>"}``
+and values plain JSON cannot hold exactly tagged (``$float``, ``$tuple``, ``$datetime`` ...).
 """
 
 from __future__ import annotations
@@ -150,6 +150,7 @@ _SIMPLE_TAGS: dict[str, Callable[[Any], Any]] = {
     "$date": _dt.date.fromisoformat,
     "$time": _dt.time.fromisoformat,
     "$decimal": decimal.Decimal,
+    "$timedelta": lambda p: _dt.timedelta(days=p[0], seconds=p[1], microseconds=p[2]),
 }
 
 
@@ -188,8 +189,6 @@ def _decode_tagged(
         return tuple(_decode_value(item, members, key, used, invalid) for item in payload)
     if tag == "$dict":
         return {k: _decode_value(item, members, key, used, invalid) for k, item in payload.items()}
-    if tag == "$timedelta":
-        return _dt.timedelta(days=payload[0], seconds=payload[1], microseconds=payload[2])
     if tag in _SIMPLE_TAGS:
         return _SIMPLE_TAGS[tag](payload)
     raise RowCodecError(f"sample {key!r}: unknown tag {tag!r} in the JSON member")
@@ -240,13 +239,9 @@ def _fast_parse(raw: bytes, members: Mapping[str, bytes]) -> tuple[Any, set[str]
 def decode_sample(
     key: str, members: Mapping[str, bytes], *, strict: bool = True, invalid_text: bool = False
 ) -> dict[str, Any]:
-    """The original row of a sample from its members (keyed by suffix, as ``iter_samples`` gives).
-
-    With ``strict``, a member that the JSON does not reference is an error, so a damaged or
-    foreign sample is reported instead of silently losing data. A row whose source text was not
-    UTF-8 (``io.text``) is an error (the loader's bad row) unless ``invalid_text``, which gives its
-    :class:`~editstream.io.text.InvalidText` values (``verify`` compares them with the source).
-    """
+    """The original row of a sample from its members (keyed by suffix). With ``strict`` a member the JSON does
+    not reference is an error (no data lost silently); text that was not UTF-8 is one unless ``invalid_text``
+    (``verify`` compares its :class:`~editstream.io.text.InvalidText` values with the source)."""
     raw = members.get(JSON_SUFFIX)
     if raw is None:
         raise RowCodecError(f"sample {key!r} has no {JSON_SUFFIX!r} member (members: {sorted(members)})")

@@ -1,11 +1,5 @@
-"""YAML a user hands in (a mapping, a recipe's dataset config), loaded within a bound, and values
-quoted short for the error messages about them.
-
-A few hundred bytes of nested aliases expand to a billion values, so :func:`load_yaml` counts the
-document's size with every alias expanded before building any object, and refuses one over
-``max_size``, a self-referring alias, or nesting deeper than Python's stack. :func:`brief` quotes
-a value without ever printing all of it.
-"""
+"""YAML a user hands in, loaded within a bound (a few hundred bytes of nested aliases expand to a
+billion values), and values quoted short for the error messages about them."""
 
 from __future__ import annotations
 
@@ -58,9 +52,7 @@ def expanded_size(node: yaml.Node, limit: int, origin: str, sizes: dict[int, int
 
 
 def load_yaml(text: str | bytes, origin: str, *, max_size: int = DEFAULT_MAX_SIZE) -> Any:
-    """The document in ``text`` (``yaml.safe_load``'s types), or a ``YamlBoundError`` naming
-    ``origin`` when it expands past ``max_size``, loops or nests too deep; other syntax errors
-    stay ``yaml.YAMLError``."""
+    """The document in ``text``, or a ``YamlBoundError`` naming ``origin`` past ``max_size``, looping or too deep."""
     loader = yaml.SafeLoader(text)
     try:
         node = loader.get_single_node()

@@ -1,16 +1,5 @@
-"""What the converter and loader both need to know about the rows of a JSONL + media kind.
-
-A source is a LLaVA-style JSONL plus a media directory: a line names its media with ``"image"``
-(one name or a list) or else ``"video"`` (a file, or a frame folder ending in ``/``), joined to the
-media directory with ``os.path.join`` as the reference does, but refused outside it unless the
-user opts out (:func:`contained_media_path`).
-
-A converted line is one sample holding ``{"line": <the line as readlines gives it>, "media":
-{<name>: bytes | None, <folder>/: {<entry>: bytes | None}}}`` (``None``: missing at conversion).
-The root also holds ``lines.jsonl``, a byte copy of the source, and the manifest's
-``extra[<kind name>]`` (:class:`SftInfo`: the media directory string, the copy's name, size and
-hash), which is what reproduces the source backend's order.
-"""
+"""What the converter and loader both need to know about the rows of a JSONL + media kind: a converted
+line holds ``{"line": <text>, "media": {<name>: bytes | None, <folder>/: {<entry>: bytes | None}}}``."""
 
 from __future__ import annotations
 
@@ -41,11 +30,8 @@ def extract_frame_number(name: str) -> int:
 
 
 def sort_frames(names: Iterable[str]) -> list[str]:
-    """Frame names (or paths) in frame order: by :func:`extract_frame_number` of the base name.
-
-    The sort is stable: names without a number (key -1) and equal numbers keep the order they
-    came in, which for a folder is its listing order (the reference's ``os.listdir`` order).
-    """
+    """Frame names (or paths) in frame order, by :func:`extract_frame_number` of the base name; stable,
+    so names without a number keep their listing order (the reference's ``os.listdir`` order)."""
     return sorted(names, key=lambda name: extract_frame_number(posixpath.basename(name)))
 
 
@@ -55,22 +41,13 @@ def is_frame_folder(name: str) -> bool:
 
 
 def media_path(image_dir: str, name: str) -> str:
-    """Where the reference looks for ``name``: ``os.path.join(image_dir, name)`` on POSIX.
-
-    An absolute ``name`` replaces the directory, as ``os.path.join`` does; a name that is not a
-    string raises ``TypeError`` like the reference's join.
-    """
+    """Where the reference looks for ``name``: ``os.path.join(image_dir, name)`` on POSIX."""
     return posixpath.join(image_dir, name)
 
 
 class MediaOutsideError(ValueError):
-    """A media name that leads outside the media directory, refused unless the user opts out.
-
-    A JSONL line is data, often someone else's: a name like ``../../secret.txt`` or
-    ``/etc/hostname`` must not make the converter copy that file into shards that may be
-    uploaded, nor make the loader read it. It is a ``ValueError`` so the loader counts the line
-    as bad data (dropped, located), never as a parser bug.
-    """
+    """A media name that leads outside the media directory, refused unless the user opts out (a JSONL
+    line is data, often someone else's); a ``ValueError``, so the loader counts the line as bad data."""
 
 
 OPT_OUT = "--allow-outside-media-dir (allow_outside_media_dir=True)"
@@ -78,13 +55,7 @@ OPT_OUT = "--allow-outside-media-dir (allow_outside_media_dir=True)"
 
 
 def outside_media_dir(name: str) -> bool:
-    """Whether ``name`` leads outside the media directory it is joined to.
-
-    The check is on the name alone, so it is the same for a local directory and an ``s3://``
-    prefix, and both backends decide alike: an absolute name, a URL (``scheme://``) or one whose
-    normalised form climbs out (``..`` first) is outside; ``a/../b`` is ``b`` and inside.
-    Symbolic links are checked apart, where a local file is opened (:func:`check_links`).
-    """
+    """Whether ``name`` leads outside the media directory, from the name alone (so local and S3 agree)."""
     if name.startswith("/") or "://" in name:
         return True
     normal = posixpath.normpath(name)
@@ -92,18 +63,13 @@ def outside_media_dir(name: str) -> bool:
 
 
 def check_media_name(name: Any) -> None:
-    """Raise :class:`MediaOutsideError` for a string ``name`` outside the media directory.
-
-    Names that are not strings are left alone: the join then raises ``TypeError`` as the
-    reference's join does, so such lines fail exactly as before.
-    """
+    """Raise :class:`MediaOutsideError` for a string ``name`` outside the media directory."""
     if isinstance(name, str) and outside_media_dir(name):
         raise MediaOutsideError(f"media {name!r} is outside the media directory; refused (opt in with {OPT_OUT})")
 
 
 def check_links(image_dir: str, path: str, name: str) -> None:
-    """Raise :class:`MediaOutsideError` when the local ``path`` (under ``image_dir``) resolves, through a
-    symbolic link, to a file outside ``image_dir``; object-store paths have no links and pass."""
+    """Raise :class:`MediaOutsideError` when the local ``path`` resolves through a link outside ``image_dir``."""
     if "://" in image_dir and not image_dir.startswith("file://"):
         return
     root = os.path.realpath(image_dir.removeprefix("file://"))
@@ -116,8 +82,7 @@ def check_links(image_dir: str, path: str, name: str) -> None:
 
 
 def contained_media_path(image_dir: str, name: Any, allow_outside: bool = False) -> str:
-    """:func:`media_path`, after refusing a name outside ``image_dir`` (unless ``allow_outside``): by its
-    text, and for a local directory by where it resolves to (a link out of the directory is refused)."""
+    """:func:`media_path`, refusing a name outside ``image_dir`` (by text and by link) unless ``allow_outside``."""
     if allow_outside:
         return media_path(image_dir, name)
     check_media_name(name)
@@ -127,12 +92,8 @@ def contained_media_path(image_dir: str, name: Any, allow_outside: bool = False)
 
 
 def referenced_media(item: Any) -> list[tuple[str, bool]]:
-    """``(name, is_folder)`` for the media a parsed JSONL line makes the reference open, in order.
-
-    ``"image"`` wins over ``"video"``; a list of images must be exactly a ``list``; only a
-    ``"video"`` name ending with ``/`` is a frame folder. Values the reference would fail on
-    (not a string) name nothing here: the loader fails on them itself.
-    """
+    """``(name, is_folder)`` for the media a parsed JSONL line makes the reference open, in order
+    (``"image"`` wins over ``"video"``; names that are not strings are left to the loader to fail on)."""
     if not isinstance(item, dict):
         return []
     if "image" in item:
@@ -153,19 +114,16 @@ class SftInfo:
     jsonl: str
     """The source JSONL as given to the converter (for messages and drop locations)."""
     lines_path: str
-    """The byte copy of the JSONL, relative to the root."""
     lines_bytes: int
     lines_sha256: str
     num_lines: int
     missing_media: int = 0
     """Lines that referenced media missing at conversion time (kept verbatim, listed in report.json)."""
     allow_outside_media_dir: bool = False
-    """Whether media names outside the media directory were read (the user opted out of the
-    containment check); when not, such names were refused and are absent from their samples."""
+    """Whether media names outside the media directory were read (the user opted out)."""
 
     def to_dict(self) -> dict[str, Any]:
-        """The record as the manifest's ``extra`` holds it, fields in declaration order; the
-        opt-out only when taken, so a manifest without it reads as before (and in older versions)."""
+        """The record as the manifest's ``extra`` holds it (the opt-out only when taken, as older versions wrote)."""
         record = asdict(self)
         if not self.allow_outside_media_dir:
             del record["allow_outside_media_dir"]
@@ -173,8 +131,7 @@ class SftInfo:
 
     @classmethod
     def from_manifest(cls, manifest: Manifest, root: str) -> SftInfo:
-        """Read and check the JSONL record of ``manifest`` (under its kind's name); ``ManifestError``
-        naming ``root`` when it has none, as a conversion of a parquet kind has not."""
+        """Read and check the JSONL record of ``manifest``; ``ManifestError`` naming ``root`` when it has none."""
         key = manifest.schema
         raw = manifest.extra.get(key)
         if not isinstance(raw, dict):

@@ -1,9 +1,5 @@
-"""The tar block layout shared by the shard writer and reader: block size, header fields, errors.
-
-editstream reads and writes tar without the stdlib ``tarfile`` machinery so that archives are
-byte-deterministic and every read is bounded; this module is the one place that knows where
-each header field sits.
-"""
+"""The tar block layout shared by the shard writer and reader (block size, header fields, errors), written
+without ``tarfile`` so archives are byte-deterministic and every read is bounded."""
 
 from __future__ import annotations
 

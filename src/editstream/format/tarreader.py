@@ -1,14 +1,10 @@
-"""Streaming tar reading for WebDataset shards, without the stdlib ``tarfile`` machinery.
-
-The reader walks headers on any forward-readable file object, reports the byte offset of
-every member, caps member sizes, understands GNU long names and pax ``path``/``size``
-records, and raises a distinct :class:`~editstream.format.tarblock.TarFormatError` subclass
-per failure. Members are grouped into samples by key (the name up to the first dot).
-"""
+"""Streaming tar reading of WebDataset shards from any forward-readable stream, without ``tarfile``:
+member offsets, capped sizes, GNU long names and pax ``path``/``size``, one error class per failure."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Protocol
 
 from . import tarblock as tb
@@ -31,28 +27,19 @@ class Readable(Protocol):
 
 def _read_exact(f: Readable, n: int) -> bytes:
     """Read up to ``n`` bytes, looping over short reads; fewer only at end of stream."""
-    data = f.read(n)
-    if data is None:
-        data = b""
+    data = f.read(n) or b""
     if len(data) == n or not data:
         return data
     parts = [data]
     got = len(data)
-    while got < n:
-        more = f.read(n - got)
-        if not more:
-            break
+    while got < n and (more := f.read(n - got)):
         parts.append(more)
         got += len(more)
     return b"".join(parts)
 
 
 def _read_payload(f: Readable, size: int, truncated: str) -> bytes:
-    """The ``size`` data bytes of an entry, then its padding to the next block, read and dropped.
-
-    Reading the padding separately keeps the data from being sliced (copied) once more.
-    Raises ``TruncatedTarError(truncated)`` when the stream ends first.
-    """
+    """The ``size`` data bytes of an entry; its padding is read apart (no slice copies the data)."""
     data = _read_exact(f, size) if size else b""
     pad = tb.padding(size)
     if len(data) < size or (pad and len(_read_exact(f, pad)) < pad):
@@ -144,30 +131,21 @@ def _header_name(block: bytes) -> str:
     return name
 
 
+@dataclass(slots=True)
 class _MemberWalker:
     """Walks headers one at a time, carrying GNU long-name / pax records over to the next entry."""
 
-    def __init__(
-        self,
-        fileobj: Readable,
-        *,
-        start_offset: int,
-        end_offset: int | None,
-        max_member_size: int,
-        source: str,
-        require_end_marker: bool,
-    ) -> None:
-        self.f = fileobj
-        self.pos = start_offset
-        self.end_offset = end_offset
-        self.max_member_size = max_member_size
-        self.source = source
-        self.require_end_marker = require_end_marker
-        self.pending_name: str | None = None
-        self.pending_size: int | None = None
-        self.pending_offset: int | None = None
-        self.unread_padding = 0
-        """Padding after the last member's data, read together with the next header (one read less)."""
+    f: Readable
+    pos: int
+    end_offset: int | None
+    max_member_size: int
+    source: str
+    require_end_marker: bool
+    pending_name: str | None = None
+    pending_size: int | None = None
+    pending_offset: int | None = None
+    unread_padding: int = 0
+    """Padding after the last member's data, read together with the next header (one read less)."""
 
     def next_block(self) -> bytes | None:
         """The next header block, or ``None`` at the end of the archive (or of the range)."""
@@ -231,7 +209,7 @@ class _MemberWalker:
             except ValueError:
                 raise MalformedHeaderError(f"{self.source}: bad pax size at offset {offset}") from None
 
-    def entry(self, block: bytes, typeflag: bytes, size: int, offset: int) -> tuple[str, int, int, bytes] | None:
+    def entry(self, block: bytes, typeflag: bytes, size: int, offset: int) -> tuple[str, int, bytes] | None:
         """Read one non-extended entry: a regular file becomes a member, anything else is skipped."""
         member_offset = self.pending_offset if self.pending_offset is not None else offset
         name = self.pending_name if self.pending_name is not None else _header_name(block)
@@ -252,17 +230,13 @@ class _MemberWalker:
             raise TruncatedTarError(
                 f"{self.source}: stream ended inside member {name!r} at offset {offset} (of {size} data bytes)"
             )
-        data_offset = self.pos
         self.unread_padding = tb.padding(size)
         self.pos += size + self.unread_padding
-        return name, member_offset, data_offset, data
+        return name, member_offset, data
 
-    def entries(self) -> Iterator[tuple[str, int, int, bytes]]:
-        """``(name, offset, data_offset, data)`` of each regular member: ``offset`` is its first
-        header block (its long-name / pax record, if any), ``data_offset`` where its data starts.
-
-        Extended records go through :meth:`extended`, everything else through :meth:`entry`.
-        """
+    def entries(self) -> Iterator[tuple[str, int, bytes]]:
+        """``(name, offset, data)`` of each regular member; ``offset`` is its first header block
+        (its long-name / pax record, if any)."""
         while True:
             block = self.next_block()
             if block is None:
@@ -302,15 +276,10 @@ def iter_samples(
     max_member_size: int = tb.DEFAULT_MAX_MEMBER_SIZE,
     source: str = "<tar stream>",
     require_end_marker: bool = True,
-    check_unique_keys: bool = True,
 ) -> Iterator[tuple[str, int, dict[str, bytes]]]:
-    """Group members into samples: yield ``(key, offset, {suffix: data})`` in stream order.
-
-    Reading starts at ``start_offset`` (seeked to when the file is seekable) and stops at the
-    end-of-archive marker, or at ``end_offset``; ``require_end_marker`` makes an early end a
-    ``TruncatedTarError``. At the marker exactly one zero block is consumed (``verify`` relies on
-    it). ``offset`` is the sample's first header; non-files and names without an extension are
-    skipped, as webdataset does; a key that comes back or a repeated suffix is a ``SampleOrderError``."""
+    """``(key, offset of its first header, {suffix: data})`` of each sample from ``start_offset`` to the end
+    marker (exactly one zero block consumed: ``verify`` relies on it) or ``end_offset``. Names without an
+    extension are skipped, as webdataset does; a key that comes back or a repeated suffix is an error."""
     seen: set[str] = set()
     key: str | None = None
     offset = 0
@@ -318,15 +287,8 @@ def iter_samples(
     seekable = getattr(fileobj, "seekable", None)
     if start_offset and seekable is not None and seekable():
         fileobj.seek(start_offset)  # type: ignore[attr-defined]  # seekable() said it has one
-    walker = _MemberWalker(
-        fileobj,
-        start_offset=start_offset,
-        end_offset=end_offset,
-        max_member_size=max_member_size,
-        source=source,
-        require_end_marker=require_end_marker,
-    )
-    for name, member_offset, _, data in walker.entries():
+    walker = _MemberWalker(fileobj, start_offset, end_offset, max_member_size, source, require_end_marker)
+    for name, member_offset, data in walker.entries():
         parts = split_name(name)
         if parts is None:
             continue
@@ -334,13 +296,12 @@ def iter_samples(
         if member_key != key:
             if key is not None:
                 yield key, offset, members
-            if check_unique_keys:
-                if member_key in seen:
-                    raise SampleOrderError(
-                        f"{source}: members of sample {member_key!r} are not contiguous "
-                        f"(seen again at offset {member_offset})"
-                    )
-                seen.add(member_key)
+            if member_key in seen:
+                raise SampleOrderError(
+                    f"{source}: members of sample {member_key!r} are not contiguous "
+                    f"(seen again at offset {member_offset})"
+                )
+            seen.add(member_key)
             key, offset, members = member_key, member_offset, {}
         if suffix in members:
             raise SampleOrderError(

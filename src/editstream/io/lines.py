@@ -1,10 +1,5 @@
-"""JSONL text as lines, exactly as Python's text mode reads it.
-
-The reference reads its JSONL with ``open(path, "r").readlines()`` (UTF-8, universal newlines, the
-newline kept), and the line texts are sort keys of its epoch order, so every reader in editstream
-goes through :func:`decode_lines`, which uses the same ``io.TextIOWrapper`` machinery whatever the
-storage.
-"""
+"""JSONL text as lines, exactly as the reference's ``open(path, "r").readlines()`` reads them (the line
+texts are sort keys of its epoch order), whatever the storage."""
 
 from __future__ import annotations
 
@@ -20,8 +15,7 @@ class LineDecodeError(ValueError):
 
 
 def _not_utf8(data: bytes, where: str) -> LineDecodeError:
-    """The error for ``data`` that is not UTF-8, with the offset in the whole file (the text
-    wrapper decodes in chunks, so its own error counts from the start of a chunk)."""
+    """The error for ``data`` that is not UTF-8, with the offset in the whole file (not in a chunk)."""
     try:
         data.decode(ENCODING)
     except UnicodeDecodeError as exc:
@@ -43,12 +37,7 @@ def decode_lines(data: bytes, where: str = "<bytes>") -> list[str]:
 
 
 def line_start_offsets(data: bytes, where: str = "<bytes>") -> list[int]:
-    """Byte offset where each line of ``data`` starts, plus ``len(data)`` at the end.
-
-    Lines split exactly where :func:`decode_lines` splits them (``\\n``, ``\\r\\n`` or a lone
-    ``\\r``), so ``decode_lines(data[offsets[i]:offsets[j]])`` is ``decode_lines(data)[i:j]``:
-    a converter task decodes just its own lines.
-    """
+    """Byte offset where each line of ``data`` starts (where :func:`decode_lines` splits), plus ``len(data)``."""
     raw_lines = _read_lines(data, where, "")  # untranslated endings: their byte lengths add up to the file
     offsets = [0]
     for line in raw_lines:

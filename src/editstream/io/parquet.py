@@ -1,10 +1,5 @@
-"""Rows of parquet row groups as Python dicts, read through fsspec.
-
-The converter, the verifier and the parquet loader all read rows with
-:func:`iter_row_group_rows`, so they see exactly the same values: ``pyarrow``'s
-``to_pylist()`` (bytes stay bytes, lists stay lists, None stays None), or, for the converter,
-the same values with binary data as zero-copy ``memoryview`` slices.
-"""
+"""Rows of parquet row groups as Python dicts, read through fsspec: the one reader of the converter, the
+verifier and the parquet loader, so all see ``to_pylist()``'s values (the converter's binaries as memoryviews)."""
 
 from __future__ import annotations
 
@@ -37,27 +32,22 @@ def open_parquet(
     retry: RetryPolicy | None = None,
     metadata: pq.FileMetaData | None = None,
 ) -> Iterator[pq.ParquetFile]:
-    """Open ``url`` (local or any fsspec URL) as a ``ParquetFile``; the file closes on exit.
+    """Open ``url`` (local or any fsspec URL) as a ``ParquetFile``, closed on exit.
 
-    Plain local paths are memory-mapped by arrow itself (no copy through Python file
-    objects), which the converter's zero-copy reads rely on; local files opened for streaming
-    are arrow's own ``OSFile`` (no Python file object in between); everything else is read through
-    ``ranged.open_read`` (retried ranged reads). With ``streaming``, pyarrow reads column chunks page by page
-    through a small buffer (``pre_buffer=False``), so iterating a row group holds a few
-    batches of rows in memory instead of about four times the row group. The rows are the same.
-    ``metadata``, the footer of this very file read earlier, saves reading it again.
+    Plain local paths are memory-mapped by arrow (the converter's zero-copy reads rely on it), local
+    files for ``streaming`` are arrow's own ``OSFile``, the rest goes through retried ranged reads.
+    ``streaming`` reads pages through a small buffer: a few batches in memory, not 4x the row group.
+    ``metadata``, this file's footer read earlier, saves reading it again.
     """
+    options: dict[str, Any] = {"pre_buffer": False, "buffer_size": STREAM_BUFFER_BYTES} if streaming else {}
     with contextlib.ExitStack() as stack:
         if not streaming and storage.is_local(url) and "://" not in url:
             source: Any = url
-            options: dict[str, Any] = {"memory_map": True}
+            options = {"memory_map": True}
         elif streaming and storage.is_local(url):
-            # arrow's own file: page reads without a round trip through a Python file object
             source = stack.enter_context(pa.OSFile(storage.local_path(url)))
-            options = {"pre_buffer": False, "buffer_size": STREAM_BUFFER_BYTES}
         else:
             source = stack.enter_context(open_read(url, storage_options, retry=retry))
-            options = {"pre_buffer": False, "buffer_size": STREAM_BUFFER_BYTES} if streaming else {}
         try:
             pf = pq.ParquetFile(source, metadata=metadata, **options)
         except FileNotFoundError:
@@ -68,13 +58,6 @@ def open_parquet(
             yield pf
         finally:
             pf.close()
-
-
-def check_row_group(url: str, pf: pq.ParquetFile, row_group: int) -> None:
-    """Raise ``IndexError`` naming the file when ``row_group`` is not one of its row groups."""
-    n = pf.metadata.num_row_groups
-    if not 0 <= row_group < n:
-        raise IndexError(f"{url} has {n} row groups; row group {row_group} does not exist")
 
 
 def _is_binary(t: pa.DataType) -> bool:
@@ -99,9 +82,7 @@ def _binary_views(arr: pa.Array) -> list[memoryview | None]:
     offsets = np.frombuffer(offsets_buf, dtype=dtype)[arr.offset : arr.offset + n + 1].tolist()
     data = memoryview(data_buf) if data_buf is not None else memoryview(b"")
     views: list[memoryview | None] = [data[offsets[i] : offsets[i + 1]] for i in range(n)]
-    for i in _null_indices(arr):
-        views[i] = None
-    return views
+    return _with_nulls(arr, views)
 
 
 def _list_of_binary_views(arr: pa.Array) -> list[list[memoryview | None] | None]:
@@ -112,20 +93,20 @@ def _list_of_binary_views(arr: pa.Array) -> list[list[memoryview | None] | None]
     offsets = arr.offsets.to_pylist()
     lo, hi = offsets[0], offsets[-1]
     child = _binary_views(arr.values.slice(lo, hi - lo))
-    out: list[list[memoryview | None] | None] = [child[offsets[i] - lo : offsets[i + 1] - lo] for i in range(n)]
+    return _with_nulls(arr, [child[offsets[i] - lo : offsets[i + 1] - lo] for i in range(n)])
+
+
+def _with_nulls(arr: pa.Array, values: list[Any]) -> list[Any]:
+    """``values`` with ``None`` where ``arr`` is null."""
     for i in _null_indices(arr):
-        out[i] = None
-    return out
+        values[i] = None
+    return values
 
 
 def batch_rows(batch: pa.RecordBatch | pa.Table, *, binary_views: bool = False) -> list[dict[str, Any]]:
-    """Rows of a record batch as dicts in column order, like ``to_pylist()``.
-
-    With ``binary_views``, binary values (top level or in a list) are ``memoryview`` slices of
-    arrow's buffers instead of ``bytes`` copies: equal content, no copy. The converter uses
-    this to stream image bytes into tar shards without touching them. A row with text that is
-    not UTF-8 is an :class:`~editstream.io.text.UndecodableRow` (``io.text``); the others are as ever.
-    """
+    """Rows of a record batch as dicts in column order, like ``to_pylist()``; with ``binary_views`` binaries
+    (top level or in a list) are memoryviews of arrow's buffers, not copies. A row with text that is not
+    UTF-8 is an :class:`~editstream.io.text.UndecodableRow`."""
     if not binary_views:
         try:
             return batch.to_pylist()
@@ -166,16 +147,13 @@ def iter_row_group_batches(
     binary_views: bool = False,
     columns: list[str] | None = None,
 ) -> Iterator[tuple[int, list[dict[str, Any]]]]:
-    """``(index of the first row, rows)`` for rows ``[start, stop)`` of one row group, a decoded
-    batch of at most ``batch_size`` rows at a time (default: ``STREAM_BATCH_ROWS`` rows, fewer when
-    they hold more than ``STREAM_BATCH_BYTES``), only ``columns`` when given.
-
-    This is the one way rows leave a parquet file in editstream. Errors name the file, the
-    row group and the row reached.
-    """
+    """``(index of the first row, rows)`` for rows ``[start, stop)`` of one row group, at most ``batch_size``
+    rows a batch (default: ``STREAM_BATCH_ROWS``, fewer past ``STREAM_BATCH_BYTES``). Errors name the file,
+    the row group and the row reached."""
     if start < 0:
         raise ValueError(f"start must be >= 0, got {start}")
-    check_row_group(url, pf, row_group)
+    if not 0 <= row_group < (n := pf.metadata.num_row_groups):
+        raise IndexError(f"{url} has {n} row groups; row group {row_group} does not exist")
     if batch_size is None:
         batch_size = batch_rows_for_bytes(pf, row_group, STREAM_BATCH_BYTES, STREAM_BATCH_ROWS)
     index = 0  # index (in the row group) of the first row of the current batch
@@ -212,8 +190,7 @@ def iter_row_group_rows(
 
 
 def batch_rows_for_bytes(pf: pq.ParquetFile, row_group: int, target_bytes: int, most: int) -> int:
-    """How many rows of ``row_group`` make a batch of about ``target_bytes`` (decoded), from the
-    footer's sizes: between 1 and ``most``."""
+    """Rows of ``row_group`` in about ``target_bytes`` decoded, by the footer's sizes: between 1 and ``most``."""
     meta = pf.metadata.row_group(row_group)
     if meta.num_rows <= 0:
         return most
@@ -234,9 +211,3 @@ def row_group_sizes(url: str, storage_options: storage.StorageOptions | None = N
     with open_parquet(url, storage_options) as pf:
         meta = pf.metadata
         return [meta.row_group(i).num_rows for i in range(meta.num_row_groups)]
-
-
-def num_row_groups(url: str, storage_options: storage.StorageOptions | None = None) -> int:
-    """Number of row groups of ``url``, from the footer only."""
-    with open_parquet(url, storage_options) as pf:
-        return int(pf.metadata.num_row_groups)

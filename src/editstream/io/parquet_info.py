@@ -1,10 +1,5 @@
-"""``parquet_info``: a user's ``{path: {"num_row_groups": n, ...}}`` file, read and matched one way.
-
-The parquet backend and the converter both take it to skip footer reads. Keys are matched to
-a file by its exact path or URL first, else by its file name when exactly one key has that
-name, so a ``parquet_info.json`` written on one machine (or keyed by bare file names) still
-applies after the dataset moved to another directory or bucket.
-"""
+"""``parquet_info``: a user's ``{path: {"num_row_groups": n, ...}}`` file, matched by exact path, else
+by a unique file name, so it still applies after the dataset moved to another directory or bucket."""
 
 from __future__ import annotations
 

@@ -1,10 +1,4 @@
-"""Work ahead of a consumer on the process's I/O pool, within its byte budget (:mod:`.service`).
-
-:func:`prefetched` runs one iterator a few items ahead, each ``next`` a pool task (a paused
-producer holds no thread; its errors surface where the item would have been; stopping early
-closes it). :func:`prefetch_ordered` fetches independent items whose order is known ahead,
-several at once. Items ahead hold bytes of the process's budget, shared with every other reader.
-"""
+"""Work ahead of a consumer on the process's I/O pool, within its byte budget (:mod:`.service`)."""
 
 from __future__ import annotations
 
@@ -25,13 +19,9 @@ _END = object()
 
 
 def prefetched(source: Iterable[T], depth: int = 2, *, item_bytes: int = 0) -> Iterator[T]:
-    """The items of ``source`` in order, produced on the I/O pool at most ``depth`` ahead of the one
-    the consumer has, each counting ``item_bytes`` against the process's budget until it asks for the next.
-
-    Step ``k`` (one ``next`` of the source) runs once step ``k - 1`` is done; the pool takes
-    tasks in order, so a step only ever waits for one already running. ``depth`` < 1 iterates
-    ``source`` on the caller's thread (nothing ahead).
-    """
+    """The items of ``source`` in order, each ``next`` a pool task at most ``depth`` ahead (each holding
+    ``item_bytes`` of the budget); step ``k`` waits only for step ``k - 1``, already running. ``depth`` < 1:
+    on the caller's thread."""
     if depth < 1:
         yield from source
         return
@@ -73,12 +63,8 @@ def prefetch_ordered(
     max_bytes: int | None = None,
     max_items: int = DEFAULT_PREFETCH_ITEMS,
 ) -> Generator[tuple[T, Future[R]], None, None]:
-    """``(item, future of fetch(item))`` in the order of ``items``, fetched ahead on the I/O pool.
-
-    At most ``max_items`` fetches are in flight or not yet handed out; their ``cost`` (bytes) is
-    held of the process's budget, at most ``max_bytes`` of it when given, from the request until
-    the consumer asks for the next item. Closing the iterator cancels the fetches not started yet.
-    """
+    """``(item, future of fetch(item))`` in the order of ``items``, at most ``max_items`` fetched ahead on
+    the I/O pool, each holding its ``cost`` of the budget until the next is asked for."""
     if max_items <= 0:
         raise ValueError(f"prefetch limits must be > 0, got max_items={max_items}")
     account = service.account(max_bytes)

@@ -1,10 +1,5 @@
-"""Progress a person can follow: a tqdm bar on a terminal, a line every few seconds elsewhere.
-
-A bar redraws in place, which only works on a terminal; written to a file or a pipe it turns
-into thousands of frames. So :class:`Progress` draws a bar only when stderr is a terminal and
-otherwise prints one plain line every ``EDITSTREAM_PROGRESS_SECONDS`` (default 30) seconds and
-one when it closes. ``enabled=False`` prints nothing.
-"""
+"""Progress a person can follow: a tqdm bar on a terminal, elsewhere (where a bar turns into thousands
+of frames) a plain line every ``EDITSTREAM_PROGRESS_SECONDS`` (default 30) seconds and one at the end."""
 
 from __future__ import annotations
 
@@ -24,11 +19,11 @@ def _interval() -> float:
 
 
 def _human(n: float) -> str:
-    for unit in ("B", "kB", "MB", "GB", "TB"):
-        if abs(n) < 1000 or unit == "TB":
+    for unit in ("B", "kB", "MB", "GB"):
+        if abs(n) < 1000:
             return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
         n /= 1000
-    return f"{n:,.1f} TB"  # pragma: no cover
+    return f"{n:,.1f} TB"
 
 
 class Progress:
@@ -42,14 +37,10 @@ class Progress:
         self.unit = unit
         self.enabled = enabled
         self.stream = stream if stream is not None else sys.stderr
-        self.done = 0
-        self.rows = 0
-        self.bytes = 0
-        self.t0 = time.perf_counter()
-        self.last_line = self.t0
+        self.done = self.rows = self.bytes = self.lines = 0
+        self.t0 = self.last_line = time.perf_counter()
         self.interval = _interval()
         self.bar: Any = None
-        self.lines = 0
         if enabled and self.stream.isatty():
             from tqdm import tqdm
 

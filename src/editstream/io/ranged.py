@@ -1,9 +1,5 @@
-"""Ranged reads: one retried ranged request, a local range reader, and a seekable remote file.
-
-Every remote read in editstream goes through here, so one :class:`RetryPolicy` decides what
-is retried and for how long; a connection dropped mid-body costs a re-read of that range and
-nothing is lost or repeated.
-"""
+"""Ranged reads (one retried ranged request, a local range reader, a seekable remote file): every remote
+read goes through here, so one :class:`RetryPolicy` decides what is retried."""
 
 from __future__ import annotations
 
@@ -63,11 +59,7 @@ class SequentialReader:
 
 
 class LocalRangeReader(SequentialReader):
-    """Sequential reads of bytes ``[start, end)`` of a local file, straight from the file.
-
-    Each ``read(n)`` is one read of the file into a new ``bytes`` (no copy in between; the
-    kernel reads ahead); nothing past ``end`` is ever returned, as with the read-ahead's readers.
-    """
+    """Sequential reads of bytes ``[start, end)`` of a local file, straight from the file (never past ``end``)."""
 
     def __init__(self, path: str, start: int, end: int) -> None:
         self._f = open(path, "rb", buffering=0)  # noqa: SIM115 - closed by close()
@@ -81,10 +73,7 @@ class LocalRangeReader(SequentialReader):
         if n < 0 or n > left:
             n = max(0, left)
         data = self._f.read(n) if n else b""
-        while len(data) < n:  # a raw read may return less than asked before the end
-            more = self._f.read(n - len(data))
-            if not more:
-                break
+        while len(data) < n and (more := self._f.read(n - len(data))):  # a raw read may return less before the end
             data += more
         self._pos += len(data)
         return data
@@ -94,13 +83,8 @@ class LocalRangeReader(SequentialReader):
 
 
 class RetryingFile(io.RawIOBase):
-    """A read-only, seekable file over one remote object, or the parts of one split into several
-    read as one (each in place), in retried ranged requests.
-
-    Reads are served from a block of ``block_size`` bytes fetched at the read position (one
-    ranged request, retried under ``retry``, never past the end of its part), so pyarrow's footer
-    and page reads, or a sequential scan, cost one request per block. Sizes are read once on open.
-    """
+    """A read-only, seekable file over one remote object (or its parts, read as one), served from blocks of
+    ``block_size`` bytes, each one retried ranged request: a footer read or a scan costs one per block."""
 
     def __init__(
         self,
@@ -131,9 +115,6 @@ class RetryingFile(io.RawIOBase):
 
     def seekable(self) -> bool:
         return True
-
-    def tell(self) -> int:
-        return self._pos
 
     def seek(self, offset: int, whence: int = os.SEEK_SET) -> int:
         base = {os.SEEK_SET: 0, os.SEEK_CUR: self._pos, os.SEEK_END: self.size}.get(whence)

@@ -1,16 +1,10 @@
-"""Read-ahead of planned byte ranges: several ranged requests in flight, across objects, memory bounded.
+"""Read-ahead of planned byte ranges: several ranged block requests in flight, memory bounded.
 
-An object store answers the first byte after 20-100 ms, so :class:`ReadAhead` is told the ranges a
-reader will consume, in order, and keeps ``ceil(fetch / consume) + 2`` block requests in flight
-(at least 2), from the observed latency, bandwidth and consumer pace. Every block counts against
-the process's I/O budget (:mod:`editstream.io.service`) until the consumer moves past it; a
-read-ahead holding nothing may always take one block, so it never stalls behind another. Each
-block is one ranged request retried from its own offset, so a fault loses and repeats nothing;
-an error is raised when the consumer reaches that block.
-
-The consumer opens each range with :meth:`ReadAhead.open` and reads it like a file. Opening a
-range abandons the planned ranges before it, an unplanned range is read first, and a short block
-ends that range (a truncated object).
+:class:`ReadAhead` is told the ranges a reader will open, in order, and keeps ``ceil(fetch / consume) + 2``
+blocks in flight (an object store answers after 20-100 ms), each counted against the process's I/O
+budget (:mod:`editstream.io.service`) until consumed; a read-ahead holding nothing may always take one.
+Each block is one retried ranged request; opening a range abandons the planned ranges before it, and a
+short block ends its range (a truncated object).
 """
 
 from __future__ import annotations
@@ -22,7 +16,7 @@ import weakref
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from functools import partial
 from typing import Any
 
@@ -70,9 +64,8 @@ class ReadAhead:
         max_in_flight: int = 16,
         clock: Callable[[], float] = time.perf_counter,
     ) -> None:
-        """``budget``: the process's I/O budget unless given; ``cap``: the most this read-ahead holds of
-        it. ``clock`` measures fetch times (in the fetching thread) and the consumer's pace (in
-        its thread), in seconds; tests drive the depth with a fake one."""
+        """``budget``: the process's I/O budget unless given; ``cap``: the most this read-ahead holds of it;
+        ``clock`` times fetches and the consumer's pace (tests drive the depth with a fake one)."""
         if block_size <= 0:
             raise ValueError(f"block_size must be > 0, got {block_size}")
         if max_in_flight < 1:
@@ -96,14 +89,12 @@ class ReadAhead:
         # to the shared budget, so they never starve the process's other readers.
         weakref.finalize(self, self.account.give_all)
 
-    # ---- plan ----------------------------------------------------------------------------
     def plan(self, ranges: Iterable[tuple[str, int, int]]) -> None:
         """Forget what was planned (cancelling its requests) and read ahead along ``ranges``:
         ``(url, start, end)`` in the order the consumer will open them (may be endless)."""
         self._abandon(len(self._ranges))
         self._plan = iter(ranges)
 
-    # ---- consumer ------------------------------------------------------------------------
     def open(self, url: str, start: int, end: int) -> RangeReader:
         """A reader of bytes ``[start, end)`` of ``url`` (see the module docstring for the order rule)."""
         found = next((i for i, r in enumerate(self._ranges) if r.url == url), None)
@@ -130,12 +121,11 @@ class ReadAhead:
             self._submit(r, force=True)
         block = r.blocks.popleft()
         data, seconds = block.future.result()
-        done = self._clock()
         self._fetch_s = seconds if self._fetch_s is None else (1 - _EWMA) * self._fetch_s + _EWMA * seconds
         if self._last_handed is not None:
             busy = max(0.0, now - self._last_handed)
             self._consume_s = busy if self._consume_s is None else (1 - _EWMA) * self._consume_s + _EWMA * busy
-        self._last_handed = done
+        self._last_handed = self._clock()
         if len(data) < block.end - block.start:
             self._abandon_blocks(r)  # a short block is the end of the object: the rest is not there
             r.next = r.end
@@ -156,7 +146,6 @@ class ReadAhead:
         else:
             self._abandon_blocks(r)
 
-    # ---- scheduling ----------------------------------------------------------------------
     def depth(self) -> int:
         """Blocks to keep requested ahead: the observed fetch time over the consumer's pace."""
         cap = min(self.max_in_flight, max(1, self.account.limit // self.block_size))
@@ -230,16 +219,11 @@ class ReadAhead:
 
 
 def _give_back(account: service.ByteBudget, n: int, _done: object) -> None:
-    """Hand ``n`` bytes back when an abandoned request finally completes."""
     account.give(n)
 
 
 class RangeReader(SequentialReader):
-    """Sequential ``read(n)`` over one range of a :class:`ReadAhead` (a file-like for the tar reader).
-
-    A read inside the current block is a single copy; a longer one gathers blocks until ``n``
-    bytes or the end of the range. Not seekable.
-    """
+    """Sequential ``read(n)`` over one range of a :class:`ReadAhead`; a read inside the current block is one copy."""
 
     def __init__(self, owner: ReadAhead, r: _Range) -> None:
         self._owner = owner
@@ -291,39 +275,28 @@ class RangeReader(SequentialReader):
         self._owner.finished(self._range)
 
 
+@dataclass(eq=False)
 class SourceReads:
-    """How one row source reads its shards' byte ranges, in whichever process it runs.
+    """How one row source reads its shards' byte ranges: local ones straight from their files, remote ones
+    through this process's :class:`ReadAhead` (made on first use in each process, never pickled)."""
 
-    Local shards are read straight from their files (the kernel reads ahead); remote ones
-    through this process's :class:`ReadAhead` along the planned ranges, or one block at a time
-    without ``prefetch``. The read-ahead is made on first use in each process (a DataLoader
-    worker never inherits one) and left behind when the source is pickled.
-    """
+    dataset_name: str
+    _: KW_ONLY
+    storage_options: StorageOptions | None
+    retry: RetryPolicy
+    block_size: int
+    prefetch: bool
+    readahead_bytes: int | None
+    """The most this source's read-ahead holds of the process's I/O budget; ``None``: no cap of its own."""
+    _readahead: ReadAhead | None = field(default=None, init=False, repr=False)
+    _pid: int | None = field(default=None, init=False, repr=False)
 
-    def __init__(
-        self,
-        dataset_name: str,
-        *,
-        storage_options: StorageOptions | None,
-        retry: RetryPolicy,
-        block_size: int,
-        prefetch: bool,
-        readahead_bytes: int | None,
-    ) -> None:
-        if readahead_bytes is not None and readahead_bytes <= 0:
-            raise ValueError(f"dataset {dataset_name!r}: readahead_bytes must be > 0, got {readahead_bytes}")
-        self.storage_options = storage_options
-        self.retry = retry
-        self.block_size = block_size
-        self.prefetch = prefetch
-        self.readahead_bytes = readahead_bytes
-        """The most this source's read-ahead holds of the process's I/O budget; ``None``: no cap of its own."""
-        self._readahead: ReadAhead | None = None
-        self._pid: int | None = None
+    def __post_init__(self) -> None:
+        if self.readahead_bytes is not None and self.readahead_bytes <= 0:
+            raise ValueError(f"dataset {self.dataset_name!r}: readahead_bytes must be > 0, got {self.readahead_bytes}")
 
     def readahead(self) -> ReadAhead:
-        """This process's read-ahead of the source: as many blocks in flight as the I/O pool has
-        threads (one without ``prefetch``)."""
+        """This process's read-ahead: one block in flight per I/O pool thread (one without ``prefetch``)."""
         if self._readahead is None or self._pid != os.getpid():
             self._readahead = ReadAhead(
                 storage_options=self.storage_options,

@@ -14,23 +14,11 @@ T = TypeVar("T")
 
 
 _NEVER_RETRIED = (KeyboardInterrupt, SystemExit, MemoryError, FileNotFoundError, PermissionError, IsADirectoryError)
-_TRANSIENT_NAMES = frozenset(
-    [
-        "ClientPayloadError",
-        "ServerDisconnectedError",
-        "ClientOSError",
-        "ReadTimeoutError",
-        "EndpointConnectionError",
-        "ConnectTimeoutError",
-        "IncompleteRead",
-        "ResponseStreamingError",
-        "ProtocolError",
-        "ClientConnectorError",
-        "ServerTimeoutError",
-        "IncompleteReadError",
-        "ConnectionClosedError",
-    ]
-)
+_TRANSIENT_NAMES = frozenset([
+    "ClientPayloadError", "ServerDisconnectedError", "ClientOSError", "ReadTimeoutError", "EndpointConnectionError",
+    "ConnectTimeoutError", "IncompleteRead", "ResponseStreamingError", "ProtocolError", "ClientConnectorError",
+    "ServerTimeoutError", "IncompleteReadError", "ConnectionClosedError",
+])  # fmt: skip
 """Exception class names of aiohttp / botocore / urllib3 that mean the connection failed mid-way."""
 _TRANSIENT_ERRNOS = frozenset(
     (errno.EREMOTEIO, errno.EAGAIN, errno.EBUSY, errno.ECONNRESET, errno.ECONNABORTED, errno.ETIMEDOUT, errno.EPIPE)
@@ -48,11 +36,7 @@ not digits inside other numbers: a file's modification time in nanoseconds may h
 
 
 def _default_transient(exc: BaseException) -> bool:
-    """Errors worth retrying: connection drops, timeouts, 5xx / throttling from object stores.
-
-    An error that already went through its retries (:class:`RetriesExhausted`) is not retried
-    again by an outer caller: retries never nest.
-    """
+    """Errors worth retrying: connection drops, timeouts, 5xx / throttling (retries never nest)."""
     if isinstance(exc, (*_NEVER_RETRIED, NotADirectoryError, RetriesExhausted)):
         return False
     if isinstance(exc, (ConnectionError, TimeoutError)) or type(exc).__name__ in _TRANSIENT_NAMES:
@@ -72,15 +56,8 @@ _JITTER = random.Random()  # private, seeded from the OS: retries never touch th
 
 @dataclass(frozen=True, kw_only=True)
 class RetryPolicy:
-    """How transient storage errors are retried: attempts, exponential backoff with jitter, a deadline.
-
-    ``is_transient`` decides which exceptions are retried; anything else propagates at once.
-    Jitter comes from a private, OS-seeded generator, so workers on different machines do not
-    retry in lockstep and the global ``random`` (which drives the per-sample draws) never moves.
-    ``deadline`` bounds one call's total time: no new attempt starts after it. ``clock`` and
-    ``sleep`` are how that time is read and waited (``time.monotonic`` and ``time.sleep``; tests
-    give fake ones).
-    """
+    """How transient storage errors are retried: attempts, exponential backoff with jitter (from a private
+    generator, so the global ``random`` of the per-sample draws never moves), and a deadline per call."""
 
     max_attempts: int = 6
     initial_backoff: float = 0.2
@@ -104,11 +81,7 @@ class RetryPolicy:
         return base * (0.5 + _JITTER.random() / 2)
 
     def call(self, fn: Callable[[], T], what: str = "storage call") -> T:
-        """Run ``fn`` until it succeeds, retrying transient errors.
-
-        A non-transient error propagates as it is; when transient errors outlast the attempts or
-        the deadline, :class:`RetriesExhausted` names ``what``, the attempts and the time taken.
-        """
+        """Run ``fn``, retrying transient errors; :class:`RetriesExhausted` names ``what`` past the limits."""
         started = self.clock()
         attempt = 0
         while True:

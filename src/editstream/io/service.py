@@ -1,13 +1,5 @@
-"""The I/O service of a process: one byte budget and one thread pool for all read-ahead and prefetch.
-
-Every reader of a process counts what it holds against one :class:`ByteBudget`
-(``IOConfig.max_bytes``), optionally capped per reader (``readahead_bytes``, ``prefetch_bytes``),
-and fetches on one pool (``IOConfig.threads``). A reader holding nothing may always take the item
-it waits for, so none waits behind another: the total is at most ``max_bytes`` plus one item per
-reader. Every pool task is a leaf, so one shared pool cannot deadlock. Both are made on first use
-in each process (threads do not survive a fork); :func:`configure` sets the sizes, which a spawned
-worker takes from the sources pickled to it (:func:`carry` / :func:`adopt`).
-"""
+"""The I/O service of a process: one byte budget and one thread pool for all read-ahead and prefetch
+(a reader holding nothing may always take its next item; pool tasks are leaves, so it cannot deadlock)."""
 
 from __future__ import annotations
 
@@ -35,11 +27,7 @@ class IOConfig:
 
 
 class ByteBudget:
-    """A thread-safe count of bytes held against a limit, inside a larger budget when ``within``.
-
-    A reader's budget lives inside the process's: its bytes count in both, and a take fits when
-    it fits both (``limit=None``: the outer limit only). ``peak`` is the most ever held.
-    """
+    """A thread-safe count of bytes held against a limit, inside a larger budget when ``within``."""
 
     def __init__(self, limit: int | None = None, within: ByteBudget | None = None) -> None:
         if (limit is None and within is None) or (limit is not None and limit <= 0):
@@ -113,11 +101,7 @@ def _service() -> _Service:
 
 def configure(config: IOConfig | None = None, /, **changes: Any) -> IOConfig:
     """Set this process's I/O sizes (an :class:`IOConfig`, or fields of it to change); returns them.
-
-    Call it before the DataLoader starts its workers: forked workers inherit it, spawned ones
-    take it from the sources pickled to them. Readers already running see the new byte limit at
-    once; fetches submitted from now on use a pool of the new size.
-    """
+    Call it before the DataLoader starts its workers (spawned ones take it from the sources pickled to them)."""
     global _configured
     service = _service()
     with _lock:

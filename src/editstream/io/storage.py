@@ -1,10 +1,5 @@
-"""Storage access through fsspec: URL resolution, sorted listings, reads, atomic writes.
-
-Local paths and any fsspec URL (``s3://``, ``gs://``, ``memory://`` ...) are accepted
-wherever a path is. S3 credentials and endpoint come from ``storage_options`` or from the
-standard AWS environment variables (``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``,
-``AWS_ENDPOINT_URL``, ``AWS_DEFAULT_REGION``), which s3fs/botocore read themselves.
-"""
+"""Storage access through fsspec (local paths and any fsspec URL): listings, reads, atomic writes.
+S3 credentials and endpoint come from ``storage_options`` or the standard AWS environment variables."""
 
 from __future__ import annotations
 
@@ -39,10 +34,9 @@ def is_local(url: str) -> bool:
 
 
 def _s3_defaults(storage_options: StorageOptions | None) -> StorageOptions:
-    """S3 options editstream relies on, unless the caller set them: the endpoint from
-    ``AWS_ENDPOINT_URL`` (older botocore does not read it), botocore's own retries off (their jitter
-    draws from the global ``random`` and would shift ``parse_row``'s draws; :class:`RetryPolicy` is
-    the one retry layer), and explicit connect and read timeouts, so a silent endpoint fails an attempt."""
+    """S3 options editstream relies on, unless the caller set them: the endpoint from ``AWS_ENDPOINT_URL``,
+    botocore's retries off (their jitter draws from the global ``random`` and would shift ``parse_row``'s
+    draws), and timeouts, so a silent endpoint fails an attempt."""
     opts = dict(storage_options or {})
     endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
     if endpoint and "endpoint_url" not in opts and "endpoint_url" not in opts.get("client_kwargs", {}):
@@ -62,12 +56,8 @@ S3_READ_TIMEOUT = 15
 
 
 def url_to_fs(url: str, storage_options: StorageOptions | None = None) -> tuple[fsspec.AbstractFileSystem, str]:
-    """Resolve ``url`` to ``(filesystem, path-within-filesystem)``.
-
-    S3 filesystems get editstream's defaults (:func:`_s3_defaults`) and make one attempt per
-    call: s3fs's own retry loop (which nests once more inside its reads) is turned off on the
-    instances editstream uses, so a silent endpoint costs one timeout per editstream retry.
-    """
+    """Resolve ``url`` to ``(filesystem, path-within-filesystem)``; S3 ones get editstream's defaults and
+    s3fs's own retry loop off, so a silent endpoint costs one timeout per editstream retry."""
     import fsspec
 
     opts = dict(storage_options or {})
@@ -98,20 +88,12 @@ def join(base: str, *parts: str) -> str:
 
 
 class BrokenLinkError(FileNotFoundError):
-    """A listed entry is a symbolic link that resolves to nothing: a loop, or a missing target.
-
-    Raised rather than skipped: a half-downloaded Hugging Face cache (a link into ``blobs/``
-    whose blob is gone) would otherwise lose its rows without a word.
-    """
+    """A listed entry is a symbolic link that resolves to nothing (raised, not skipped: a half-downloaded
+    Hugging Face cache would otherwise lose its rows without a word)."""
 
 
 def _local_entry_type(entry: os.DirEntry[str]) -> str:
-    """``"file"``, ``"directory"`` or ``"other"`` for a local directory entry, symlinks followed.
-
-    fsspec types every local symlink ``other``; here a link counts as what it points at, so the
-    Hugging Face cache layout (``snapshots/<rev>/data/*.parquet`` linking into ``blobs/``) lists
-    as files. ``os.stat`` bounds the link chain itself (``ELOOP``), so a link loop cannot hang.
-    """
+    """``"file"``, ``"directory"`` or ``"other"`` for a local entry, symlinks followed (unlike fsspec)."""
     try:
         if entry.is_file():
             return "file"
@@ -138,54 +120,34 @@ def _local_dir_error(path: str, dir_url: str) -> FileNotFoundError:
 def list_files(
     dir_url: str, suffix: str, storage_options: StorageOptions | None = None, *, ordered: bool = True
 ) -> list[str]:
-    """Sorted URLs of the files directly in ``dir_url`` whose name ends with ``suffix`` (unsorted:
-    in the order the directory lists them, ``os.listdir``'s on local disk, with ``ordered=False``).
-
-    Local symbolic links count as what they point at (files, directories), on every listing of
-    sources or shards, so both backends and the converter see the same files; a link named
-    ``*{suffix}`` that resolves to nothing (a loop, a missing target) is a
-    :class:`BrokenLinkError` naming it, never skipped. Raises ``FileNotFoundError`` naming the
-    directory when it does not exist.
-    """
+    """Sorted URLs of the files directly in ``dir_url`` whose name ends with ``suffix`` (in listing order
+    with ``ordered=False``); local links count as what they point at, a broken one is a :class:`BrokenLinkError`."""
     if is_local(dir_url):
         path = local_path(dir_url)
         if not os.path.isdir(path):
             raise _local_dir_error(path, dir_url)
         with os.scandir(path) as entries:
             names = [e.name for e in entries if e.name.endswith(suffix) and _local_entry_type(e) == "file"]
-        return [join(dir_url, name) for name in (sorted(names) if ordered else names)]
-    fs, path = url_to_fs(dir_url, storage_options)
-    if not _RETRY.call(lambda: fs.isdir(path), f"list {dir_url}"):
-        raise FileNotFoundError(f"directory not found: {dir_url}")
-    names = []
-    for entry in _RETRY.call(lambda: fs.ls(path, detail=True), f"list {dir_url}"):
-        if entry.get("type") != "file":
-            continue
-        name = entry["name"].rstrip("/").rsplit("/", 1)[-1]
-        if name.endswith(suffix):
-            names.append(name)
+    else:
+        fs, path = url_to_fs(dir_url, storage_options)
+        if not _RETRY.call(lambda: fs.isdir(path), f"list {dir_url}"):
+            raise FileNotFoundError(f"directory not found: {dir_url}")
+        listed = _RETRY.call(lambda: fs.ls(path, detail=True), f"list {dir_url}")
+        files = (e["name"].rstrip("/").rsplit("/", 1)[-1] for e in listed if e.get("type") == "file")
+        names = [name for name in files if name.endswith(suffix)]
     return [join(dir_url, name) for name in (sorted(names) if ordered else names)]
 
 
 def list_names(dir_url: str, storage_options: StorageOptions | None = None) -> list[str]:
-    """Names of every entry directly in ``dir_url`` (files and sub-directories), in listing order.
-
-    Local directories give ``os.listdir`` order (what the reference's frame-folder reader sees);
-    object stores give their own order (lexicographic keys on S3). Raises ``FileNotFoundError``
-    or ``NotADirectoryError`` like ``os.listdir`` for a path that is not a directory.
-    """
+    """Names of every entry directly in ``dir_url``, in listing order (``os.listdir``'s locally)."""
     fs, path = url_to_fs(dir_url, storage_options)
     if is_local(dir_url):
         return os.listdir(path)
     if not _RETRY.call(lambda: fs.isdir(path), f"list {dir_url}"):
         raise FileNotFoundError(f"directory not found: {dir_url}")
     prefix = path.rstrip("/")
-    names = []
-    for entry in _RETRY.call(lambda: fs.ls(prefix, detail=False), f"list {dir_url}"):
-        name = str(entry).rstrip("/").rsplit("/", 1)[-1]
-        if str(entry).rstrip("/") != prefix:
-            names.append(name)
-    return names
+    listed = (str(e).rstrip("/") for e in _RETRY.call(lambda: fs.ls(prefix, detail=False), f"list {dir_url}"))
+    return [entry.rsplit("/", 1)[-1] for entry in listed if entry != prefix]
 
 
 def exists(url: str, storage_options: StorageOptions | None = None) -> bool:
@@ -250,14 +212,8 @@ def _has_magic(path: str) -> bool:
 
 
 def remove_tree(url: str, storage_options: StorageOptions | None = None) -> None:
-    """Delete the directory ``url`` and everything under it, if it exists, taking every name literally.
-
-    fsspec's ``rm`` expands ``*``, ``?`` and ``[`` as a glob, so on S3 ``rm("b/q?x", recursive=True)``
-    also deletes ``b/qXx``. Here the files are listed under the exact prefix (``find`` does not
-    glob), names without those characters are deleted in one bulk call (literal, as they are not
-    patterns), the others one by one with ``rm_file``. A local tree goes with ``shutil.rmtree``;
-    other filesystems with directories (not object stores) then lose the emptied directories.
-    """
+    """Delete the directory ``url`` and everything under it, if it exists, taking every name literally
+    (fsspec's ``rm`` globs: ``rm("b/q?x", recursive=True)`` also deletes ``b/qXx``)."""
     fs, path = url_to_fs(url, storage_options)
     if is_local(url):
         _RETRY.call(lambda: _rmtree_local(path), f"remove {url}")
@@ -293,18 +249,15 @@ def _rmtree_local(path: str) -> None:
 
 @contextlib.contextmanager
 def atomic_write(url: str, storage_options: StorageOptions | None = None, *, fsync: bool = True) -> Iterator[IO[bytes]]:
-    """Open ``url`` for writing so that it appears under its name only after a clean exit.
-
-    Local files are written to a hidden temp name in the same directory and renamed (after an
-    fsync, unless ``fsync=False`` for a caller that syncs many files in one pass later).
-    Object stores (S3) complete their multipart upload only on a clean close; on error the
-    upload is discarded, so no partial object ever appears.
-    """
+    """Open ``url`` for writing so that it appears under its name only after a clean exit: a local temp
+    file renamed (after an fsync, unless ``fsync=False``), or an upload completed only on a clean close."""
     if is_local(url):
         path = local_path(url)
         directory = os.path.dirname(path) or "."
         os.makedirs(directory, exist_ok=True)
-        tmp = os.path.join(directory, f"{temp_prefix(os.path.basename(path))}.{uuid.uuid4().hex}.tmp")
+        # the name cut to fit NAME_MAX (255 bytes) with the dot, 32 hex digits and ".tmp" around it
+        name = os.path.basename(path).encode("utf-8")[:180].decode("utf-8", "ignore")
+        tmp = os.path.join(directory, f".{name}.{uuid.uuid4().hex}.tmp")
         f = open(tmp, "wb")  # noqa: SIM115 - handed to the caller, closed below on every path
         try:
             yield f
@@ -343,13 +296,3 @@ def write_bytes(url: str, data: bytes, storage_options: StorageOptions | None = 
             f.write(data)
 
     _RETRY.call(write, f"write {url}")
-
-
-TEMP_NAME_BYTES = 180
-"""Longest file-name part of a temp name, so ``.{name}.{32 hex}.tmp`` fits NAME_MAX (255 bytes)."""
-
-
-def temp_prefix(name: str) -> str:
-    """The start of the temp name of an output called ``name``: a dot and the name, cut to fit NAME_MAX."""
-    raw = name.encode("utf-8")[:TEMP_NAME_BYTES]
-    return "." + raw.decode("utf-8", "ignore")

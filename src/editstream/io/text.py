@@ -1,9 +1,5 @@
-"""Text columns holding bytes that are not UTF-8: one bad value makes one bad row, never a bad batch.
-
-pyarrow refuses a whole batch when one string is not valid UTF-8, so such a batch is converted
-column by column and a failing column row by row: the bad string becomes an :class:`InvalidText`
-and its row an :class:`UndecodableRow`, which the converter reports and the loader drops alone.
-"""
+"""Text columns holding bytes that are not UTF-8: one bad value makes one bad row (an
+:class:`UndecodableRow`), never a bad batch (pyarrow refuses the whole batch)."""
 
 from __future__ import annotations
 
@@ -104,8 +100,7 @@ def column_values(arr: pa.Array) -> tuple[list[Any], list[bool]]:
 
 
 def rows_with_invalid_text(batch: pa.RecordBatch | pa.Table) -> list[dict[str, Any]]:
-    """The rows of a batch ``to_pylist()`` refuses, column by column: rows with undecodable text as
-    :class:`UndecodableRow`, the others as plain dicts equal to what ``to_pylist()`` gives."""
+    """The rows of a batch ``to_pylist()`` refuses, read column by column (bad ones as :class:`UndecodableRow`)."""
     names = batch.schema.names
     columns: list[list[Any]] = []
     bad_columns: list[list[str]] = [[] for _ in range(batch.num_rows)]

@@ -1,17 +1,12 @@
-"""Decoding image bytes to RGB exactly as the reference does, with limits applied per call.
-
-The reference sets Pillow's process-wide globals on import; editstream changes nothing at import.
-Each decode instead refuses an image above ``max_pixels`` (the reference's 200,000,000) or with an
-oversized metadata chunk from its header, before any pixel is decoded (the converter's report
-applies the same rule); opens the common formats with Pillow's own factories, so a lower global
-bomb limit does not cut in; and decodes truncated images grey-filled, as the reference does, with
-``LOAD_TRUNCATED_IMAGES`` true only inside its own decode on the decoding thread.
-"""
+"""Decoding image bytes to RGB exactly as the reference does, with limits applied per call (the
+reference sets Pillow's globals on import; here ``LOAD_TRUNCATED_IMAGES`` holds only on the decoding thread)."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import warnings
+from collections.abc import Iterator
 from io import BytesIO
 from typing import Any
 
@@ -39,21 +34,14 @@ class _TruncatedFlag:
     def __repr__(self) -> str:
         return repr(bool(self))
 
-    def scoped(self) -> _Scope:
-        return _Scope(self._local)
-
-
-class _Scope:
-    def __init__(self, local: threading.local) -> None:
-        self.local = local
-        self.before = False
-
-    def __enter__(self) -> None:
-        self.before = getattr(self.local, "on", False)
-        self.local.on = True
-
-    def __exit__(self, *exc: object) -> None:
-        self.local.on = self.before
+    @contextlib.contextmanager
+    def scoped(self) -> Iterator[None]:
+        before = getattr(self._local, "on", False)
+        self._local.on = True
+        try:
+            yield
+        finally:
+            self._local.on = before
 
 
 _FLAG_LOCK = threading.Lock()
@@ -73,11 +61,7 @@ def _truncated_flag() -> _TruncatedFlag:
 
 
 def pil_img2rgb(image: Image.Image) -> Image.Image:
-    """Convert any PIL image to RGB; transparent images are composited onto white first.
-
-    An image counts as transparent when its mode is RGBA or it carries a ``transparency``
-    entry (palette / grey / RGB PNGs with tRNS); other modes (LA, L, CMYK ...) convert directly.
-    """
+    """Convert any PIL image to RGB; transparent images (RGBA, or a ``transparency`` entry) go onto white."""
     if image.mode == "RGBA" or image.info.get("transparency") is not None:
         rgba = image.convert("RGBA")
         canvas = Image.new("RGB", rgba.size, (255, 255, 255))
@@ -87,12 +71,8 @@ def pil_img2rgb(image: Image.Image) -> Image.Image:
 
 
 def owned_rgb(image: Image.Image) -> Image.Image:
-    """:func:`pil_img2rgb` of an image the caller just decoded and nobody else holds.
-
-    An RGB image without a ``transparency`` entry is returned as it is: ``pil_img2rgb`` would
-    hand back a copy with the same pixels (``convert`` to the same mode copies), which costs
-    a pass over every decoded pixel (1-5 % of the exact path's time).
-    """
+    """:func:`pil_img2rgb` of an image nobody else holds: an RGB one is returned as it is, saving the
+    copy ``convert`` makes (1-5 % of the exact path's time)."""
     if image.mode == "RGB" and image.info.get("transparency") is None:
         return image
     return pil_img2rgb(image)
@@ -140,9 +120,5 @@ def open_image(data: bytes | bytearray | memoryview, *, max_pixels: int = DEFAUL
 
 
 def decode_image(data: bytes | bytearray | memoryview, *, max_pixels: int = DEFAULT_MAX_IMAGE_PIXELS) -> Image.Image:
-    """Decode encoded image bytes into an RGB PIL image exactly as the reference loader does.
-
-    Raises :class:`ImageRejected` for an image over the limits and ``PIL.UnidentifiedImageError``
-    / ``OSError`` for bytes no decoder accepts.
-    """
+    """Decode image bytes into an RGB PIL image exactly as the reference does, within the limits."""
     return owned_rgb(open_image(data, max_pixels=max_pixels))

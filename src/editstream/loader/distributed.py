@@ -28,17 +28,8 @@ def current_worker_id() -> int:
 
 
 class DistributedIterableDataset(torch.utils.data.IterableDataset[dict[str, Any]]):
-    """Rank/worker-aware iterable dataset with resumable per-worker status.
-
-    ``set_epoch(seed)`` shuffles the sorted units with a private ``random.Random`` and gives
-    each rank a contiguous slice; each DataLoader worker takes a contiguous slice of its
-    rank's units, reversed (the reference's order). Per-sample randomness is NOT drawn here:
-    it uses Python's global ``random`` inside ``parse_row``.
-
-    Units are listed on first use (``data_paths``, ``set_epoch`` or iteration), never in the
-    constructor, by the subclass's :meth:`list_data_paths`; a subclass may also assign
-    ``self.data_paths`` itself, as reference-style subclasses do.
-    """
+    """Rank/worker-aware iterable dataset with resumable per-worker status; units are listed on first use
+    (:meth:`list_data_paths`), or a reference-style subclass assigns ``self.data_paths`` itself."""
 
     def __init__(
         self, dataset_name: str, local_rank: int | None = None, world_size: int | None = None, num_workers: int = 8
@@ -57,7 +48,6 @@ class DistributedIterableDataset(torch.utils.data.IterableDataset[dict[str, Any]
         self._rank_slice: list[Unit] | None = None
         self.drops = DropLog(dataset_name=dataset_name)
 
-    # ---- resume status -------------------------------------------------------------------
     def set_data_status(self, data_status: DataStatus | None) -> None:
         """Where each worker resumes (a :data:`WorkerStatus` per worker id), or ``None``."""
         self.data_status = copy.deepcopy(data_status)
@@ -83,7 +73,6 @@ class DistributedIterableDataset(torch.utils.data.IterableDataset[dict[str, Any]
         """Resume after the positions in ``state_dict`` (as returned by :meth:`state_dict`)."""
         self.set_data_status(None if state_dict is None else state_dict.get("data_status"))
 
-    # ---- units ---------------------------------------------------------------------------
     def list_data_paths(self) -> list[Unit] | None:
         """List this dataset's units (I/O happens here); ``None`` when the dataset has none to list."""
         return None
@@ -127,18 +116,15 @@ class DistributedIterableDataset(torch.utils.data.IterableDataset[dict[str, Any]
         return self.worker_units(info.id, info.num_workers), info.id
 
     def worker_units(self, worker_id: int, num_workers: int) -> list[Unit]:
-        """The units DataLoader worker ``worker_id`` of ``num_workers`` reads, in its order.
-
-        ``data_indexes[0]`` of a sample is a position in this list. ``num_workers == 0`` means
-        no DataLoader workers: the whole rank slice, in order.
-        """
+        """The units DataLoader worker ``worker_id`` reads, in order (a sample's ``data_indexes[0]`` indexes it)."""
+        rank, world = self.local_rank, self.world_size
         return worker_units(
             self.data_paths_per_rank,
             worker_id,
             num_workers,
             dataset_name=self.dataset_name,
-            rank=self.local_rank,
-            world_size=self.world_size,
+            rank=rank,
+            world_size=world,
         )
 
     def __iter__(self) -> Iterator[dict[str, Any]]:

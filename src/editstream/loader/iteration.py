@@ -1,10 +1,5 @@
-"""The one iteration loop every dataset kind and backend shares: units -> rows -> ``parse_row`` -> samples.
-
-A *source* (:class:`~editstream.loader.rows.RowSource`) turns a unit into rows; a backend is
-nothing more than a source: parquet row groups or files, converted or foreign tar shards, JSONL
-lines. Everything after "rows" (parsing, ``data_indexes``, resume status, drop counting, the
-failure budgets, the error for a pass that yields nothing) lives here, once.
-"""
+"""The one iteration loop every dataset kind and backend (a row source) shares: units -> rows ->
+``parse_row`` -> samples, with ``data_indexes``, resume status, drops and failure budgets."""
 
 from __future__ import annotations
 
@@ -34,23 +29,14 @@ def _unit_order(units: Sequence[Unit], start: int) -> Iterator[Unit]:
 
 
 class SourceIterableDataset(DistributedIterableDataset):
-    """A dataset whose rows come from a :class:`~editstream.loader.rows.RowSource`; subclasses define ``parse_row``.
-
-    Iteration: for each of this worker's units from the resume point, stream rows, parse each,
-    stamp ``data_indexes`` (:meth:`sample_index`), record it as the resume status and yield.
-    A row whose parse raises is dropped and counted; when the exception is not a data problem
-    (:func:`~editstream.loader.reasons.judge`) it also counts against ``parser_failure_budget``.
-    A unit that cannot be read is dropped (from the failing point), counted and budgeted.
-    After the last unit the stream starts over.
-    """
+    """A dataset whose rows come from a row source; subclasses define ``parse_row``."""
 
     source: RowSource
     unit_failure_budget: int = 16
     """Units in a row that may fail to read (after the source's retries) before the stream stops."""
     parser_failure_budget: int = 16
     """Rows in a row whose ``parse_row`` raised something other than a data error before the stream stops."""
-    unit_noun = "units"
-    """What a unit is called in the error for a pass that yielded nothing."""
+    unit_noun = "units"  # what the error for a pass that yielded nothing calls a unit
     _take_point: TakePoint | None = None
     """Set by :meth:`iter_with_origins`: called before each parse, its result kept in ``_last_origin``."""
     _last_origin: ParseOrigin | None = None
@@ -71,9 +57,6 @@ class SourceIterableDataset(DistributedIterableDataset):
         if budget is None:
             budget = self.__dict__[name] = FailureBudget(self.dataset_name, size, what, self.drops)
         return budget
-
-    def _unit_budget(self) -> FailureBudget:
-        return self._budget("_unit_failures", self.unit_failure_budget, "units in a row could not be read")
 
     def _parser_budget(self) -> FailureBudget:
         what = "rows in a row made parse_row raise an error that is not a data problem (a bug in the parser?)"
@@ -98,14 +81,8 @@ class SourceIterableDataset(DistributedIterableDataset):
     def __iter__(self) -> Iterator[dict[str, Any]]:
         units, worker_id = self.get_data_paths_per_worker()
         start_unit, after = self.resume_point(worker_id)
-        logger.info(
-            "rank-%s worker-%s dataset-%s: starting at unit %s after %s",
-            self.local_rank,
-            worker_id,
-            self.dataset_name,
-            start_unit,
-            after,
-        )
+        where = f"rank-{self.local_rank} worker-{worker_id} dataset-{self.dataset_name}"
+        logger.info("%s: starting at unit %s after %s", where, start_unit, after)
         if not units:
             yield from self._stream(units, worker_id, start_unit, after)
             return
@@ -133,8 +110,7 @@ class SourceIterableDataset(DistributedIterableDataset):
             logger.info("%s repeat in rank-%s worker-%s", self.dataset_name, self.local_rank, worker_id)
 
     def iter_with_origins(self, take_point: TakePoint) -> Traced:
-        """The stream of ``iter(self)`` (a subclass's own ``__iter__`` included), each sample with
-        its :class:`~editstream.loader.origins.ParseOrigin`; ``take_point()`` runs before each parse."""
+        """The stream of ``iter(self)``, each sample with its origin; ``take_point()`` runs before each parse."""
         self._take_point = take_point
         samples = iter(self)
         try:
@@ -150,12 +126,8 @@ class SourceIterableDataset(DistributedIterableDataset):
     def iter_epoch_units(
         self, units: Sequence[Unit], order: Sequence[int], start: int, after: Position | None, take_point: TakePoint
     ) -> Traced:
-        """One pass over ``units[i] for i in order[start:]`` (rows after ``after`` in the first), then stop,
-        each sample with its origin (as :meth:`iter_with_origins`).
-
-        The elastic mode's reading: a sample's ``data_indexes`` and origin start with its unit's
-        global id (its place in ``units``), so they name the row whatever rank or worker reads it.
-        """
+        """One pass over ``units[i] for i in order[start:]`` (rows after ``after`` in the first), each sample
+        with its origin; indexes start with the unit's global id, so they name the row on any rank."""
         self._take_point = take_point
         worker_id = current_worker_id()
         for k in range(start, len(order)):
@@ -173,12 +145,8 @@ class SourceIterableDataset(DistributedIterableDataset):
             close_rows(rows)
 
     def _empty_pass_error(self, worker_id: int, count: int) -> RuntimeError:
-        """The error for a whole pass over ``count`` units that yielded nothing.
-
-        The reference would loop forever without yielding; every drop has been counted and logged
-        with its location by then, so the error names the dataset, the worker, the drop counts
-        and, when the parser kept failing on something that is not bad data, that error.
-        """
+        """The error for a whole pass that yielded nothing (the reference would loop forever), naming the
+        drop counts and the parser's last error when it kept failing on something that is not bad data."""
         message = (
             f"dataset {self.dataset_name!r} rank {self.local_rank} worker {worker_id}: a whole pass over "
             f"{count} {self.unit_noun} gave no sample (drops so far: {self.drops.as_dict()}); "
@@ -199,7 +167,7 @@ class SourceIterableDataset(DistributedIterableDataset):
         self, unit: Unit, unit_position: int, rows: Iterator[tuple[Position, Any]], worker_id: int
     ) -> Iterator[dict[str, Any]]:
         """Parse the rows of one unit, dropping (and counting) bad rows and an unreadable rest."""
-        budget = self._unit_budget()
+        budget = self._budget("_unit_failures", self.unit_failure_budget, "units in a row could not be read")
         while True:
             try:
                 position, row = next(rows)
@@ -239,12 +207,8 @@ class SourceIterableDataset(DistributedIterableDataset):
     def recreate_samples(
         self, origins: Sequence[ParseOrigin], units: Sequence[Unit] | None, put_point: PutPoint
     ) -> list[dict[str, Any]]:
-        """The samples these origins were parsed into, bit for bit: each row read again and parsed
-        after ``put_point(origin.point)`` (the packer puts its RNGs back there, and restores them after).
-
-        ``units`` are the units the origins' ``unit_position`` index (``None``: this worker's list).
-        Raises :class:`~editstream.loader.origins.RecreateError` when a row is gone or no longer parses.
-        """
+        """The samples these origins were parsed into, bit for bit: each row read again (from ``units``,
+        or this worker's) and parsed after ``put_point(origin.point)``; ``RecreateError`` when one cannot be."""
         if units is None:
             units, worker_id = self.get_data_paths_per_worker()
         else:

@@ -1,10 +1,5 @@
-"""The loader's side of checkpoint-by-reference: :class:`TracedDataset`, the one interface a packer uses.
-
-Samples come with their :class:`ParseOrigin` (unit, row, and a point the packer's callable took
-just before the parse); recreating reads those rows again (:func:`gather_rows`) and parses each
-after the packer's callable put its point back. The point is opaque here (the packer's RNG states,
-``editstream.packing.checkpoint``).
-"""
+"""The loader's side of checkpoint-by-reference: :class:`TracedDataset`, the one interface a packer uses
+(samples come with their origin; recreating parses each row again after its point is put back)."""
 
 from __future__ import annotations
 
@@ -36,8 +31,7 @@ Traced = Iterator[tuple[dict[str, Any], ParseOrigin | None]]
 
 @runtime_checkable
 class TracedDataset(Protocol):
-    """A group dataset whose samples a packer can save as references, read in elastic epochs too
-    (every source dataset is one)."""
+    """A group dataset whose samples a packer can save as references (every source dataset is one)."""
 
     def iter_with_origins(self, take_point: TakePoint) -> Traced:
         """The dataset's own endless stream (``iter(dataset)``), each sample with its origin."""
@@ -60,13 +54,6 @@ class RecreateError(ValueError):
     """A buffered sample could not be parsed again as it was (the data changed, or a row is gone)."""
 
 
-def _before(position: Position) -> Position | None:
-    """The resume position just before ``position`` for the built-in sources (its last index minus one)."""
-    if not position:
-        return None
-    return (*position[:-1], position[-1] - 1)
-
-
 def _scan(source: RowSource, unit: Unit, after: Position | None, wanted: set[Position]) -> dict[Position, Any]:
     found: dict[Position, Any] = {}
     rows = source.iter_unit_rows(unit, after)
@@ -84,12 +71,8 @@ def _scan(source: RowSource, unit: Unit, after: Position | None, wanted: set[Pos
 def gather_rows(
     source: RowSource, units: Sequence[Unit], origins: Sequence[ParseOrigin], dataset_name: str
 ) -> dict[tuple[int, Position], Any]:
-    """The rows the origins name, keyed by ``(unit_position, position)``; each unit is read once.
-
-    Reading starts just before the earliest row wanted of a unit; when that finds nothing (a
-    source whose positions resume differently), the unit is read from its start. A row that
-    cannot be found raises :class:`RecreateError` naming the dataset, the unit and the row.
-    """
+    """The rows the origins name, keyed by ``(unit_position, position)``: each unit read once, from just
+    before its earliest row wanted (from its start when that misses); :class:`RecreateError` for a row gone."""
     by_unit: dict[int, set[Position]] = {}
     for origin in origins:
         by_unit.setdefault(origin.unit_position, set()).add(tuple(origin.position))
@@ -101,8 +84,9 @@ def gather_rows(
                 f"{len(units)} units; the state is from other data or another layout"
             )
         unit = units[unit_position]
+        first = min(wanted)  # resumed just before it: the built-in sources' position minus one
         try:
-            found = _scan(source, unit, _before(min(wanted)), wanted)
+            found = _scan(source, unit, (*first[:-1], first[-1] - 1) if first else None, wanted)
         except PositionError:
             found = {}  # no such row: reported below with the rest that cannot be found
         if len(found) < len(wanted):

@@ -1,13 +1,5 @@
-"""What a dataset turns an encoded image into: the opt-in uint8 output and the opt-in fast decode.
-
-Both are off by default, and then a dataset decodes with :func:`~editstream.loader.decode.decode_image`
-and calls its transform exactly as the reference does. ``image_dtype="uint8"``: an
-:class:`~editstream.loader.transforms.ImageTransform` hands out resized uint8 pixels and the sample
-records its ``(mean, std)`` per image (``image_normalization``; ``None`` for any other transform,
-whose float32 output is packed as is). ``fast_decode=True``: images go through
-:func:`~editstream.loader.fast_decode.decode_image_reduced` when every transform they go to is an
-``ImageTransform``.
-"""
+"""What a dataset turns an encoded image into: the opt-in uint8 output (resized pixels plus their
+``(mean, std)``) and the opt-in fast decode; with both off, exactly the reference's decode and transform."""
 
 from __future__ import annotations
 
@@ -35,10 +27,7 @@ SIZES_ONLY = contextvars.ContextVar("editstream_sizes_only", default=False)
 
 @contextlib.contextmanager
 def sizes_only() -> Iterator[None]:
-    """Within this block datasets count tokens without pixels: :func:`load_image` reads an image's
-    header (the decode's limits and header errors apply) and :func:`transform_image` gives an
-    ``ImageTransform``'s output shape as a zero-stride tensor, so ``num_tokens`` and the sequence plan
-    are those of the real sample (``editstream verify --recipe``)."""
+    """Within this block datasets count tokens without pixels (``verify --recipe``): images are only opened."""
     token = SIZES_ONLY.set(True)
     try:
         yield
@@ -60,24 +49,18 @@ def check_fast_decode(value: Any, owner: str) -> bool:
     return value
 
 
-def hands_out_uint8(transform: Any) -> bool:
-    """Whether ``transform``'s float output is ``normalize_pixels(to_uint8(...))`` (an unmodified ImageTransform)."""
-    return isinstance(transform, ImageTransform) and type(transform).__call__ is ImageTransform.__call__
-
-
 def transform_image(
     transform: Any, image: Any, image_dtype: str, img_num: int | None = None
 ) -> tuple[torch.Tensor, Normalization | None]:
-    """``(tensor, normalization)``: uint8 pixels and their ``(mean, std)``, or the transform's own output and None.
-
-    ``img_num`` is passed on only when given (the reference's edit and text-to-image datasets call
-    ``transform(image)``).
-    """
+    """``(tensor, normalization)``: uint8 pixels and their ``(mean, std)``, or the transform's own output
+    and None; ``img_num`` is passed on only when given, as the reference calls ``transform(image)``."""
     kwargs = {} if img_num is None else {"img_num": img_num}
     if SIZES_ONLY.get() and isinstance(transform, ImageTransform):
         width, height = transform.target_size(*image.size, **kwargs)
         return torch.zeros((), dtype=torch.uint8).expand(3, height, width), None
-    if image_dtype == "uint8" and hands_out_uint8(transform):
+    # uint8 only when the float output is normalize_pixels(to_uint8(...)): an unmodified ImageTransform
+    plain = isinstance(transform, ImageTransform) and type(transform).__call__ is ImageTransform.__call__
+    if image_dtype == "uint8" and plain:
         return transform.to_uint8(image, **kwargs), transform.normalization
     return transform(image, **kwargs), None
 
@@ -90,12 +73,8 @@ def append_image(data: dict[str, Any], tensor: torch.Tensor, normalization: Norm
 
 
 def share_one_storage(sample: dict[str, Any]) -> dict[str, Any]:
-    """``sample`` with its uint8 images moved into views of one storage (values and shapes unchanged).
-
-    Handing a sample to another process (a DataLoader worker's queue) costs one shared-memory
-    segment and one file-descriptor transfer per storage, not per tensor; with 3-4 images a
-    sample that per-tensor cost is a large part of what a uint8 hand-off still pays.
-    """
+    """``sample`` with its uint8 images moved into views of one storage (values and shapes unchanged):
+    a worker's hand-off costs a shared-memory segment and a file descriptor per storage, not per tensor."""
     images = sample["image_tensor_list"]
     picked = [i for i, t in enumerate(images) if isinstance(t, torch.Tensor) and t.dtype == torch.uint8]
     if len(picked) < 2:
@@ -112,10 +91,7 @@ def share_one_storage(sample: dict[str, Any]) -> dict[str, Any]:
 
 
 def load_image(data: Any, transforms: Sequence[Any], fast_decode: bool, img_num: int = 1) -> Any:
-    """Decode one image for ``transforms`` (the ones it may be resized by; ``None`` entries ignored).
-
-    Exact (:func:`decode_image`) unless ``fast_decode`` and every transform is an ImageTransform.
-    """
+    """Decode one image for ``transforms``: exact unless ``fast_decode`` and all are ImageTransforms."""
     used = [t for t in transforms if t is not None]
     if SIZES_ONLY.get() and used and all(isinstance(t, ImageTransform) for t in used):
         return opened_image(bytes(data))

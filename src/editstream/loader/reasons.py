@@ -1,11 +1,6 @@
-"""Why a row was dropped, and whether its data or the parser's own code is to blame.
-
-The drop line gives the kind's row problem the exception points at (an image error -> an image
-problem, any other -> a text or row problem), else the cleaned exception; exceptions are matched
-by class, never by text. A row is *bad data* when its kind's checks find a problem or the
-exception is one bad data raises (:data:`DATA_ERRORS`); anything else is a parser error, still
-dropped but counted against a failure budget so a broken parser stops the stream.
-"""
+"""Why a row was dropped, and whether its data or the parser's own code is to blame: bad data (a
+problem the kind's checks find, or one of :data:`DATA_ERRORS`) is only counted; anything else is a
+parser error, counted against a failure budget so a broken parser stops the stream."""
 
 from __future__ import annotations
 

@@ -1,11 +1,5 @@
-"""One VLM fine-tuning JSONL line -> one sample, in the reference's two steps, on either backend.
-
-:func:`read_row` is the reference's try-block (parse the JSON, open the images or sample the
-video's frames; any error drops the row as ``jsonl_parse``); :func:`build_sample` transforms the
-images, turns the conversation into plan items and tokenizes (``None`` when nothing carries a
-loss). Media come through a :class:`MediaReader` (files on the source backend, shard members on
-the WebDataset one), so both backends see the same bytes.
-"""
+"""One VLM fine-tuning JSONL line -> one sample, in the reference's two steps (:func:`read_row`, its
+try-block, and :func:`build_sample`), media read through a ``MediaReader`` so both backends agree."""
 
 from __future__ import annotations
 
@@ -23,13 +17,8 @@ IMAGE_MARKER = "<image>"
 def read_row(
     line: str, media: MediaReader, frame_sampler: Any, decode: Callable[[bytes, int], Any]
 ) -> tuple[Any, list[Any] | None]:
-    """The parsed line (``<video>`` already replaced) and its images or frames (``None``: text only).
-
-    ``decode(data, img_num)`` turns each image's bytes into an RGB PIL image (``img_num``, the
-    row's image count, sizes the transform's target for a reduced decode).
-    Raises on anything the reference's try-block catches: bad JSON, unreadable media, frame
-    sampler errors, a ``"video"`` row whose first turn lacks ``<video>``.
-    """
+    """The parsed line (``<video>`` already replaced) and its images or frames (``None``: text only),
+    each image through ``decode(data, img_num)``; raises on anything the reference's try-block catches."""
     item = json.loads(line)
     images: list[Any] | None = None
     if "image" in item:
@@ -49,13 +38,8 @@ def read_row(
 
 
 def change_format(data: Any, num_images: int) -> list[dict[str, Any]]:
-    """The conversation as text and image elements (the reference's ``change_format``).
-
-    A human turn without ``<image>`` is one text element, unstripped; one with markers is split
-    at them, each non-blank piece stripped, and an image element follows piece ``i`` (not the
-    last) while ``i < num_images`` (``i`` counts within the turn). A gpt turn is a text element
-    with loss, unstripped. Other speakers are skipped.
-    """
+    """The conversation as text and image elements (the reference's ``change_format``, quirks kept:
+    ``i`` of ``i < num_images`` counts within a turn, other speakers are skipped)."""
     elements: list[dict[str, Any]] = []
     for turn in data["conversations"]:
         if turn["from"] == "human":
@@ -80,11 +64,7 @@ def _plan_item(kind: str, loss: int) -> dict[str, Any]:
 def build_sample(
     data: Any, images: list[Any] | None, transform: Any, stride: int, tokenizer: Any, image_dtype: str = "float32"
 ) -> dict[str, Any] | None:
-    """The sample dict of a read row, or ``None`` when it has no loss item (``no_loss_labels``).
-
-    Keys in the reference's order (then ``image_normalization`` with ``image_dtype="uint8"``);
-    ``data_indexes`` is added by the caller.
-    """
+    """The sample dict of a read row in the reference's key order, or ``None`` when it has no loss item."""
     image_tensor_list: list[Any] = []
     normalizations: list[Any] = []
     text_ids_list: list[list[int]] = []

@@ -1,7 +1,5 @@
-"""A tiny deterministic byte-level tokenizer for demos and tests (no downloads, no vocab files).
-
-Text maps to its UTF-8 bytes (ids 0-255); the four BAGEL special tokens take ids 256-259.
-"""
+"""A tiny deterministic byte-level tokenizer for demos and tests (no downloads, no vocab files): text
+maps to its UTF-8 bytes (ids 0-255), the four BAGEL special tokens take ids 256-259."""
 
 from __future__ import annotations
 
@@ -16,20 +14,15 @@ _NUM_BYTES = 256
 
 
 class ByteTokenizer:
-    """UTF-8 byte tokenizer with BAGEL's chat/vision special tokens, usable wherever the datasets
-    and the packer expect a tokenizer (``encode``) and its special-token dict."""
+    """UTF-8 byte tokenizer with BAGEL's chat/vision special tokens, usable wherever a tokenizer is expected."""
 
     def __init__(self) -> None:
         self.bos_token_id = _NUM_BYTES
         self.eos_token_id = _NUM_BYTES + 1
         self.start_of_image = _NUM_BYTES + 2
         self.end_of_image = _NUM_BYTES + 3
-        self._special_names = {
-            self.bos_token_id: BOS_TOKEN,
-            self.eos_token_id: EOS_TOKEN,
-            self.start_of_image: VISION_START_TOKEN,
-            self.end_of_image: VISION_END_TOKEN,
-        }
+        names = (BOS_TOKEN, EOS_TOKEN, VISION_START_TOKEN, VISION_END_TOKEN)
+        self._special_names = dict(enumerate(names, start=_NUM_BYTES))
 
     @property
     def vocab_size(self) -> int:
@@ -68,9 +61,5 @@ class ByteTokenizer:
 
     def special_token_ids(self) -> dict[str, int]:
         """The ``special_tokens`` dict the packer takes (BOS, EOS, vision start/end ids)."""
-        return {
-            "bos_token_id": self.bos_token_id,
-            "eos_token_id": self.eos_token_id,
-            "start_of_image": self.start_of_image,
-            "end_of_image": self.end_of_image,
-        }
+        names = ("bos_token_id", "eos_token_id", "start_of_image", "end_of_image")
+        return {name: getattr(self, name) for name in names}

@@ -1,10 +1,5 @@
-"""The BAGEL image transform, with Pillow and numpy only (no torchvision).
-
-Bit-identical to the reference's torchvision path for PIL inputs: the same size rule,
-``Image.resize(..., BICUBIC)``, then ``uint8 / 255`` and ``(x - mean) / std`` in float32 in the
-same order. ``to_uint8`` and :func:`normalize_pixels` are the two halves apart, for the uint8
-hand-off, so both sides produce the same bits by construction.
-"""
+"""The BAGEL image transform with Pillow and numpy only, bit-identical to the reference's torchvision
+path for PIL inputs; ``to_uint8`` and :func:`normalize_pixels` are its two halves, for the uint8 hand-off."""
 
 from __future__ import annotations
 
@@ -25,12 +20,7 @@ Normalization = tuple[tuple[float, float, float], tuple[float, float, float]]
 def normalize_pixels(
     pixels: np.ndarray, mean: np.ndarray, std: np.ndarray, out: np.ndarray | None = None
 ) -> np.ndarray:
-    """``(pixels / 255 - mean) / std`` in float32, in the reference's operation order.
-
-    ``pixels`` is a uint8 array; ``mean`` and ``std`` are float32 arrays that broadcast against it
-    (``(3, 1, 1)`` for CxHxW). Returns a new C-contiguous float32 array, or ``out`` (a float32
-    array of ``pixels``' shape, a strided view say) filled with the same values.
-    """
+    """``(pixels / 255 - mean) / std`` in float32 in the reference's order, as a new array or into ``out``."""
     if out is None:
         x = pixels.astype(np.float32, order="C")
     else:
@@ -54,12 +44,7 @@ def _scaled(width: int, height: int, scale: float, stride: int) -> tuple[int, in
 def target_size(
     width: int, height: int, *, max_size: int, min_size: int, stride: int, max_pixels: float, img_num: int = 1
 ) -> tuple[int, int]:
-    """The ``(width, height)`` an image of this size is resized to (SPEC section 5).
-
-    Fit the long edge under ``max_size`` (never enlarging for that), raise the short edge
-    to ``min_size``, snap to ``stride``; then shrink by an area ratio when the result has more
-    than ``max_pixels / img_num`` pixels, and once more if the long edge still exceeds ``max_size``.
-    """
+    """The ``(width, height)`` an image of this size is resized to (SPEC section 5)."""
     if width < 1 or height < 1:
         raise ValueError(f"image size must be positive, got {width}x{height}")
     scale = min(max_size / max(width, height), 1.0)
@@ -75,11 +60,7 @@ def target_size(
 
 
 class ImageTransform:
-    """Resize a PIL image to a stride-aligned size and turn it into a normalized float32 CxHxW tensor.
-
-    One instance per consumer: e.g. stride 16 for the VAE and stride 14 for the ViT; ``stride``
-    is read by datasets to count image tokens as ``H * W // stride**2``.
-    """
+    """Resize a PIL image to a stride-aligned size and turn it into a normalized float32 CxHxW tensor."""
 
     def __init__(
         self,
@@ -120,15 +101,8 @@ class ImageTransform:
 
     def target_size(self, width: int, height: int, img_num: int = 1) -> tuple[int, int]:
         """The ``(width, height)`` this transform resizes a ``width`` x ``height`` image to."""
-        return target_size(
-            width,
-            height,
-            max_size=self.max_image_size,
-            min_size=self.min_image_size,
-            stride=self.stride,
-            max_pixels=self.max_pixels,
-            img_num=img_num,
-        )
+        limits = {"max_size": self.max_image_size, "min_size": self.min_image_size, "stride": self.stride}
+        return target_size(width, height, **limits, max_pixels=self.max_pixels, img_num=img_num)
 
     def num_tokens(self, width: int, height: int, img_num: int = 1) -> int:
         """Image tokens a ``width`` x ``height`` image costs after this transform (``H*W // stride**2``)."""
@@ -152,10 +126,7 @@ class ImageTransform:
         return img.resize((w, h), Image.Resampling.BICUBIC)
 
     def to_uint8(self, img: Image.Image | ReducedImage, img_num: int = 1) -> torch.Tensor:
-        """The resized pixels as a uint8 3xHxW tensor: ``__call__`` before its float32 step.
-
-        ``normalize_pixels(to_uint8(img).numpy(), mean, std)`` has the bits of ``__call__(img)``.
-        """
+        """The resized pixels as a uint8 3xHxW tensor: ``__call__`` before its float32 step."""
         pixels = np.asarray(self._resized(img, img_num), dtype=np.uint8)
         return torch.from_numpy(np.ascontiguousarray(pixels.transpose(2, 0, 1)))
 

@@ -1,10 +1,5 @@
-"""Units and who reads them: the reference's listing rule, the rank split and the worker split.
-
-A *unit* is what one rank/worker owns: a ``(file, row_group)`` pair (edit datasets), a whole
-file (text-to-image), a shard, or a ``(line, media_dir)`` pair (JSONL lines). These pure functions decide
-which units each rank and DataLoader worker reads, in which order; both backends share them,
-so their orders cannot differ.
-"""
+"""Which units each rank and DataLoader worker reads, in which order: pure functions both backends
+share, so their orders cannot differ."""
 
 from __future__ import annotations
 
@@ -21,10 +16,7 @@ logger = logging.getLogger("editstream")
 
 
 def resolve_rank_and_world(local_rank: int | None, world_size: int | None) -> tuple[int, int]:
-    """Fill a missing rank / world size from ``torch.distributed`` or torchrun's variables.
-
-    Order: explicit arguments, an initialised process group, ``RANK``/``WORLD_SIZE``, else 0/1.
-    """
+    """Fill a missing rank / world size from the process group, else ``RANK``/``WORLD_SIZE``, else 0/1."""
     if local_rank is not None and world_size is not None:
         return int(local_rank), int(world_size)
     rank, world = 0, 1
@@ -37,11 +29,7 @@ def resolve_rank_and_world(local_rank: int | None, world_size: int | None) -> tu
 
 
 def rank_units(units: Sequence[Unit], seed: int, rank: int, world_size: int, dataset_name: str) -> list[Unit]:
-    """Sort the units, shuffle them with ``Random(seed)`` and return rank ``rank``'s contiguous slice.
-
-    The last ``len(units) - world_size * k`` units (``k = len // world_size``) are not read this
-    epoch (a warning says so); ``k == 0`` is an error naming the dataset and the numbers.
-    """
+    """Sort the units, shuffle them with ``Random(seed)`` and return rank ``rank``'s contiguous slice."""
     ordered = sorted(units)
     random.Random(seed).shuffle(ordered)
     per_rank = len(ordered) // world_size
@@ -52,23 +40,15 @@ def rank_units(units: Sequence[Unit], seed: int, rank: int, world_size: int, dat
         )
     tail = len(ordered) - per_rank * world_size
     if tail and rank == 0:
-        logger.warning(
-            "dataset %s: %d units over %d ranks, the last %d units are not used this epoch",
-            dataset_name,
-            len(ordered),
-            world_size,
-            tail,
-        )
+        what = "dataset %s: %d units over %d ranks, the last %d units are not used this epoch"
+        logger.warning(what, dataset_name, len(ordered), world_size, tail)
     return ordered[rank * per_rank : (rank + 1) * per_rank]
 
 
 def worker_units(
     rank_slice: Sequence[Unit], worker_id: int, num_workers: int, *, dataset_name: str, rank: int, world_size: int
 ) -> list[Unit]:
-    """The units DataLoader worker ``worker_id`` of ``num_workers`` reads, in its (reversed) order.
-
-    ``num_workers == 0`` means no DataLoader workers: the whole rank slice, in order.
-    """
+    """The units DataLoader worker ``worker_id`` of ``num_workers`` reads, reversed (0 workers: the whole slice)."""
     if num_workers == 0:
         return list(rank_slice)
     per_worker = len(rank_slice) // num_workers
@@ -80,23 +60,14 @@ def worker_units(
         )
     tail = len(rank_slice) - per_worker * num_workers
     if tail and worker_id == 0:
-        logger.warning(
-            "dataset %s rank %d: %d units over %d workers, the last %d units are not used",
-            dataset_name,
-            rank,
-            len(rank_slice),
-            num_workers,
-            tail,
-        )
+        what = "dataset %s rank %d: %d units over %d workers, the last %d units are not used"
+        logger.warning(what, dataset_name, rank, len(rank_slice), num_workers, tail)
     return list(rank_slice[worker_id * per_worker : (worker_id + 1) * per_worker][::-1])
 
 
 def epoch_order(num_units: int, seed: int, epoch: int) -> list[int]:
-    """The global unit ids (places in the sorted listing) in the order elastic epoch ``epoch`` reads them.
-
-    A shuffle by ``random.Random`` seeded with the text ``"seed:epoch"`` (hashed with SHA-512 by
-    ``random``, so every process and Python version gives the same order).
-    """
+    """The global unit ids in the order elastic epoch ``epoch`` reads them: ``Random("seed:epoch")``
+    hashes its text seed with SHA-512, so every process and Python version gives the same order."""
     order = list(range(num_units))
     random.Random(f"{seed}:{epoch}").shuffle(order)
     return order

@@ -1,18 +1,5 @@
-"""Video frames for JSONL-line rows: the reference's ``FrameSampler``, reading kept apart from choosing.
-
-``FrameSampler(path)`` reads a frame folder (a path ending in ``/``) or a video file (decord) and
-draws from the global NumPy and Python generators in the reference's order (SPEC 11): ``t =
-np.random.randint(min_num_frames, max_num_frames + 1)``, then :func:`get_frame_indices`. All
-reading happens before any draw, as in the reference; the choosing part is exposed apart
-(:meth:`FrameSampler.sample_folder_frames`, :meth:`FrameSampler.sample_video`) so the WebDataset
-backend feeds shard members through the same code.
-
-Reference behaviour kept on purpose: the default ``FrameSampler()`` fails on every call
-(``randint(8, 0)``); a folder with no more than ``t`` frames returns all of them; a short video
-repeats its last index; the last frame of an interval is never picked. Folder frames sort by the
-number in ``_<n>.jpg``, other names keep the listing order (``os.listdir`` locally, the store's
-order for URLs).
-"""
+"""Video frames for JSONL-line rows: the reference's ``FrameSampler`` (its draws in its order, SPEC 11,
+its quirks too: the default fails on every call), reading kept apart from choosing for the shard backend."""
 
 from __future__ import annotations
 
@@ -44,15 +31,6 @@ logger = logging.getLogger("editstream")
 VIDEO_EXTRA = "pip install 'editstream[video]'"
 
 
-def require_decord() -> Any:
-    """The ``decord`` module, or a ``RuntimeError`` naming the extra that installs it."""
-    try:
-        import decord
-    except ImportError:
-        raise RuntimeError(f"decord is required to read video files; install it with: {VIDEO_EXTRA}") from None
-    return decord
-
-
 def get_frame_indices(
     num_frames: int,
     vlen: int,
@@ -61,15 +39,7 @@ def get_frame_indices(
     input_fps: float = 1,
     max_num_frames: int = -1,
 ) -> list[Any]:
-    """Which of ``vlen`` frames to take for ``num_frames`` output frames (the reference's rule).
-
-    ``"rand"`` / ``"middle"``: ``min(num_frames, vlen)`` intervals from ``np.linspace``; rand takes
-    ``random.choice(range(start, next_start - 1))`` per interval (falling back to a sorted
-    ``np.random.permutation(vlen)`` prefix, numpy ints, when an interval is empty), ``fix_start``
-    takes ``start + fix_start``, middle the interval's middle. The result is padded with its last
-    index up to ``num_frames``. ``"fps<x>"`` takes frames at ``x`` fps (no draws). Anything else
-    is a ``ValueError``.
-    """
+    """Which of ``vlen`` frames to take for ``num_frames`` output frames: the reference's rule and draws."""
     if sample in ("rand", "middle"):
         count = min(num_frames, vlen)
         edges = np.linspace(0, vlen, count + 1).astype(int)
@@ -100,8 +70,7 @@ def get_frame_indices(
 
 
 def decode_frame(data: bytes) -> Image.Image:
-    """One folder frame as the reference reads it: ``Image.open(...).convert("RGB")`` (alpha dropped),
-    under editstream's per-call decode limits."""
+    """One folder frame as the reference reads it (``convert("RGB")``, alpha dropped), within the limits."""
     return open_image(data).convert("RGB")
 
 
@@ -133,7 +102,10 @@ def read_frames_folder(
 
 def open_video(source: str | IO[bytes], storage_options: StorageOptions | None = None) -> Any:
     """A ``decord.VideoReader`` (one thread) over a local path, a URL (read whole) or a binary file object."""
-    decord = require_decord()
+    try:
+        import decord
+    except ImportError:
+        raise RuntimeError(f"decord is required to read video files; install it with: {VIDEO_EXTRA}") from None
     if isinstance(source, str) and "://" in source:
         source = io.BytesIO(storage.read_bytes(source, storage_options))
     return decord.VideoReader(source, num_threads=1)
@@ -174,48 +146,31 @@ def read_frames_decord(
     storage_options: StorageOptions | None = None,
 ) -> list[Any]:
     """Frames of a video file chosen as the reference does; needs decord (the ``video`` extra)."""
-    reader = open_video(video_path, storage_options)
-    return sample_video(
-        reader, num_frames, sample=sample, fix_start=fix_start, clip=clip, min_num_frames=min_num_frames
-    )
+    return sample_video(open_video(video_path, storage_options), num_frames, sample, fix_start, clip, min_num_frames)
 
 
 class FrameSampler:
-    """Frames of a JSONL line's ``"video"``: a folder of frames (path ends with ``/``) or a video file.
-
-    Arguments and defaults are the reference's; see the module docstring for the draws and the
-    reference behaviour kept (the defaults fail on every call: a warning says so at construction).
-    """
+    """Frames of a JSONL line's ``"video"`` (a frame folder ending in ``/``, or a video file), as the reference."""
 
     def __init__(self, max_num_frames: int = -1, min_num_frames: int = 8, sample: str = "rand") -> None:
         self.max_num_frames = max_num_frames
         self.min_num_frames = min_num_frames
         self.sample = sample
         if max_num_frames < min_num_frames:
-            logger.warning(
-                "FrameSampler(max_num_frames=%s, min_num_frames=%s): np.random.randint(%s, %s) fails, so every "
-                "video row will be dropped (the reference behaves the same); set max_num_frames >= min_num_frames",
-                max_num_frames,
-                min_num_frames,
-                min_num_frames,
-                max_num_frames + 1,
-            )
+            what = "%r: np.random.randint(%s, %s) fails, so every video row will be dropped (the reference"
+            what += " behaves the same); set max_num_frames >= min_num_frames"
+            logger.warning(what, self, min_num_frames, max_num_frames + 1)
 
     def __repr__(self) -> str:
-        return (
-            f"FrameSampler(max_num_frames={self.max_num_frames}, min_num_frames={self.min_num_frames}, "
-            f"sample={self.sample!r})"
-        )
+        args = f"max_num_frames={self.max_num_frames}, min_num_frames={self.min_num_frames}"
+        return f"FrameSampler({args}, sample={self.sample!r})"
 
     def __call__(self, file_name: str, storage_options: StorageOptions | None = None) -> list[Any]:
         """The chosen frames of the folder or video at ``file_name`` (local path or URL)."""
         if is_frame_folder(file_name):
+            low, so = self.min_num_frames, storage_options
             return read_frames_folder(
-                file_name,
-                num_frames=self.max_num_frames,
-                sample=self.sample,
-                min_num_frames=self.min_num_frames,
-                storage_options=storage_options,
+                file_name, self.max_num_frames, self.sample, min_num_frames=low, storage_options=so
             )
         return self.sample_video(file_name, storage_options)
 
@@ -232,10 +187,5 @@ class FrameSampler:
 
     def sample_video(self, source: str | IO[bytes], storage_options: StorageOptions | None = None) -> list[Any]:
         """The choice :meth:`__call__` makes for a video file, given its path or its bytes as a file object."""
-        return read_frames_decord(
-            source,
-            self.max_num_frames,
-            sample=self.sample,
-            min_num_frames=self.min_num_frames,
-            storage_options=storage_options,
-        )
+        low, so = self.min_num_frames, storage_options
+        return read_frames_decord(source, self.max_num_frames, self.sample, min_num_frames=low, storage_options=so)

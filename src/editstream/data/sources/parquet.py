@@ -1,10 +1,7 @@
 """The parquet backend: units are parquet row groups (or whole files), read through fsspec.
 
-Listing follows the reference: per ``(data_dir, num_used)`` pair, the directory's
-``*.parquet`` files (in the order the directory lists them, ``os.listdir``'s as in the reference, or
-sorted with ``file_order="sorted"``) repeated
-``num_used // len + 1`` times and cut to ``num_used``. Row-group counts come from
-``parquet_info`` when it has the file, else from the file's footer.
+Listing follows the reference: per ``(data_dir, num_used)``, the directory's ``*.parquet`` (in listing
+order, or sorted) repeated and cut to ``num_used``; row-group counts from ``parquet_info``, else footers.
 """
 
 from __future__ import annotations
@@ -17,7 +14,7 @@ import pyarrow.parquet as pq
 
 from ...format.columns import ColumnTypeError, column_type_problems
 from ...io import service, storage
-from ...io.parquet import iter_row_group_rows, num_row_groups, open_parquet
+from ...io.parquet import iter_row_group_rows, open_parquet, row_group_sizes
 from ...io.parquet_info import ParquetInfo
 from ...io.retry import RetryPolicy
 from ...io.storage import StorageOptions
@@ -102,28 +99,22 @@ class ParquetSource:
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "_kept": None}
 
-    def _check_columns(self, url: str, pf: pq.ParquetFile) -> None:
-        problems = column_type_problems({f.name: f.type for f in pf.schema_arrow}, self.column_types)
-        if problems:
-            raise ColumnTypeError(f"dataset {self.dataset_name!r}: {url}: {'; '.join(problems)}")
-
-    def _iter_file_rows(
-        self, unit: FileUnit | RowGroupUnit, after: Position | None
-    ) -> Iterator[tuple[Position, Row | BadSample]]:
-        """Rows of the unit's row groups after ``after``, a small batch at a time (memory stays bounded
-        whatever the row group's size); the file's column types are checked before any row is read."""
+    def iter_unit_rows(self, unit: Unit, after: Position | None) -> Iterator[tuple[Position, Row | BadSample]]:
+        """Rows of one unit after the resume position ``after`` (``None``: from the start), a small batch at
+        a time; the file's column types are checked before any row is read."""
+        typed: FileUnit | RowGroupUnit = as_unit(unit)
         kept, self._kept = self._kept, None  # taken: a unit read alongside opens its own
-        if kept is not None and kept[0] != unit.path:
+        if kept is not None and kept[0] != typed.path:
             kept[2].close()
             kept = None
         if kept is None:
-            kept = self._open(unit.path)
+            kept = self._open(typed.path)
         pf = kept[1]
         try:
             meta = pf.metadata
-            for rg, first in unit.row_group_reads(after, meta.num_row_groups, lambda g: meta.row_group(g).num_rows):
-                for i, values in iter_row_group_rows(pf, unit.path, rg, first):
-                    yield unit.position(rg, i), _row_of(values)
+            for rg, first in typed.row_group_reads(after, meta.num_row_groups, lambda g: meta.row_group(g).num_rows):
+                for i, values in iter_row_group_rows(pf, typed.path, rg, first):
+                    yield typed.position(rg, i), _row_of(values)
         except BaseException:
             kept[2].close()
             raise
@@ -136,7 +127,9 @@ class ParquetSource:
         """``path`` opened for streaming, its column types checked."""
         with contextlib.ExitStack() as stack:
             pf = stack.enter_context(open_parquet(path, self.storage_options, streaming=True, retry=self.retry))
-            self._check_columns(path, pf)
+            problems = column_type_problems({f.name: f.type for f in pf.schema_arrow}, self.column_types)
+            if problems:
+                raise ColumnTypeError(f"dataset {self.dataset_name!r}: {path}: {'; '.join(problems)}")
             return path, pf, stack.pop_all()
 
     def list_units(self, data_dir_list: Sequence[str], num_used_data: Sequence[int]) -> list[Unit]:
@@ -151,18 +144,13 @@ class ParquetSource:
 
     def _row_group_counts(self, files: list[str]) -> dict[str, int]:
         """Row-group count per file: from ``parquet_info`` or the footer; unreadable files dropped."""
-        counts: dict[str, int] = {}
-        missing = []
-        for path in files:
-            n = self.parquet_info.num_row_groups(path)
-            if n is not None:
-                counts[path] = n
-            else:
-                missing.append(path)
+        known = {path: self.parquet_info.num_row_groups(path) for path in files}
+        counts = {path: n for path, n in known.items() if n is not None}
+        missing = [path for path, n in known.items() if n is None]
 
         def footer(path: str) -> tuple[str, int | BaseException]:
             try:
-                return path, num_row_groups(path, self.storage_options)
+                return path, len(row_group_sizes(path, self.storage_options))
             except Exception as exc:  # noqa: BLE001 - reported below
                 return path, exc
 
@@ -174,10 +162,6 @@ class ParquetSource:
             else:
                 counts[path] = result
         return counts
-
-    def iter_unit_rows(self, unit: Unit, after: Position | None) -> Iterator[tuple[Position, Row | BadSample]]:
-        """Rows of one unit after the resume position ``after`` (``None``: from the start)."""
-        yield from self._iter_file_rows(as_unit(unit), after)
 
     def plan_units(self, units: Iterable[Unit]) -> None:
         """Nothing to read ahead (a unit's file is opened when it is read); the file kept open is closed."""

@@ -1,10 +1,5 @@
-"""The two layouts of a converted root, as the WebDataset backend lists and reads them.
-
-``rowgroup`` (the default) keeps one shard per source ``(file, row_group)``, named after the source
-files, so its units and stream are the parquet backend's, bit for bit; ``size`` shards are units of
-their own. :class:`TarSource` asks the manifest's layout for units, a unit's shards, where to start
-reading and where a row is.
-"""
+"""The two layouts of a converted root as the WebDataset backend reads them: ``rowgroup`` (one shard per
+source row group, so units and stream are the parquet backend's, bit for bit) and ``size`` (shards as units)."""
 
 from __future__ import annotations
 

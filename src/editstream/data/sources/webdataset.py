@@ -1,11 +1,8 @@
 """The WebDataset backend: rows streamed from converted tar shards, locally or from S3.
 
-The manifest's layout (:mod:`.shard_layouts`) lists the units: with the converter's ``rowgroup``
-layout they are the parquet backend's, so the stream is the parquet backend's bit for bit.
-Shards are read in ranged blocks kept in flight along the worker's unit order within the
-process's I/O budget (:class:`~editstream.io.readahead.ReadAhead`; ``readahead_bytes`` caps this
-source's share); faults are retried at each block's offset, and a resume seeks to the sample's
-offset from the ``.tar.idx``.
+The manifest's layout (:mod:`.shard_layouts`) lists the units (with ``rowgroup``, the parquet backend's,
+bit for bit); remote shards are read ahead in retried ranged blocks along the unit order
+(:class:`~editstream.io.readahead.ReadAhead`), and a resume seeks to the sample's ``.tar.idx`` offset.
 """
 
 from __future__ import annotations
@@ -36,13 +33,6 @@ from .shard_layouts import LAYOUTS, PositionOf, RowGroupShards, ShardMismatchErr
 logger = logging.getLogger("editstream")
 
 DEFAULT_BLOCK_SIZE = 4 << 20
-
-
-def _kind_named(name: str) -> DatasetKind | None:
-    try:
-        return get_kind(name)
-    except UnknownKindError:
-        return None
 
 
 class TarSource:
@@ -84,7 +74,6 @@ class TarSource:
             readahead_bytes=readahead_bytes,
         )
 
-    # ---- listing -------------------------------------------------------------------------
     def list_units(self, data_dir_list: Sequence[str], num_used_data: Sequence[int]) -> list[Unit]:
         check_counts(self.dataset_name, data_dir_list, num_used_data)
         units: list[Unit] = []
@@ -101,11 +90,6 @@ class TarSource:
         return units
 
     @property
-    def layout(self) -> str | None:
-        """The converted roots' layout (``rowgroup`` or ``size``), known once they are listed."""
-        return None if self._layout is None else self._layout.name
-
-    @property
     def shard_layout(self) -> RowGroupShards | SizeShards:
         if self._layout is None:
             raise RuntimeError(f"dataset {self.dataset_name!r}: the converted roots were not listed yet")
@@ -116,7 +100,10 @@ class TarSource:
             manifest = self.known_manifests.pop(root, None) or Manifest.read(root, self.storage_options)
         except ManifestError as exc:
             raise ManifestError(f"dataset {self.dataset_name!r}: {exc}") from None
-        kind = _kind_named(manifest.schema)
+        try:
+            kind: DatasetKind | None = get_kind(manifest.schema)
+        except UnknownKindError:
+            kind = None
         if kind is not None and kind.source.reads_lines:
             reader = "its own dataset" if kind.dataset is None else kind.dataset.rpartition(":")[2]
             raise ManifestError(
@@ -130,31 +117,19 @@ class TarSource:
             )
         return manifest
 
-    # ---- reading -------------------------------------------------------------------------
     def plan_units(self, units: Iterable[Unit]) -> None:
-        """The units this stream will read, in order (may be endless): their shards are read ahead
-        (from object stores; local shards are read straight from their files, the kernel reads ahead)."""
-        if not self._all_local():
-            self.reads.plan((s.url, 0, s.num_bytes) for unit in units for s in self._unit_shards(unit))
-
-    def _all_local(self) -> bool:
-        return all(storage.is_local(s.url) for s in self.shard_layout.shards.values())
-
-    def _unit_shards(self, unit: Unit) -> list[ShardRef]:
-        return self.shard_layout.shards_of(unit)
+        """The units this stream will read, in order (may be endless): remote shards of them are read ahead."""
+        layout = self.shard_layout
+        if not all(storage.is_local(s.url) for s in layout.shards.values()):
+            self.reads.plan((s.url, 0, s.num_bytes) for unit in units for s in layout.shards_of(unit))
 
     def iter_unit_rows(self, unit: Unit, after: Position | None) -> Iterator[tuple[Position, Any]]:
         for shard, index, position_of in self.shard_layout.reads(unit, after):
             yield from self._read_shard(shard, index, position_of)
 
     def _read_shard(self, shard: ShardRef, index: int, position_of: PositionOf) -> Iterator[tuple[Position, Any]]:
-        """Rows of one shard from sample ``index`` on.
-
-        A resume (``index > 0``) reads the idx and starts at that sample's byte offset: one small
-        ranged read, no rescan of the samples before it. The key found there must be the
-        manifest's key for that sample; when it is not (a wrong idx), the shard is read from its
-        start instead, skipping to the sample, so no row is skipped or repeated.
-        """
+        """Rows of one shard from sample ``index`` on: a resume starts at the idx's offset of that sample, or,
+        when the key found there is not the manifest's (a wrong idx), skips to it from the shard's start."""
         start = 0
         if index > 0:
             if index >= shard.num_samples:
@@ -163,15 +138,11 @@ class TarSource:
             logger.debug("resume: reading %s from byte %d (sample %d)", shard.url, start, index)
         samples = self._samples(shard, start)
         head = next(samples, None)
-        if start and head is not None and head[0] != self._expected_key(shard, index):
-            logger.warning(
-                "the idx of %s puts sample %d at key %r, the manifest says %r; reading the shard from "
-                "its start instead",
-                shard.url,
-                index,
-                head[0],
-                self._expected_key(shard, index),
+        if start and head is not None and head[0] != (expected := self._expected_key(shard, index)):
+            message = (
+                "the idx of %s puts sample %d at key %r, the manifest says %r; reading the shard from its start instead"
             )
+            logger.warning(message, shard.url, index, head[0], expected)
             samples.close()
             samples = self._samples(shard, 0)
             for _ in range(index):
@@ -190,9 +161,8 @@ class TarSource:
             raise ShardMismatchError(f"{shard.url}: ended after {count} samples, the manifest says {shard.num_samples}")
 
     def _samples(self, shard: ShardRef, start: int) -> Generator[tuple[str, int, dict[str, bytes]], None, None]:
-        """``(key, offset, members)`` of the shard's samples from byte ``start``: a local shard as the converter
-        wrote it from a memory map (:mod:`~editstream.format.mapped_tar`), any other straight from its file
-        or, remote, in ranged blocks through the read-ahead."""
+        """``(key, offset, members)`` of the shard's samples from byte ``start``: from a memory map when the local
+        shard is as the converter wrote it (:mod:`~editstream.format.mapped_tar`), else streamed."""
         if storage.is_local(shard.url):
             found = mapped_samples(
                 storage.local_path(shard.url), start, shard.num_bytes, shard.info.digest, self.max_member_size

@@ -1,10 +1,5 @@
-"""The sample builder: text, image and video items appended to a sample's sequence plan.
-
-``parse_row`` implementations call ``new_sample`` / ``add_text`` / ``add_image`` / ``add_video``
-(also under the reference's ``_init_data`` / ``_add_*`` names) to build the sample dict the packer
-consumes (SPEC sections 2-3). :class:`RowDataset` joins the builder to a kind's rows: the base of a
-plug-in kind's dataset.
-"""
+"""The sample builder (SPEC sections 2-3): text, image and video items appended to a sample's sequence
+plan, also under the reference's ``_init_data`` / ``_add_*`` names; :class:`RowDataset` joins it to rows."""
 
 from __future__ import annotations
 
@@ -22,12 +17,7 @@ def plan_item(kind: str, enable_cfg: int, loss: int) -> dict[str, Any]:
 
 
 class InterleavedBaseIterableDataset(DistributedIterableDataset):
-    """Mixin with the sample builder: ``new_sample`` / ``add_text`` / ``add_image`` / ``add_video``.
-
-    Expects ``self.tokenizer`` (``encode(str) -> list[int]``), ``self.transform`` and, for
-    ViT items, ``self.vit_transform`` (both :class:`~editstream.loader.transforms.ImageTransform`-like,
-    with a ``stride``; ``None`` when the samples hold no ViT item).
-    """
+    """Mixin with the sample builder; expects ``self.tokenizer``, ``transform`` and ``vit_transform``."""
 
     tokenizer: Any
     transform: Any
@@ -50,8 +40,7 @@ class InterleavedBaseIterableDataset(DistributedIterableDataset):
         return data
 
     def _append_image(self, data: dict[str, Any], transform: Any, image: Any, done: Any = None) -> Any:
-        """Append ``image`` through ``transform`` (a copy of ``done``, that transform's output, when given:
-        the transform is deterministic), counting its tokens; returns the tensor and its normalization."""
+        """Append ``image`` through ``transform`` (or a copy of ``done``, its output), counting its tokens."""
         tensor, norm = done if done is not None else transform_image(transform, image, self.image_dtype)
         data["num_tokens"] += tensor.shape[1] * tensor.shape[2] // transform.stride**2
         append_image(data, tensor if done is None else tensor.clone(), norm)
@@ -108,5 +97,4 @@ class InterleavedBaseIterableDataset(DistributedIterableDataset):
 
 
 class RowDataset(InterleavedBaseIterableDataset, ParquetStandardIterableDataset):
-    """A kind's training dataset over its table rows (parquet or converted shards, either backend):
-    a subclass defines ``parse_row(row)``, building its sample with the builder above."""
+    """A kind's training dataset over its table rows on either backend; a subclass defines ``parse_row``."""

@@ -1,9 +1,4 @@
-"""What a dataset class's constructor takes and needs, for ``stream`` and the packer's groups alike.
-
-Both build every dataset by keyword and ask here which optional pieces (a ViT transform, a frame
-sampler, ``image_dtype``) a class takes or must be given. A constructor that forwards ``**kwargs``
-(one that only reorders the reference's positional arguments) is read through to its base.
-"""
+"""What a dataset class's constructor takes and needs, for ``stream`` and the packer's groups alike."""
 
 from __future__ import annotations
 
@@ -15,9 +10,7 @@ _VARIADIC = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
 
 
 def dataset_parameters(factory: Callable[..., Any]) -> dict[str, bool]:
-    """The named parameters of ``factory`` (a dataset class, or a function building one), each mapped
-    to whether it must be given (no default), following ``**kwargs`` up a class's bases: the first
-    constructor naming a parameter says whether it has a default."""
+    """``factory``'s named parameters, each mapped to whether it must be given (``**kwargs`` followed up)."""
     if isinstance(factory, type):
         inits = [vars(c)["__init__"] for c in factory.__mro__[:-1] if "__init__" in vars(c)]
         signatures = [list(inspect.signature(init).parameters.values())[1:] for init in inits]

@@ -1,10 +1,5 @@
-"""Group name -> dataset class, as the packer's grouped-dataset configs name them.
-
-The groups are the registered dataset kinds that have a training dataset (``editstream.kinds``:
-built-ins, entry points, ``register()``), each under its kind name, so a new kind is a group
-with nothing changed here. ``DATASET_REGISTRY`` stays a mutable mapping, as in BAGEL: add your
-own group with ``DATASET_REGISTRY["name"] = MyDataset`` (or replace or delete a kind's).
-"""
+"""Group name -> dataset class: every registered kind with a training dataset, under its name, and (a
+mutable mapping, as in BAGEL) the groups you add with ``DATASET_REGISTRY["name"] = MyDataset``."""
 
 from __future__ import annotations
 
@@ -14,11 +9,7 @@ from ...kinds import DatasetKind, all_kinds
 
 
 class GroupRegistry(MutableMapping[str, type]):
-    """Every trainable kind's dataset class under the kind's name, plus the groups you add.
-
-    A kind's class is imported when its group is first looked up, so listing the groups (or
-    a broken plug-in's dotted path) costs nothing until that group is built.
-    """
+    """Every trainable kind's dataset class under its name (imported on first lookup), plus groups you add."""
 
     def __init__(self) -> None:
         self._added: dict[str, type] = {}

@@ -1,10 +1,5 @@
-"""Dataset bases that read rows from a backend chosen by a flag and hand them to ``parse_row``.
-
-``ParquetStandardIterableDataset`` keeps the reference's name and constructor; its
-``backend`` keyword picks where rows come from (:data:`~editstream.data.backends.BACKENDS`:
-``"parquet"``, alias ``"source"``, or ``"webdataset"``), so any subclass that defines
-``parse_row`` runs on either backend with no second class.
-"""
+"""Dataset bases that read rows from the backend their ``backend`` keyword names and hand them to
+``parse_row``, so a subclass runs on either backend with no second class."""
 
 from __future__ import annotations
 
@@ -26,13 +21,8 @@ from ..pixels import check_fast_decode, check_image_dtype, load_image, share_one
 
 
 class ParquetStandardIterableDataset(SourceIterableDataset):
-    """Iterate rows per unit over parquet (or converted shards); subclasses define ``parse_row``.
-
-    Arguments follow the reference; ``vit_transform`` may be ``None`` for a kind with no ViT image,
-    ``parquet_info`` is optional (footers otherwise), and ``data_dir_list`` entries may be fsspec URLs.
-    With ``backend="webdataset"`` they are converted roots or foreign shards (patterns, globs,
-    ``.tar`` URLs; ``columns=`` maps members to columns). Opt-ins (:mod:`editstream.loader.pixels`):
-    ``image_dtype="uint8"`` and ``fast_decode=True``."""
+    """Iterate rows per unit over parquet (or converted shards); subclasses define ``parse_row``. Arguments
+    follow the reference (``vit_transform`` may be ``None``, ``data_dir_list`` entries may be URLs)."""
 
     source: ListingRowSource
     unit_granularity = "row_group"
@@ -40,8 +30,7 @@ class ParquetStandardIterableDataset(SourceIterableDataset):
     image_dtype = "float32"
     fast_decode = False
     column_types: Mapping[str, str] | None = None
-    """The columns ``parse_row`` reads and their types (``{"image": "binary", ...}``), checked when
-    a source is opened: by default its kind's (``editstream.kinds``); a subclass may state its own."""
+    """The columns ``parse_row`` reads and their types, checked when a source is opened (default: its kind's)."""
 
     def __init__(
         self,
@@ -94,15 +83,13 @@ class ParquetStandardIterableDataset(SourceIterableDataset):
         self, data_dir_list: Sequence[str], num_used_data: Sequence[int], parquet_info: Mapping[str, Any] | None = None
     ) -> list[Unit]:
         """The units of these directories, as the chosen backend lists them."""
-        if isinstance(data_dir_list, str):
-            data_dir_list = [data_dir_list]
-        if isinstance(num_used_data, int):
-            num_used_data = [num_used_data]
+        dirs = [data_dir_list] if isinstance(data_dir_list, str) else list(data_dir_list)
+        counts = [num_used_data] if isinstance(num_used_data, int) else list(num_used_data)
         try:
-            return self.source.list_units(list(data_dir_list), list(num_used_data))
+            return self.source.list_units(dirs, counts)
         except ColumnTypeError:
             if self.backend == "webdataset":
-                self._refuse_other_schema(data_dir_list)
+                self._refuse_other_schema(dirs)
             raise
 
     def columns(self) -> Mapping[str, str]:
@@ -132,14 +119,12 @@ class ParquetStandardIterableDataset(SourceIterableDataset):
                 ) from None
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
-        """The samples (see :class:`~editstream.loader.iteration.SourceIterableDataset`); with
-        ``image_dtype="uint8"`` each sample's images share one storage (cheaper to hand over)."""
+        """The samples; with ``image_dtype="uint8"`` each sample's images share one storage."""
         samples = super().__iter__()
         return samples if self.image_dtype != "uint8" else _sharing_storage(samples)
 
     def load_image(self, data: Any) -> Any:
-        """Decode one image of a row: exactly as the reference, or reduced with ``fast_decode``
-        (for the larger of ``transform`` / ``vit_transform``'s targets)."""
+        """Decode one image of a row: exactly as the reference, or reduced with ``fast_decode``."""
         return load_image(data, (self.transform, self.vit_transform), self.fast_decode)
 
     @property
