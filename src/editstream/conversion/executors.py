@@ -1,13 +1,13 @@
 """Executors run independent units of work (one shard each) and yield results as they finish.
 
-An executor is any object with ``map_unordered(fn, tasks)`` and ``close()`` (and optionally
-``start()``). ``fn`` must be a picklable top-level function and ``tasks`` picklable values, so
-the same work runs in this process, in a process pool, or as Ray tasks on a cluster.
+``fn`` is a picklable top-level function and tasks picklable values, so the same work runs in this
+process, in a process pool, or as Ray tasks on a cluster.
 """
 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import multiprocessing
 import os
 from collections.abc import Callable, Iterable, Iterator
@@ -41,10 +41,6 @@ class Executor(Protocol):
     def close(self) -> None: ...
 
 
-def _cancel_future(future: Future[Any]) -> None:
-    future.cancel()
-
-
 def bounded_map(
     submit: Callable[[T], H],
     tasks: Iterable[T],
@@ -52,26 +48,18 @@ def bounded_map(
     wait_some: Callable[[list[H]], list[H]],
     result: Callable[[H], R],
     *,
-    cancel: Callable[[H], None],
+    cancel: Callable[[H], object],
 ) -> Iterator[tuple[T, R]]:
     """Keep at most ``limit`` tasks submitted, yield ``(task, result)`` as they finish.
 
-    The loop both executors share: ``submit`` starts a task and returns a handle,
-    ``wait_some`` blocks until at least one handle is done and returns the done ones,
-    ``result`` gets a handle's value (raising the task's own error, which becomes a
-    :class:`TaskError` naming the task). Handles still pending when the caller stops are cancelled.
+    ``wait_some`` returns the done handles (at least one); a task's error becomes a :class:`TaskError`
+    naming it; handles still pending when the caller stops are cancelled.
     """
     pending: dict[H, T] = {}
     source = iter(tasks)
-    exhausted = False
     try:
         while True:
-            while not exhausted and len(pending) < limit:
-                try:
-                    task = next(source)
-                except StopIteration:
-                    exhausted = True
-                    break
+            for task in itertools.islice(source, limit - len(pending)):
                 pending[submit(task)] = task
             if not pending:
                 return
@@ -80,7 +68,7 @@ def bounded_map(
                 try:
                     value = result(handle)
                 except Exception as exc:
-                    raise TaskError(f"{_describe(task)} failed: {type(exc).__name__}: {exc}", task) from exc
+                    raise _failed(task, exc) from exc
                 yield task, value
     finally:
         for handle in pending:
@@ -97,7 +85,7 @@ class InProcessExecutor:
             except (KeyboardInterrupt, SystemExit, MemoryError):
                 raise
             except Exception as exc:
-                raise TaskError(f"{_describe(task)} failed: {type(exc).__name__}: {exc}", task) from exc
+                raise _failed(task, exc) from exc
             yield task, result
 
     def close(self) -> None:
@@ -115,29 +103,20 @@ def default_start_method() -> str:
     return "forkserver" if "forkserver" in methods else "spawn"
 
 
-def start_fork_server(preload: tuple[str, ...] = PRELOAD) -> bool:
-    """Start the fork server that this process's pools fork their workers from, ``preload``
-    imported in it, without waiting for it: its imports run beside the caller's own.
-
-    Returns ``False`` where workers are spawned instead (no fork server). A pool made later
-    uses the running server; a caller that makes none leaves it to exit with this process.
-    """
+def warm_up(engine: str = "auto", workers: int | None = None) -> bool:
+    """Start (without waiting) the fork server later pools fork from, ``PRELOAD`` imported in it, when
+    ``engine`` and ``workers`` make a local process pool, so its imports overlap with the caller's
+    checks and planning; ``False`` when they do not, or where workers are spawned instead."""
+    n = default_workers() if workers is None else workers
+    if engine not in ("auto", "local", "process") or (n == 1 and engine != "process"):
+        return False
     if default_start_method() != "forkserver":
         return False
     from multiprocessing import forkserver
 
-    multiprocessing.get_context("forkserver").set_forkserver_preload(list(preload))
+    multiprocessing.get_context("forkserver").set_forkserver_preload(list(PRELOAD))
     forkserver.ensure_running()
     return True
-
-
-def warm_up(engine: str = "auto", workers: int | None = None) -> bool:
-    """Start the fork server now (``start_fork_server``) when ``engine`` and ``workers`` make a
-    local process pool, so its imports overlap with the caller's checks and planning."""
-    n = default_workers() if workers is None else workers
-    if engine not in ("auto", "local", "process") or (n == 1 and engine != "process"):
-        return False
-    return start_fork_server()
 
 
 class ProcessPoolExecutor:
@@ -149,13 +128,11 @@ class ProcessPoolExecutor:
         self.workers = workers
         self._ctx = multiprocessing.get_context(default_start_method())
         if self._ctx.get_start_method() == "forkserver":
-            # Import the heavy modules (pyarrow, PIL) once in the fork server, not in every worker.
             self._ctx.set_forkserver_preload(list(preload))
         self._pool: _Pool | None = None
 
     def start(self) -> None:
-        """Launch the workers now, without waiting for them, so their start-up (imports in the
-        fork server) overlaps with whatever the caller does next."""
+        """Launch the workers without waiting, so their start-up overlaps with what the caller does next."""
         if self._pool is None:
             self._pool = _Pool(
                 max_workers=self.workers, mp_context=self._ctx, initializer=exit_with, initargs=(os.getpid(),)
@@ -169,22 +146,10 @@ class ProcessPoolExecutor:
         assert pool is not None
 
         def wait_some(handles: list[Future[R]]) -> list[Future[R]]:
-            done, _ = wait(handles, return_when=FIRST_COMPLETED)
-            return list(done)
-
-        def result(future: Future[R]) -> R:
-            exc = future.exception()
-            if exc is not None:
-                raise exc
-            return future.result()
+            return list(wait(handles, return_when=FIRST_COMPLETED).done)
 
         return bounded_map(
-            lambda task: pool.submit(fn, task),
-            tasks,
-            2 * self.workers,
-            wait_some,
-            result,
-            cancel=_cancel_future,
+            lambda task: pool.submit(fn, task), tasks, 2 * self.workers, wait_some, Future.result, cancel=Future.cancel
         )
 
     def close(self) -> None:
@@ -195,32 +160,26 @@ class ProcessPoolExecutor:
     def abort(self) -> None:
         """Stop now (after an error or an interrupt): terminate the workers instead of waiting
         for their running tasks; a task's atomic write leaves nothing half-written behind."""
-        if self._pool is None:
-            return
-        for process in list(getattr(self._pool, "_processes", {}).values()):
+        for process in list((getattr(self._pool, "_processes", None) or {}).values()):
             with contextlib.suppress(Exception):
                 process.terminate()
-        self._pool.shutdown(wait=True, cancel_futures=True)
-        self._pool = None
+        self.close()
 
 
 class RayExecutor:
-    """Runs each task as a Ray task, on this machine or a cluster, so conversion scales past one host.
+    """Runs each task as a Ray task, on this machine or a cluster; tasks do their own storage I/O.
 
-    Tasks read and write storage themselves (credentials travel in the task's storage options or
-    come from the workers' environment); only small results come back. Ray is initialised with
-    ``address`` unless it already is, and shut down on ``close()`` only if this executor started it.
-    At most ``max_in_flight`` tasks are submitted at a time (default: ``workers``, else twice the
-    cluster's CPUs), so a plan of millions of shards never floods the scheduler.
+    Ray is shut down on ``close()`` only if this executor started it. At most ``max_in_flight`` tasks
+    are submitted at a time (default: ``workers``, else twice the cluster's CPUs), so a plan of
+    millions of shards never floods the scheduler.
     """
 
     def __init__(
         self, workers: int | None = None, *, address: str | None = None, max_in_flight: int | None = None
     ) -> None:
-        if workers is not None and workers < 1:
-            raise ValueError(f"workers must be >= 1, got {workers}")
-        if max_in_flight is not None and max_in_flight < 1:
-            raise ValueError(f"max_in_flight must be >= 1, got {max_in_flight}")
+        for name, value in (("workers", workers), ("max_in_flight", max_in_flight)):
+            if value is not None and value < 1:
+                raise ValueError(f"{name} must be >= 1, got {value}")
         self._ray = import_ray()
         self.workers = workers
         self.address = address
@@ -239,12 +198,7 @@ class RayExecutor:
         self._owns_ray = True
 
     def _in_flight_limit(self) -> int:
-        if self.max_in_flight is not None:
-            return self.max_in_flight
-        if self.workers is not None:
-            return self.workers
-        cpus = self._ray.cluster_resources().get("CPU", 1)
-        return max(1, int(2 * cpus))
+        return self.max_in_flight or self.workers or max(1, int(2 * self._ray.cluster_resources().get("CPU", 1)))
 
     def map_unordered(self, fn: Callable[[T], R], tasks: Iterable[T]) -> Iterator[tuple[T, R]]:
         self.start()
@@ -284,9 +238,10 @@ def import_ray() -> Any:
     return ray
 
 
-def _describe(task: Any) -> str:
+def _failed(task: Any, exc: Exception) -> TaskError:
     describe = getattr(task, "describe", None)
-    return describe() if callable(describe) else f"task {task!r}"
+    what = describe() if callable(describe) else f"task {task!r}"
+    return TaskError(f"{what} failed: {type(exc).__name__}: {exc}", task)
 
 
 def default_workers() -> int:
@@ -295,11 +250,8 @@ def default_workers() -> int:
 
 
 def make_executor(engine: str = "auto", workers: int | None = None, *, ray_address: str | None = None) -> Executor:
-    """Build the executor named ``engine`` with ``workers`` workers (default: the CPU count).
-
-    ``auto`` (or ``local``) runs in-process for one worker and on a process pool otherwise;
-    ``ray`` runs Ray tasks, connecting to ``ray_address`` (``"auto"``: an existing cluster).
-    """
+    """Build the executor named ``engine`` with ``workers`` workers (default: the CPU count); ``ray``
+    connects to ``ray_address`` (``"auto"``: an existing cluster)."""
     if engine not in ENGINES:
         raise ValueError(f"unknown engine {engine!r}; expected one of {ENGINES}")
     if ray_address is not None and engine != "ray":

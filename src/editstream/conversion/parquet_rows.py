@@ -1,12 +1,9 @@
-"""Rows of a parquet shard task, streamed as zero-copy views.
-
-A task opens only its own files, checks their columns and row counts against the plan and yields
-rows in slice order, decoded on the I/O pool (``io.prefetch``) up to ``PREFETCH_BATCHES`` ahead.
-"""
+"""Rows of a parquet shard task as zero-copy views, its files checked against the plan, decoded ahead."""
 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -28,9 +25,7 @@ PREFETCH_BATCHES = 2
 
 
 _CHECKED_FOOTERS: dict[tuple[str, str, tuple[tuple[str, str], ...]], pq.FileMetaData] = {}
-"""Footers of source files this process has opened and checked, by URL and planned identity: a worker
-opens each file once per row group it converts, and an unchanged file has the footer it had (at most
-``_FOOTERS_KEPT`` are kept)."""
+"""Checked footers by URL and planned identity: a worker opens a file once per row group it converts."""
 _FOOTERS_KEPT = 256
 
 
@@ -54,9 +49,8 @@ def _open_checked(task: ShardTask, file: str, stack: contextlib.ExitStack) -> pq
     return pf
 
 
-def _slice_stop(task: ShardTask, pf: pq.ParquetFile, s: mf.RowSlice) -> int:
-    """Where slice ``s`` ends; the file must still hold the rows the plan expected."""
-    url = storage.join(task.src_root, s.file)
+def _slice_stop(task: ShardTask, pf: pq.ParquetFile, s: mf.RowSlice, url: str) -> int:
+    """Where slice ``s`` (of the file at ``url``) ends; the file must still hold the rows the plan expected."""
     meta = pf.metadata
     if s.row_group >= meta.num_row_groups:
         raise IndexError(f"{url} has {meta.num_row_groups} row groups; row group {s.row_group} does not exist")
@@ -75,20 +69,18 @@ def _slice_stop(task: ShardTask, pf: pq.ParquetFile, s: mf.RowSlice) -> int:
 
 def _task_batches(task: ShardTask) -> Iterator[tuple[mf.RowSlice, int, list[dict[str, Any]]]]:
     """``(slice, index of the first row in its row group, rows)`` for every batch of the task, in order."""
-    with contextlib.ExitStack() as files:
-        open_file: tuple[str, pq.ParquetFile] | None = None
-        for s in task.slices:
-            if open_file is None or open_file[0] != s.file:
-                files.close()
-                open_file = (s.file, _open_checked(task, s.file, files))
-            pf = open_file[1]
-            stop = _slice_stop(task, pf, s)
-            url = storage.join(task.src_root, s.file)
-            size = batch_rows_for_bytes(pf, s.row_group, BATCH_BYTES, _BATCH_ROWS)
-            for first, rows in iter_row_group_batches(
-                pf, url, s.row_group, s.start, stop, batch_size=size, binary_views=True
-            ):
-                yield s, first, rows
+    for file, slices in itertools.groupby(task.slices, key=lambda s: s.file):
+        with contextlib.ExitStack() as files:
+            pf = _open_checked(task, file, files)
+            url = storage.join(task.src_root, file)
+            for s in slices:
+                stop = _slice_stop(task, pf, s, url)
+                size = batch_rows_for_bytes(pf, s.row_group, BATCH_BYTES, _BATCH_ROWS)
+                batches = iter_row_group_batches(
+                    pf, url, s.row_group, s.start, stop, batch_size=size, binary_views=True
+                )
+                for first, rows in batches:
+                    yield s, first, rows
 
 
 def iter_parquet_rows(task: ShardTask) -> Iterator[tuple[mf.RowSlice, int, dict[str, Any]]]:

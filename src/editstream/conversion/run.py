@@ -1,8 +1,6 @@
 """Convert a parquet dataset (or a JSONL + media source) into WebDataset tar shards, resumable and verifiable.
 
-``convert`` plans the shards (the source shape's planner, ``shapes``), runs ``convert_shard`` for each on an executor
-(``executors``), and writes ``report.json`` and then ``manifest.json`` last. A re-run skips
-shards whose done record matches and whose bytes still hash to the recorded digest, so a
+The manifest is written last; a re-run skips shards whose done record and bytes still match, so a
 crashed conversion resumes and ends byte-identical to an uninterrupted one.
 """
 
@@ -76,13 +74,9 @@ def convert(
 ) -> dict[str, Any]:
     """Convert the parquet dataset at ``src`` into WebDataset shards under ``dst``; returns a summary.
 
-    A ``src`` ending in ``.jsonl`` (or a ``schema`` of a JSONL + media kind) is a JSONL with media
-    under ``media_dir`` (the source backend's ``data_dir`` string, recorded: it orders the epoch); its
-    shards hold consecutive lines, and media names outside ``media_dir`` are refused and reported
-    unless ``allow_outside_media_dir``. A re-run after a crash resumes. ``digest``: ``"xxh3_128"``
-    (default) or ``"sha256"``. ``engine``: ``"auto"``/``"local"`` or ``"ray"`` (``ray_address`` as for
-    ``ray.init``), all writing the same bytes; ``executor`` overrides both. One conversion at a time
-    holds DST; ``break_lock`` takes over a lock left by a conversion known to be gone."""
+    A ``.jsonl`` ``src`` (or a JSONL + media ``schema``) has its media under ``media_dir`` (recorded: it
+    orders the epoch); media outside it are refused unless ``allow_outside_media_dir``. Every ``engine``
+    (or ``executor``) writes the same bytes; ``break_lock`` takes over a lock of a run known to be gone."""
     schema, layout = resolve_source(src, schema, layout)
     given = {name: value for name, value in locals().items() if name in CONFIG_FIELDS}
     cfg = ConvertConfig(**{**given, "src": absolute(src), "dst": absolute(dst)})
@@ -112,9 +106,8 @@ def _convert_locked(cfg: ConvertConfig, plan: Plan, executor: Executor | None, t
 
 
 def _prepare_dst(cfg: ConvertConfig, plan: Plan) -> mf.Manifest | None:
-    """Make DST ready for the plan; returns the existing manifest when it already holds this exact
-    conversion intact (nothing to do). A finished DST of other input needs ``overwrite``; a
-    finished DST with damaged shards is turned back into done records so only those are redone."""
+    """Make DST ready for the plan; the existing manifest when DST already holds this conversion intact.
+    A finished DST with damaged shards goes back to done records, so only those are redone."""
     so = cfg.storage_options
     check_dst(cfg)  # files editstream did not write: refused (left alone with overwrite)
     if cfg.overwrite:
@@ -134,9 +127,8 @@ def _prepare_dst(cfg: ConvertConfig, plan: Plan) -> mf.Manifest | None:
 
 
 def _tasks_still_done(cfg: ConvertConfig, existing: mf.Manifest, plan: Plan) -> list[ShardTask]:
-    """The tasks a finished DST already holds the shards of: all of them when it is this very conversion;
-    when only source files changed since (their identities), the tasks that read none of them, so a re-run
-    converts the changed part; a conversion of other input or options is refused."""
+    """The tasks a finished DST already holds: all for this very conversion, those reading no changed
+    source file when only source files changed; other input or options are refused."""
     recorded = existing.extra.get("plan_fingerprint")
     old = existing.extra.get(SOURCE_IDENTITIES)
     if recorded == plan.fingerprint() or (old is None and recorded == plan.fingerprint({})):
@@ -211,8 +203,7 @@ def _write_report(cfg: ConvertConfig, plan: Plan, manifest: mf.Manifest, ordered
 
 
 def _reported_notes(cfg: ConvertConfig) -> int:
-    """How many image notes the report.json of a finished DST lists (0 when it lists none or is unreadable:
-    the manifest, not the report, is what a finished conversion vouches for)."""
+    """How many image notes a finished DST's report.json lists (0 when unreadable: the manifest vouches, not it)."""
     try:
         report = json.loads(storage.read_bytes(storage.join(cfg.dst, mf.REPORT_NAME), cfg.storage_options))
         return int(report.get(REPORT_KEYS[0], 0))
@@ -225,15 +216,9 @@ def _build_manifest(cfg: ConvertConfig, plan: Plan, results: list[ShardResult]) 
     row_groups: dict[str, list[int]] = {}
     for name in plan.files:
         known = plan.row_groups[name]
-        if known is not None:
-            row_groups[name] = list(known)
-            continue
-        sizes = [0] * plan.num_row_groups[name]
-        for shard in shards:
-            for s in shard.rows:
-                if s.file == name:
-                    sizes[s.row_group] = max(sizes[s.row_group], s.stop)
-        row_groups[name] = sizes
+        row_groups[name] = list(known) if known is not None else [0] * plan.num_row_groups[name]
+    for s in (s for shard in shards for s in shard.rows if plan.row_groups[s.file] is None):
+        row_groups[s.file][s.row_group] = max(row_groups[s.file][s.row_group], s.stop)
     extra: dict[str, Any] = {"plan_fingerprint": plan.fingerprint()}
     extra.update(strategy_of(plan.schema).manifest_extra(plan, results))
     if plan.sources:
@@ -260,8 +245,7 @@ def _build_manifest(cfg: ConvertConfig, plan: Plan, results: list[ShardResult]) 
 def _summary(
     cfg: ConvertConfig, manifest: mf.Manifest, plan: Plan, results: list[ShardResult] | None, seconds: float
 ) -> dict[str, Any]:
-    """What ``convert`` returns (and the CLI prints); ``results`` is ``None`` when DST already held this
-    conversion (nothing converted); ``num_image_notes`` only when there are notes."""
+    """What ``convert`` returns (and the CLI prints); ``results`` is ``None`` when nothing was converted."""
     if results is None:
         converted, skipped, num_image_notes = 0, len(manifest.shards), _reported_notes(cfg)
     else:

@@ -1,16 +1,13 @@
-"""One shard task -> one tar shard, its ``.tar.idx`` and its done record.
+"""One shard task -> one tar shard, its ``.tar.idx`` and its done record (in any executor: picklable).
 
-``convert_shard`` is a top-level function of a picklable task, so the same code runs in this
-process, in a worker process or as a Ray task. The task's source shape reads its rows (zero-copy
-parquet views, or JSONL lines with their media) straight into the tar writer; each row is
-checked by its kind and bad rows are listed.
+The task's source shape reads its rows straight into the tar writer; each is checked by its kind.
 """
 
 from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ..format import manifest as mf
 from ..format.idx import encode_idx, idx_path_for
@@ -38,8 +35,7 @@ class _ShardWork:
 
 
 def _write_rows(task: ShardTask, writer: TarWriter) -> _ShardWork:
-    """Every row of the task as a sample (a bad one listed, and left out with ``drop_bad_rows``; a
-    kept row's notes listed)."""
+    """Every row of the task as a sample; a bad one listed (and left out with ``drop_bad_rows``)."""
     shape = strategy_of(task.schema)
     kind = get_kind(task.schema)
     stems = dict(task.stems)
@@ -87,20 +83,11 @@ def _convert_shard_once(task: ShardTask) -> ShardResult:
         TarWriter(f, buffer_size=2 * 1024 * 1024, background=True, digest=task.digest) as writer,
     ):
         work = _write_rows(task, writer)
-    actual_slices = [
-        mf.RowSlice(
-            file=s.file,
-            row_group=s.row_group,
-            start=s.start,
-            stop=s.start + work.counts.get((s.file, s.row_group, s.start), 0),
-        )
-        for s in task.slices
-    ]
+    counts = work.counts
+    actual_slices = [replace(s, stop=s.start + counts.get((s.file, s.row_group, s.start), 0)) for s in task.slices]
     idx_path = idx_path_for(task.shard_path)
     idx = encode_idx(writer.offsets, writer.end_offset)
-    # No fsync here: the done record holds the idx's size and digest, so a re-run after a power
-    # cut that tore it sees the mismatch and redoes the shard; every output is synced in one
-    # pass before the manifest is written.
+    # No fsync either: the done record holds the idx's size and digest, so a torn idx is redone.
     write_output(storage.join(task.dst_root, idx_path), idx, task.storage_options)
     info = mf.ShardInfo(
         path=task.shard_path,

@@ -1,9 +1,5 @@
-"""Integrity digests of shards and idx files: which algorithms exist and how to compute them.
-
-``xxh3_128`` (the default, from the ``xxhash`` package) hashes at memory speed, so checking a
-shard costs about as much as reading it; ``sha256`` is there for a cryptographic digest and is
-what manifests of format version 1 hold. The manifest records which one its shards carry.
-"""
+"""Integrity digests of shards and idx files: ``xxh3_128`` (default, memory speed) or ``sha256``
+(cryptographic; what format-version-1 manifests hold)."""
 
 from __future__ import annotations
 

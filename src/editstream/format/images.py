@@ -68,14 +68,6 @@ IMAGE_EXTENSIONS = frozenset({"jpg", "png", "gif", "webp", "tiff", "bmp", "avif"
 """Extensions that ``sniff_extension`` gives to image content."""
 
 
-def _u16be(b: bytes | memoryview, i: int) -> int:
-    return (b[i] << 8) | b[i + 1]
-
-
-def _u16le(b: bytes | memoryview, i: int) -> int:
-    return b[i] | (b[i + 1] << 8)
-
-
 def _jpeg_size(data: memoryview) -> tuple[int, int] | str:
     n = len(data)
     pos = 2
@@ -94,13 +86,13 @@ def _jpeg_size(data: memoryview) -> tuple[int, int] | str:
             return "JPEG has no frame header before its scan"
         if pos + 2 > n:
             return "JPEG segment is truncated"
-        length = _u16be(data, pos)
+        length = int.from_bytes(data[pos : pos + 2], "big")
         if length < 2:
             return f"JPEG segment length {length} is invalid"
         if marker in _SOF:
             if length < 8 or pos + 7 > n:
                 return "JPEG frame header is truncated"
-            return _u16be(data, pos + 5), _u16be(data, pos + 3)
+            return int.from_bytes(data[pos + 5 : pos + 7], "big"), int.from_bytes(data[pos + 3 : pos + 5], "big")
         pos += length
 
 
@@ -122,7 +114,7 @@ def _webp_size(data: memoryview) -> tuple[int, int] | str:
     if chunk == b"VP8 ":
         if bytes(data[23:26]) != b"\x9d\x01\x2a":
             return "WebP VP8 frame has no start code"
-        return _u16le(data, 26) & 0x3FFF, _u16le(data, 28) & 0x3FFF
+        return int.from_bytes(data[26:28], "little") & 0x3FFF, int.from_bytes(data[28:30], "little") & 0x3FFF
     if chunk == b"VP8L":
         if data[20] != 0x2F:
             return "WebP VP8L frame has no signature"
@@ -152,7 +144,7 @@ def _pil_size(data: bytes | bytearray | memoryview) -> tuple[int, int] | str:
 
 def image_size(data: bytes | bytearray | memoryview) -> tuple[int, int] | str:
     """``(width, height)`` from the image header, or a string saying why the header is bad."""
-    view = memoryview(data).cast("B") if not isinstance(data, bytes) else memoryview(data)
+    view = memoryview(data).cast("B")
     kind = sniff_extension(view)
     try:
         if kind == "jpg":
@@ -162,7 +154,7 @@ def image_size(data: bytes | bytearray | memoryview) -> tuple[int, int] | str:
         if kind == "gif":
             if len(view) < 13:
                 return "GIF header is truncated"
-            return _u16le(view, 6), _u16le(view, 8)
+            return int.from_bytes(view[6:8], "little"), int.from_bytes(view[8:10], "little")
         if kind == "webp":
             return _webp_size(view)
     except IndexError:
@@ -170,7 +162,6 @@ def image_size(data: bytes | bytearray | memoryview) -> tuple[int, int] | str:
     return _pil_size(data)
 
 
-_PNG_GREY = 0
 GREY16_NOTE = (
     "16-bit greyscale PNG: decoded as the reference decodes it (Pillow mode I;16 to RGB), its 0-65535 "
     "values are clipped at 255, so it trains as (almost) pure white"
@@ -183,11 +174,10 @@ def image_decode_note(data: object) -> str | None:
     from the header alone: only 16-bit greyscale PNGs are clipped (other 16-bit PNGs scale correctly)."""
     if not isinstance(data, (bytes, bytearray, memoryview)) or len(data) < 33:
         return None
-    head = bytes(memoryview(data).cast("B")[:33]) if not isinstance(data, bytes) else data[:33]
+    head = bytes(memoryview(data).cast("B")[:33])
     if sniff_extension(head) != "png" or head[12:16] != b"IHDR":
         return None
-    depth, color = head[24], head[25]
-    return GREY16_NOTE if (depth, color) == (16, _PNG_GREY) else None
+    return GREY16_NOTE if (head[24], head[25]) == (16, 0) else None  # (bit depth, colour type)
 
 
 DEFAULT_MAX_IMAGE_PIXELS = 200_000_000
@@ -231,7 +221,7 @@ def limits_problem(
     width, height = size
     if width * height > max_pixels:
         return f"image declares {width}x{height} = {width * height} pixels, above the limit of {max_pixels}"
-    view = memoryview(data).cast("B") if not isinstance(data, bytes) else memoryview(data)
+    view = memoryview(data).cast("B")
     kind = sniff_extension(view)
     big = _png_ancillary(view) if kind == "png" else _webp_ancillary(view) if kind == "webp" else None
     if big is not None:

@@ -12,6 +12,7 @@ import decimal
 import functools
 import json
 import math
+import operator
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -66,7 +67,7 @@ class _Encoder:
             return v
         if t in _BINARY:  # memoryviews (zero-copy arrow slices) are written as they are
             return self._binary(v, path)
-        if v is None or v is True or v is False or isinstance(v, (str, int)):
+        if isinstance(v, (str, int)):  # subclasses (exact types returned above)
             return v
         if isinstance(v, (list, tuple, dict)):
             return self._container(v, path, column)
@@ -81,9 +82,9 @@ class _Encoder:
             return {"$invalid_utf8": v.raw.hex()}
         if isinstance(v, _BINARY):
             return self._binary(v, path)
-        tagged = _tag_scalar(v)
-        if tagged is not None:
-            return tagged
+        for cls, tag, form in _SCALAR_TAGS:
+            if isinstance(v, cls):
+                return {tag: form(v)}
         raise RowCodecError(f"sample {self.key!r}, column {column!r}: cannot encode a value of type {type(v).__name__}")
 
     def _binary(self, v: bytes | bytearray | memoryview, path: list[str]) -> dict[str, str]:
@@ -107,34 +108,24 @@ class _Encoder:
         return out
 
 
-def _tag_scalar(v: Any) -> dict[str, Any] | None:
-    """A tagged JSON form for the scalar types plain JSON cannot hold exactly, else ``None``."""
-    if isinstance(v, _dt.datetime):
-        return {"$datetime": v.isoformat()}
-    if isinstance(v, _dt.date):
-        return {"$date": v.isoformat()}
-    if isinstance(v, _dt.time):
-        return {"$time": v.isoformat()}
-    if isinstance(v, _dt.timedelta):
-        return {"$timedelta": [v.days, v.seconds, v.microseconds]}
-    if isinstance(v, decimal.Decimal):
-        return {"$decimal": str(v)}
-    return None
+_ISO = operator.methodcaller("isoformat")
+_SCALAR_TAGS: tuple[tuple[type, str, Callable[[Any], Any]], ...] = (
+    (_dt.datetime, "$datetime", _ISO),  # before date: a datetime is a date
+    (_dt.date, "$date", _ISO),
+    (_dt.time, "$time", _ISO),
+    (_dt.timedelta, "$timedelta", lambda v: [v.days, v.seconds, v.microseconds]),
+    (decimal.Decimal, "$decimal", str),
+)
+"""The tagged JSON forms of the scalar types plain JSON cannot hold exactly, tested in order."""
 
 
-@functools.lru_cache(maxsize=1024)
-def _column_part(column: str) -> str:
-    """A column's name as the first part of its members' names (``safe_component``, computed once)."""
-    return safe_component(column)
+_column_part = functools.lru_cache(maxsize=1024)(safe_component)
+"""A column's name as the first part of its members' names, computed once."""
 
 
 def encode_members(row: Mapping[str, Any], key: str, columns: Sequence[str] | None = None) -> list[tuple[str, bytes]]:
-    """Members of one sample as ``(suffix, data)`` pairs, sorted by suffix (no key prefix).
-
-    ``data`` is the row's own bytes object (a ``memoryview`` in the row stays a ``memoryview``,
-    so zero-copy rows are written without a copy). ``columns``, the dataset's column names in
-    order, are checked against the row's so a row from another dataset cannot slip in.
-    """
+    """Members of one sample as ``(suffix, data)`` pairs sorted by suffix, ``data`` the row's own bytes
+    object (zero-copy memoryviews stay so); ``columns`` checked so another dataset's row cannot slip in."""
     if not key or "." in key:
         raise RowCodecError(f"invalid sample key {key!r}: must be non-empty and contain no dot")
     if columns is not None and list(row) != list(columns):

@@ -1,9 +1,7 @@
-"""Deterministic tar writing for WebDataset shards.
+"""Deterministic tar writing for WebDataset shards, hashed and indexed as it is written.
 
-Archives are GNU format with fixed metadata (mtime 0, uid/gid 0, empty user and group names,
-mode 0o644, GNU long names above 100 bytes), so the same samples always give the same bytes
-and a digest (xxh3-128 or sha256, see ``digest``) can verify a shard. The writer hashes and
-indexes while it writes.
+GNU format with fixed metadata (mtime 0, uid/gid 0, no user/group names, mode 0o644, GNU long names
+above 100 bytes), so the same samples always give the same bytes and a digest can verify a shard.
 """
 
 from __future__ import annotations
@@ -45,11 +43,7 @@ _ZEROS = bytes(tb.BLOCK)
 
 
 def _header(name: bytes, size: int, typeflag: bytes) -> bytes:
-    """One 512-byte GNU header block with the fixed metadata of this format.
-
-    Packed in one call from the fixed parts (mode, ids, mtime, magic) and their precomputed
-    checksum share, so a header costs one pack and one sum over the name.
-    """
+    """One 512-byte GNU header block: one pack of the fixed parts, whose checksum share is precomputed."""
     if len(name) > 100:
         raise ValueError("header names above 100 bytes need a long-name record")
     size_field = _octal(size, 12)
@@ -57,20 +51,13 @@ def _header(name: bytes, size: int, typeflag: bytes) -> bytes:
     return _HEADER.pack(name, _FIXED_MODE_IDS, size_field, _FIXED_MTIME, b"%06o\0 " % checksum, typeflag, _FIXED_TAIL)
 
 
-def _padding(size: int) -> bytes:
-    return _ZEROS[: tb.padding(size)]
-
-
 def _real_fd(fileobj: Any) -> int | None:
     """The OS descriptor of a plain local file opened for writing, else ``None``."""
     try:
         fd = fileobj.fileno()
-    except (AttributeError, OSError, ValueError):
-        return None
-    try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             return None
-    except OSError:
+    except (AttributeError, OSError, ValueError):
         return None
     fileobj.flush()
     return fd
@@ -95,10 +82,8 @@ def _writev_all(fd: int, chunks: list[Any]) -> None:
 
 
 def member_bytes(name: str, data: bytes | bytearray | memoryview) -> list[bytes | bytearray | memoryview]:
-    """The chunks that make up one regular-file member: header(s), data, padding.
-
-    Names longer than 100 bytes get a GNU ``././@LongLink`` record first, as GNU tar does.
-    """
+    """The chunks of one regular-file member: header(s), data, padding; names above 100 bytes get a
+    GNU ``././@LongLink`` record first, as GNU tar does."""
     raw = name.encode("utf-8")
     if not raw or b"\0" in raw:
         raise ValueError(f"invalid tar member name {name!r}")
@@ -107,27 +92,23 @@ def member_bytes(name: str, data: bytes | bytearray | memoryview) -> list[bytes 
     if len(raw) > 100:
         long_data = raw + b"\0"
         chunks.append(_header(tb.LONGLINK, len(long_data), b"L"))
-        chunks.append(long_data + _padding(len(long_data)))
+        chunks.append(long_data + _ZEROS[: tb.padding(len(long_data))])
         raw = raw[:100]
     chunks.append(_header(raw, size, b"0"))
     if size:
         chunks.append(data)
-        pad = _padding(size)
-        if pad:
-            chunks.append(pad)
+        if size % tb.BLOCK:
+            chunks.append(_ZEROS[: tb.padding(size)])
     return chunks
 
 
 class TarWriter:
     """Streams samples into a deterministic tar archive while hashing and indexing it.
 
-    Chunks (headers, the members' own bytes or memoryviews, padding) are collected into large
-    batches, each hashed and then written: with ``os.writev`` straight from the members'
-    buffers when the file has a real descriptor (no copy in Python), otherwise as one joined
-    write. With ``background`` a helper thread hashes and writes while the caller goes on.
-    ``offsets`` holds each sample's first header offset; ``digest`` (of the algorithm
-    ``digest_algorithm``) and ``num_bytes`` describe the archive once ``close()`` has added the
-    end-of-archive marker.
+    Chunks are batched, hashed and written with ``os.writev`` straight from the members' buffers
+    when the file has a real descriptor (else one joined write); with ``background`` a helper thread
+    (two batches in flight) does that while the caller goes on, its errors raised on the next call.
+    ``offsets`` holds each sample's first header offset; ``digest`` is known once ``close()``d.
     """
 
     def __init__(
@@ -149,8 +130,6 @@ class TarWriter:
         self._pos = 0
         self._closed = False
         self.offsets: list[int] = []
-        # With ``background``, batches are written by a helper thread (two batches in flight) so
-        # reading and hashing the next rows overlap with the write; errors surface on the next call.
         self._queue: queue.Queue[list[Any] | None] | None = None
         self._thread: threading.Thread | None = None
         self._error: BaseException | None = None
@@ -180,23 +159,17 @@ class TarWriter:
                 except BaseException as exc:  # noqa: BLE001 - handed to the producer thread
                     self._error = exc
 
-    def _raise_background_error(self) -> None:
-        if self._error is not None:
-            raise self._error
-
-    def abort(self) -> None:
-        """Stop the helper thread without finishing the archive (after an error)."""
-        self._closed = True
-        self._buffer = []
+    def _stop_thread(self) -> None:
         if self._thread is not None and self._queue is not None:
             self._queue.put(None)
             self._thread.join()
             self._thread = None
 
-    @property
-    def position(self) -> int:
-        """Bytes written so far (including buffered bytes)."""
-        return self._pos
+    def abort(self) -> None:
+        """Stop the helper thread without finishing the archive (after an error)."""
+        self._closed = True
+        self._buffer = []
+        self._stop_thread()
 
     def _emit(self, chunks: list[Any], size: int) -> None:
         """Queue ``chunks`` (``size`` bytes in all) for the next batch."""
@@ -213,7 +186,8 @@ class TarWriter:
         self._buffer = []
         self._buffered = 0
         if self._queue is not None:
-            self._raise_background_error()
+            if self._error is not None:
+                raise self._error
             self._queue.put(chunks)
         else:
             self._write(chunks)
@@ -230,10 +204,8 @@ class TarWriter:
             _writev_all(self._fd, chunks)
 
     def write_sample(self, key: str, members: Iterable[tuple[str, bytes]]) -> int:
-        """Write one sample's members (``(suffix, data)``, stored as ``key.suffix``) in sorted order.
-
-        Returns the sample's offset. Keys must be non-empty and contain no dot.
-        """
+        """Write one sample's members (``(suffix, data)``, stored as ``key.suffix``) in sorted order;
+        returns the sample's offset. Keys must be non-empty and contain no dot."""
         if self._closed:
             raise ValueError("TarWriter is closed")
         if not key or "." in key.rsplit("/", 1)[-1]:
@@ -274,11 +246,9 @@ class TarWriter:
         self._emit([tb.END_OF_ARCHIVE], len(tb.END_OF_ARCHIVE))
         self._flush()
         self._closed = True
-        if self._thread is not None and self._queue is not None:
-            self._queue.put(None)
-            self._thread.join()
-            self._thread = None
-            self._raise_background_error()
+        self._stop_thread()
+        if self._error is not None:
+            raise self._error
 
     @property
     def end_offset(self) -> int:
