@@ -84,9 +84,7 @@ class Join:
     parts: tuple[Node, ...]
 
     def __call__(self, row: Mapping[str, Any]) -> bool:
-        if self.op == "and":
-            return all(part(row) for part in self.parts)
-        return any(part(row) for part in self.parts)
+        return (all if self.op == "and" else any)(part(row) for part in self.parts)
 
 
 Node = Compare | Not | Join
@@ -135,17 +133,15 @@ class _Parser:
             raise self.fail("expected 'and', 'or' or the end")
         return node
 
-    def disjunction(self) -> Node:
-        parts = [self.conjunction()]
-        while self.word("or"):
-            parts.append(self.conjunction())
-        return parts[0] if len(parts) == 1 else Join("or", tuple(parts))
+    def joined(self, op: str, part: Callable[[], Node]) -> Node:
+        """A run of ``part`` joined by ``op`` (a single part is itself)."""
+        parts = [part()]
+        while self.word(op):
+            parts.append(part())
+        return parts[0] if len(parts) == 1 else Join(op, tuple(parts))
 
-    def conjunction(self) -> Node:
-        parts = [self.negation()]
-        while self.word("and"):
-            parts.append(self.negation())
-        return parts[0] if len(parts) == 1 else Join("and", tuple(parts))
+    def disjunction(self) -> Node:
+        return self.joined("or", lambda: self.joined("and", self.negation))
 
     def negation(self) -> Node:
         negate = self.word("not")

@@ -55,9 +55,7 @@ def _chain(exc: BaseException) -> list[BaseException]:
 
 def _aws_code(exc: BaseException) -> str:
     response = getattr(exc, "response", None)
-    if isinstance(response, dict):
-        return str(response.get("Error", {}).get("Code", ""))
-    return ""
+    return str(response.get("Error", {}).get("Code", "")) if isinstance(response, dict) else ""
 
 
 _PERMISSION = (
@@ -128,8 +126,7 @@ def explain(exc: BaseException) -> Problem:
     """A :class:`Problem` for any exception: a storage cause first, else the exception's own message."""
     if isinstance(exc, Problem):
         return exc
-    chain = _chain(exc)
-    storage = _storage_problem(chain)
+    storage = _storage_problem(_chain(exc))
     if storage is not None:
         return storage
     from ..format.columns import ColumnTypeError

@@ -328,9 +328,7 @@ def layout_for_backend(entry: Any, backend: str, storage_options: StorageOptions
             raise BackendMismatch(entry, layout, backend)
         return layout
     if backend == "webdataset":
-        if is_foreign_entry(entry, storage_options):
-            return ForeignShards(entry, storage_options)
-        return ConvertedRoot(entry, storage_options)
+        return (ForeignShards if is_foreign_entry(entry, storage_options) else ConvertedRoot)(entry, storage_options)
     if _RECOGNISERS and isinstance(entry, str):
         found = d.detect(entry, storage_options)
         for recogniser in _RECOGNISERS:

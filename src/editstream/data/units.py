@@ -58,17 +58,11 @@ class FileUnit(str):
 
     def where(self, position: Position | None = None) -> dict[str, Any]:
         """Where the unit (and a row of it) is, for drop logs and errors."""
-        found: dict[str, Any] = {"file": self.path}
-        if position is not None:
-            found.update(row_group=position[0], row=position[1])
-        return found
+        return {"file": self.path} | ({"row_group": position[0], "row": position[1]} if position is not None else {})
 
     def where_in_shards(self, position: Position | None, shard_of: Callable[[int], str]) -> dict[str, Any]:
         """:meth:`where`, with the URL of the converted shard of the row's row group (``shard_of(row_group)``)."""
-        found = self.where(position)
-        if position is not None:
-            found["shard"] = shard_of(position[0])
-        return found
+        return self.where(position) | ({"shard": shard_of(position[0])} if position is not None else {})
 
 
 class ShardUnit(str):
@@ -87,10 +81,7 @@ class ShardUnit(str):
         return after[0] + 1 if after else 0
 
     def where(self, position: Position | None = None) -> dict[str, Any]:
-        found: dict[str, Any] = {"shard": self.url}
-        if position is not None:
-            found["sample"] = position[0]
-        return found
+        return {"shard": self.url} | ({"sample": position[0]} if position is not None else {})
 
 
 class RowGroupUnit(NamedTuple):
@@ -110,16 +101,11 @@ class RowGroupUnit(NamedTuple):
         return (row,)
 
     def where(self, position: Position | None = None) -> dict[str, Any]:
-        found: dict[str, Any] = {"file": self.path, "row_group": self.row_group}
-        if position is not None:
-            found["row"] = position[0]
-        return found
+        return {"file": self.path, "row_group": self.row_group} | ({"row": position[0]} if position is not None else {})
 
     def where_in_shards(self, position: Position | None, shard_of: Callable[[int], str]) -> dict[str, Any]:
         found: dict[str, Any] = {"file": self.path, "row_group": self.row_group, "shard": shard_of(self.row_group)}
-        if position is not None:
-            found["row"] = position[0]
-        return found
+        return found | ({"row": position[0]} if position is not None else {})
 
 
 class LineUnit(NamedTuple):

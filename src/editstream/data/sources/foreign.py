@@ -204,8 +204,7 @@ class ForeignTarSource:
 
     def describe(self, unit: Unit, position: Position | None = None) -> dict[str, Any]:
         """Where a shard (and a sample in it) is."""
-        found: dict[str, Any] = as_unit(unit, ShardUnit).where(position)
-        return found
+        return as_unit(unit, ShardUnit).where(position)
 
 
 def _first_value(members: Mapping[str, bytes], candidates: Sequence[str], column_type: str) -> Any:
@@ -215,15 +214,14 @@ def _first_value(members: Mapping[str, bytes], candidates: Sequence[str], column
         data = members.get(name)
         if data is None:
             continue
-        if json_field:
-            try:
-                value = json.loads(data).get(json_field)
-            except (ValueError, AttributeError):
-                continue
-            if value is not None:
-                return value
+        if not json_field:
+            return bytes(data) if column_type == "binary" else data.decode("utf-8", "replace").strip()
+        try:
+            value = json.loads(data).get(json_field)
+        except (ValueError, AttributeError):
             continue
-        return bytes(data) if column_type == "binary" else data.decode("utf-8", "replace").strip()
+        if value is not None:
+            return value
     return None
 
 
