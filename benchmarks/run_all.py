@@ -63,7 +63,7 @@ class Bench:
 
 def benches(out: str) -> list[Bench]:
     return [
-        Bench("convert", "convert.py", ["--gb", "1.2", "--repeat", "2"], ["--gb", "0.25", "--repeat", "1"]),
+        Bench("convert", "convert.py", ["--gb", "1.2", "--repeat", "3"], ["--gb", "0.25", "--repeat", "1"]),
         Bench("raw_rows", "raw_rows.py", ["--gb", "1.2", "--repeat", "3"], ["--gb", "0.25", "--repeat", "2"]),
         Bench(
             "s3_latency",
