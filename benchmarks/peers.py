@@ -22,6 +22,12 @@ torch DataLoader workers, the decode limit (rows in memory, 1 and 2 processes), 
 training dataset beside stock webdataset's own decoder. Runs alternate in pairs (editstream,
 peer, editstream, peer ...) and the table shows medians of the pair ratios.
 
+With LitData among the peers, two more raw-rows figures are judged against it (issue 29):
+editstream's parquet backend (``iter_rows(src, backend="parquet")`` on the source parquet), and
+both tools on rows of ~256 KB (images of ``LARGE_SIDES`` px a side, the same row counts, cached in
+``OUT/peers/large``), both processes run with glibc's malloc thresholds fixed (``MALLOC``), so
+neither pays for the allocator adjusting its mmap threshold mid-pass; ``--large-sides 0 0`` skips it.
+
     .venv/bin/python benchmarks/peers.py [--quick] [--repeat 3] [--rows-per-group 40] [--json FILE]
 """
 
@@ -49,6 +55,10 @@ PILLOW = "pillow==13.0.0"
 PYARROW = "pyarrow==26.0.1"
 RUNNER = HERE / "peers_tools.py"
 MEASURES = (("raw", 0), ("decoded", 0), ("decoded", 2))
+LARGE_SIDES = (192, 1024)
+"""Image sides (px) of the large rows: ~260 KB of images a row of 2-5 images (the default 48-320 px: ~35 KB)."""
+MALLOC = {"MALLOC_MMAP_THRESHOLD_": str(32 << 20), "MALLOC_TRIM_THRESHOLD_": str(64 << 20)}
+"""glibc malloc thresholds both tools run with on the large rows: fixed, so no dynamic adjustment."""
 
 
 @dataclass(frozen=True)
@@ -133,26 +143,40 @@ class Data:
     shards: Path
     rows: int = 0
     images: int = 0
+    image_bytes: int = 0
     source_bytes: int = 0
 
 
-def make_data(root: Path, files: int, groups: int, rows: int) -> Data:
-    """The synthetic parquet and its editstream conversion, kept while the size is unchanged."""
+def make_data(root: Path, files: int, groups: int, rows: int, sides: tuple[int, int] | None = None) -> Data:
+    """The synthetic parquet (images of ``sides`` px, default the synth's own) and its editstream conversion,
+    kept while the size is unchanged."""
     import editstream
 
     data = Data(root / "src", root / "shards")
-    stamp = json.dumps({"files": files, "groups": groups, "rows": rows, "seed": 21})
+    want: dict[str, Any] = {"files": files, "groups": groups, "rows": rows, "seed": 21}
+    if sides is not None:
+        want["sides"] = list(sides)
+    stamp = json.dumps(want)
     marker = root / "data.json"
     if not (marker.exists() and marker.read_text() == stamp and (data.shards / "manifest.json").exists()):
         shutil.rmtree(data.src, ignore_errors=True)
+        low, high = sides if sides is not None else (None, None)
         editstream.write_synthetic_dataset(
-            str(data.src), num_files=files, row_groups_per_file=groups, rows_per_group=rows, seed=21, progress=False
+            str(data.src),
+            num_files=files,
+            row_groups_per_file=groups,
+            rows_per_group=rows,
+            seed=21,
+            min_side=low,
+            max_side=high,
+            progress=False,
         )
         editstream.convert(str(data.src), str(data.shards), workers=2, overwrite=True, progress=False)
         marker.write_text(stamp)
     for raw in editstream.iter_rows(str(data.shards)):
         data.rows += 1
         data.images += len(raw.row["image_list"])
+        data.image_bytes += sum(len(b) for b in raw.row["image_list"])
     data.source_bytes = sum(p.stat().st_size for p in data.src.glob("*.parquet"))
     return data
 
@@ -171,11 +195,14 @@ class Runner:
     data: Data
     work: Path
     pythons: dict[str, Path] = field(default_factory=dict)
+    malloc: dict[str, str] = field(default_factory=dict)
+    """Environment every process of this runner gets on top of ours (``MALLOC`` for the large rows)."""
 
     def env(self) -> dict[str, str]:
         env = dict(os.environ)
         env["PYTHONPATH"] = str(REPO / "src")
         env.setdefault("OMP_NUM_THREADS", "1")
+        env.update(self.malloc)
         return env
 
     def measure(self, tool: str, measure: str, workers: int = 0, data: Path | None = None) -> dict[str, Any]:
@@ -225,6 +252,15 @@ class Runner:
         cmd = [str(python), str(RUNNER), peer.name, "prepare", "--data", str(dst), "--src", str(self.data.src)]
         return self.timed(cmd)
 
+    def raw_pairs(self, ours: str, peer: Peer, repeat: int) -> list[tuple[float, float]]:
+        """editstream's raw measure ``ours`` beside the peer's raw rows (its prepared data): ``repeat`` pairs."""
+        data = self.peer_data(peer)
+        pairs = []
+        for _ in range(repeat):
+            mine = self.rate("editstream", ours, 0)
+            pairs.append((mine, self.rate(peer.name, "raw", 0, data)))
+        return pairs
+
 
 @dataclass
 class PeerResult:
@@ -258,6 +294,44 @@ def run_peer(runner: Runner, peer: Peer, repeat: int) -> PeerResult:
     return result
 
 
+@dataclass
+class Extra:
+    """A raw-rows figure judged against LitData beside the table: editstream's ``measure`` over ``data``."""
+
+    name: str
+    """``parquet`` (the parquet backend on the table's rows) or ``large`` (the large rows)."""
+    work: str
+    measure: str
+    data: Data
+    malloc: dict[str, str] = field(default_factory=dict)
+    pairs: list[tuple[float, float]] = field(default_factory=list)
+    """(editstream rate, LitData rate) per pair."""
+    error: str | None = None
+
+
+def run_extras(runner: Runner, large: Data | None, repeat: int) -> list[Extra]:
+    """The parquet backend on the table's rows, and both tools on the large rows with malloc's thresholds
+    fixed (LitData prepares those once, untimed: the figure is the reading), each in alternating pairs."""
+    peer = next(p for p in PEERS if p.name == "litdata")
+    extras = [Extra("parquet", "`iter_rows`, parquet backend (the source parquet)", "raw-parquet", runner.data)]
+    if large is not None:
+        extras.append(Extra("large", "`iter_rows`, webdataset backend, large rows", "raw", large, MALLOC))
+    for extra in extras:
+        where = runner
+        if extra.data is not runner.data:
+            where = Runner(extra.data, extra.data.src.parent, runner.pythons, extra.malloc)
+        try:
+            if where is not runner:
+                where.prepare_peer(peer)
+                warm(extra.data.src, extra.data.shards, where.peer_data(peer))
+            extra.pairs = where.raw_pairs(extra.measure, peer, repeat)
+            print(f"litdata, {extra.work}: {extra.pairs}", file=sys.stderr, flush=True)
+        except RunError as exc:
+            extra.error = str(exc)
+            print(f"litdata, {extra.work}: {exc}", file=sys.stderr, flush=True)
+    return extras
+
+
 def run_own(runner: Runner, repeat: int) -> dict[str, Any]:
     """The decode limit (1 and 2 processes), each beside editstream's decoded run in pairs, and the
     dataset path beside stock webdataset's own decoder."""
@@ -288,6 +362,14 @@ def main() -> int:
     ap.add_argument("--row-groups", type=int, default=4)
     ap.add_argument("--rows-per-group", type=int, default=40)
     ap.add_argument("--repeat", type=int, default=3, help="alternating pairs per figure")
+    ap.add_argument(
+        "--large-sides",
+        type=int,
+        nargs=2,
+        default=list(LARGE_SIDES),
+        metavar=("MIN", "MAX"),
+        help="image sides (px) of the large rows read against LitData (0 0: skip them)",
+    )
     ap.add_argument("--only", nargs="+", default=None, help="only these peers")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
@@ -299,6 +381,10 @@ def main() -> int:
     data = make_data(work, args.files, args.row_groups, args.rows_per_group)
     runner = Runner(data, work)
     peers = [p for p in PEERS if args.only is None or p.name in args.only]
+    large = None
+    if any(p.name == "litdata" for p in peers) and min(args.large_sides) > 0:
+        sides = (args.large_sides[0], args.large_sides[1])
+        large = make_data(work / "large", args.files, args.row_groups, args.rows_per_group, sides)
     results: list[PeerResult] = []
     for peer in peers:
         try:
@@ -312,11 +398,13 @@ def main() -> int:
     for peer in peers:
         if peer.name in runner.pythons:
             results.append(run_peer(runner, peer, args.repeat))
+    extras = run_extras(runner, large, args.repeat) if "litdata" in runner.pythons else []
     own = run_own(runner, args.repeat)
     seconds = time.perf_counter() - t0
     others = watch.stop()
     results.sort(key=lambda r: [p.name for p in PEERS].index(r.peer.name))
-    lines, summary = report(data, results, own, args.repeat, load, others / (seconds * (os.cpu_count() or 1)))
+    share = others / (seconds * (os.cpu_count() or 1))
+    lines, summary = report(data, results, own, args.repeat, load, share, extras)
     print("\n".join(lines))
     if args.json:
         Path(args.json).write_text(json.dumps({**summary, "table": lines}, indent=1))

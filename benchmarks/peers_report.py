@@ -94,8 +94,53 @@ def goals(figs: dict[str, dict[str, Any]], shares: dict[int, float]) -> list[dic
     return out
 
 
+def row_kb(data: Any) -> float:
+    """KB of images a row of ``data`` holds (the bytes every tool delivers, the instructions aside)."""
+    return float(data.image_bytes / max(data.rows, 1) / 1024)
+
+
+def extra_figures(extras: Sequence[Any]) -> list[dict[str, Any]]:
+    """The raw-rows figures against LitData beside the table: medians of each side and of the pair ratios."""
+    out = []
+    for extra in extras:
+        fig: dict[str, Any] = dict(name=extra.name, work=extra.work, rows=extra.data.rows, row_kb=row_kb(extra.data))
+        fig.update(malloc=extra.malloc, error=extra.error)
+        if extra.pairs:
+            fig["editstream"] = _median([a for a, _ in extra.pairs])
+            fig["litdata"] = _median([b for _, b in extra.pairs])
+            fig["ratio"] = pair_ratio_median(extra.pairs)
+        out.append(fig)
+    return out
+
+
+def _extra_lines(figs: Sequence[dict[str, Any]]) -> list[str]:
+    lines = [
+        "",
+        "Raw rows against LitData beside the table (the same rows and bytes delivered; LitData reads its "
+        "`optimize` output of the same parquet; ratio: editstream over LitData):",
+        "",
+        "| editstream | rows, KB of images a row | glibc malloc | editstream rows/s | LitData rows/s | ratio |",
+        "|---|---:|---|---:|---:|---:|",
+    ]
+    for fig in figs:
+        malloc = ", ".join(f"`{k}={v}`" for k, v in fig["malloc"].items()) or "defaults"
+        cells = [fig["work"], f"{fig['rows']}, {fig['row_kb']:.0f} KB", malloc]
+        if "ratio" in fig:
+            cells += [_rate(fig["editstream"]), _rate(fig["litdata"]), f"{fig['ratio']:.2f}x"]
+        else:
+            cells += ["-", "-", f"**failed**: {str(fig['error']).replace('|', '/')}"]
+        lines.append(f"| {' | '.join(cells)} |")
+    return lines
+
+
 def report(
-    data: Any, results: Sequence[Any], own_runs: dict[str, Any], repeat: int, load: Sequence[float], others: float
+    data: Any,
+    results: Sequence[Any],
+    own_runs: dict[str, Any],
+    repeat: int,
+    load: Sequence[float],
+    others: float,
+    extras: Sequence[Any] = (),
 ) -> tuple[list[str], dict[str, Any]]:
     """The markdown lines and the JSON summary of one run of ``peers.py``."""
     own = own_figures(results)
@@ -104,8 +149,8 @@ def report(
     limit = {w: _median([b for _, b in pairs]) for w, pairs in limit_pairs.items()}
     shares = {w: pair_ratio_median(pairs) if pairs else math.nan for w, pairs in limit_pairs.items()}
     lines = [
-        f"Data: {data.rows} synthetic unified_edit rows, {data.images:,} images, {data.source_bytes / 1e6:.0f} MB of "
-        f"parquet; page cache warm; every run its own process; {repeat} alternating pair(s) per figure "
+        f"Data: {data.rows} synthetic unified_edit rows, {data.images:,} images ({row_kb(data):.0f} KB of images a "
+        f"row), {data.source_bytes / 1e6:.0f} MB of parquet; page cache warm; every run its own process; {repeat} alternating pair(s) per figure "
         f"(editstream, peer, ...), medians, ratios are medians of the pair ratios (editstream over the peer: "
         f"> 1 means editstream is faster). Load average before: {' / '.join(f'{x:.2f}' for x in load)}; "
         f"other processes used {100 * others:.0f} % of the CPUs during the runs.",
@@ -124,6 +169,12 @@ def report(
         f"| decode limit: rows in memory, decoded in 1 / 2 processes | - | - | {_rate(limit.get(0), 1)} | {_rate(limit.get(2), 1)} |"
     )
     judged = goals(figs, shares)
+    extra = extra_figures(extras)
+    for fig in extra:
+        if "ratio" in fig:
+            goal = f"raw rows >= {RAW_GOAL:g}x LitData: {fig['work']}, {fig['row_kb']:.0f} KB rows"
+            judged.append(_goal(goal, fig["ratio"], f"{fig['ratio']:.2f}x", RAW_GOAL, "litdata"))
+    lines += _extra_lines(extra) if extra else []
     lines += ["", "| goal (issue 21) | figure | holds |", "|---|---:|---|"]
     lines += [f"| {g['goal']} | {g['figure']} | {_verdict(g['holds'])} |" for g in judged]
     lines += [
@@ -150,6 +201,7 @@ def report(
         "rows": data.rows,
         "images": data.images,
         "source_bytes": data.source_bytes,
+        "row_kb": row_kb(data),
         "repeat": repeat,
         "editstream": own,
         "peers": figs,
@@ -157,6 +209,7 @@ def report(
         "limit_shares": shares,
         "dataset": {"editstream": ours, "webdataset": theirs, "ratios": ratios},
         "goals": judged,
+        "litdata_raw": extra,
         "others_cpu_share": others,
     }
     return lines, summary

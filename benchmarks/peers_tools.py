@@ -8,6 +8,7 @@ TOOL is ``editstream``, ``webdataset``, ``energon``, ``litdata`` or ``mosaic``; 
   (litdata ``optimize``, MosaicML ``MDSWriter``; editstream and energon prepare through their CLIs,
   which ``peers.py`` times as whole processes);
 - ``raw``: one pass over every row, nothing decoded;
+- ``raw-parquet``: editstream only: the same, its parquet backend reading the source parquet (``--src``);
 - ``decoded``: one pass decoding every image of each row with the one shared function
   (:func:`decode_images`), in this process (``--workers 0``) or in N torch DataLoader workers
   (each worker decodes and hands back only the image count, so the figure is the decode rate,
@@ -98,7 +99,7 @@ def loader(dataset: Any, workers: int, **kwargs: Any) -> Iterable[Any]:
 
 
 # ---- editstream -----------------------------------------------------------------------------
-def editstream_run(measure: str, data: Path, workers: int, count: Count) -> None:
+def editstream_run(measure: str, data: Path, workers: int, count: Count, src: Path | None) -> None:
     import torch
 
     import editstream
@@ -107,6 +108,9 @@ def editstream_run(measure: str, data: Path, workers: int, count: Count) -> None
     started()
     if measure == "raw":
         raw_passes(lambda: iter_rows(str(data)), count)
+        return
+    if measure == "raw-parquet":
+        raw_passes(lambda: iter_rows(str(src), backend="parquet"), count)
         return
     if measure == "limit":
         editstream_limit(data, workers, count)
@@ -373,7 +377,7 @@ def started() -> None:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("tool", choices=["editstream", "webdataset", "energon", "litdata", "mosaic"])
-    ap.add_argument("measure", choices=["prepare", "raw", "decoded", "limit", "dataset"])
+    ap.add_argument("measure", choices=["prepare", "raw", "raw-parquet", "decoded", "limit", "dataset"])
     ap.add_argument("--data", required=True, type=Path)
     ap.add_argument("--src", type=Path, default=None)
     ap.add_argument("--workers", type=int, default=0)
@@ -381,7 +385,7 @@ def main() -> int:
     count = Count()
     _START[:] = [time.perf_counter()]
     if args.tool == "editstream":
-        editstream_run(args.measure, args.data, args.workers, count)
+        editstream_run(args.measure, args.data, args.workers, count, args.src)
     elif args.tool == "webdataset":
         webdataset_run(args.measure, args.data, args.workers, count)
     elif args.tool == "energon":

@@ -16,14 +16,17 @@ threads or memory), and keeps the table each prints:
   streaming (each in a venv of its own, kept under ``bench-out/peers-venvs/``): preparation,
   raw rows/s and decoded samples/s.
 
-It then writes ``benchmarks/RESULTS.md``: the machine and date, a summary of the figures with
-their ratios to the peers and goals, and every benchmark's own table (a hand-written
+It then prints issue 29's speed goals, one row each with its ratio and whether it holds
+(``speed_goals.py``; the benchmarks they need: ``--only convert raw_rows s3_latency handoff
+fast_decode peers --peers litdata``), and writes ``benchmarks/RESULTS.md``: the machine and date,
+that table, a summary of the figures with their ratios to the peers and goals, and every benchmark's own table (a hand-written
 ``## Analysis`` section at the end of the file is kept). Synthetic data is built
 on the first run and cached under ``bench-out/`` (``bench-out/quick/`` for ``--quick``), so a
 first run also spends minutes generating images. A benchmark that fails is reported as failed
 in the file and the others still run; the exit code is then 1.
 
-    .venv/bin/python benchmarks/run_all.py [--quick] [--only convert raw_rows ...] [--results FILE]
+    .venv/bin/python benchmarks/run_all.py [--quick] [--only convert raw_rows ...] [--peers litdata]
+        [--venvs DIR] [--results FILE]
 """
 
 from __future__ import annotations
@@ -42,7 +45,8 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from machine import describe  # noqa: E402  (a sibling module of this script)
+from machine import describe  # noqa: E402  (sibling modules of this script)
+from speed_goals import goals_table  # noqa: E402
 
 REPO = HERE.parent
 ANALYSIS_HEADING = "## Analysis"
@@ -334,6 +338,12 @@ def write_results(path: Path, items: list[Bench], quick: bool, started: dt.datet
         f"Load average before the run (1 / 5 / 15 min): {_load_before}; other jobs on this shared VM make "
         "single figures drift by 10-20 %, the ratios less (peers run beside ours, best of several runs).",
         "",
+        "## Issue 29's speed goals",
+        "",
+        "Each ratio is its benchmark's median of alternating pairs (its section below says how it was measured).",
+        "",
+        *goals_table({b.name: b.data for b in items if b.ok}),
+        "",
         "## Summary",
         "",
         "Ratios are editstream over the peer for rates, editstream's time over the peer's for the "
@@ -362,6 +372,7 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="small data, one repeat: a few minutes once data is cached")
     ap.add_argument("--only", nargs="+", default=None, help="run only these benchmarks")
     ap.add_argument("--peers", nargs="+", default=None, help="peers.py: only these peers (e.g. litdata)")
+    ap.add_argument("--venvs", default=None, help="peers.py: the peers' venvs (default bench-out/peers-venvs)")
     ap.add_argument("--results", default=str(HERE / "RESULTS.md"))
     ap.add_argument("--out", default=None, help="work directory (default bench-out, or bench-out/quick)")
     args = ap.parse_args()
@@ -373,11 +384,13 @@ def main() -> int:
     t0 = time.perf_counter()
     items = [b for b in benches(str(out)) if args.only is None or b.name in args.only]
     for bench in items:
-        if bench.name == "peers" and args.peers:
-            bench.full, bench.quick = [*bench.full, "--only", *args.peers], [*bench.quick, "--only", *args.peers]
+        extra = (["--only", *args.peers] if args.peers else []) + (["--venvs", args.venvs] if args.venvs else [])
+        if bench.name == "peers":
+            bench.full, bench.quick = [*bench.full, *extra], [*bench.quick, *extra]
     for bench in items:
         run(bench, args.quick, out)
     write_results(Path(args.results), items, args.quick, started, time.perf_counter() - t0)
+    print("\n" + "\n".join(goals_table({b.name: b.data for b in items if b.ok})), flush=True)
     print(f"\nwrote {args.results}", file=sys.stderr)
     return 0 if all(b.ok for b in items) else 1
 
