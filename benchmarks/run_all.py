@@ -327,16 +327,15 @@ def summary(by_name: dict[str, Bench]) -> list[str]:
     return lines
 
 
-def write_results(path: Path, items: list[Bench], quick: bool, started: dt.datetime, seconds: float) -> None:
+def write_results(path: Path, items: list[Bench], command: str, started: dt.datetime, seconds: float) -> None:
     by_name = {b.name: b for b in items}
     parts = [
         "# Benchmark results",
         "",
-        f"Command: `make bench{' ARGS=--quick' if quick else ''}` (`benchmarks/run_all.py{' --quick' if quick else ''}`), "
-        f"{seconds / 60:.1f} minutes in all.",
+        f"Command: `{command}`, {seconds / 60:.1f} minutes in all.",
         f"Date: {started:%Y-%m-%d %H:%M %Z}. Machine: {machine()}.",
         f"Load average before the run (1 / 5 / 15 min): {_load_before}; other jobs on this shared VM make "
-        "single figures drift by 10-20 %, the ratios less (peers run beside ours, best of several runs).",
+        "single figures drift by 10-20 %, the ratios less (peers run beside ours in alternating pairs).",
         "",
         "## Issue 29's speed goals",
         "",
@@ -389,7 +388,8 @@ def main() -> int:
             bench.full, bench.quick = [*bench.full, *extra], [*bench.quick, *extra]
     for bench in items:
         run(bench, args.quick, out)
-    write_results(Path(args.results), items, args.quick, started, time.perf_counter() - t0)
+    command = " ".join(["benchmarks/run_all.py", *sys.argv[1:]])
+    write_results(Path(args.results), items, command, started, time.perf_counter() - t0)
     print("\n" + "\n".join(goals_table({b.name: b.data for b in items if b.ok})), flush=True)
     print(f"\nwrote {args.results}", file=sys.stderr)
     return 0 if all(b.ok for b in items) else 1
