@@ -23,7 +23,8 @@ def _litdata_rows(peers: Mapping[str, Any]) -> list[Row | str]:
     lit = peers.get("peers", {}).get("litdata")
     out: list[Row | str] = []
     if lit is None or "raw/0" not in lit.get("ratios", {}):
-        out.append("raw rows, webdataset backend, against LitData")
+        failed = f" (failed: {lit['error']})" if lit and lit.get("error") else ""
+        out.append(f"raw rows, webdataset backend, against LitData{failed}")
     else:
         ratio = lit["ratios"]["raw/0"]
         out.append(
@@ -37,13 +38,21 @@ def _litdata_rows(peers: Mapping[str, Any]) -> list[Row | str]:
             )
         )
     extras = {fig["name"]: fig for fig in peers.get("litdata_raw", [])}
-    for name, work in (
-        ("large", "raw rows of ~{kb:.0f} KB, webdataset backend, glibc malloc thresholds fixed for both ({malloc})"),
-        ("parquet", "raw rows, `iter_rows` parquet backend ({rows} rows of ~{kb:.0f} KB)"),
+    for name, work, missing in (
+        (
+            "large",
+            "raw rows of ~{kb:.0f} KB, webdataset backend, glibc malloc thresholds fixed for both ({malloc})",
+            "raw rows of ~256 KB against LitData",
+        ),
+        (
+            "parquet",
+            "raw rows, `iter_rows` parquet backend ({rows} rows of ~{kb:.0f} KB)",
+            "raw rows, parquet backend, against LitData",
+        ),
     ):
         fig = extras.get(name)
         if fig is None or "ratio" not in fig:
-            out.append(f"raw rows against LitData, {name}" + (f" (failed: {fig['error']})" if fig else ""))
+            out.append(missing + (f" (failed: {fig['error']})" if fig else ""))
             continue
         malloc = ", ".join(f"`{k}={v}`" for k, v in fig["malloc"].items())
         out.append(
