@@ -56,7 +56,8 @@ PYARROW = "pyarrow==26.0.1"
 RUNNER = HERE / "peers_tools.py"
 MEASURES = (("raw", 0), ("decoded", 0), ("decoded", 2))
 LARGE_SIDES = (192, 1024)
-"""Image sides (px) of the large rows: ~260 KB of images a row of 2-5 images (the default 48-320 px: ~35 KB)."""
+"""Image sides (px) of the large rows: 268 KB of images a row of 2-5 images over the default 640 rows (the
+synth's default 48-320 px: ~35 KB)."""
 MALLOC = {"MALLOC_MMAP_THRESHOLD_": str(32 << 20), "MALLOC_TRIM_THRESHOLD_": str(64 << 20)}
 """glibc malloc thresholds both tools run with on the large rows: fixed, so no dynamic adjustment."""
 
