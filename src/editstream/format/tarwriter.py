@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from typing import IO, Any
 
 from . import tarblock as tb
-from .digest import DEFAULT_DIGEST, Hasher, new_hasher
+from .digest import DEFAULT_DIGEST, new_hasher
 
 _MODE = 0o644
 _IOV_MAX = 512
@@ -116,7 +116,6 @@ class TarWriter:
         fileobj: IO[bytes],
         *,
         buffer_size: int = 8 * 1024 * 1024,
-        hash_output: bool = True,
         background: bool = False,
         digest: str = DEFAULT_DIGEST,
     ) -> None:
@@ -126,7 +125,7 @@ class TarWriter:
         self._buffered = 0
         self._buffer_size = buffer_size
         self.digest_algorithm = digest
-        self._hash: Hasher | None = new_hasher(digest) if hash_output else None
+        self._hash = new_hasher(digest)
         self._pos = 0
         self._closed = False
         self.offsets: list[int] = []
@@ -194,10 +193,9 @@ class TarWriter:
 
     def _write(self, chunks: list[Any]) -> None:
         """Hash then write one batch (on the helper thread in background mode)."""
-        if self._hash is not None:
-            update = self._hash.update
-            for chunk in chunks:
-                update(chunk)
+        update = self._hash.update
+        for chunk in chunks:
+            update(chunk)
         if self._fd is None:
             self._f.write(b"".join(chunks))
         else:
@@ -262,15 +260,6 @@ class TarWriter:
     @property
     def digest(self) -> str:
         """The archive's digest (hex, of ``digest_algorithm``), known once closed."""
-        if self._hash is None:
-            raise ValueError("TarWriter was created with hash_output=False")
         if not self._closed:
             raise ValueError("the digest is known only after close()")
         return self._hash.hexdigest()
-
-    @property
-    def sha256(self) -> str:
-        """The archive's sha256 (hex), for a writer created with ``digest="sha256"``."""
-        if self.digest_algorithm != "sha256":
-            raise ValueError(f"this TarWriter computes {self.digest_algorithm}, not sha256")
-        return self.digest
