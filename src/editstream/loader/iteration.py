@@ -50,6 +50,11 @@ class SourceIterableDataset(DistributedIterableDataset):
         """The registered kind this dataset class (or a base of it) reads; ``None`` for a class of its own."""
         return kind_of_dataset(type(self))
 
+    @property
+    def drop_counts(self) -> dict[str, int]:
+        """Drops per reason in this process (bad rows, unreadable units, ``jsonl_parse`` ...)."""
+        return self.drops.as_dict()
+
     def _budget(self, name: str, size: int, what: str) -> FailureBudget:
         budget = self.__dict__.get(name)
         if budget is None:
