@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 from . import storage
 from .ranged import open_read
 from .retry import RetryPolicy
-from .text import UndecodableRow, column_values, rows_with_invalid_text
+from .text import UndecodableRow, column_values
 
 STREAM_BATCH_ROWS = 32
 """Rows decoded at a time by the loader: a few batches of rows in memory, not a row group."""
@@ -106,21 +106,21 @@ def _with_nulls(arr: pa.Array, values: list[Any]) -> list[Any]:
 def batch_rows(batch: pa.RecordBatch | pa.Table, *, binary_views: bool = False) -> list[dict[str, Any]]:
     """Rows of a record batch as dicts in column order, like ``to_pylist()``; with ``binary_views`` binaries
     (top level or in a list) are memoryviews of arrow's buffers, not copies. A row with text that is not
-    UTF-8 is an :class:`~editstream.io.text.UndecodableRow`."""
+    UTF-8 is an :class:`~editstream.io.text.UndecodableRow` (read column by column, as pyarrow refuses the batch)."""
     if not binary_views:
         try:
             return batch.to_pylist()
         except UnicodeDecodeError:
-            return rows_with_invalid_text(batch)
+            pass
     columns: list[list[Any]] = []
     bad: dict[int, list[str]] = {}
     for name, arr in zip(batch.schema.names, batch.columns):
         if isinstance(arr, pa.ChunkedArray):
             arr = arr.combine_chunks()
         t = arr.type
-        if _is_binary(t):
+        if binary_views and _is_binary(t):
             columns.append(_binary_views(arr))
-        elif (pa.types.is_list(t) or pa.types.is_large_list(t)) and _is_binary(t.value_type):
+        elif binary_views and (pa.types.is_list(t) or pa.types.is_large_list(t)) and _is_binary(t.value_type):
             columns.append(_list_of_binary_views(arr))
         else:
             values, undecodable = column_values(arr)
