@@ -1,8 +1,5 @@
-"""Deterministic tar writing for WebDataset shards, hashed and indexed as it is written.
-
-GNU format with fixed metadata (mtime 0, uid/gid 0, no user/group names, mode 0o644, GNU long names
-above 100 bytes), so the same samples always give the same bytes and a digest can verify a shard.
-"""
+"""Deterministic GNU tar writing for WebDataset shards, hashed and indexed as it is written: fixed metadata
+(mtime 0, uid/gid 0, mode 0o644, long names above 100 bytes), so the same samples give the same bytes."""
 
 from __future__ import annotations
 
@@ -103,13 +100,9 @@ def member_bytes(name: str, data: bytes | bytearray | memoryview) -> list[bytes 
 
 
 class TarWriter:
-    """Streams samples into a deterministic tar archive while hashing and indexing it.
-
-    Chunks are batched, hashed and written with ``os.writev`` straight from the members' buffers
-    when the file has a real descriptor (else one joined write); with ``background`` a helper thread
-    (two batches in flight) does that while the caller goes on, its errors raised on the next call.
-    ``offsets`` holds each sample's first header offset; ``digest`` is known once ``close()``d.
-    """
+    """Streams samples into a deterministic tar archive, hashing batches and writing them with ``os.writev``
+    from the members' own buffers; with ``background`` a helper thread (two batches in flight) writes, its
+    errors raised on the next call. ``offsets``: each sample's first header; ``digest``: known once closed."""
 
     def __init__(
         self,

@@ -32,13 +32,9 @@ def open_parquet(
     retry: RetryPolicy | None = None,
     metadata: pq.FileMetaData | None = None,
 ) -> Iterator[pq.ParquetFile]:
-    """Open ``url`` (local or any fsspec URL) as a ``ParquetFile``, closed on exit.
-
-    Plain local paths are memory-mapped by arrow (the converter's zero-copy reads rely on it), local
-    files for ``streaming`` are arrow's own ``OSFile``, the rest goes through retried ranged reads.
-    ``streaming`` reads pages through a small buffer: a few batches in memory, not 4x the row group.
-    ``metadata``, this file's footer read earlier, saves reading it again.
-    """
+    """Open ``url`` as a ``ParquetFile``, closed on exit: a plain local path memory-mapped (the converter's
+    zero-copy reads rely on it), else retried ranged reads; ``streaming`` reads pages through a small buffer
+    (a few batches in memory, not 4x the row group); ``metadata``, the footer read earlier, is not read again."""
     options: dict[str, Any] = {"pre_buffer": False, "buffer_size": STREAM_BUFFER_BYTES} if streaming else {}
     with contextlib.ExitStack() as stack:
         if not streaming and storage.is_local(url) and "://" not in url:
