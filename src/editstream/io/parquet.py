@@ -169,19 +169,10 @@ def iter_row_group_batches(
 
 
 def iter_row_group_rows(
-    pf: pq.ParquetFile,
-    url: str,
-    row_group: int,
-    start: int = 0,
-    stop: int | None = None,
-    *,
-    batch_size: int | None = None,
-    binary_views: bool = False,
+    pf: pq.ParquetFile, url: str, row_group: int, start: int = 0, stop: int | None = None
 ) -> Iterator[tuple[int, dict[str, Any]]]:
     """``(row index, row)`` for rows ``[start, stop)`` of one row group (``iter_row_group_batches``, row by row)."""
-    for first, rows in iter_row_group_batches(
-        pf, url, row_group, start, stop, batch_size=batch_size, binary_views=binary_views
-    ):
+    for first, rows in iter_row_group_batches(pf, url, row_group, start, stop):
         yield from enumerate(rows, start=first)
 
 
