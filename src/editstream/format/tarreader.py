@@ -140,7 +140,6 @@ class _MemberWalker:
     end_offset: int | None
     max_member_size: int
     source: str
-    require_end_marker: bool
     pending_name: str | None = None
     pending_size: int | None = None
     pending_offset: int | None = None
@@ -167,7 +166,7 @@ class _MemberWalker:
                 )
             block = block[pad:]
         if not block:
-            if self.require_end_marker and self.end_offset is None:
+            if self.end_offset is None:
                 raise TruncatedTarError(
                     f"{self.source}: stream ended at offset {self.pos} without an end-of-archive marker"
                 )
@@ -275,7 +274,6 @@ def iter_samples(
     end_offset: int | None = None,
     max_member_size: int = tb.DEFAULT_MAX_MEMBER_SIZE,
     source: str = "<tar stream>",
-    require_end_marker: bool = True,
 ) -> Iterator[tuple[str, int, dict[str, bytes]]]:
     """``(key, offset of its first header, {suffix: data})`` of each sample from ``start_offset`` to the end
     marker (exactly one zero block consumed: ``verify`` relies on it) or ``end_offset``. Names without an
@@ -287,7 +285,7 @@ def iter_samples(
     seekable = getattr(fileobj, "seekable", None)
     if start_offset and seekable is not None and seekable():
         fileobj.seek(start_offset)  # type: ignore[attr-defined]  # seekable() said it has one
-    walker = _MemberWalker(fileobj, start_offset, end_offset, max_member_size, source, require_end_marker)
+    walker = _MemberWalker(fileobj, start_offset, end_offset, max_member_size, source)
     for name, member_offset, data in walker.entries():
         parts = split_name(name)
         if parts is None:
