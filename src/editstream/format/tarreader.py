@@ -38,15 +38,6 @@ def _read_exact(f: Readable, n: int) -> bytes:
     return b"".join(parts)
 
 
-def _read_payload(f: Readable, size: int, truncated: str) -> bytes:
-    """The ``size`` data bytes of an entry; its padding is read apart (no slice copies the data)."""
-    data = _read_exact(f, size) if size else b""
-    pad = tb.padding(size)
-    if len(data) < size or (pad and len(_read_exact(f, pad)) < pad):
-        raise TruncatedTarError(truncated)
-    return data
-
-
 def _skip_payload(f: Readable, size: int, truncated: str) -> None:
     """Read past ``size`` data bytes and their padding in bounded chunks (nothing is kept)."""
     remaining = size + tb.padding(size)
@@ -188,9 +179,10 @@ class _MemberWalker:
             raise MemberTooLargeError(
                 f"{self.source}: extended header of {size} bytes at offset {offset} exceeds {tb.MAX_EXTENDED_HEADER}"
             )
-        payload = _read_payload(
-            self.f, size, f"{self.source}: stream ended inside the extended header at offset {offset}"
-        )
+        payload = _read_exact(self.f, size) if size else b""
+        pad = tb.padding(size)  # read apart: no slice copies the payload
+        if len(payload) < size or (pad and len(_read_exact(self.f, pad)) < pad):
+            raise TruncatedTarError(f"{self.source}: stream ended inside the extended header at offset {offset}")
         self.pos += size + tb.padding(size)
         if typeflag in (b"g", b"K"):
             return
