@@ -48,15 +48,11 @@ def names_pattern(url: str, storage_options: StorageOptions | None = None) -> bo
         return True
 
 
-def escape_pattern(url: str) -> str:
-    """``url`` with its pattern characters made literal (globs as ``glob.escape`` does, braces
-    backslashed), so ``loc?al[1]`` + ``/*.tar`` matches that directory's shards, not ``locXal1``'s."""
-    return "".join(f"[{c}]" if c in "*?[" else "\\" + c if c in "{}" else c for c in url)
-
-
 def shards_in(dir_url: str) -> str:
-    """The pattern of the tar shards directly in the directory ``dir_url`` (its name taken literally)."""
-    return escape_pattern(dir_url.rstrip("/")) + "/*.tar"
+    """The pattern of the tar shards directly in the directory ``dir_url``, its name made literal (globs as
+    ``glob.escape`` does, braces backslashed): ``loc?al[1]`` matches that directory's shards, not ``locXal1``'s."""
+    literal = "".join(f"[{c}]" if c in "*?[" else "\\" + c if c in "{}" else c for c in dir_url.rstrip("/"))
+    return literal + "/*.tar"
 
 
 @dataclass
