@@ -110,7 +110,7 @@ def test_hostile_tags_are_codec_errors(tagged):
 
 def _archive(samples: list[tuple[str, list[tuple[str, bytes]]]]) -> bytes:
     buf = io.BytesIO()
-    with TarWriter(buf, hash_output=False) as writer:
+    with TarWriter(buf) as writer:
         for key, members in samples:
             writer.write_sample(key, members)
     return buf.getvalue()

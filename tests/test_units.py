@@ -227,9 +227,10 @@ def test_streamed_row_group_rows_equal_the_whole_table_read(tmp_path, start):
     pq.write_table(table, path, row_group_size=100)
     whole = table.slice(start).to_pylist()  # pyarrow's own whole-table read, independent of editstream
     with parquet_rows.open_parquet(str(path), streaming=True) as pf:
-        streamed = list(parquet_rows.iter_row_group_rows(pf, str(path), 0, start, batch_size=32))
-        views = list(parquet_rows.iter_row_group_rows(pf, str(path), 0, start, batch_size=32, binary_views=True))
-    assert [i for i, _ in streamed] == list(range(start, 100))
+        streamed = list(parquet_rows.iter_row_group_rows(pf, str(path), 0, start))
+        batches = parquet_rows.iter_row_group_batches(pf, str(path), 0, start, batch_size=32, binary_views=True)
+        views = [(i, row) for first, rows in batches for i, row in enumerate(rows, first)]
+    assert [i for i, _ in streamed] == [i for i, _ in views] == list(range(start, 100))
     assert [row for _, row in streamed] == whole
     assert [{k: bytes(v) if isinstance(v, memoryview) else v for k, v in row.items()} for _, row in views] == whole
     assert parquet_rows.read_row_group_rows(str(path), 0, start_row=start) == whole

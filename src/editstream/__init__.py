@@ -6,6 +6,8 @@ Public names follow NeMo Automodel / BAGEL and load lazily, so ``import editstre
 from __future__ import annotations
 
 import importlib
+import sys
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
@@ -79,14 +81,19 @@ if TYPE_CHECKING:  # the same names, visible to type checkers and IDEs without i
 __all__ = sorted(_EXPORTS) + ["__version__"]
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'editstream' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+def lazy_exports(package: str, exports: Mapping[str, str]) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
+    """A package's ``__getattr__`` and ``__dir__`` (its ``__all__``) for ``exports`` (name -> module): each
+    name is imported on first use and kept, so importing the package stays cheap."""
+    namespace = sys.modules[package].__dict__
+
+    def getattr_(name: str) -> Any:
+        module = exports.get(name)
+        if module is None:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        namespace[name] = value = getattr(importlib.import_module(module), name)
+        return value
+
+    return getattr_, lambda: list(namespace["__all__"])
 
 
-def __dir__() -> list[str]:
-    return __all__
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

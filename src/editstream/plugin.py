@@ -3,8 +3,9 @@ one editstream module a kind's package imports; names load on first use."""
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from editstream import lazy_exports
 
 _EXPORTS = {
     **dict.fromkeys(("Certainty", "DatasetKind", "Part", "RowProblem", "register"), "editstream.kinds"),
@@ -35,16 +36,4 @@ if TYPE_CHECKING:  # the same names for type checkers, without importing at run 
     from editstream.testing.synth_content import make_image as make_image
 
 __all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'editstream.plugin' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return __all__
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

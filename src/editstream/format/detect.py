@@ -48,15 +48,11 @@ def names_pattern(url: str, storage_options: StorageOptions | None = None) -> bo
         return True
 
 
-def escape_pattern(url: str) -> str:
-    """``url`` with its pattern characters made literal (globs as ``glob.escape`` does, braces
-    backslashed), so ``loc?al[1]`` + ``/*.tar`` matches that directory's shards, not ``locXal1``'s."""
-    return "".join(f"[{c}]" if c in "*?[" else "\\" + c if c in "{}" else c for c in url)
-
-
 def shards_in(dir_url: str) -> str:
-    """The pattern of the tar shards directly in the directory ``dir_url`` (its name taken literally)."""
-    return escape_pattern(dir_url.rstrip("/")) + "/*.tar"
+    """The pattern of the tar shards directly in the directory ``dir_url``, its name made literal (globs as
+    ``glob.escape`` does, braces backslashed): ``loc?al[1]`` matches that directory's shards, not ``locXal1``'s."""
+    literal = "".join(f"[{c}]" if c in "*?[" else "\\" + c if c in "{}" else c for c in dir_url.rstrip("/"))
+    return literal + "/*.tar"
 
 
 @dataclass
@@ -82,15 +78,13 @@ class PathKind:
     names: list[str] = field(default_factory=list)
     partial: Partial | None = None
 
-    def count(self, suffix: str) -> int:
-        """How many listed names end with ``suffix``."""
-        return sum(1 for n in self.names if n.endswith(suffix))
 
-
-def _file_kind(url: str) -> str:
-    name = url.rstrip("/").rsplit("/", 1)[-1].lower()
-    kinds = {".parquet": PARQUET_FILE, ".tar": TAR_FILE, ".jsonl": JSONL_FILE}
-    return next((kind for suffix, kind in kinds.items() if name.endswith(suffix)), OTHER_FILE)
+def _by_suffix(names: list[str], kinds: tuple[str, str, str], default: str) -> str:
+    """The first of ``kinds`` (of a ``.parquet``, ``.tar``, ``.jsonl`` name) some name ends with, else ``default``."""
+    found = (
+        kind for suffix, kind in zip((".parquet", ".tar", ".jsonl"), kinds) if any(n.endswith(suffix) for n in names)
+    )
+    return next(found, default)
 
 
 def _listing(url: str, storage_options: StorageOptions | None) -> list[str] | None:
@@ -128,7 +122,8 @@ def detect(url: str, storage_options: StorageOptions | None = None) -> PathKind:
     except FileNotFoundError:
         return PathKind(url, SHARD_PATTERN if is_pattern(url) else MISSING)
     if names is None:
-        return PathKind(url, _file_kind(url))
+        name = url.rstrip("/").rsplit("/", 1)[-1].lower()
+        return PathKind(url, _by_suffix([name], (PARQUET_FILE, TAR_FILE, JSONL_FILE), OTHER_FILE))
     found = PathKind(url, OTHER_DIR, names)
     if MANIFEST_NAME in names:
         found.kind = CONVERTED
@@ -136,8 +131,5 @@ def detect(url: str, storage_options: StorageOptions | None = None) -> PathKind:
         found.kind = PARTIAL
         found.partial = read_partial(url, storage_options)
     else:
-        kinds = {".parquet": PARQUET_DIR, ".tar": SHARD_DIR, ".jsonl": JSONL_DIR}
-        found.kind = next(
-            (kind for suffix, kind in kinds.items() if found.count(suffix)), OTHER_DIR if names else EMPTY_DIR
-        )
+        found.kind = _by_suffix(names, (PARQUET_DIR, SHARD_DIR, JSONL_DIR), OTHER_DIR if names else EMPTY_DIR)
     return found

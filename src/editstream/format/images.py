@@ -188,28 +188,18 @@ MAX_ANCILLARY_BYTES = 16 << 20
 _PNG_CRITICAL_END = (b"IDAT", b"IEND")
 
 
-def _png_ancillary(view: memoryview) -> tuple[bytes, int] | None:
-    """The first chunk before the image data that is larger than the limit: ``(type, length)``."""
-    pos = 8
+def _big_chunk(view: memoryview, png: bool) -> tuple[bytes, int] | None:
+    """The first metadata chunk larger than the limit, ``(type, length)``: of a PNG before its image data
+    (length then type, big-endian), of a WebP anywhere (type then length, little-endian, padded to even)."""
+    pos = 8 if png else 12
     while pos + 8 <= len(view):
-        length = int.from_bytes(view[pos : pos + 4], "big")
-        kind = bytes(view[pos + 4 : pos + 8])
-        if kind in _PNG_CRITICAL_END:
+        first, second = bytes(view[pos : pos + 4]), bytes(view[pos + 4 : pos + 8])
+        kind, length = (second, int.from_bytes(first, "big")) if png else (first, int.from_bytes(second, "little"))
+        if png and kind in _PNG_CRITICAL_END:
             return None
         if length > MAX_ANCILLARY_BYTES:
             return kind, length
-        pos += 12 + length
-    return None
-
-
-def _webp_ancillary(view: memoryview) -> tuple[bytes, int] | None:
-    pos = 12
-    while pos + 8 <= len(view):
-        kind = bytes(view[pos : pos + 4])
-        length = int.from_bytes(view[pos + 4 : pos + 8], "little")
-        if length > MAX_ANCILLARY_BYTES:
-            return kind, length
-        pos += 8 + length + (length & 1)
+        pos += 12 + length if png else 8 + length + (length & 1)
     return None
 
 
@@ -223,7 +213,7 @@ def limits_problem(
         return f"image declares {width}x{height} = {width * height} pixels, above the limit of {max_pixels}"
     view = memoryview(data).cast("B")
     kind = sniff_extension(view)
-    big = _png_ancillary(view) if kind == "png" else _webp_ancillary(view) if kind == "webp" else None
+    big = _big_chunk(view, kind == "png") if kind in ("png", "webp") else None
     if big is not None:
         name = big[0].decode("latin-1")
         return f"image has a {name!r} metadata chunk of {big[1]} bytes, above the limit of {MAX_ANCILLARY_BYTES}"

@@ -40,21 +40,15 @@ MAX_STEM = 100
 """Longest key stem: shard names (``{stem}-rg00000.tar``) and member names stay far below NAME_MAX."""
 
 
-def _short(stem: str, name: str) -> str:
-    """``stem`` itself, or for a long one its start and a digest of the whole name (still unique)."""
-    if len(stem) <= MAX_STEM:
-        return stem
-    digest = hashlib.sha256(name.encode("utf-8")).hexdigest()[:16]
-    return f"{stem[: MAX_STEM - 17]}-{digest}"
-
-
 def key_stems(names: list[str]) -> list[str]:
     """A unique, dot-free key stem of at most ``MAX_STEM`` characters per source file name, in list order."""
     used: set[str] = set()
     out = []
     for i, name in enumerate(names):
         base = name[: -len(".parquet")] if name.endswith(".parquet") else name
-        stem = _short(safe_component(base), name)
+        stem = safe_component(base)
+        if len(stem) > MAX_STEM:  # its start and a digest of the whole name: still unique
+            stem = f"{stem[: MAX_STEM - 17]}-{hashlib.sha256(name.encode('utf-8')).hexdigest()[:16]}"
         if stem.startswith("_"):
             stem = "f" + stem
         candidate, n = stem, 0

@@ -1,8 +1,5 @@
-"""Samples of a local shard the converter wrote, sliced from one memory map with no header checked.
-
-A shard with its manifest's xxh3-128 digest is what :mod:`.tarwriter` made; anything else makes
-:func:`mapped_samples` return ``None`` and the streaming reader reads (and reports) it.
-"""
+"""Samples of a local shard the converter wrote, sliced from one memory map with no header checked: a shard
+with its manifest's xxh3-128 digest is what :mod:`.tarwriter` made; anything else goes to the streaming reader."""
 
 from __future__ import annotations
 

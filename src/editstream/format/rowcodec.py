@@ -1,9 +1,6 @@
-"""One row codec for converter and loader: a parquet row <-> the members of one tar sample.
-
-Each binary value becomes a member ``{key}.{column}[.{index}...].{ext}`` (stock webdataset decoders
-read the images); the rest is ``{key}.json`` in column order, a binary as ``{"$bytes": "<suffix>"}``
-and values plain JSON cannot hold exactly tagged (``$float``, ``$tuple``, ``$datetime`` ...).
-"""
+"""One row codec for converter and loader: a parquet row <-> the members of one tar sample. Each binary is a
+member ``{key}.{column}[.{index}...].{ext}`` (stock webdataset decoders read the images); the rest is ``{key}.json``
+in column order, a binary as ``{"$bytes": "<suffix>"}``, values JSON cannot hold exactly tagged (``$float`` ...)."""
 
 from __future__ import annotations
 

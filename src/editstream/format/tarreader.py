@@ -38,15 +38,6 @@ def _read_exact(f: Readable, n: int) -> bytes:
     return b"".join(parts)
 
 
-def _read_payload(f: Readable, size: int, truncated: str) -> bytes:
-    """The ``size`` data bytes of an entry; its padding is read apart (no slice copies the data)."""
-    data = _read_exact(f, size) if size else b""
-    pad = tb.padding(size)
-    if len(data) < size or (pad and len(_read_exact(f, pad)) < pad):
-        raise TruncatedTarError(truncated)
-    return data
-
-
 def _skip_payload(f: Readable, size: int, truncated: str) -> None:
     """Read past ``size`` data bytes and their padding in bounded chunks (nothing is kept)."""
     remaining = size + tb.padding(size)
@@ -140,7 +131,6 @@ class _MemberWalker:
     end_offset: int | None
     max_member_size: int
     source: str
-    require_end_marker: bool
     pending_name: str | None = None
     pending_size: int | None = None
     pending_offset: int | None = None
@@ -167,7 +157,7 @@ class _MemberWalker:
                 )
             block = block[pad:]
         if not block:
-            if self.require_end_marker and self.end_offset is None:
+            if self.end_offset is None:
                 raise TruncatedTarError(
                     f"{self.source}: stream ended at offset {self.pos} without an end-of-archive marker"
                 )
@@ -189,9 +179,10 @@ class _MemberWalker:
             raise MemberTooLargeError(
                 f"{self.source}: extended header of {size} bytes at offset {offset} exceeds {tb.MAX_EXTENDED_HEADER}"
             )
-        payload = _read_payload(
-            self.f, size, f"{self.source}: stream ended inside the extended header at offset {offset}"
-        )
+        payload = _read_exact(self.f, size) if size else b""
+        pad = tb.padding(size)  # read apart: no slice copies the payload
+        if len(payload) < size or (pad and len(_read_exact(self.f, pad)) < pad):
+            raise TruncatedTarError(f"{self.source}: stream ended inside the extended header at offset {offset}")
         self.pos += size + tb.padding(size)
         if typeflag in (b"g", b"K"):
             return
@@ -275,7 +266,6 @@ def iter_samples(
     end_offset: int | None = None,
     max_member_size: int = tb.DEFAULT_MAX_MEMBER_SIZE,
     source: str = "<tar stream>",
-    require_end_marker: bool = True,
 ) -> Iterator[tuple[str, int, dict[str, bytes]]]:
     """``(key, offset of its first header, {suffix: data})`` of each sample from ``start_offset`` to the end
     marker (exactly one zero block consumed: ``verify`` relies on it) or ``end_offset``. Names without an
@@ -287,7 +277,7 @@ def iter_samples(
     seekable = getattr(fileobj, "seekable", None)
     if start_offset and seekable is not None and seekable():
         fileobj.seek(start_offset)  # type: ignore[attr-defined]  # seekable() said it has one
-    walker = _MemberWalker(fileobj, start_offset, end_offset, max_member_size, source, require_end_marker)
+    walker = _MemberWalker(fileobj, start_offset, end_offset, max_member_size, source)
     for name, member_offset, data in walker.entries():
         parts = split_name(name)
         if parts is None:

@@ -1,8 +1,5 @@
-"""Deterministic tar writing for WebDataset shards, hashed and indexed as it is written.
-
-GNU format with fixed metadata (mtime 0, uid/gid 0, no user/group names, mode 0o644, GNU long names
-above 100 bytes), so the same samples always give the same bytes and a digest can verify a shard.
-"""
+"""Deterministic GNU tar writing for WebDataset shards, hashed and indexed as it is written: fixed metadata
+(mtime 0, uid/gid 0, mode 0o644, long names above 100 bytes), so the same samples give the same bytes."""
 
 from __future__ import annotations
 
@@ -15,7 +12,7 @@ from collections.abc import Iterable
 from typing import IO, Any
 
 from . import tarblock as tb
-from .digest import DEFAULT_DIGEST, Hasher, new_hasher
+from .digest import DEFAULT_DIGEST, new_hasher
 
 _MODE = 0o644
 _IOV_MAX = 512
@@ -103,20 +100,15 @@ def member_bytes(name: str, data: bytes | bytearray | memoryview) -> list[bytes 
 
 
 class TarWriter:
-    """Streams samples into a deterministic tar archive while hashing and indexing it.
-
-    Chunks are batched, hashed and written with ``os.writev`` straight from the members' buffers
-    when the file has a real descriptor (else one joined write); with ``background`` a helper thread
-    (two batches in flight) does that while the caller goes on, its errors raised on the next call.
-    ``offsets`` holds each sample's first header offset; ``digest`` is known once ``close()``d.
-    """
+    """Streams samples into a deterministic tar archive, hashing batches and writing them with ``os.writev``
+    from the members' own buffers; with ``background`` a helper thread (two batches in flight) writes, its
+    errors raised on the next call. ``offsets``: each sample's first header; ``digest``: known once closed."""
 
     def __init__(
         self,
         fileobj: IO[bytes],
         *,
         buffer_size: int = 8 * 1024 * 1024,
-        hash_output: bool = True,
         background: bool = False,
         digest: str = DEFAULT_DIGEST,
     ) -> None:
@@ -126,7 +118,7 @@ class TarWriter:
         self._buffered = 0
         self._buffer_size = buffer_size
         self.digest_algorithm = digest
-        self._hash: Hasher | None = new_hasher(digest) if hash_output else None
+        self._hash = new_hasher(digest)
         self._pos = 0
         self._closed = False
         self.offsets: list[int] = []
@@ -194,10 +186,9 @@ class TarWriter:
 
     def _write(self, chunks: list[Any]) -> None:
         """Hash then write one batch (on the helper thread in background mode)."""
-        if self._hash is not None:
-            update = self._hash.update
-            for chunk in chunks:
-                update(chunk)
+        update = self._hash.update
+        for chunk in chunks:
+            update(chunk)
         if self._fd is None:
             self._f.write(b"".join(chunks))
         else:
@@ -262,15 +253,6 @@ class TarWriter:
     @property
     def digest(self) -> str:
         """The archive's digest (hex, of ``digest_algorithm``), known once closed."""
-        if self._hash is None:
-            raise ValueError("TarWriter was created with hash_output=False")
         if not self._closed:
             raise ValueError("the digest is known only after close()")
         return self._hash.hexdigest()
-
-    @property
-    def sha256(self) -> str:
-        """The archive's sha256 (hex), for a writer created with ``digest="sha256"``."""
-        if self.digest_algorithm != "sha256":
-            raise ValueError(f"this TarWriter computes {self.digest_algorithm}, not sha256")
-        return self.digest

@@ -23,7 +23,8 @@ def _not_utf8(data: bytes, where: str) -> LineDecodeError:
     return LineDecodeError(f"{where}: not valid {ENCODING}")  # pragma: no cover - the wrapper agreed it was bad
 
 
-def _read_lines(data: bytes, where: str, newline: str | None) -> list[str]:
+def decode_lines(data: bytes, where: str = "<bytes>", newline: str | None = None) -> list[str]:
+    """The lines ``open(path, "r", encoding="utf-8", newline=newline).readlines()`` gives for a file of ``data``."""
     try:
         with io.TextIOWrapper(io.BytesIO(data), encoding=ENCODING, newline=newline) as text:
             return text.readlines()
@@ -31,14 +32,9 @@ def _read_lines(data: bytes, where: str, newline: str | None) -> list[str]:
         raise _not_utf8(data, where) from None
 
 
-def decode_lines(data: bytes, where: str = "<bytes>") -> list[str]:
-    """The lines ``open(path, "r", encoding="utf-8").readlines()`` gives for a file holding ``data``."""
-    return _read_lines(data, where, None)
-
-
 def line_start_offsets(data: bytes, where: str = "<bytes>") -> list[int]:
     """Byte offset where each line of ``data`` starts (where :func:`decode_lines` splits), plus ``len(data)``."""
-    raw_lines = _read_lines(data, where, "")  # untranslated endings: their byte lengths add up to the file
+    raw_lines = decode_lines(data, where, newline="")  # untranslated endings: their byte lengths add up to the file
     offsets = [0]
     for line in raw_lines:
         offsets.append(offsets[-1] + len(line.encode(ENCODING)))

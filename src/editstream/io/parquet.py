@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 from . import storage
 from .ranged import open_read
 from .retry import RetryPolicy
-from .text import UndecodableRow, column_values, rows_with_invalid_text
+from .text import UndecodableRow, column_values
 
 STREAM_BATCH_ROWS = 32
 """Rows decoded at a time by the loader: a few batches of rows in memory, not a row group."""
@@ -32,13 +32,9 @@ def open_parquet(
     retry: RetryPolicy | None = None,
     metadata: pq.FileMetaData | None = None,
 ) -> Iterator[pq.ParquetFile]:
-    """Open ``url`` (local or any fsspec URL) as a ``ParquetFile``, closed on exit.
-
-    Plain local paths are memory-mapped by arrow (the converter's zero-copy reads rely on it), local
-    files for ``streaming`` are arrow's own ``OSFile``, the rest goes through retried ranged reads.
-    ``streaming`` reads pages through a small buffer: a few batches in memory, not 4x the row group.
-    ``metadata``, this file's footer read earlier, saves reading it again.
-    """
+    """Open ``url`` as a ``ParquetFile``, closed on exit: a plain local path memory-mapped (the converter's
+    zero-copy reads rely on it), else retried ranged reads; ``streaming`` reads pages through a small buffer
+    (a few batches in memory, not 4x the row group); ``metadata``, the footer read earlier, is not read again."""
     options: dict[str, Any] = {"pre_buffer": False, "buffer_size": STREAM_BUFFER_BYTES} if streaming else {}
     with contextlib.ExitStack() as stack:
         if not streaming and storage.is_local(url) and "://" not in url:
@@ -106,21 +102,21 @@ def _with_nulls(arr: pa.Array, values: list[Any]) -> list[Any]:
 def batch_rows(batch: pa.RecordBatch | pa.Table, *, binary_views: bool = False) -> list[dict[str, Any]]:
     """Rows of a record batch as dicts in column order, like ``to_pylist()``; with ``binary_views`` binaries
     (top level or in a list) are memoryviews of arrow's buffers, not copies. A row with text that is not
-    UTF-8 is an :class:`~editstream.io.text.UndecodableRow`."""
+    UTF-8 is an :class:`~editstream.io.text.UndecodableRow` (read column by column, as pyarrow refuses the batch)."""
     if not binary_views:
         try:
             return batch.to_pylist()
         except UnicodeDecodeError:
-            return rows_with_invalid_text(batch)
+            pass
     columns: list[list[Any]] = []
     bad: dict[int, list[str]] = {}
     for name, arr in zip(batch.schema.names, batch.columns):
         if isinstance(arr, pa.ChunkedArray):
             arr = arr.combine_chunks()
         t = arr.type
-        if _is_binary(t):
+        if binary_views and _is_binary(t):
             columns.append(_binary_views(arr))
-        elif (pa.types.is_list(t) or pa.types.is_large_list(t)) and _is_binary(t.value_type):
+        elif binary_views and (pa.types.is_list(t) or pa.types.is_large_list(t)) and _is_binary(t.value_type):
             columns.append(_list_of_binary_views(arr))
         else:
             values, undecodable = column_values(arr)
@@ -173,19 +169,10 @@ def iter_row_group_batches(
 
 
 def iter_row_group_rows(
-    pf: pq.ParquetFile,
-    url: str,
-    row_group: int,
-    start: int = 0,
-    stop: int | None = None,
-    *,
-    batch_size: int | None = None,
-    binary_views: bool = False,
+    pf: pq.ParquetFile, url: str, row_group: int, start: int = 0, stop: int | None = None
 ) -> Iterator[tuple[int, dict[str, Any]]]:
     """``(row index, row)`` for rows ``[start, stop)`` of one row group (``iter_row_group_batches``, row by row)."""
-    for first, rows in iter_row_group_batches(
-        pf, url, row_group, start, stop, batch_size=batch_size, binary_views=binary_views
-    ):
+    for first, rows in iter_row_group_batches(pf, url, row_group, start, stop):
         yield from enumerate(rows, start=first)
 
 

@@ -1,11 +1,6 @@
-"""Read-ahead of planned byte ranges: several ranged block requests in flight, memory bounded.
-
-:class:`ReadAhead` is told the ranges a reader will open, in order, and keeps ``ceil(fetch / consume) + 2``
-blocks in flight (an object store answers after 20-100 ms), each counted against the process's I/O
-budget (:mod:`editstream.io.service`) until consumed; a read-ahead holding nothing may always take one.
-Each block is one retried ranged request; opening a range abandons the planned ranges before it, and a
-short block ends its range (a truncated object).
-"""
+"""Read-ahead of planned byte ranges: ``ceil(fetch / consume) + 2`` retried ranged block requests in flight
+(an object store answers after 20-100 ms), each held against the process's I/O budget until consumed (one
+always fits when nothing is held). Opening a range abandons the planned ones before it; a short block ends it."""
 
 from __future__ import annotations
 

@@ -94,20 +94,3 @@ def column_values(arr: pa.Array) -> tuple[list[Any], list[bool]]:
     values = [_revive(v, arr.type) for v in as_bytes]
     bad = [any(isinstance(x, InvalidText) for x in _walk(v)) for v in values]
     return values, bad
-
-
-def rows_with_invalid_text(batch: pa.RecordBatch | pa.Table) -> list[dict[str, Any]]:
-    """The rows of a batch ``to_pylist()`` refuses, read column by column (bad ones as :class:`UndecodableRow`)."""
-    names = batch.schema.names
-    columns: list[list[Any]] = []
-    bad_columns: list[list[str]] = [[] for _ in range(batch.num_rows)]
-    for name, arr in zip(names, batch.columns):
-        if isinstance(arr, pa.ChunkedArray):
-            arr = arr.combine_chunks()
-        values, bad = column_values(arr)
-        columns.append(values)
-        for i, is_bad in enumerate(bad):
-            if is_bad:
-                bad_columns[i].append(name)
-    rows = [dict(zip(names, values)) for values in zip(*columns)] if columns else [{} for _ in bad_columns]
-    return [UndecodableRow(row, bad) if bad else row for row, bad in zip(rows, bad_columns)]

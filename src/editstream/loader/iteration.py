@@ -50,6 +50,11 @@ class SourceIterableDataset(DistributedIterableDataset):
         """The registered kind this dataset class (or a base of it) reads; ``None`` for a class of its own."""
         return kind_of_dataset(type(self))
 
+    @property
+    def drop_counts(self) -> dict[str, int]:
+        """Drops per reason in this process (bad rows, unreadable units, ``jsonl_parse`` ...)."""
+        return self.drops.as_dict()
+
     def _budget(self, name: str, size: int, what: str) -> FailureBudget:
         budget = self.__dict__.get(name)
         if budget is None:
@@ -226,9 +231,10 @@ class SourceIterableDataset(DistributedIterableDataset):
             data = self.parse_row(row)
         except SystemExit as exc:  # a parser that exits would end the worker without a word
             where = self.source.describe(unit, position)
+            what = f"kind {self.kind.name}" if self.kind is not None else f"class {type(self).__name__}"
             raise RuntimeError(
-                f"{self._who()}: parse_row raised SystemExit({exc.code!r}) on the row at {where}; "
-                "a parser must raise an error for a bad row, not exit"
+                f"dataset {self.dataset_name!r} ({what}): parse_row raised SystemExit({exc.code!r}) on the row at "
+                f"{where}; a parser must raise an error for a bad row, not exit"
             ) from exc
         except FATAL:
             raise
@@ -243,12 +249,6 @@ class SourceIterableDataset(DistributedIterableDataset):
             return None
         self._parser_budget().succeeded()
         return data
-
-    def _who(self) -> str:
-        """The dataset and its kind (or class), as errors name them."""
-        kind = self.kind
-        what = f"kind {kind.name}" if kind is not None else f"class {type(self).__name__}"
-        return f"dataset {self.dataset_name!r} ({what})"
 
     def _drop(self, reason: str, row: Any, error: BaseException | None, unit: Unit, position: Position) -> None:
         """Count a dropped row; an error that is not a data problem also counts against the parser budget."""

@@ -99,26 +99,25 @@ def read_frames_folder(
     return pick_folder_frames(frames, num_frames, sample=sample, fix_start=fix_start, min_num_frames=min_num_frames)
 
 
-def open_video(source: str | IO[bytes], storage_options: StorageOptions | None = None) -> Any:
-    """A ``decord.VideoReader`` (one thread) over a local path, a URL (read whole) or a binary file object."""
-    try:
-        import decord
-    except ImportError:
-        raise RuntimeError(f"decord is required to read video files; install it with: {VIDEO_EXTRA}") from None
-    if isinstance(source, str) and "://" in source:
-        source = io.BytesIO(storage.read_bytes(source, storage_options))
-    return decord.VideoReader(source, num_threads=1)
-
-
-def sample_video(
-    reader: Any,
+def read_frames_decord(
+    video_path: str | IO[bytes],
     num_frames: int,
     sample: str = "rand",
     fix_start: int | None = None,
     clip: tuple[float, float] | None = None,
     min_num_frames: int = 4,
+    *,
+    storage_options: StorageOptions | None = None,
 ) -> list[Any]:
-    """The choosing half of :func:`read_frames_decord`: ``t`` frames of an open video as PIL images."""
+    """Frames of a video file (a local path, a URL read whole, or a binary file) chosen as the reference does,
+    as PIL images, through a one-thread ``decord.VideoReader`` (the ``video`` extra)."""
+    try:
+        import decord
+    except ImportError:
+        raise RuntimeError(f"decord is required to read video files; install it with: {VIDEO_EXTRA}") from None
+    if isinstance(video_path, str) and "://" in video_path:
+        video_path = io.BytesIO(storage.read_bytes(video_path, storage_options))
+    reader = decord.VideoReader(video_path, num_threads=1)
     vlen = len(reader)
     fps = reader.get_avg_fps()
     start_index = 0
@@ -130,20 +129,6 @@ def sample_video(
     indices = get_frame_indices(count, vlen, sample=sample, fix_start=fix_start, input_fps=fps)
     frames = reader.get_batch([i + start_index for i in indices]).asnumpy()
     return [Image.fromarray(frames[i]) for i in range(frames.shape[0])]
-
-
-def read_frames_decord(
-    video_path: str | IO[bytes],
-    num_frames: int,
-    sample: str = "rand",
-    fix_start: int | None = None,
-    clip: tuple[float, float] | None = None,
-    min_num_frames: int = 4,
-    *,
-    storage_options: StorageOptions | None = None,
-) -> list[Any]:
-    """Frames of a video file chosen as the reference does; needs decord (the ``video`` extra)."""
-    return sample_video(open_video(video_path, storage_options), num_frames, sample, fix_start, clip, min_num_frames)
 
 
 @dataclass(eq=False)

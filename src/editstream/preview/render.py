@@ -113,12 +113,6 @@ def _font(size: int = 13) -> ImageFont.ImageFont | ImageFont.FreeTypeFont:
         return ImageFont.load_default()
 
 
-def _jpeg_base64(image: Image.Image) -> str:
-    buf = io.BytesIO()
-    image.save(buf, format="JPEG", quality=82)
-    return base64.b64encode(buf.getvalue()).decode("ascii")
-
-
 def _cells(record: Record) -> list[tuple[str, Any]]:
     """The row's cells in order: ("image", (Image, label)) and ("text", str); edit instructions sit between images."""
     thumbs = [describe_image(data) for data in record.images]
@@ -140,7 +134,9 @@ def to_html(records: list[Record], title: str) -> str:
         for kind, value in _cells(record):
             if kind == "image":
                 image, label = value
-                src = f"data:image/jpeg;base64,{_jpeg_base64(image)}"
+                jpeg = io.BytesIO()
+                image.save(jpeg, format="JPEG", quality=82)
+                src = f"data:image/jpeg;base64,{base64.b64encode(jpeg.getvalue()).decode('ascii')}"
                 note = html.escape(label or "image", quote=True)
                 cells.append(f'<img src="{src}" alt="{note}" title="{note}">')
             else:

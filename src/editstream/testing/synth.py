@@ -134,21 +134,17 @@ def file_name(index: int) -> str:
     return f"part-{index:05d}.parquet"
 
 
-def _row(spec: ParquetSynth, options: SynthOptions, index: int, corrupt: str | None) -> SynthRow:
-    f, rg, row = options.position(index)
-    rng = np.random.default_rng(np.random.SeedSequence([options.seed, spec.code, f, rg, row]))
-    low, high = options.sides(_DEFAULT_SIDES)
-    return SynthRow(index, f"f{f}-rg{rg}-r{row}", rng, corrupt, low, high)
-
-
 def _build_rows(
     spec: ParquetSynth, options: SynthOptions, start: int, stop: int, corrupt: dict[int, str]
 ) -> tuple[list[dict[str, Any]], Counter[str]]:
     """Rows with flat indexes ``[start, stop)`` and the count of image formats they contain."""
     rows: list[dict[str, Any]] = []
     formats: Counter[str] = Counter()
+    low, high = options.sides(_DEFAULT_SIDES)
     for index in range(start, stop):
-        record, counts = spec.make_row(_row(spec, options, index, corrupt.get(index)))
+        f, rg, row = options.position(index)
+        rng = np.random.default_rng(np.random.SeedSequence([options.seed, spec.code, f, rg, row]))
+        record, counts = spec.make_row(SynthRow(index, f"f{f}-rg{rg}-r{row}", rng, corrupt.get(index), low, high))
         rows.append(record)
         formats.update(counts)
     return rows, formats

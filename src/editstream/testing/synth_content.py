@@ -143,34 +143,26 @@ def pick(rng: np.random.Generator, words: tuple[Any, ...]) -> Any:
     return words[int(rng.integers(0, len(words)))]
 
 
+_INSTRUCTIONS: tuple[tuple[tuple[str, ...], tuple[str, str, str]], ...] = (
+    ((), ("make the {obj} {color}", "change the color of the {obj} to {color}", "turn the {obj} {color}")),
+    (_PLACES, ("add a {color} {obj} to the {x}", "put a {color} {obj} in the {x}", "place a {color} {obj} on the {x}")),
+    ((), ("remove the {obj}", "delete the {obj} from the picture", "erase the {obj}")),
+    (
+        _MATERIALS,
+        ("turn the {obj} into {x}", "make the {obj} look like it is made of {x}", "replace the {obj} with a {x} one"),
+    ),
+    (_SCENES, ("change the background to {x}", "move everything to {x}", "set the scene in {x}")),
+    (_STYLES, ("make it look like {x}", "restyle the image as {x}", "render this as {x}")),
+)
+"""Edit instructions: the words a kind draws besides the object and colour (``{x}``), and its three phrasings."""
+
+
 def instruction(rng: np.random.Generator) -> list[str]:
     """1-3 phrasings of one short edit instruction."""
-    kind = int(rng.integers(0, 6))
+    words, phrasings = _INSTRUCTIONS[int(rng.integers(0, len(_INSTRUCTIONS)))]
     obj, color = pick(rng, _OBJECTS), pick(rng, _COLORS)
-    if kind == 0:
-        options = [f"make the {obj} {color}", f"change the color of the {obj} to {color}", f"turn the {obj} {color}"]
-    elif kind == 1:
-        place = pick(rng, _PLACES)
-        options = [
-            f"add a {color} {obj} to the {place}",
-            f"put a {color} {obj} in the {place}",
-            f"place a {color} {obj} on the {place}",
-        ]
-    elif kind == 2:
-        options = [f"remove the {obj}", f"delete the {obj} from the picture", f"erase the {obj}"]
-    elif kind == 3:
-        mat = pick(rng, _MATERIALS)
-        options = [
-            f"turn the {obj} into {mat}",
-            f"make the {obj} look like it is made of {mat}",
-            f"replace the {obj} with a {mat} one",
-        ]
-    elif kind == 4:
-        scene = pick(rng, _SCENES)
-        options = [f"change the background to {scene}", f"move everything to {scene}", f"set the scene in {scene}"]
-    else:
-        style = pick(rng, _STYLES)
-        options = [f"make it look like {style}", f"restyle the image as {style}", f"render this as {style}"]
+    x = pick(rng, words) if words else ""
+    options = [phrasing.format(obj=obj, color=color, x=x) for phrasing in phrasings]
     count = int(rng.integers(1, 4))
     order = rng.permutation(len(options))[:count]
     return [options[int(i)] for i in order]

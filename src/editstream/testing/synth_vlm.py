@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -55,19 +56,16 @@ def _mp4(path: str, rng: np.random.Generator, num_frames: int) -> None:
         writer.release()
 
 
+@dataclass
 class _Writer:
     """Writes one dataset's media and lines; every media name is relative to the media dir."""
 
-    def __init__(
-        self, out: str, seed: int, sides: tuple[int, int], video: bool, so: StorageOptions | None, media: str
-    ) -> None:
-        self.out = out
-        self.media_dir = storage.join(out, media)
-        self.rng = np.random.default_rng(seed)
-        self.sides = sides
-        self.video = video
-        self.so = so
-        self.counter = Counter()  # type: Counter[str]
+    media_dir: str
+    rng: np.random.Generator
+    sides: tuple[int, int]
+    video: bool
+    so: StorageOptions | None
+    counter: Counter[str] = field(default_factory=Counter)
 
     def _name(self, prefix: str) -> str:
         self.counter[prefix] += 1
@@ -163,7 +161,8 @@ def write_synthetic_vlm_dataset(
     if num_lines < 1:
         raise ValueError(f"num_lines must be >= 1, got {num_lines}")
     with_video = can_write_video() if video is None else video
-    writer = _Writer(out, seed, (min_side, max_side), with_video, storage_options, media_name)
+    media_dir = storage.join(out, media_name)
+    writer = _Writer(media_dir, np.random.default_rng(seed), (min_side, max_side), with_video, storage_options)
     lines: list[str] = []
     kinds: Counter[str] = Counter()
     bad_lines: dict[int, str] = {}

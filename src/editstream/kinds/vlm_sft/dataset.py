@@ -172,8 +172,3 @@ class SftJSONLIterableDataset(SourceIterableDataset):
     def _decode_image(self, data: bytes, img_num: int) -> Any:
         """One image of a row: exactly as the reference, or reduced with ``fast_decode``."""
         return load_image(data, (self.transform,), self.fast_decode, img_num=img_num)
-
-    @property
-    def drop_counts(self) -> dict[str, int]:
-        """Drops per reason in this process (``jsonl_parse``, ``media_outside``, ``no_loss_labels`` ...)."""
-        return self.drops.as_dict()

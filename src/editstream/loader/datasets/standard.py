@@ -127,11 +127,6 @@ class ParquetStandardIterableDataset(SourceIterableDataset):
         """Decode one image of a row: exactly as the reference, or reduced with ``fast_decode``."""
         return load_image(data, (self.transform, self.vit_transform), self.fast_decode)
 
-    @property
-    def drop_counts(self) -> dict[str, int]:
-        """Drops per reason in this process (bad rows, unreadable units ...)."""
-        return self.drops.as_dict()
-
 
 def _sharing_storage(samples: Iterator[dict[str, Any]]) -> Iterator[dict[str, Any]]:
     try:
