@@ -18,8 +18,7 @@ from .mapping import (
     resolve_mapping,
 )
 from .peek import Peeked, peek
-from .pipeline import run_adapter, staging_dir
-from .run import NoChainsError, adapt
+from .run import NoChainsError, adapt, run_adapter, staging_dir
 from .values import BadValue
 from .where import Filter, FilterError, parse_filter
 
