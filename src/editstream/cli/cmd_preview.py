@@ -13,8 +13,7 @@ from ..data.backends import BACKENDS
 from .app import main
 from .errors import DataProblem, UsageProblem
 from .options import AdapterChoice, storage_options
-from .paths import check_bucket
-from .resolve import open_problem
+from .paths import check_bucket, open_problem
 
 
 def _kinds() -> list[str]:

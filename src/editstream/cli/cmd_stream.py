@@ -1,4 +1,6 @@
-"""``editstream stream``: samples from DATA through a dataset class, with throughput and drops."""
+"""``editstream stream``: samples from DATA through a dataset class, with throughput and drops. DATA is
+opened (``editstream.data.open_data``) and checked before torch loads: a contradicting ``--backend`` or
+``--schema`` is a usage error naming the option, and the arguments must agree."""
 
 from __future__ import annotations
 
@@ -14,12 +16,54 @@ from ..data.backends import BACKENDS
 from .app import main
 from .errors import DataProblem, UsageProblem
 from .options import KindChoice, storage_options, trainable, with_storage_options
-from .resolve import resolve
+from .paths import check_bucket, open_problem
 
 if TYPE_CHECKING:  # imported where used, so loading the CLI stays light
     from ..data.open import DataHandle
 
 log = logging.getLogger("editstream")
+
+
+def _open_one(
+    url: str, backend: str, schema: str | None, so: dict[str, Any] | None, media_dir: str | None
+) -> DataHandle:
+    from ..data.layouts import JsonlFile, LayoutError
+    from ..data.open import open_data
+    from ..format import detect as d
+    from ..kinds import all_kinds, get_kind
+
+    if not d.names_pattern(url, so):
+        check_bucket(url, so)
+    wanted = None if backend == "auto" else backend
+    try:
+        handle = open_data(url, backend=wanted, storage_options=so, media_dir=media_dir)
+        if not trainable(handle.kind):  # stream builds the kind's training dataset
+            names = " and ".join(k.name for k in all_kinds() if trainable(k))
+            raise UsageProblem(
+                f"{url} holds {handle.kind.name} data; stream reads {names}", "give data of a kind stream reads"
+            )
+        if schema is not None and schema != handle.kind.name:
+            handle = open_data(url, kind=get_kind(schema), backend=wanted, storage_options=so, media_dir=media_dir)
+    except LayoutError as exc:
+        raise open_problem(url, exc) from None
+    if isinstance(handle.layout, JsonlFile) and media_dir is None:
+        raise UsageProblem(
+            f"{url} is a JSONL file, and its image and video names need --media-dir DIR",
+            f"editstream stream {url} --media-dir DIR",
+        )
+    return handle
+
+
+def resolve(
+    data: tuple[str, ...], backend: str, schema: str | None, so: dict[str, Any] | None, media_dir: str | None = None
+) -> list[DataHandle]:
+    """Open every DATA argument; they must agree on backend, kind and layout, and ``schema`` must fit."""
+    found = [_open_one(url, backend, schema, so, media_dir) for url in data]
+    kinds = {(h.backend, h.kind.name, type(h.layout)) for h in found}
+    if len(kinds) > 1:
+        shown = ", ".join(f"{h.url}: {h.kind.name} on {h.backend}" for h in found)
+        raise UsageProblem(f"DATA arguments of different kinds ({shown})", "stream one kind at a time")
+    return found
 
 
 def _dataset(found: list[DataHandle], workers: int, kw: dict[str, Any]) -> Any:

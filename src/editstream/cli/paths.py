@@ -10,7 +10,7 @@ from ..io import storage
 from .errors import CREDENTIALS_ADVICE, DataProblem, UsageProblem
 
 if TYPE_CHECKING:  # imported where used, so loading the CLI stays light
-    from ..data.layouts import ConvertedRoot, JsonlFile, Layout, ParquetDirectory
+    from ..data.layouts import ConvertedRoot, JsonlFile, Layout, LayoutError, ParquetDirectory
     from ..format import detect as d
 
 
@@ -129,3 +129,19 @@ def parquet_columns(found: ParquetDirectory) -> list[str]:
         return found.columns()
     except LayoutError as exc:
         raise DataProblem(exc.message, exc.fix) from None
+
+
+def open_problem(url: str, exc: LayoutError) -> DataProblem | UsageProblem:
+    """A data-layer refusal in CLI words: the option to change, or the command that fixes the data."""
+    from ..data.layouts import BackendMismatch, KindMismatch
+    from ..format import detect as d
+
+    if isinstance(exc, BackendMismatch):
+        return UsageProblem(exc.message, f"use --backend {exc.right} (or leave --backend out)")
+    if isinstance(exc, KindMismatch):
+        return UsageProblem(exc.message, f"pass --schema {exc.held} or leave --schema out")
+    if exc.found is not None and exc.found.kind == d.MISSING:
+        return missing_path(url, "DATA")
+    if exc.found is not None and exc.found.kind == d.PARTIAL:
+        return unfinished_conversion(exc.found)
+    return (UsageProblem if exc.usage else DataProblem)(exc.message, exc.fix)
