@@ -91,8 +91,8 @@ class RowGroupShards:
             raise FileNotFoundError(f"dataset {self.dataset_name!r}: {root} lists no source files")
         counts = {file_id(f.path): f.num_row_groups for f in manifest.source_files}
         self.row_groups.update(counts)
-        warn_unread(self.dataset_name, root, num_used, len(counts))
-        chosen = repeat_to([file_id(name) for name in source_order(manifest, self.file_order)], num_used)
+        files = [file_id(name) for name in source_order(manifest, self.file_order)]
+        chosen = repeat_to(files, num_used, self.dataset_name, root)
         if self.granularity == "file":
             return [FileUnit(path) for path in chosen]
         return [RowGroupUnit(path, rg) for path in chosen for rg in range(counts[path])]
