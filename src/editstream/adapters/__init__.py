@@ -6,7 +6,7 @@ also converts it, :func:`peek` previews it and :class:`InPlace` trains on the so
 
 from __future__ import annotations
 
-from .inplace import InPlace
+from .inplace import InPlace, Peeked, peek
 from .mapping import (
     AdapterMapping,
     InstructionSource,
@@ -17,7 +17,6 @@ from .mapping import (
     mapping_from_dict,
     resolve_mapping,
 )
-from .peek import Peeked, peek
 from .run import NoChainsError, adapt, run_adapter, staging_dir
 from .values import BadValue
 from .where import Filter, FilterError, parse_filter
