@@ -6,6 +6,7 @@ also converts it, :func:`peek` previews it and :class:`InPlace` trains on the so
 
 from __future__ import annotations
 
+from .chains import BadValue
 from .inplace import InPlace, Peeked, peek
 from .mapping import (
     AdapterMapping,
@@ -18,7 +19,6 @@ from .mapping import (
     resolve_mapping,
 )
 from .run import NoChainsError, adapt, run_adapter, staging_dir
-from .values import BadValue
 from .where import Filter, FilterError, parse_filter
 
 __all__ = [

@@ -40,7 +40,7 @@ from ..io import storage
 from ..io.parquet import open_parquet
 from ..io.storage import StorageOptions
 from ..kinds import DatasetKind, get_kind
-from .chains import ChainBuilder, output_schema, to_table
+from .chains import BadValue, ChainBuilder, MediaDir, output_schema, to_table
 from .mapping import AdapterMapping, MappingError, builtin_path, load_mapping, resolve_mapping
 from .output import fingerprint
 from .plan import (
@@ -61,7 +61,6 @@ from .plan import (
 )
 from .run import DEFAULT_CHAINS_PER_FILE, DEFAULT_ROWS_PER_GROUP
 from .sources import close_mounts
-from .values import BadValue, MediaDir
 from .where import Filter
 
 log = logging.getLogger(__name__)

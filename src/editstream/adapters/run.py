@@ -26,7 +26,7 @@ from ..conversion.executors import Executor, ProcessPoolExecutor, TaskError, mak
 from ..format.safe_yaml import brief
 from ..io import storage
 from ..io.progress import Progress
-from .chains import ChainBuilder, output_schema
+from .chains import BadValue, ChainBuilder, MediaDir, output_schema
 from .mapping import AdapterMapping, MappingError, resolve_mapping
 from .output import (
     PARQUET_INFO,
@@ -52,7 +52,6 @@ from .plan import (
     source_rows,
     unpack,
 )
-from .values import BadValue, MediaDir
 from .where import Filter
 
 log = logging.getLogger(__name__)

@@ -26,8 +26,8 @@ import pyarrow as pa
 from ..data.identity import file_identity
 from ..data.media import ArchiveMedia, MediaSource, archive_stem, is_split_part, open_media
 from ..io import storage
+from .chains import BadValue
 from .mapping import AdapterMapping
-from .values import BadValue
 
 log = logging.getLogger(__name__)
 
