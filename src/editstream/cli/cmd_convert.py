@@ -255,12 +255,10 @@ def convert_from(
 @click.option(
     "--schema",
     type=KindChoice(),
-    default=None,
     help="Source dataset kind; detected from the columns when omitted (the JSONL + media kind from a .jsonl SRC).",
 )
 @click.option(
     "--media-dir",
-    default=None,
     help="JSONL SRC: the directory the JSONL's image/video names are relative to. Give the same string as "
     "the source backend's data_dir: it is recorded and decides the epoch order. With --from/--mapping: "
     "the directory that image structs holding only a path (no bytes) are relative to.",
@@ -269,14 +267,12 @@ def convert_from(
     "--from",
     "adapter",
     type=AdapterChoice(),
-    default=None,
     help="SRC is this public dataset in its own Hub schema (data/*.parquet, HF Image structs): adapt its "
     "rows to BAGEL edit chains first. See 'Bring your dataset' in the README.",
 )
 @click.option(
     "--mapping",
     "mapping_file",
-    default=None,
     metavar="FILE",
     help="Like --from, with your own YAML/JSON mapping file (copy a built-in one from editstream/adapters/builtin).",
 )
@@ -291,15 +287,13 @@ def convert_from(
 )
 @click.option(
     "--where",
-    default=None,
     metavar="EXPR",
     help="With --from/--mapping: keep only source rows that match, e.g. \"o_score >= 8 and task == 'add'\" "
     "(replaces the mapping's own filter; '' turns it off).",
 )
-@click.option("--split", default=None, help="With --from/--mapping: read only SRC's {split}-*.parquet files.")
+@click.option("--split", help="With --from/--mapping: read only SRC's {split}-*.parquet files.")
 @click.option(
     "--staging",
-    default=None,
     metavar="DIR",
     help="With --from/--mapping and --to webdataset: where the BAGEL parquet goes (default: DST-parquet).",
 )
@@ -309,11 +303,10 @@ def convert_from(
     help="JSONL SRC: read media names outside --media-dir (absolute, or climbing out with ..); "
     "refused by default, so a JSONL cannot copy other files into the shards.",
 )
-@click.option("--parquet-info", default=None, help="parquet_info JSON (row groups per file); footers otherwise.")
+@click.option("--parquet-info", help="parquet_info JSON (row groups per file); footers otherwise.")
 @click.option(
     "--workers",
     type=click.IntRange(min=1),
-    default=None,
     help="Worker processes (default: the CPU count); with --engine ray, the most shards in flight "
     "at once (default: twice the cluster's CPUs). With --from/--mapping they write the adapted files too.",
 )
@@ -326,7 +319,6 @@ def convert_from(
 )
 @click.option(
     "--ray-address",
-    default=None,
     help="With --engine ray: the cluster to use, as for ray.init ('auto': the running cluster; "
     "default: RAY_ADDRESS, else a `ray start` cluster on this machine, else a new local instance).",
 )
@@ -338,12 +330,8 @@ def convert_from(
     help="rowgroup: one shard per parquet row group (matches the parquet backend); size: shards of a "
     "target size (implied by --shard-size / --samples-per-shard).",
 )
-@click.option(
-    "--shard-size", type=SizeType(), default=None, help="Target shard size (implies --layout size), e.g. 512MB."
-)
-@click.option(
-    "--samples-per-shard", type=click.IntRange(min=1), default=None, help="Samples per shard (implies --layout size)."
-)
+@click.option("--shard-size", type=SizeType(), help="Target shard size (implies --layout size), e.g. 512MB.")
+@click.option("--samples-per-shard", type=click.IntRange(min=1), help="Samples per shard (implies --layout size).")
 @click.option(
     "--overwrite",
     is_flag=True,

@@ -37,13 +37,12 @@ def _extract(dst: str, key: str, out_dir: str, opts: dict[str, Any] | None) -> N
 
 @main.command()
 @click.argument("dst")
-@click.option("--sample", "key", default=None, help="Print the row of the sample with this key.")
+@click.option("--sample", "key", help="Print the row of the sample with this key.")
 @click.option("--list", "list_keys", is_flag=True, help="List every sample key (tab: its shard).")
 @click.option(
     "--extract",
     nargs=2,
     metavar="KEY DIR",
-    default=None,
     help="Write the members of sample KEY (images, JSON ...) as files KEY.<member> into DIR.",
 )
 @click.option(

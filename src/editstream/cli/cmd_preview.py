@@ -103,25 +103,23 @@ def _records(
 )
 @click.option(
     "--media-dir",
-    default=None,
     help="JSONL DATA, or with --from/--mapping: the directory image names (paths without bytes) are relative to.",
 )
 @click.option(
     "--from",
     "adapter",
     type=AdapterChoice(),
-    default=None,
     help="DATA is this public dataset in its own Hub schema: show the chains its adapter makes (nothing is written).",
 )
-@click.option("--mapping", "mapping_file", default=None, metavar="FILE", help="Like --from, with a mapping file.")
-@click.option("--where", default=None, metavar="EXPR", help="With --from/--mapping: only source rows that match.")
-@click.option("--split", default=None, help="With --from/--mapping: only DATA's {split}-*.parquet files.")
+@click.option("--mapping", "mapping_file", metavar="FILE", help="Like --from, with a mapping file.")
+@click.option("--where", metavar="EXPR", help="With --from/--mapping: only source rows that match.")
+@click.option("--split", help="With --from/--mapping: only DATA's {split}-*.parquet files.")
 @click.option(
     "--allow-outside-media-dir",
     is_flag=True,
     help="JSONL DATA: read image names outside --media-dir (absolute, or climbing out with ..); refused by default.",
 )
-@click.option("--endpoint-url", default=None, help="S3 endpoint URL (e.g. MinIO).")
+@click.option("--endpoint-url", help="S3 endpoint URL (e.g. MinIO).")
 @click.option("--storage-option", "storage_option", multiple=True, metavar="KEY=VALUE", help="fsspec storage option.")
 def preview(
     data: str,

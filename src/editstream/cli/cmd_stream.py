@@ -172,7 +172,6 @@ def _check_rank(rank: int | None, world_size: int | None) -> None:
 @click.option(
     "--schema",
     type=KindChoice(trainable),
-    default=None,
     help="Dataset kind of the data (a kind's aliases name it too); default: from the manifest or the parquet "
     "columns (foreign shards: the kind their default member map reads). A kind the data does not have is an error.",
 )
@@ -181,16 +180,13 @@ def _check_rank(rank: int | None, world_size: int | None) -> None:
     "--workers", type=click.IntRange(min=0), default=0, show_default=True, help="DataLoader worker processes."
 )
 @click.option("--seed", type=int, default=42, show_default=True, help="Epoch seed (unit shuffle) and global seed.")
-@click.option("--rank", type=click.IntRange(min=0), default=None, help="Rank (default: torchrun's RANK, else 0).")
+@click.option("--rank", type=click.IntRange(min=0), help="Rank (default: torchrun's RANK, else 0).")
 @click.option(
     "--world-size",
     type=click.IntRange(min=1),
-    default=None,
     help="World size (default: torchrun's WORLD_SIZE, else 1).",
 )
-@click.option(
-    "--num-used", type=click.IntRange(min=1), default=None, help="Files (or shards) used per DATA (default: all)."
-)
+@click.option("--num-used", type=click.IntRange(min=1), help="Files (or shards) used per DATA (default: all).")
 @click.option(
     "--vae-max", type=click.IntRange(min=16), default=512, show_default=True, help="VAE transform max image side."
 )
@@ -207,20 +203,18 @@ def _check_rank(rank: int | None, world_size: int | None) -> None:
 )
 @click.option(
     "--media-dir",
-    default=None,
     help="For a JSONL DATA (LLaVA-style lines), or a mapping's image paths: the directory the names are relative to.",
 )
 @click.option(
     "--from",
     "adapter",
-    default=None,
     metavar="NAME",
     help="Read DATA (a public dataset's parquet folder, repository root or Hub cache folder) in place through "
     "this built-in adapter: the stream convert --from NAME and the converted data would give.",
 )
-@click.option("--mapping", "mapping_file", default=None, metavar="FILE", help="As --from, with a mapping file.")
-@click.option("--where", default=None, help="With --from/--mapping: a filter replacing the mapping's own.")
-@click.option("--split", default=None, help="With --from/--mapping: read only {split}-*.parquet.")
+@click.option("--mapping", "mapping_file", metavar="FILE", help="As --from, with a mapping file.")
+@click.option("--where", help="With --from/--mapping: a filter replacing the mapping's own.")
+@click.option("--split", help="With --from/--mapping: read only {split}-*.parquet.")
 @with_storage_options
 def stream(data: tuple[str, ...], schema: str | None, samples: int, workers: int, seed: int, **kw: Any) -> None:
     """Stream samples from DATA (parquet directories, converted roots, shard patterns, a JSONL file

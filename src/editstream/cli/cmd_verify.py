@@ -42,14 +42,11 @@ def _count_recipe(path: str, as_json: bool) -> None:
 @click.argument("dst", required=False)
 @click.option(
     "--recipe",
-    default=None,
     help="Instead of DST: count, per dataset of this BAGEL recipe (YAML), the samples that survive its "
     "max_num_tokens_per_sample and max_num_tokens at its transform sizes, and why the others do not.",
 )
-@click.option(
-    "--source", default=None, help="Also check every row of this parquet source (or JSONL) against the shards."
-)
-@click.option("--workers", type=click.IntRange(min=1), default=None, help="Worker processes (default: the CPU count).")
+@click.option("--source", help="Also check every row of this parquet source (or JSONL) against the shards.")
+@click.option("--workers", type=click.IntRange(min=1), help="Worker processes (default: the CPU count).")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.option("--no-progress", is_flag=True, help="No progress bar or progress lines.")
 @with_storage_options
