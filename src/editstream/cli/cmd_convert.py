@@ -13,9 +13,8 @@ import click
 
 from ..io import storage
 from .app import SETTINGS, main
-from .errors import DataProblem, UsageProblem
+from .errors import DataProblem, UsageProblem, check_bucket, parquet_columns, parquet_source
 from .options import AdapterChoice, KindChoice, SizeType, storage_options, with_storage_options
-from .paths import check_bucket, parquet_columns, parquet_source
 
 if TYPE_CHECKING:  # imported where used, so loading the CLI stays light
     from ..data.layouts import JsonlFile, ParquetDirectory

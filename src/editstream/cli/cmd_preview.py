@@ -11,9 +11,8 @@ import click
 
 from ..data.backends import BACKENDS
 from .app import main
-from .errors import DataProblem, UsageProblem
+from .errors import DataProblem, UsageProblem, check_bucket, open_problem
 from .options import AdapterChoice, storage_options
-from .paths import check_bucket, open_problem
 
 
 def _kinds() -> list[str]:

@@ -14,9 +14,8 @@ import click
 
 from ..data.backends import BACKENDS
 from .app import main
-from .errors import DataProblem, UsageProblem
+from .errors import DataProblem, UsageProblem, check_bucket, open_problem
 from .options import KindChoice, storage_options, trainable, with_storage_options
-from .paths import check_bucket, open_problem
 
 if TYPE_CHECKING:  # imported where used, so loading the CLI stays light
     from ..data.open import DataHandle
