@@ -239,11 +239,8 @@ class InPlaceSource:
         unknown = sorted(set(request.options) - {"file_order", "retry"})
         if unknown:
             raise TypeError(f"dataset {self.name!r}: unknown keyword argument(s) {unknown} for data read in place")
-        self.file_order = (
-            "sorted"
-            if request.sorted_files
-            else check_file_order(request.options.get("file_order", "listing"), f"dataset {self.name!r}")
-        )
+        order = "sorted" if request.sorted_files else request.options.get("file_order", "listing")
+        self.file_order = check_file_order(order, f"dataset {self.name!r}")
         self.drops = request.drops
         self.column_types = dict(request.column_types or {})
         self.storage_options = storage_options

@@ -15,12 +15,6 @@ from .errors import DataProblem, UsageProblem, check_bucket, open_problem
 from .options import AdapterChoice, storage_options
 
 
-def _kinds() -> list[str]:
-    from ..kinds import all_kinds
-
-    return [kind.name for kind in all_kinds() if kind.preview is not None]
-
-
 def adapted_records(
     data: str,
     n: int,
@@ -62,6 +56,7 @@ def _records(
     """The first ``n`` records of data editstream reads as it is (not through an adapter)."""
     from ..data.layouts import LayoutError
     from ..format import detect as d
+    from ..kinds import all_kinds
     from ..preview.collect import NoPreviewError, collect
 
     if not d.names_pattern(data, opts):
@@ -78,7 +73,8 @@ def _records(
     except LayoutError as exc:
         raise open_problem(data, exc) from None
     except NoPreviewError as exc:
-        advice = f"install the package of its kind; preview knows {', '.join(_kinds())}"
+        known = ", ".join(kind.name for kind in all_kinds() if kind.preview is not None)
+        advice = f"install the package of its kind; preview knows {known}"
         raise DataProblem(str(exc), advice) from None
 
 

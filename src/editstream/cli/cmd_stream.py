@@ -77,8 +77,7 @@ def _dataset(found: list[DataHandle], workers: int, kw: dict[str, Any]) -> Any:
     cls = handle.kind.dataset_class()
     args: dict[str, Any] = handle.dataset_arguments()
     for extra in found[1:]:
-        more = extra.dataset_arguments()
-        for key, value in more.items():
+        for key, value in extra.dataset_arguments().items():
             if isinstance(value, list):
                 args[key] = [*args[key], *value]
     if kw["num_used"] is not None:

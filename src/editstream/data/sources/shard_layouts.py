@@ -175,7 +175,7 @@ class SizeShards:
 
     def reads(self, unit: Unit, after: Position | None) -> Iterator[ShardRead]:
         shard = self.shards[str(unit)]
-        yield shard, as_unit(unit, ShardUnit).first_sample(after, shard.num_samples), _by_index
+        yield shard, as_unit(unit, ShardUnit).first_sample(after, shard.num_samples), lambda index, key: (index,)
 
     def where(self, unit: Unit, position: Position | None) -> dict[str, Any]:
         found: dict[str, Any] = as_unit(unit, ShardUnit).where(position)
@@ -183,10 +183,6 @@ class SizeShards:
 
 
 LAYOUTS: dict[str, type[RowGroupShards] | type[SizeShards]] = {"rowgroup": RowGroupShards, "size": SizeShards}
-
-
-def _by_index(index: int, key: str) -> Position:
-    return (index,)
 
 
 def _files_of(shard: ShardInfo) -> set[str]:
