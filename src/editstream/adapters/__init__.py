@@ -6,7 +6,8 @@ also converts it, :func:`peek` previews it and :class:`InPlace` trains on the so
 
 from __future__ import annotations
 
-from .inplace import InPlace
+from .chains import BadValue
+from .inplace import InPlace, Peeked, peek
 from .mapping import (
     AdapterMapping,
     InstructionSource,
@@ -17,10 +18,7 @@ from .mapping import (
     mapping_from_dict,
     resolve_mapping,
 )
-from .peek import Peeked, peek
-from .pipeline import run_adapter, staging_dir
-from .run import NoChainsError, adapt
-from .values import BadValue
+from .run import NoChainsError, adapt, run_adapter, staging_dir
 from .where import Filter, FilterError, parse_filter
 
 __all__ = [

@@ -1,18 +1,175 @@
-"""Source rows -> one output row of the target kind; the output schema depends on the mapping and the
-source schema only, so every output file of an adaptation has the same column types."""
+"""Source rows -> one output row of the target kind: cell values made chain parts (image bytes, Hugging Face
+Image structs unwrapped, and phrasings), a value that cannot be used raising :class:`BadValue` naming the column
+so only its row is dropped and counted. The output schema depends on the mapping and the source schema only, so
+every output file of an adaptation has the same column types."""
 
 from __future__ import annotations
 
 import json
+import posixpath
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import pyarrow as pa
 
+from ..data.media import ArchiveMedia, MediaMissing, MediaSource, archive_stem, open_media
 from ..format.safe_yaml import brief
+from ..format.sft import MediaOutsideError
+from ..io import storage
+from ..io.text import UndecodableRow
 from ..kinds import get_kind
 from .mapping import AdapterMapping, InstructionSource
-from .values import BadValue, MediaDir, bad_cell, image_bytes, phrasings
+
+
+class BadValue(Exception):
+    """A cell (or chain) that cannot be adapted: ``reason`` for the report, ``code`` to count it by,
+    ``row`` the index of the failing row within its chain, ``column`` the cell's column if one is to blame."""
+
+    def __init__(self, reason: str, code: str, row: int = 0, column: str | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.code = code
+        self.row = row
+        self.column = column
+
+
+def readable_rows(rows: list[Any]) -> list[dict[str, Any]]:
+    """Rows as :func:`~editstream.io.parquet.batch_rows` gives them, a non-UTF-8 cell as its :class:`BadValue`."""
+    out = []
+    for row in rows:
+        if isinstance(row, UndecodableRow):
+            for column in row.columns:
+                row[column] = BadValue(f"{column}: {row.reason(column)}", "bad_utf8", column=column)
+        out.append(dict(row))
+    return out
+
+
+def bad_cell(row: dict[str, Any]) -> BadValue | None:
+    """The :class:`BadValue` one of ``row``'s cells holds (a cell ``readable_rows`` could not read), else ``None``."""
+    return next((value for value in row.values() if isinstance(value, BadValue)), None)
+
+
+class MediaDir:
+    """Reads the images a row names by path, only inside its media (``--media-dir`` and the mapping's
+    ``mounts``): a name outside them is refused, one absent is a ``media_missing`` drop."""
+
+    def __init__(
+        self,
+        root: str | None,
+        storage_options: storage.StorageOptions | None = None,
+        *,
+        mounts: Sequence[tuple[str, MediaSource]] = (),
+        index_dir: str | None = None,
+    ) -> None:
+        self.root = root
+        self.storage_options = storage_options
+        self.mounts = list(mounts)
+        if root is not None:
+            self.mounts.insert(0, ("", open_media(root, storage_options, index_dir=index_dir)))
+
+    def read(self, column: str, path: str) -> bytes:
+        """The bytes of ``path`` in the media; ``BadValue`` if absent, outside it or no media is set."""
+        if not self.mounts:
+            raise BadValue(
+                f"{column}: no image bytes, only the path {brief(path)}, and no media_dir to resolve it", "no_media_dir"
+            )
+        if "\0" in path:
+            raise BadValue(f"{column}: image path {brief(path)} holds a NUL byte", "bad_path", column=column)
+        clean = posixpath.normpath(path.replace("\\", "/"))
+        if clean.startswith("/") or clean == ".." or clean.startswith("../") or "://" in path:
+            raise BadValue(f"{column}: image path {brief(path)} is not inside the media directory", "media_outside")
+        for prefix, source in self.mounts:
+            if not clean.startswith(prefix):
+                continue
+            try:
+                return source.read(clean[len(prefix) :])
+            except MediaMissing:
+                continue
+            except MediaOutsideError:
+                raise BadValue(f"{column}: image path {brief(path)} leads outside its media", "media_outside") from None
+        looked = [_place(source) for prefix, source in self.mounts if clean.startswith(prefix)]
+        raise BadValue(f"{column}: media file {clean} is missing (looked in {brief(looked)})", "media_missing")
+
+
+def _place(source: MediaSource) -> str:
+    """Where a media source is, to name in a drop: an archive by its (unsplit) name, a folder by its path."""
+    if isinstance(source, ArchiveMedia):
+        return archive_stem(source.urls[0])
+    return str(getattr(source, "url", source))
+
+
+def image_bytes(value: Any, column: str, media: MediaDir) -> bytes:
+    """The image bytes of one cell: raw binary, an Image struct (bytes, else path), or a path string."""
+    if value is None:
+        raise BadValue(f"{column} is null", "null_image")
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        if len(value) == 0:
+            raise BadValue(f"{column} is empty", "null_image")
+        return bytes(value)
+    if isinstance(value, dict):
+        data = value.get("bytes")
+        if data is not None and len(data) > 0:
+            return bytes(data)
+        path = value.get("path")
+        if isinstance(path, str) and path:
+            return media.read(column, path)
+        raise BadValue(f"{column} has neither image bytes nor a path", "null_image")
+    if isinstance(value, str) and value:
+        return media.read(column, value)
+    if isinstance(value, list) and len(value) == 1 and isinstance(value[0], str) and value[0]:
+        return media.read(column, value[0])  # a list of input images holding one (ShareGPT-4o's input_image)
+    if isinstance(value, list):
+        raise BadValue(f"{column} lists {len(value)} images; one edit step takes one", "bad_image_list")
+    raise BadValue(f"{column} is a {type(value).__name__}, not an image", "null_image")
+
+
+def _text(value: Any, column: str) -> Any:
+    """A binary cell's text (strict UTF-8); any other value as it is."""
+    if not isinstance(value, bytes):
+        return value
+    try:
+        return value.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        reason = f"{column}: binary text that is not valid UTF-8 (byte {exc.start})"
+        raise BadValue(reason, "bad_utf8", column=column) from None
+
+
+def _checked(column: str, items: Any) -> list[str]:
+    if not isinstance(items, list) or not items:
+        raise BadValue(f"{column} holds no phrasings", "bad_instruction")
+    items = [_text(item, column) for item in items]
+    for item in items:
+        if not isinstance(item, str) or not item.strip():
+            reason = f"{column} holds a phrasing that is not a non-empty string: {brief(item)}"
+            raise BadValue(reason, "bad_instruction")
+    return items
+
+
+def phrasings(value: Any, column: str, source: Any) -> list[str]:
+    """The phrasings of one edit from a cell in ``source.format``, each with ``source.remove`` cut out."""
+    texts = _phrasings(value, column, source.format)
+    if not source.remove:
+        return texts
+    for cut in source.remove:
+        texts = [t.replace(cut, "") for t in texts]
+    return _checked(column, [" ".join(t.split()) for t in texts])
+
+
+def _phrasings(value: Any, column: str, fmt: str) -> list[str]:
+    if value is None:
+        raise BadValue(f"{column} is null", "bad_instruction")
+    value = _text(value, column)
+    if fmt == "string":
+        return _checked(column, [value])
+    if fmt == "list":
+        return _checked(column, value)
+    if not isinstance(value, str):
+        raise BadValue(f"{column} is a {type(value).__name__}, not a JSON string", "bad_instruction")
+    try:
+        parsed = json.loads(value)
+    except ValueError as exc:
+        raise BadValue(f"{column} is not valid JSON: {exc}", "bad_instruction") from None
+    return _checked(column, [parsed] if isinstance(parsed, str) else parsed)
 
 
 def output_schema(mapping: AdapterMapping, source: pa.Schema) -> pa.Schema:

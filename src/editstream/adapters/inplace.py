@@ -3,6 +3,8 @@
 Units are the row groups ``convert --from`` would write, their chains built by the same :class:`ChainBuilder`,
 so the stream, its drops and ``data_status`` match the converted data. A plan that needs a pass is kept
 as a small JSON index beside the data (else in ``$EDITSTREAM_CACHE``), keyed by the files and the mapping.
+:func:`peek` (what ``preview --from`` shows) reads the first chains in place the same way, writing nothing;
+a row the adapter would drop is yielded as its ``BadValue``.
 """
 
 from __future__ import annotations
@@ -11,8 +13,9 @@ import contextlib
 import json
 import logging
 import os
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Generator, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, ClassVar
 
 import pyarrow as pa
@@ -28,18 +31,17 @@ from ..data.units import (
     RowGroupUnit,
     Unit,
     as_unit,
-    check_counts,
     check_file_order,
+    counted,
     repeat_to,
-    warn_unread,
 )
 from ..format.columns import ColumnTypeError, column_type_problems
 from ..io import storage
 from ..io.parquet import open_parquet
 from ..io.storage import StorageOptions
 from ..kinds import DatasetKind, get_kind
-from .chains import ChainBuilder, output_schema, to_table
-from .mapping import AdapterMapping, MappingError, builtin_path, load_mapping
+from .chains import BadValue, ChainBuilder, MediaDir, output_schema, to_table
+from .mapping import AdapterMapping, MappingError, builtin_path, load_mapping, resolve_mapping
 from .output import fingerprint
 from .plan import (
     Mounts,
@@ -50,14 +52,15 @@ from .plan import (
     gather,
     open_sources,
     pack,
+    passes,
     plan_filtered,
     plan_groups,
     plan_rows,
+    source_rows,
     unpack,
 )
 from .run import DEFAULT_CHAINS_PER_FILE, DEFAULT_ROWS_PER_GROUP
 from .sources import close_mounts
-from .values import BadValue, MediaDir
 from .where import Filter
 
 log = logging.getLogger(__name__)
@@ -236,11 +239,8 @@ class InPlaceSource:
         unknown = sorted(set(request.options) - {"file_order", "retry"})
         if unknown:
             raise TypeError(f"dataset {self.name!r}: unknown keyword argument(s) {unknown} for data read in place")
-        self.file_order = (
-            "sorted"
-            if request.sorted_files
-            else check_file_order(request.options.get("file_order", "listing"), f"dataset {self.name!r}")
-        )
+        order = "sorted" if request.sorted_files else request.options.get("file_order", "listing")
+        self.file_order = check_file_order(order, f"dataset {self.name!r}")
         self.drops = request.drops
         self.column_types = dict(request.column_types or {})
         self.storage_options = storage_options
@@ -253,9 +253,8 @@ class InPlaceSource:
 
     def list_units(self, data_dir_list: Sequence[Any], num_used_data: Sequence[int]) -> list[Unit]:
         """Each entry's output files (repeated and cut to its ``num_used_data``), as units."""
-        check_counts(self.name, [str(e) for e in data_dir_list], num_used_data)
         units: list[Unit] = []
-        for entry, num_used in zip(data_dir_list, num_used_data):
+        for entry, num_used in counted(self.name, data_dir_list, num_used_data):
             try:
                 plan = entry.plan(self.storage_options)
             except (ValueError, OSError) as exc:
@@ -274,9 +273,7 @@ class InPlaceSource:
                     path = storage.join(_folder(plan.files[0]), task.name)
                     sizes[path] = -(-chains // DEFAULT_ROWS_PER_GROUP)
                     self.listed[path] = _Listed(entry, plan, task, schema, sizes[path])
-            warn_unread(self.name, str(entry), int(num_used), len(sizes))
-            paths = self._ordered(entry, list(sizes))
-            chosen = repeat_to(paths, int(num_used))
+            chosen = repeat_to(self._ordered(entry, list(sizes)), num_used, self.name, str(entry))
             units += (
                 [FileUnit(p) for p in chosen]
                 if self.whole_files
@@ -386,3 +383,70 @@ def _bad(files: Sequence[SourceFile], chain: tuple[int, ...], exc: BadValue) -> 
     file, rg, row = unpack(chain[exc.row])
     where = {"file": files[file].url, "row_group": rg, "row": row, "code": exc.code}
     return BadSample(ValueError(exc.reason), where | ({"column": exc.column} if exc.column else {}))
+
+
+Peeked = tuple[str, dict[str, Any] | BadValue]
+"""A title saying where the chain comes from, and its output row (or why the adapter drops it)."""
+
+
+def _rows(
+    files: list[SourceFile], columns: list[str], where: Filter | None, so: storage.StorageOptions | None
+) -> Generator[tuple[str, list[dict[str, Any]]]]:
+    for i, rg, r, row in source_rows(files, columns, so):
+        if passes(where, row):
+            yield f"{files[i].name} rg {rg} row {r}", [row]
+
+
+def _grouped(
+    files: list[SourceFile],
+    mapping: AdapterMapping,
+    where: Filter | None,
+    columns: list[str],
+    n: int,
+    so: storage.StorageOptions | None,
+) -> Generator[tuple[str, list[dict[str, Any]]]]:
+    plan = plan_groups(files, mapping, where, n, "peek", so)
+    chains = plan.tasks[0].chains if plan.tasks else ()
+    with contextlib.ExitStack() as stack:
+        found = gather(files, chains, columns, so, stack, {})
+    for chain in chains:
+        rows = [found[location] for location in chain]
+        key = ", ".join(f"{c}={rows[0][c]}" for c in mapping.group_by)
+        yield f"{key} ({len(rows)} rows)", rows
+
+
+def peek(
+    src: str,
+    mapping: str | Path | AdapterMapping,
+    n: int,
+    *,
+    where: str | None = None,
+    media_dir: str | None = None,
+    split: str | None = None,
+    storage_options: storage.StorageOptions | None = None,
+    index_dir: str | None = None,
+) -> Generator[Peeked]:
+    """The first ``n`` chains ``mapping`` makes of ``src`` (options as for ``adapt``; ``index_dir`` keeps indexes)."""
+    mapping = resolve_mapping(mapping)
+    where_filter = mapping.filter(where)
+    files, mounts = open_sources(src, mapping, split, storage_options, index_dir)
+    check_columns(files, mapping, where_filter)
+    columns = mapping.read_columns(where_filter)
+    media = MediaDir(media_dir, storage_options, mounts=[m[:2] for m in mounts], index_dir=index_dir)
+    builder = ChainBuilder(mapping, media)
+    chains: Generator[tuple[str, list[dict[str, Any]]]]
+    if mapping.group_by:
+        chains = _grouped(files, mapping, where_filter, columns, n, storage_options)
+    else:
+        chains = _rows(files, columns, where_filter, storage_options)
+    try:
+        for count, (title, rows) in enumerate(chains):
+            if count >= n:
+                return
+            try:
+                yield title, builder.build(rows)
+            except BadValue as exc:
+                yield title, exc
+    finally:
+        chains.close()  # the open source file, when stopped after n chains
+        close_mounts(mounts)

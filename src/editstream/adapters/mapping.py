@@ -166,10 +166,7 @@ class AdapterMapping:
 
     def fingerprint_data(self) -> dict[str, Any]:
         """What changes the output: everything but the name, the description and the dataset id."""
-        data = self.to_dict()
-        for key in ("name", "description", "dataset"):
-            data.pop(key, None)
-        return data
+        return {k: v for k, v in self.to_dict().items() if k not in ("name", "description", "dataset")}
 
 
 def _no_duplicates(origin: str, key: str, names: tuple[str, ...]) -> None:
@@ -319,10 +316,7 @@ BUILTIN_DIR = Path(__file__).resolve().parent / "builtin"
 
 
 def _builtin_files() -> dict[str, Path]:
-    found = {}
-    for path in sorted(BUILTIN_DIR.glob("*.yaml")):
-        found[load_mapping(path).name] = path
-    return found
+    return {load_mapping(path).name: path for path in sorted(BUILTIN_DIR.glob("*.yaml"))}
 
 
 def builtin_names() -> list[str]:

@@ -19,6 +19,7 @@ from ..data.media import MediaSource
 from ..format.safe_yaml import brief
 from ..io import storage
 from ..io.parquet import iter_row_group_batches, open_parquet
+from .chains import BadValue, bad_cell, readable_rows
 from .mapping import AdapterMapping, MappingError
 from .sources import (
     MetadataFile,
@@ -31,7 +32,6 @@ from .sources import (
     rows_at,
     snapshot_roots,
 )
-from .values import BadValue, bad_cell, readable_rows
 from .where import Filter
 
 _ROW_BITS = 24

@@ -1,4 +1,5 @@
-"""``adapt``: a source dataset in its own schema -> BAGEL-format parquet with ``parquet_info.json``.
+"""``adapt``: a source dataset in its own schema -> BAGEL-format parquet with ``parquet_info.json``;
+``run_adapter`` (what ``convert SRC DST --from NAME`` runs) then converts it to shards.
 
 Bad rows are dropped and recorded with file, row group and row; output files are picklable tasks on the
 converter's executors, and the output is byte-identical however (and however often interrupted) they ran.
@@ -18,14 +19,17 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ..conversion import convert
 from ..conversion.config import check_apart
+from ..conversion.dst import ForeignFilesError, foreign_names
 from ..conversion.executors import Executor, ProcessPoolExecutor, TaskError, make_executor
 from ..format.safe_yaml import brief
 from ..io import storage
 from ..io.progress import Progress
-from .chains import ChainBuilder, output_schema
+from .chains import BadValue, ChainBuilder, MediaDir, output_schema
 from .mapping import AdapterMapping, MappingError, resolve_mapping
 from .output import (
+    PARQUET_INFO,
     ParquetOut,
     fingerprint,
     intact_record,
@@ -48,7 +52,6 @@ from .plan import (
     source_rows,
     unpack,
 )
-from .values import BadValue, MediaDir
 from .where import Filter
 
 log = logging.getLogger(__name__)
@@ -351,3 +354,62 @@ def adapt(
         raise NoChainsError(_nothing_made(summary, where_filter))
     log.info("adapt %s: %d rows in -> %d chains out", mapping.name, summary["rows_in"], summary["chains_out"])
     return summary
+
+
+TARGETS = ("webdataset", "parquet")
+PARALLEL = ("workers", "engine", "ray_address", "executor")
+"""Options both steps take: the adaptation's output files and the shards run on the same executor."""
+
+
+def staging_dir(dst: str) -> str:
+    """Where ``--to webdataset`` puts the BAGEL parquet it converts: beside DST, ``DST-parquet``."""
+    return f"{dst.rstrip('/')}-parquet"
+
+
+def run_adapter(
+    src: str,
+    dst: str,
+    adapter: str | Path | AdapterMapping,
+    *,
+    to: str = "webdataset",
+    where: str | None = None,
+    media_dir: str | None = None,
+    split: str | None = None,
+    staging: str | None = None,
+    rows_per_group: int = DEFAULT_ROWS_PER_GROUP,
+    chains_per_file: int = DEFAULT_CHAINS_PER_FILE,
+    storage_options: storage.StorageOptions | None = None,
+    progress: bool = True,
+    **convert_options: Any,
+) -> dict[str, Any]:
+    """Adapt ``src`` with ``adapter`` into ``dst``: BAGEL parquet there (``to="parquet"``), or staged in
+    ``staging`` and converted to shards there (``convert_options`` pass to ``editstream.convert``; the
+    parallel ones run the adaptation too). Returns ``{"adapt": summary, "convert": summary or None}``."""
+    if to not in TARGETS:
+        raise ValueError(f"to must be one of {TARGETS}, got {to!r}")
+    parallel = {k: convert_options[k] for k in PARALLEL if k in convert_options}
+    shard_only = sorted(k for k in convert_options if k not in PARALLEL)
+    if to == "parquet" and (staging is not None or shard_only):
+        raise ValueError(f"staging and converter options apply to to='webdataset' only, not {shard_only}")
+    mapping = resolve_mapping(adapter)
+    parquet_dst = dst if to == "parquet" else (staging or staging_dir(dst))
+    check_apart({"SRC": src, "DST": dst} if to == "parquet" else {"SRC": src, "staging": parquet_dst, "DST": dst})
+    foreign = foreign_names(dst, storage_options) if to == "webdataset" else []
+    if foreign and not convert_options.get("overwrite"):
+        raise ForeignFilesError(dst, foreign)
+    summary = adapt(
+        src, parquet_dst, mapping, media_dir=media_dir, where=where, split=split, rows_per_group=rows_per_group,
+        chains_per_file=chains_per_file, storage_options=storage_options, progress=progress, **parallel,
+    )  # fmt: skip
+    if to == "parquet":
+        return {"adapt": summary, "convert": None}
+    converted = convert(
+        parquet_dst,
+        dst,
+        schema=mapping.kind,
+        parquet_info=storage.join(parquet_dst, PARQUET_INFO),
+        storage_options=storage_options,
+        progress=progress,
+        **convert_options,
+    )
+    return {"adapt": summary, "convert": converted}

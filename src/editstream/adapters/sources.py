@@ -26,8 +26,8 @@ import pyarrow as pa
 from ..data.identity import file_identity
 from ..data.media import ArchiveMedia, MediaSource, archive_stem, is_split_part, open_media
 from ..io import storage
+from .chains import BadValue
 from .mapping import AdapterMapping
-from .values import BadValue
 
 log = logging.getLogger(__name__)
 
@@ -207,8 +207,7 @@ def metadata_rows(
     f: MetadataFile, columns: Sequence[str], so: storage.StorageOptions | None
 ) -> Iterator[dict[str, Any]]:
     """The rows of ``f``: its entries' ``columns``, its image paths made dataset paths."""
-    for item in entries(f, so):
-        yield _as_row(item, f, columns)
+    return (_as_row(item, f, columns) for item in entries(f, so))
 
 
 def rows_at(
@@ -236,19 +235,6 @@ def rows_at(
                     break
                 if r in keep:
                     yield r, _as_row(_entry(f, r, line), f, columns)
-
-
-def count_rows(f: MetadataFile, so: storage.StorageOptions | None) -> tuple[int, tuple[int, ...]]:
-    """How many rows ``f`` holds and, for JSONL, the byte offset of every ``LINES_PER_MARK``-th line (not parsed)."""
-    if f.form == "json":
-        return sum(1 for _ in entries(f, so)), ()
-    n, at, marks = 0, 0, []
-    with _stream(f, so) as stream:
-        for line in stream:
-            if n % LINES_PER_MARK == 0:
-                marks.append(at)
-            n, at = n + 1, at + len(line)
-    return n, tuple(marks)
 
 
 def kept_count_and_schema(
@@ -281,12 +267,8 @@ def kept_count_and_schema(
 
 
 def _counted(f: MetadataFile, so: storage.StorageOptions | None) -> tuple[int, pa.Schema, tuple[int, ...]]:
-    n, marks = count_rows(f, so)
-    return n, schema_of(f, so), marks
-
-
-def schema_of(f: MetadataFile, so: storage.StorageOptions | None) -> pa.Schema:
-    """The columns' types of ``f``, inferred from its first ``SCHEMA_ROWS`` objects."""
+    """How many rows ``f`` holds, its columns' types (inferred from its first ``SCHEMA_ROWS`` objects) and, for
+    JSONL, the byte offset of every ``LINES_PER_MARK``-th line (not parsed)."""
     first = [item for item in itertools.islice(entries(f, so), SCHEMA_ROWS) if isinstance(item, dict)]
     fields = []
     for column in dict.fromkeys(k for item in first for k in item):
@@ -295,7 +277,15 @@ def schema_of(f: MetadataFile, so: storage.StorageOptions | None) -> pa.Schema:
         except (pa.ArrowException, TypeError):
             arrow_type = pa.string()
         fields.append(pa.field(column, pa.string() if pa.types.is_null(arrow_type) else arrow_type))
-    return pa.schema(fields)
+    if f.form == "json":
+        return sum(1 for _ in entries(f, so)), pa.schema(fields), ()
+    n, at, marks = 0, 0, []
+    with _stream(f, so) as stream:
+        for line in stream:
+            if n % LINES_PER_MARK == 0:
+                marks.append(at)
+            n, at = n + 1, at + len(line)
+    return n, pa.schema(fields), tuple(marks)
 
 
 def snapshot_roots(src: str, so: storage.StorageOptions | None) -> list[str]:

@@ -9,9 +9,8 @@ from typing import Any
 import click
 
 from .app import SETTINGS, main
-from .errors import DataProblem, UsageProblem
+from .errors import DataProblem, UsageProblem, converted_root
 from .options import storage_options, with_storage_options
-from .paths import converted_root
 
 
 def _find(dst: str, key: str, opts: dict[str, Any] | None) -> dict[str, bytes]:
@@ -37,13 +36,12 @@ def _extract(dst: str, key: str, out_dir: str, opts: dict[str, Any] | None) -> N
 
 @main.command()
 @click.argument("dst")
-@click.option("--sample", "key", default=None, help="Print the row of the sample with this key.")
+@click.option("--sample", "key", help="Print the row of the sample with this key.")
 @click.option("--list", "list_keys", is_flag=True, help="List every sample key (tab: its shard).")
 @click.option(
     "--extract",
     nargs=2,
     metavar="KEY DIR",
-    default=None,
     help="Write the members of sample KEY (images, JSON ...) as files KEY.<member> into DIR.",
 )
 @click.option(

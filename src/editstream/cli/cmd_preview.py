@@ -11,16 +11,8 @@ import click
 
 from ..data.backends import BACKENDS
 from .app import main
-from .errors import DataProblem, UsageProblem
+from .errors import DataProblem, UsageProblem, check_bucket, open_problem
 from .options import AdapterChoice, storage_options
-from .paths import check_bucket
-from .resolve import open_problem
-
-
-def _kinds() -> list[str]:
-    from ..kinds import all_kinds
-
-    return [kind.name for kind in all_kinds() if kind.preview is not None]
 
 
 def adapted_records(
@@ -64,6 +56,7 @@ def _records(
     """The first ``n`` records of data editstream reads as it is (not through an adapter)."""
     from ..data.layouts import LayoutError
     from ..format import detect as d
+    from ..kinds import all_kinds
     from ..preview.collect import NoPreviewError, collect
 
     if not d.names_pattern(data, opts):
@@ -80,7 +73,8 @@ def _records(
     except LayoutError as exc:
         raise open_problem(data, exc) from None
     except NoPreviewError as exc:
-        advice = f"install the package of its kind; preview knows {', '.join(_kinds())}"
+        known = ", ".join(kind.name for kind in all_kinds() if kind.preview is not None)
+        advice = f"install the package of its kind; preview knows {known}"
         raise DataProblem(str(exc), advice) from None
 
 
@@ -104,25 +98,23 @@ def _records(
 )
 @click.option(
     "--media-dir",
-    default=None,
     help="JSONL DATA, or with --from/--mapping: the directory image names (paths without bytes) are relative to.",
 )
 @click.option(
     "--from",
     "adapter",
     type=AdapterChoice(),
-    default=None,
     help="DATA is this public dataset in its own Hub schema: show the chains its adapter makes (nothing is written).",
 )
-@click.option("--mapping", "mapping_file", default=None, metavar="FILE", help="Like --from, with a mapping file.")
-@click.option("--where", default=None, metavar="EXPR", help="With --from/--mapping: only source rows that match.")
-@click.option("--split", default=None, help="With --from/--mapping: only DATA's {split}-*.parquet files.")
+@click.option("--mapping", "mapping_file", metavar="FILE", help="Like --from, with a mapping file.")
+@click.option("--where", metavar="EXPR", help="With --from/--mapping: only source rows that match.")
+@click.option("--split", help="With --from/--mapping: only DATA's {split}-*.parquet files.")
 @click.option(
     "--allow-outside-media-dir",
     is_flag=True,
     help="JSONL DATA: read image names outside --media-dir (absolute, or climbing out with ..); refused by default.",
 )
-@click.option("--endpoint-url", default=None, help="S3 endpoint URL (e.g. MinIO).")
+@click.option("--endpoint-url", help="S3 endpoint URL (e.g. MinIO).")
 @click.option("--storage-option", "storage_option", multiple=True, metavar="KEY=VALUE", help="fsspec storage option.")
 def preview(
     data: str,

@@ -1,4 +1,6 @@
-"""``editstream stream``: samples from DATA through a dataset class, with throughput and drops."""
+"""``editstream stream``: samples from DATA through a dataset class, with throughput and drops. DATA is
+opened (``editstream.data.open_data``) and checked before torch loads: a contradicting ``--backend`` or
+``--schema`` is a usage error naming the option, and the arguments must agree."""
 
 from __future__ import annotations
 
@@ -12,14 +14,55 @@ import click
 
 from ..data.backends import BACKENDS
 from .app import main
-from .errors import DataProblem, UsageProblem
+from .errors import DataProblem, UsageProblem, check_bucket, open_problem
 from .options import KindChoice, storage_options, trainable, with_storage_options
-from .resolve import resolve
 
 if TYPE_CHECKING:  # imported where used, so loading the CLI stays light
     from ..data.open import DataHandle
 
 log = logging.getLogger("editstream")
+
+
+def _open_one(
+    url: str, backend: str, schema: str | None, so: dict[str, Any] | None, media_dir: str | None
+) -> DataHandle:
+    from ..data.layouts import JsonlFile, LayoutError
+    from ..data.open import open_data
+    from ..format import detect as d
+    from ..kinds import all_kinds, get_kind
+
+    if not d.names_pattern(url, so):
+        check_bucket(url, so)
+    wanted = None if backend == "auto" else backend
+    try:
+        handle = open_data(url, backend=wanted, storage_options=so, media_dir=media_dir)
+        if not trainable(handle.kind):  # stream builds the kind's training dataset
+            names = " and ".join(k.name for k in all_kinds() if trainable(k))
+            raise UsageProblem(
+                f"{url} holds {handle.kind.name} data; stream reads {names}", "give data of a kind stream reads"
+            )
+        if schema is not None and schema != handle.kind.name:
+            handle = open_data(url, kind=get_kind(schema), backend=wanted, storage_options=so, media_dir=media_dir)
+    except LayoutError as exc:
+        raise open_problem(url, exc) from None
+    if isinstance(handle.layout, JsonlFile) and media_dir is None:
+        raise UsageProblem(
+            f"{url} is a JSONL file, and its image and video names need --media-dir DIR",
+            f"editstream stream {url} --media-dir DIR",
+        )
+    return handle
+
+
+def resolve(
+    data: tuple[str, ...], backend: str, schema: str | None, so: dict[str, Any] | None, media_dir: str | None = None
+) -> list[DataHandle]:
+    """Open every DATA argument; they must agree on backend, kind and layout, and ``schema`` must fit."""
+    found = [_open_one(url, backend, schema, so, media_dir) for url in data]
+    kinds = {(h.backend, h.kind.name, type(h.layout)) for h in found}
+    if len(kinds) > 1:
+        shown = ", ".join(f"{h.url}: {h.kind.name} on {h.backend}" for h in found)
+        raise UsageProblem(f"DATA arguments of different kinds ({shown})", "stream one kind at a time")
+    return found
 
 
 def _dataset(found: list[DataHandle], workers: int, kw: dict[str, Any]) -> Any:
@@ -34,8 +77,7 @@ def _dataset(found: list[DataHandle], workers: int, kw: dict[str, Any]) -> Any:
     cls = handle.kind.dataset_class()
     args: dict[str, Any] = handle.dataset_arguments()
     for extra in found[1:]:
-        more = extra.dataset_arguments()
-        for key, value in more.items():
+        for key, value in extra.dataset_arguments().items():
             if isinstance(value, list):
                 args[key] = [*args[key], *value]
     if kw["num_used"] is not None:
@@ -128,7 +170,6 @@ def _check_rank(rank: int | None, world_size: int | None) -> None:
 @click.option(
     "--schema",
     type=KindChoice(trainable),
-    default=None,
     help="Dataset kind of the data (a kind's aliases name it too); default: from the manifest or the parquet "
     "columns (foreign shards: the kind their default member map reads). A kind the data does not have is an error.",
 )
@@ -137,16 +178,13 @@ def _check_rank(rank: int | None, world_size: int | None) -> None:
     "--workers", type=click.IntRange(min=0), default=0, show_default=True, help="DataLoader worker processes."
 )
 @click.option("--seed", type=int, default=42, show_default=True, help="Epoch seed (unit shuffle) and global seed.")
-@click.option("--rank", type=click.IntRange(min=0), default=None, help="Rank (default: torchrun's RANK, else 0).")
+@click.option("--rank", type=click.IntRange(min=0), help="Rank (default: torchrun's RANK, else 0).")
 @click.option(
     "--world-size",
     type=click.IntRange(min=1),
-    default=None,
     help="World size (default: torchrun's WORLD_SIZE, else 1).",
 )
-@click.option(
-    "--num-used", type=click.IntRange(min=1), default=None, help="Files (or shards) used per DATA (default: all)."
-)
+@click.option("--num-used", type=click.IntRange(min=1), help="Files (or shards) used per DATA (default: all).")
 @click.option(
     "--vae-max", type=click.IntRange(min=16), default=512, show_default=True, help="VAE transform max image side."
 )
@@ -163,20 +201,18 @@ def _check_rank(rank: int | None, world_size: int | None) -> None:
 )
 @click.option(
     "--media-dir",
-    default=None,
     help="For a JSONL DATA (LLaVA-style lines), or a mapping's image paths: the directory the names are relative to.",
 )
 @click.option(
     "--from",
     "adapter",
-    default=None,
     metavar="NAME",
     help="Read DATA (a public dataset's parquet folder, repository root or Hub cache folder) in place through "
     "this built-in adapter: the stream convert --from NAME and the converted data would give.",
 )
-@click.option("--mapping", "mapping_file", default=None, metavar="FILE", help="As --from, with a mapping file.")
-@click.option("--where", default=None, help="With --from/--mapping: a filter replacing the mapping's own.")
-@click.option("--split", default=None, help="With --from/--mapping: read only {split}-*.parquet.")
+@click.option("--mapping", "mapping_file", metavar="FILE", help="As --from, with a mapping file.")
+@click.option("--where", help="With --from/--mapping: a filter replacing the mapping's own.")
+@click.option("--split", help="With --from/--mapping: read only {split}-*.parquet.")
 @with_storage_options
 def stream(data: tuple[str, ...], schema: str | None, samples: int, workers: int, seed: int, **kw: Any) -> None:
     """Stream samples from DATA (parquet directories, converted roots, shard patterns, a JSONL file

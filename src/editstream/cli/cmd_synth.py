@@ -48,8 +48,8 @@ def _first_synth_kind() -> str:
     help="Fraction of rows made bad on purpose (each kind plants its own bad rows: bad image bytes, "
     "missing parts ...).",
 )
-@click.option("--min-side", type=click.IntRange(min=1), default=None, help="Smallest image side in pixels.")
-@click.option("--max-side", type=click.IntRange(min=1), default=None, help="Largest image side in pixels.")
+@click.option("--min-side", type=click.IntRange(min=1), help="Smallest image side in pixels.")
+@click.option("--max-side", type=click.IntRange(min=1), help="Largest image side in pixels.")
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
 def synth(out: str, no_progress: bool, **options: Any) -> None:
     """Write a synthetic source dataset of a kind to OUT: parquet files plus parquet_info.json, or a

@@ -9,9 +9,8 @@ import sys
 import click
 
 from .app import SETTINGS, main
-from .errors import UsageProblem
+from .errors import UsageProblem, check_bucket, converted_root
 from .options import storage_options, with_storage_options
-from .paths import check_bucket, converted_root
 
 
 def _count_recipe(path: str, as_json: bool) -> None:
@@ -42,14 +41,11 @@ def _count_recipe(path: str, as_json: bool) -> None:
 @click.argument("dst", required=False)
 @click.option(
     "--recipe",
-    default=None,
     help="Instead of DST: count, per dataset of this BAGEL recipe (YAML), the samples that survive its "
     "max_num_tokens_per_sample and max_num_tokens at its transform sizes, and why the others do not.",
 )
-@click.option(
-    "--source", default=None, help="Also check every row of this parquet source (or JSONL) against the shards."
-)
-@click.option("--workers", type=click.IntRange(min=1), default=None, help="Worker processes (default: the CPU count).")
+@click.option("--source", help="Also check every row of this parquet source (or JSONL) against the shards.")
+@click.option("--workers", type=click.IntRange(min=1), help="Worker processes (default: the CPU count).")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.option("--no-progress", is_flag=True, help="No progress bar or progress lines.")
 @with_storage_options

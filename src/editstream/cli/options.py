@@ -83,7 +83,7 @@ _STORAGE_OPTIONS = [
         help="fsspec storage option for the paths (repeatable), e.g. -o anon=true. The standard AWS "
         "variables (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_ENDPOINT_URL ...) work too.",
     ),
-    click.option("--endpoint-url", default=None, help="S3 endpoint URL (e.g. MinIO); same as -o endpoint_url=..."),
+    click.option("--endpoint-url", help="S3 endpoint URL (e.g. MinIO); same as -o endpoint_url=..."),
 ]
 
 

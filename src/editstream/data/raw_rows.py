@@ -15,7 +15,7 @@ from ..io.storage import StorageOptions
 from .drops import DropLog
 from .layouts import ConvertedRoot, LayoutError
 from .open import DataHandle, open_data
-from .rows import BadSample, ListingRowSource, Position
+from .rows import BadSample, ListingRowSource, Position, close_rows
 from .sources.webdataset import TarSource
 from .units import Unit
 
@@ -102,9 +102,7 @@ class RawRows(Iterator[RawRow]):
                         else:
                             yield RawRow(unit, position, row, source)
                 finally:
-                    close = getattr(rows, "close", None)
-                    if close is not None:
-                        close()
+                    close_rows(rows)
         finally:
             source.plan_units(iter(()))
 

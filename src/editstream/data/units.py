@@ -152,10 +152,12 @@ def check_file_order(file_order: str, owner: str) -> str:
     return file_order
 
 
-def repeat_to(paths: list[str], num_used: int) -> list[str]:
-    """The reference's sampling rule: repeat the listing, then keep the first ``num_used``."""
+def repeat_to(paths: list[str], num_used: int, dataset_name: str, where: str, what: str = "files") -> list[str]:
+    """The reference's sampling rule: repeat the listing, then keep the first ``num_used`` (fewer than the
+    ``paths`` of ``where`` is logged, with the numbers)."""
     if num_used < 0:
         raise ValueError(f"num_used_data must be >= 0, got {num_used}")
+    warn_unread(dataset_name, where, num_used, len(paths), what)
     return (paths * (num_used // len(paths) + 1))[:num_used]
 
 
@@ -169,10 +171,12 @@ def warn_unread(dataset_name: str, where: str, num_used: int, available: int, wh
         )
 
 
-def check_counts(dataset_name: str, data_dir_list: Sequence[str], num_used_data: Sequence[int]) -> None:
-    """One ``num_used_data`` entry per data directory, or an error naming the dataset and both lengths."""
+def counted(dataset_name: str, data_dir_list: Sequence[Any], num_used_data: Sequence[int]) -> list[tuple[Any, int]]:
+    """Each data directory with its ``num_used_data`` entry; other than one count per directory is an error
+    naming the dataset and both lengths."""
     if len(data_dir_list) != len(num_used_data):
         raise ValueError(
             f"dataset {dataset_name!r}: {len(data_dir_list)} data directories but "
             f"{len(num_used_data)} num_used_data entries; give one count per directory"
         )
+    return [(entry, int(num_used)) for entry, num_used in zip(data_dir_list, num_used_data)]

@@ -27,7 +27,7 @@ from ...io.storage import StorageOptions
 from ...kinds import DatasetKind, all_kinds, get_kind
 from ..drops import DropLog
 from ..rows import BadSample, Row
-from ..units import Position, ShardUnit, Unit, as_unit, check_counts, repeat_to, warn_unread
+from ..units import Position, ShardUnit, Unit, as_unit, counted, repeat_to
 
 DEFAULT_MEMBERS: dict[str, list[str]] = {
     "image": ["jpg", "jpeg", "png", "webp"],
@@ -144,16 +144,14 @@ class ForeignTarSource:
             raise ValueError(f"dataset {dataset_name!r}: the columns mapping gives no members for {missing}")
 
     def list_units(self, data_dir_list: Sequence[Any], num_used_data: Sequence[int]) -> list[Unit]:
-        check_counts(self.dataset_name, data_dir_list, num_used_data)
         units: list[Unit] = []
-        for entry, num_used in zip(data_dir_list, num_used_data):
+        for entry, num_used in counted(self.dataset_name, data_dir_list, num_used_data):
             try:
                 shards = expand_shards(entry, self.storage_options)
             except FileNotFoundError as exc:
                 raise FileNotFoundError(f"dataset {self.dataset_name!r}: {exc}") from None
-            warn_unread(self.dataset_name, str(entry), int(num_used), len(shards), "shards")
             self._remote = self._remote or not all(storage.is_local(url) for url in shards)
-            units.extend(ShardUnit(url) for url in repeat_to(shards, int(num_used)))
+            units.extend(ShardUnit(url) for url in repeat_to(shards, num_used, self.dataset_name, str(entry), "shards"))
         return units
 
     def _start_offset(self, url: str, first: int) -> int | None:

@@ -27,10 +27,9 @@ from ..units import (
     RowGroupUnit,
     Unit,
     as_unit,
-    check_counts,
     check_file_order,
+    counted,
     repeat_to,
-    warn_unread,
 )
 
 GRANULARITIES = ("row_group", "file")
@@ -45,9 +44,8 @@ def list_parquet_files(
 ) -> list[str]:
     """The ``*.parquet`` of each directory (in its listing order, or sorted: ``file_order``), repeated and
     cut to its ``num_used_data`` entry."""
-    check_counts(dataset_name, data_dir_list, num_used_data)
     out: list[str] = []
-    for data_dir, num_used in zip(data_dir_list, num_used_data):
+    for data_dir, num_used in counted(dataset_name, data_dir_list, num_used_data):
         try:
             files = storage.list_files(data_dir, ".parquet", storage_options, ordered=file_order == "sorted")
         except storage.BrokenLinkError as exc:
@@ -56,8 +54,7 @@ def list_parquet_files(
             raise FileNotFoundError(f"dataset {dataset_name!r}: data directory not found: {data_dir}") from None
         if not files:
             raise FileNotFoundError(f"dataset {dataset_name!r}: no *.parquet files in {data_dir}")
-        warn_unread(dataset_name, data_dir, int(num_used), len(files))
-        out.extend(repeat_to(files, int(num_used)))
+        out.extend(repeat_to(files, num_used, dataset_name, data_dir))
     return out
 
 

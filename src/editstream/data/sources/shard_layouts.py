@@ -91,8 +91,8 @@ class RowGroupShards:
             raise FileNotFoundError(f"dataset {self.dataset_name!r}: {root} lists no source files")
         counts = {file_id(f.path): f.num_row_groups for f in manifest.source_files}
         self.row_groups.update(counts)
-        warn_unread(self.dataset_name, root, num_used, len(counts))
-        chosen = repeat_to([file_id(name) for name in source_order(manifest, self.file_order)], num_used)
+        files = [file_id(name) for name in source_order(manifest, self.file_order)]
+        chosen = repeat_to(files, num_used, self.dataset_name, root)
         if self.granularity == "file":
             return [FileUnit(path) for path in chosen]
         return [RowGroupUnit(path, rg) for path in chosen for rg in range(counts[path])]
@@ -175,7 +175,7 @@ class SizeShards:
 
     def reads(self, unit: Unit, after: Position | None) -> Iterator[ShardRead]:
         shard = self.shards[str(unit)]
-        yield shard, as_unit(unit, ShardUnit).first_sample(after, shard.num_samples), _by_index
+        yield shard, as_unit(unit, ShardUnit).first_sample(after, shard.num_samples), lambda index, key: (index,)
 
     def where(self, unit: Unit, position: Position | None) -> dict[str, Any]:
         found: dict[str, Any] = as_unit(unit, ShardUnit).where(position)
@@ -183,10 +183,6 @@ class SizeShards:
 
 
 LAYOUTS: dict[str, type[RowGroupShards] | type[SizeShards]] = {"rowgroup": RowGroupShards, "size": SizeShards}
-
-
-def _by_index(index: int, key: str) -> Position:
-    return (index,)
 
 
 def _files_of(shard: ShardInfo) -> set[str]:

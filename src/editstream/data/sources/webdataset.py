@@ -27,7 +27,7 @@ from ...io.storage import StorageOptions
 from ...kinds import DatasetKind, UnknownKindError, get_kind
 from ..drops import DropLog
 from ..rows import BadSample, Row
-from ..units import Position, Unit, check_counts, check_file_order
+from ..units import Position, Unit, check_file_order, counted
 from .shard_layouts import LAYOUTS, PositionOf, RowGroupShards, ShardMismatchError, ShardRef, SizeShards
 
 logger = logging.getLogger("editstream")
@@ -75,9 +75,8 @@ class TarSource:
         )
 
     def list_units(self, data_dir_list: Sequence[str], num_used_data: Sequence[int]) -> list[Unit]:
-        check_counts(self.dataset_name, data_dir_list, num_used_data)
         units: list[Unit] = []
-        for root, num_used in zip(data_dir_list, num_used_data):
+        for root, num_used in counted(self.dataset_name, data_dir_list, num_used_data):
             manifest = self._read_manifest(root)
             if self._layout is None:
                 self._layout = LAYOUTS[manifest.layout](self.dataset_name, self.granularity, self.file_order)
@@ -86,7 +85,7 @@ class TarSource:
                     f"dataset {self.dataset_name!r}: {root} has layout {manifest.layout!r} but "
                     f"earlier roots have {self._layout.name!r}; convert all with the same --layout"
                 )
-            units.extend(self._layout.list_units(root, manifest, int(num_used)))
+            units.extend(self._layout.list_units(root, manifest, num_used))
         return units
 
     @property
