@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import shutil
 import subprocess
 import sys
@@ -170,6 +171,39 @@ def test_shard_layout_does_not_change_the_stream(synth, tmp_path):
         results.append(take(ds, 20, seed=1))
     assert_batches_equal(results[0], results[1])
     assert_batches_equal(results[0], results[2])
+
+
+class OwnSampler:
+    """A user's own frame sampler, not a FrameSampler: it answers the calls named in ``methods`` by delegation."""
+
+    def __init__(self, *methods: str) -> None:
+        inner = FrameSampler(max_num_frames=6, min_num_frames=3)
+        for name in methods:
+            setattr(self, name, getattr(inner, name))
+
+
+def test_a_users_own_sampler_reads_converted_frame_folders_or_is_refused_when_built(synth, tmp_path):
+    out = tmp_path / "out"
+    convert(synth["jsonl"], str(out), media_dir=synth["media_dir"], samples_per_shard=10, progress=False)
+    assert re.search(r'"video": *"[^"]*/"', Path(synth["jsonl"]).read_text())  # the set has frame folders to read
+    own = OwnSampler("sample_folder_bytes", "sample_video")
+    assert_batches_equal(take(loader(None, str(out), "webdataset"), 20), take(loader_with(own, out), 20))
+    with pytest.raises(TypeError, match=r"'vlm_sft'.*sample_folder_bytes\(\).*OwnSampler"):
+        loader_with(OwnSampler("sample_folder_frames", "sample_video"), out)
+
+
+def loader_with(sampler, root):
+    return SftJSONLIterableDataset(
+        "vlm_sft",
+        ImageTransform(max_image_size=48, min_image_size=32, image_stride=16),
+        ByteTokenizer(),
+        sampler,
+        None,
+        [str(root)],
+        [1000],
+        num_workers=0,
+        backend="webdataset",
+    )
 
 
 def test_the_media_dir_string_is_recorded_as_given(synth, tmp_path, monkeypatch):

@@ -103,10 +103,10 @@ class SftJSONLIterableDataset(SourceIterableDataset):
 
     def _check_sampler_reads_members(self) -> None:
         sampler = self.frame_sampler
-        if sampler is not None and not (hasattr(sampler, "sample_folder_frames") and hasattr(sampler, "sample_video")):
+        if sampler is not None and not (hasattr(sampler, "sample_folder_bytes") and hasattr(sampler, "sample_video")):
             raise TypeError(
                 f"dataset {self.dataset_name!r}: the webdataset backend needs a frame_sampler with "
-                f"sample_folder_frames() and sample_video() (editstream.loader.video.FrameSampler), "
+                f"sample_folder_bytes() and sample_video() (editstream.loader.video.FrameSampler), "
                 f"got {type(sampler).__name__}"
             )
 
