@@ -21,7 +21,7 @@ from ..io.prefetch import prefetch_ordered
 from ..io.retry import RetryPolicy
 from .problems import Problem
 from .records import ShardResult
-from .task import LinePart, Plan, ShardTask
+from .task import LinePart, Plan, ShardCutter, ShardTask, TaskMaker
 
 if TYPE_CHECKING:
     from .config import ConvertConfig
@@ -66,54 +66,16 @@ def _line_sizes(data: bytes, media_dir: str, so: dict[str, Any] | None, allow_ou
 
 def _line_ranges(cfg: ConvertConfig, data: bytes, num_lines: int, media_dir: str) -> list[tuple[int, int]]:
     """``[start, stop)`` line ranges of the shards, in order, each holding at least one line."""
-    if cfg.shard_size is None:
-        per = cfg.samples_per_shard or DEFAULT_LINES_PER_SHARD
-        return [(a, min(a + per, num_lines)) for a in range(0, num_lines, per)]
-    ranges: list[tuple[int, int]] = []
-    start, size = 0, 0
-    for i, line_size in enumerate(_line_sizes(data, media_dir, cfg.storage_options, cfg.allow_outside_media_dir)):
-        full = cfg.samples_per_shard is not None and i - start >= cfg.samples_per_shard
-        if i > start and (size + line_size > cfg.shard_size or full):
-            ranges.append((start, i))
-            start, size = i, 0
-        size += line_size
-    if start < num_lines:
-        ranges.append((start, num_lines))
-    return ranges
-
-
-def _line_task(
-    cfg: ConvertConfig,
-    i: int,
-    root: str,
-    name: str,
-    stem: str,
-    data: bytes,
-    offsets: list[int],
-    a: int,
-    b: int,
-    media_dir: str,
-) -> ShardTask:
-    """The task of shard ``i``: lines ``[a, b)`` of the JSONL, their bytes' digest and media dir."""
-    return ShardTask(
-        src_root=root,
-        dst_root=cfg.dst.rstrip("/"),
-        shard_path=f"shard-{i:06d}.tar",
-        slices=(mf.RowSlice(file=name, row_group=0, start=a, stop=b),),
-        stems=((name, stem),),
-        schema=cfg.schema or "",
-        columns=COLUMNS,
-        drop_bad_rows=False,
-        storage_options=cfg.storage_options,
-        digest=cfg.digest,
-        part=LinePart(
-            byte_start=offsets[a],
-            byte_stop=offsets[b],
-            sha256=hashlib.sha256(data[offsets[a] : offsets[b]]).hexdigest(),
-            media_dir=media_dir,
-            allow_outside=cfg.allow_outside_media_dir,
-        ),
-    )
+    if cfg.shard_size is None:  # counted only: no media is sized
+        cutter = ShardCutter(None, cfg.samples_per_shard or DEFAULT_LINES_PER_SHARD)
+        cutter.add(cfg.src, 0, 0, num_lines, 0.0)
+    else:
+        cutter = ShardCutter(cfg.shard_size, cfg.samples_per_shard)
+        sizes = _line_sizes(data, media_dir, cfg.storage_options, cfg.allow_outside_media_dir)
+        for i, line_size in enumerate(sizes):
+            cutter.add(cfg.src, 0, i, i + 1, line_size)
+    cutter.flush()
+    return [(lines[0].start, lines[-1].stop) for lines in cutter.shards]
 
 
 def plan_lines_conversion(cfg: ConvertConfig) -> Plan:
@@ -135,8 +97,13 @@ def plan_lines_conversion(cfg: ConvertConfig) -> Plan:
             f"media_dir {media_dir} is a file, not a directory; give the directory the JSONL's image and "
             "video names are relative to (unpack an archive first)"
         )
-    ranges = _line_ranges(cfg, data, num_lines, media_dir)
-    tasks = [_line_task(cfg, i, root, name, stem, data, offsets, a, b, media_dir) for i, (a, b) in enumerate(ranges)]
+    make = TaskMaker.of(cfg, {name: stem}, root, cfg.schema, COLUMNS)
+    tasks, outside = [], cfg.allow_outside_media_dir
+    for i, (a, b) in enumerate(_line_ranges(cfg, data, num_lines, media_dir)):
+        start, stop = offsets[a], offsets[b]
+        digest = hashlib.sha256(data[start:stop]).hexdigest()
+        part = LinePart(byte_start=start, byte_stop=stop, sha256=digest, media_dir=media_dir, allow_outside=outside)
+        tasks.append(make(f"shard-{i:06d}.tar", (mf.RowSlice(file=name, row_group=0, start=a, stop=b),), part))
     info = {
         "media_dir": cfg.media_dir,
         "jsonl": cfg.src,
@@ -145,7 +112,7 @@ def plan_lines_conversion(cfg: ConvertConfig) -> Plan:
         "lines_sha256": hashlib.sha256(data).hexdigest(),
         "num_lines": num_lines,
     }
-    if cfg.allow_outside_media_dir:
+    if outside:
         info["allow_outside_media_dir"] = True
     return Plan(
         tasks=tasks,

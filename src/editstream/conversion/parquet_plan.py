@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..data.identity import Identity, identities
@@ -18,7 +18,7 @@ from ..io.parquet import open_parquet, row_group_sizes
 from ..io.parquet_info import ParquetInfo
 from ..kinds import DatasetKind, get_kind
 from .problems import Problem
-from .task import ParquetPart, Plan, ShardTask
+from .task import ParquetPart, Plan, ShardCutter, ShardTask, TaskMaker
 
 if TYPE_CHECKING:
     from .config import ConvertConfig
@@ -109,19 +109,11 @@ def plan_parquet_conversion(cfg: ConvertConfig) -> Plan:
         name: len(sizes) if sizes is not None else src.counts[i] for i, (name, sizes) in enumerate(row_groups.items())
     }
     stems = dict(zip(src.names, key_stems(src.names)))
-    common = dict(
-        src_root=cfg.src.rstrip("/"),
-        dst_root=cfg.dst.rstrip("/"),
-        schema=schema,
-        columns=columns,
-        drop_bad_rows=cfg.drop_bad_rows,
-        storage_options=cfg.storage_options,
-        digest=cfg.digest,
-    )
+    make = TaskMaker.of(cfg, stems, cfg.src.rstrip("/"), schema, columns)
     if cfg.layout == "rowgroup":
-        tasks = _plan_rowgroup_layout(row_groups, num_rgs, stems, common)
+        tasks = _plan_rowgroup_layout(row_groups, num_rgs, make)
     else:
-        tasks = _plan_size_layout(cfg, src, stems, row_groups, common)
+        tasks = _plan_size_layout(cfg, src, row_groups, make)
     plan = Plan(
         tasks=tasks,
         schema=schema,
@@ -139,7 +131,7 @@ def plan_parquet_conversion(cfg: ConvertConfig) -> Plan:
 
 
 def _plan_rowgroup_layout(
-    row_groups: dict[str, list[int] | None], num_rgs: dict[str, int], stems: dict[str, str], common: dict[str, Any]
+    row_groups: dict[str, list[int] | None], num_rgs: dict[str, int], make: TaskMaker
 ) -> list[ShardTask]:
     """One shard per source row group (in file order), named after the file's key stem and the row group."""
     tasks = []
@@ -148,72 +140,26 @@ def _plan_rowgroup_layout(
             stop = sizes[rg] if sizes is not None else -1
             part = ParquetPart(source_file=name, row_group=rg, expected_rows=None if sizes is None else (stop,))
             rows = (mf.RowSlice(file=name, row_group=rg, start=0, stop=max(stop, 0)),)
-            shard = f"{stems[name]}-rg{rg:05d}.tar"
-            tasks.append(ShardTask(shard_path=shard, slices=rows, stems=((name, stems[name]),), part=part, **common))
+            tasks.append(make(f"{make.stems[name]}-rg{rg:05d}.tar", rows, part))
     return tasks
 
 
-@dataclass
-class _SizeCutter:
-    """Collects row slices into shards of about ``target_bytes`` / ``target_rows``."""
-
-    stems: dict[str, str]
-    common: dict[str, Any]
-    target_bytes: int | None
-    target_rows: int | None
-    tasks: list[ShardTask] = field(default_factory=list)
-    current: list[mf.RowSlice] = field(default_factory=list)
-    rows: int = 0
-    bytes: float = 0.0
-
-    def flush(self) -> None:
-        if not self.current:
-            return
-        rows = tuple(self.current)
-        stems = tuple((f, self.stems[f]) for f in dict.fromkeys(s.file for s in rows))  # in source order
-        part = ParquetPart(expected_rows=tuple(s.num_rows for s in rows))
-        path = f"shard-{len(self.tasks):06d}.tar"
-        self.tasks.append(ShardTask(shard_path=path, slices=rows, stems=stems, part=part, **self.common))
-        self.current, self.rows, self.bytes = [], 0, 0.0
-
-    def add_row_group(self, name: str, rg: int, n: int, per_row: float) -> None:
-        start = 0
-        while start < n:
-            room = n - start
-            if self.target_rows is not None:
-                room = min(room, self.target_rows - self.rows)
-            if self.target_bytes is not None and per_row > 0:
-                room = min(room, int((self.target_bytes - self.bytes) // per_row))
-            if room <= 0:
-                if self.rows == 0:
-                    room = 1  # a single row above the target still gets a shard
-                else:
-                    self.flush()
-                    continue
-            self.current.append(mf.RowSlice(file=name, row_group=rg, start=start, stop=start + room))
-            self.rows += room
-            self.bytes += room * per_row
-            start += room
-            if self.target_rows is not None and self.rows >= self.target_rows:
-                self.flush()
-
-
 def _plan_size_layout(
-    cfg: ConvertConfig, src: _Source, stems: dict[str, str], sizes: dict[str, list[int] | None], common: dict[str, Any]
+    cfg: ConvertConfig, src: _Source, sizes: dict[str, list[int] | None], make: TaskMaker
 ) -> list[ShardTask]:
     """Cut the rows, in source order, into shards of about ``shard_size`` bytes / ``samples_per_shard``
     rows; sizes are estimated from the footers, so the plan reads no data and is the same on every run."""
     target_bytes = cfg.shard_size
     if target_bytes is None and cfg.samples_per_shard is None:
         target_bytes = DEFAULT_SHARD_SIZE
-    cutter = _SizeCutter(stems, common, target_bytes, cfg.samples_per_shard)
+    cutter = ShardCutter(target_bytes, cfg.samples_per_shard)
     for i, name in enumerate(src.names):
         footer = src.footers[i]
         for rg, n in enumerate(sizes[name] or []):
-            per_row = footer.byte_sizes[rg] / n + _ROW_OVERHEAD_ESTIMATE if n else 0.0
-            cutter.add_row_group(name, rg, n, per_row)
+            cutter.add(name, rg, 0, n, footer.byte_sizes[rg] / n + _ROW_OVERHEAD_ESTIMATE if n else 0.0)
     cutter.flush()
-    return cutter.tasks
+    parts = [ParquetPart(expected_rows=tuple(s.num_rows for s in rows)) for rows in cutter.shards]
+    return [make(f"shard-{i:06d}.tar", rows, part) for i, (rows, part) in enumerate(zip(cutter.shards, parts))]
 
 
 def check_parquet_options(cfg: ConvertConfig) -> None:

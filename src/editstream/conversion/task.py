@@ -8,10 +8,13 @@ import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..format import manifest as mf
 from ..format.digest import DEFAULT_DIGEST
+
+if TYPE_CHECKING:
+    from .config import ConvertConfig
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -143,3 +146,60 @@ class Plan:
         if self.extra:
             parts.append(json.dumps(self.extra, sort_keys=True))
         return hashlib.sha256("\n".join(parts).encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class TaskMaker:
+    """Makes the shard tasks of one plan; the fields every task of it shares are given once."""
+
+    stems: dict[str, str]
+    shared: dict[str, Any]
+
+    @classmethod
+    def of(
+        cls, cfg: ConvertConfig, stems: dict[str, str], src_root: str, schema: str, columns: tuple[tuple[str, str], ...]
+    ) -> TaskMaker:
+        shared: dict[str, Any] = dict(src_root=src_root, dst_root=cfg.dst.rstrip("/"), schema=schema)
+        shared |= dict(columns=columns, drop_bad_rows=cfg.drop_bad_rows, storage_options=cfg.storage_options)
+        return cls(stems, shared | {"digest": cfg.digest})
+
+    def __call__(self, shard_path: str, slices: tuple[mf.RowSlice, ...], part: ParquetPart | LinePart) -> ShardTask:
+        stems = tuple((f, self.stems[f]) for f in dict.fromkeys(s.file for s in slices))  # in source order
+        return ShardTask(shard_path=shard_path, slices=slices, stems=stems, part=part, **self.shared)
+
+
+@dataclass
+class ShardCutter:
+    """Cuts consecutive source rows into shards of about ``target_bytes`` and ``target_rows`` (the size layout)."""
+
+    target_bytes: int | None
+    target_rows: int | None
+    shards: list[tuple[mf.RowSlice, ...]] = field(default_factory=list)
+    current: list[mf.RowSlice] = field(default_factory=list)
+    rows: int = 0
+    bytes: float = 0.0
+
+    def flush(self) -> None:
+        """Close the shard being filled, if it holds any rows."""
+        if self.current:
+            self.shards.append(tuple(self.current))
+        self.current, self.rows, self.bytes = [], 0, 0.0
+
+    def add(self, file: str, row_group: int, start: int, stop: int, per_row: float) -> None:
+        """Rows ``[start, stop)`` of one row group, about ``per_row`` bytes each (0: counted, not sized)."""
+        while start < stop:
+            room = stop - start
+            if self.target_rows is not None:
+                room = min(room, self.target_rows - self.rows)
+            if self.target_bytes is not None and per_row > 0:
+                room = min(room, int((self.target_bytes - self.bytes) // per_row))
+            if room <= 0 and self.rows > 0:
+                self.flush()
+                continue
+            room = max(room, 1)  # a single row above the target still gets a shard
+            self.current.append(mf.RowSlice(file=file, row_group=row_group, start=start, stop=start + room))
+            self.rows += room
+            self.bytes += room * per_row
+            start += room
+            if self.target_rows is not None and self.rows >= self.target_rows:
+                self.flush()
