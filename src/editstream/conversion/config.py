@@ -15,7 +15,7 @@ from ..format.digest import DEFAULT_DIGEST, check_algorithm
 from ..format.manifest import LAYOUTS
 from ..io import storage
 from ..kinds import get_kind
-from .executors import ENGINES
+from .executors import check_engine
 from .shapes import strategy_of
 
 
@@ -50,10 +50,7 @@ class ConvertConfig:
             get_kind(self.schema)
         strategy_of(self.schema).check_options(self)
         check_algorithm(self.digest)
-        if self.engine not in ENGINES:
-            raise ValueError(f"engine must be one of {ENGINES}, got {self.engine!r}")
-        if self.ray_address is not None and self.engine != "ray":
-            raise ValueError(f"ray_address applies to engine='ray' only, not engine={self.engine!r}")
+        check_engine(self.engine, self.workers, self.ray_address)
         if self.layout not in LAYOUTS:
             raise ValueError(f"layout must be one of {LAYOUTS}, got {self.layout!r}")
         if self.layout == "rowgroup" and (self.shard_size is not None or self.samples_per_shard is not None):
@@ -62,8 +59,6 @@ class ConvertConfig:
             raise ValueError(f"shard_size must be > 0, got {self.shard_size}")
         if self.samples_per_shard is not None and self.samples_per_shard <= 0:
             raise ValueError(f"samples_per_shard must be > 0, got {self.samples_per_shard}")
-        if self.workers is not None and self.workers < 1:
-            raise ValueError(f"workers must be >= 1, got {self.workers}")
         check_apart({"src": self.src, "dst": self.dst})
 
 

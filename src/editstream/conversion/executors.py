@@ -249,15 +249,20 @@ def default_workers() -> int:
     return os.cpu_count() or 1
 
 
-def make_executor(engine: str = "auto", workers: int | None = None, *, ray_address: str | None = None) -> Executor:
-    """Build the executor named ``engine`` with ``workers`` workers (default: the CPU count); ``ray``
-    connects to ``ray_address`` (``"auto"``: an existing cluster)."""
+def check_engine(engine: str, workers: int | None, ray_address: str | None) -> None:
+    """A ``ValueError`` for an unknown engine, a ``ray_address`` without Ray, or fewer than one worker."""
     if engine not in ENGINES:
-        raise ValueError(f"unknown engine {engine!r}; expected one of {ENGINES}")
+        raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}")
     if ray_address is not None and engine != "ray":
         raise ValueError(f"ray_address applies to engine='ray' only, not engine={engine!r}")
     if workers is not None and workers < 1:
         raise ValueError(f"workers must be >= 1, got {workers}")
+
+
+def make_executor(engine: str = "auto", workers: int | None = None, *, ray_address: str | None = None) -> Executor:
+    """Build the executor named ``engine`` with ``workers`` workers (default: the CPU count); ``ray``
+    connects to ``ray_address`` (``"auto"``: an existing cluster)."""
+    check_engine(engine, workers, ray_address)
     if engine == "ray":
         return RayExecutor(workers, address=ray_address)
     n = default_workers() if workers is None else workers

@@ -92,40 +92,6 @@ class IdxDigest:
         return cls(int(d["num_bytes"]), found[0], found[1])
 
 
-@dataclass(frozen=True)
-class DoneRecord:
-    """A finished shard's record (fingerprint, result, idx digest), vouching for the files written before it."""
-
-    fingerprint: str
-    result: ShardResult
-    idx: IdxDigest | None = None
-
-    def to_json(self) -> bytes:
-        """The record file's bytes (keys sorted, so equal records are equal files)."""
-        record: dict[str, Any] = {"fingerprint": self.fingerprint, "result": self.result.to_json()}
-        if self.idx is not None:
-            record["idx"] = self.idx.to_json()
-        return json.dumps(record, sort_keys=True).encode()
-
-    @classmethod
-    def from_json(cls, data: bytes) -> DoneRecord | None:
-        """The record in ``data``, or ``None`` when it is not one (torn, foreign or of another version)."""
-        try:
-            d = json.loads(data)
-            idx = d.get("idx")
-            return cls(
-                d["fingerprint"], ShardResult.from_json(d["result"]), None if idx is None else IdxDigest.from_json(idx)
-            )
-        except (ValueError, TypeError, KeyError, AttributeError):
-            return None
-
-
-def write_output(url: str, data: bytes, storage_options: dict[str, Any] | None, *, fsync: bool = False) -> None:
-    """Write a small output atomically (``fsync`` it first when a record will vouch for it)."""
-    with storage.atomic_write(url, storage_options, fsync=fsync) as f:
-        f.write(data)
-
-
 def _idx_is_intact(
     dst_root: str, shard: mf.ShardInfo, storage_options: dict[str, Any] | None, digest: IdxDigest | None
 ) -> bool:
@@ -224,23 +190,29 @@ def shard_is_intact(
 
 
 def write_record(task: ShardTask, result: ShardResult, idx: IdxDigest | None = None) -> None:
-    """Write the done record of ``task`` last for the shard, so its presence vouches for the files before it."""
-    record = DoneRecord(task.fingerprint(), result, idx)
-    write_output(progress_url(task.dst_root, task.shard_path), record.to_json(), task.storage_options)
+    """Write the done record of ``task`` last for the shard, so its presence vouches for the files before it
+    (keys sorted, so equal records are equal files)."""
+    record: dict[str, Any] = {"fingerprint": task.fingerprint(), "result": result.to_json()}
+    if idx is not None:
+        record["idx"] = idx.to_json()
+    url = progress_url(task.dst_root, task.shard_path)
+    storage.write_bytes(url, json.dumps(record, sort_keys=True).encode(), task.storage_options, fsync=False)
 
 
 def reuse(task: ShardTask) -> ShardResult | None:
-    """The recorded result of ``task`` when its done record matches and the shard is intact."""
-    url = progress_url(task.dst_root, task.shard_path)
+    """The recorded result of ``task`` when its done record matches and the shard is intact (a torn,
+    foreign or other version's record is no record)."""
     try:
-        record = DoneRecord.from_json(storage.read_bytes(url, task.storage_options))
-    except FileNotFoundError:
+        record = json.loads(storage.read_bytes(progress_url(task.dst_root, task.shard_path), task.storage_options))
+        idx = None if record.get("idx") is None else IdxDigest.from_json(record["idx"])
+        if record["fingerprint"] != task.fingerprint():
+            return None
+        result = ShardResult.from_json(record["result"])
+    except (FileNotFoundError, ValueError, TypeError, KeyError, AttributeError):
         return None
-    if record is None or record.fingerprint != task.fingerprint():
+    if not shard_is_intact(task.dst_root, result.shard, task.storage_options, idx):
         return None
-    if not shard_is_intact(task.dst_root, record.result.shard, task.storage_options, record.idx):
-        return None
-    return replace(record.result, skipped=True)
+    return replace(result, skipped=True)
 
 
 def clean_stale_temp_files(dst: str, names: set[str]) -> None:

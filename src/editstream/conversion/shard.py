@@ -17,7 +17,7 @@ from ..format.tarwriter import TarWriter
 from ..io import storage
 from ..io.retry import RetryPolicy
 from ..kinds import get_kind
-from .records import IdxDigest, ShardResult, reuse, write_output, write_record
+from .records import IdxDigest, ShardResult, reuse, write_record
 from .report import BadRow, RowNote, notes_of
 from .shapes import strategy_of
 from .task import ShardTask
@@ -88,7 +88,7 @@ def _convert_shard_once(task: ShardTask) -> ShardResult:
     idx_path = idx_path_for(task.shard_path)
     idx = encode_idx(writer.offsets, writer.end_offset)
     # No fsync either: the done record holds the idx's size and digest, so a torn idx is redone.
-    write_output(storage.join(task.dst_root, idx_path), idx, task.storage_options)
+    storage.write_bytes(storage.join(task.dst_root, idx_path), idx, task.storage_options, fsync=False)
     info = mf.ShardInfo(
         path=task.shard_path,
         idx_path=idx_path,

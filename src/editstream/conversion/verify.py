@@ -78,8 +78,11 @@ def _first_difference(row: dict[str, Any], original: dict[str, Any]) -> str:
     return "rows differ"
 
 
-@dataclass(frozen=True, kw_only=True)
-class _ShardCheck:
+@dataclass(kw_only=True)
+class _ShardVerifier:
+    """Checks one shard in one streaming pass (sent to a worker and back with what it found); memory
+    stays bounded whatever the manifest claims."""
+
     root: str
     shard: mf.ShardInfo
     stems: dict[str, str]
@@ -89,33 +92,28 @@ class _ShardCheck:
     """The manifest's column names: every sample must hold exactly these, in this order."""
     sample_check: SampleCheck | None = None
     """What every sample is compared with beyond its source row (``verify --source`` on JSONL + media)."""
+    problems: list[Problem] = field(default_factory=list)
+    keys: list[str] = field(default_factory=list)
+    offsets: list[int] = field(default_factory=list)
+    compared: int = 0
+    end_offset: int | None = None
+    columns_reported: bool = False
+
+    @property
+    def url(self) -> str:
+        return storage.join(self.root, self.shard.path)
 
     def describe(self) -> str:
         return f"verify {self.shard.path}"
 
-
-class _ShardVerifier:
-    """Checks one shard in one streaming pass; memory stays bounded whatever the manifest claims."""
-
-    def __init__(self, check: _ShardCheck) -> None:
-        self.check = check
-        self.name = check.shard.path
-        self.url = storage.join(check.root, self.name)
-        self.problems: list[Problem] = []
-        self.keys: list[str] = []
-        self.offsets: list[int] = []
-        self.compared = 0
-        self.end_offset: int | None = None
-        self.columns_reported = False
-
     def problem(self, kind: str, detail: str) -> None:
         if len(self.problems) < _MAX_PROBLEMS_PER_SHARD:
-            self.problems.append(Problem(kind, self.name, detail))
+            self.problems.append(Problem(kind, self.shard.path, detail))
 
     def read_idx(self) -> tuple[list[int], int] | None:
-        idx_url = storage.join(self.check.root, self.check.shard.idx_path)
+        idx_url = storage.join(self.root, self.shard.idx_path)
         try:
-            return read_idx(idx_url, self.check.storage_options)
+            return read_idx(idx_url, self.storage_options)
         except FileNotFoundError:
             self.problem("missing_idx", f"{idx_url} does not exist")
         except mf.ManifestError as exc:
@@ -124,16 +122,16 @@ class _ShardVerifier:
 
     def _source_rows(self) -> Iterator[dict[str, Any] | None]:
         """The source rows of the shard's samples, in order (streamed); ``None`` once unreadable."""
-        so = self.check.storage_options
-        assert self.check.source is not None
+        so = self.storage_options
+        assert self.source is not None
         current: tuple[str, int] | None = None
         rows: Iterator[tuple[int, dict[str, Any]]] = iter(())
         with contextlib.ExitStack() as files:
-            for s, row_index in self.check.shard.kept_rows():
+            for s, row_index in self.shard.kept_rows():
                 if current != (s.file, s.row_group):
                     current = (s.file, s.row_group)
                     files.close()
-                    url = storage.join(self.check.source, s.file)
+                    url = storage.join(self.source, s.file)
                     try:
                         pf = files.enter_context(open_parquet(url, so, streaming=True))
                         rows = iter_row_group_rows(pf, url, s.row_group, s.start)
@@ -167,29 +165,29 @@ class _ShardVerifier:
 
     def check_columns(self, key: str, row: dict[str, Any]) -> None:
         """A sample must hold the manifest's columns (the first sample that does not is reported, once a shard)."""
-        if list(row) != list(self.check.columns) and not self.columns_reported:
+        if list(row) != list(self.columns) and not self.columns_reported:
             self.columns_reported = True
-            self.problem("columns", f"sample {key!r} holds {list(row)}, the manifest lists {list(self.check.columns)}")
+            self.problem("columns", f"sample {key!r} holds {list(row)}, the manifest lists {list(self.columns)}")
 
     def compare_sample(self, key: str, row: dict[str, Any]) -> None:
         """The shape's own comparison of a sample with its source now (a JSONL line's media files)."""
-        if self.check.sample_check is None:
+        if self.sample_check is None:
             return
         self.compared += 1
-        for text in self.check.sample_check(row):
+        for text in self.sample_check(row):
             self.problem("source", f"sample {key!r}: {text}")
 
     def walk(self, reader: HashingReader) -> None:
         """Read every sample: keys in the expected order, every sample decodes, rows equal the source."""
-        expected = self.check.shard.kept_rows()
-        originals = self._source_rows() if self.check.source is not None else None
+        expected = self.shard.kept_rows()
+        originals = self._source_rows() if self.source is not None else None
         try:
             for i, (key, offset, members) in enumerate(iter_samples(reader, source=self.url)):
                 self.keys.append(key)
                 self.offsets.append(offset)
                 slot = next(expected, None)
                 original = next(originals, None) if originals is not None and slot is not None else None
-                want = None if slot is None else make_key(self.check.stems[slot[0].file], slot[0].row_group, slot[1])
+                want = None if slot is None else make_key(self.stems[slot[0].file], slot[0].row_group, slot[1])
                 if want is not None and key != want:
                     self.problem("key", f"sample {i} has key {key!r}, expected {want!r}")
                 try:
@@ -206,7 +204,7 @@ class _ShardVerifier:
             self.problem("tar_format", f"{type(exc).__name__}: {exc}")
 
     def totals(self, size: int, digest: str, idx: tuple[list[int], int] | None) -> None:
-        shard = self.check.shard
+        shard = self.shard
         if size != shard.num_bytes:
             self.problem("size", f"{size} bytes, manifest says {shard.num_bytes}")
         algorithm, want = shard.digest
@@ -226,15 +224,14 @@ class _ShardVerifier:
             self.problem("idx", f"idx end offset {idx_end}, the tar's samples end at {self.end_offset}")
 
 
-def _check_shard(check: _ShardCheck) -> _ShardVerifier:
-    verifier = _ShardVerifier(check)
-    so = check.storage_options
+def _check_shard(verifier: _ShardVerifier) -> _ShardVerifier:
+    so = verifier.storage_options
     if not storage.exists(verifier.url, so):
         verifier.problem("missing_shard", f"{verifier.url} does not exist")
         return verifier
     idx = verifier.read_idx()
     with open_read(verifier.url, so, block_size=8 * 1024 * 1024) as f:
-        reader = HashingReader(f, check.shard.digest[0])
+        reader = HashingReader(f, verifier.shard.digest[0])
         verifier.walk(reader)
         reader.drain()
     verifier.totals(reader.pos, reader.hash.hexdigest(), idx)
@@ -310,7 +307,7 @@ def verify(
     sample_check = shape.sample_check(root, m, src, storage_options)
     columns = tuple(c["name"] for c in m.columns)
     checks = [
-        _ShardCheck(
+        _ShardVerifier(
             root=root.rstrip("/"),
             shard=s,
             stems=stems,
