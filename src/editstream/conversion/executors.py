@@ -1,8 +1,5 @@
-"""Executors run independent units of work (one shard each) and yield results as they finish.
-
-``fn`` is a picklable top-level function and tasks picklable values, so the same work runs in this
-process, in a process pool, or as Ray tasks on a cluster.
-"""
+"""Executors run independent units of work (one shard each), yielding results as they finish; ``fn`` and
+the tasks are picklable, so the same work runs in this process, a process pool, or as Ray tasks."""
 
 from __future__ import annotations
 
@@ -50,11 +47,8 @@ def bounded_map(
     *,
     cancel: Callable[[H], object],
 ) -> Iterator[tuple[T, R]]:
-    """Keep at most ``limit`` tasks submitted, yield ``(task, result)`` as they finish.
-
-    ``wait_some`` returns the done handles (at least one); a task's error becomes a :class:`TaskError`
-    naming it; handles still pending when the caller stops are cancelled.
-    """
+    """Keep at most ``limit`` tasks submitted and yield ``(task, result)`` as they finish (``wait_some``: the
+    done handles); a task's error becomes a :class:`TaskError` naming it; pending ones are cancelled at exit."""
     pending: dict[H, T] = {}
     source = iter(tasks)
     try:
@@ -167,12 +161,8 @@ class ProcessPoolExecutor:
 
 
 class RayExecutor:
-    """Runs each task as a Ray task, on this machine or a cluster; tasks do their own storage I/O.
-
-    Ray is shut down on ``close()`` only if this executor started it. At most ``max_in_flight`` tasks
-    are submitted at a time (default: ``workers``, else twice the cluster's CPUs), so a plan of
-    millions of shards never floods the scheduler.
-    """
+    """Runs each task as a Ray task (shut down on ``close()`` only if this executor started Ray), at most
+    ``max_in_flight`` at a time (``workers``, else twice the cluster's CPUs) so no plan floods the scheduler."""
 
     def __init__(
         self, workers: int | None = None, *, address: str | None = None, max_in_flight: int | None = None

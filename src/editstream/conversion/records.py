@@ -215,20 +215,6 @@ def reuse(task: ShardTask) -> ShardResult | None:
     return replace(result, skipped=True)
 
 
-def clean_stale_temp_files(dst: str, names: set[str]) -> None:
-    """Remove temp files of our own outputs left behind by a killed run (local destinations)."""
-    if not storage.is_local(dst) or not os.path.isdir(dst):
-        return
-    for directory in (dst, os.path.join(dst, PROGRESS_DIR)):
-        if not os.path.isdir(directory):
-            continue
-        for entry in os.listdir(directory):
-            m = TEMP_NAME.match(entry)
-            if m and (m.group("name") in names or directory.endswith(PROGRESS_DIR)):
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(os.path.join(directory, entry))
-
-
 def remove_progress(dst: str, so: dict[str, Any] | None) -> None:
     """Delete the done records (literally: a DST named with glob characters loses only its own)."""
     with contextlib.suppress(FileNotFoundError):

@@ -1,8 +1,5 @@
-"""Convert a parquet dataset (or a JSONL + media source) into WebDataset tar shards, resumable and verifiable.
-
-The manifest is written last; a re-run skips shards whose done record and bytes still match, so a
-crashed conversion resumes and ends byte-identical to an uninterrupted one.
-"""
+"""Convert a parquet dataset (or a JSONL + media source) into WebDataset tar shards. The manifest is written
+last and a re-run keeps shards whose done record and bytes still match, so a resumed run ends byte-identical."""
 
 from __future__ import annotations
 
@@ -18,8 +15,6 @@ from ..data.identity import difference
 from ..data.sources.shard_layouts import LISTING_ORDER
 from ..format import manifest as mf
 from ..format.digest import DEFAULT_DIGEST
-from ..format.idx import idx_path_for
-from ..format.sft import LINES_COPY
 from ..io import storage
 from .config import ConvertConfig
 from .dst import check_dst, tidy_dst
@@ -30,7 +25,6 @@ from .progress import ShardProgress
 from .records import (
     LocalSyncer,
     ShardResult,
-    clean_stale_temp_files,
     remove_previous,
     remove_progress,
     shard_is_intact,
@@ -120,9 +114,7 @@ def _prepare_dst(cfg: ConvertConfig, plan: Plan) -> mf.Manifest | None:
         storage.remove(storage.join(cfg.dst, mf.MANIFEST_NAME), so)
         write_records_for(existing, kept, cfg.dst, so)
     storage.makedirs(cfg.dst, so)
-    outputs = {t.shard_path for t in plan.tasks} | {idx_path_for(t.shard_path) for t in plan.tasks}
-    clean_stale_temp_files(cfg.dst, outputs | {mf.MANIFEST_NAME, mf.REPORT_NAME, LINES_COPY, *plan.side_files})
-    tidy_dst(cfg, plan)  # orphans of earlier runs removed, the shard count noted for a partial DST
+    tidy_dst(cfg, plan)  # leftovers of earlier runs removed, the shard count noted for a partial DST
     return None
 
 
@@ -193,7 +185,7 @@ def _write_report(cfg: ConvertConfig, plan: Plan, manifest: mf.Manifest, ordered
         "schema": plan.schema,
         "drop_bad_rows": cfg.drop_bad_rows,
         "num_bad_rows": manifest.num_bad_rows,
-        "note": strategy_of(plan.schema).report_note(cfg.drop_bad_rows),
+        "note": DROP_NOTE if cfg.drop_bad_rows else strategy_of(plan.schema).keep_note,
         "bad_rows": [b.to_json() for r in ordered for b in r.bad_rows],
         **report_entries([n for r in ordered for n in r.notes]),
     }

@@ -16,7 +16,7 @@ from .parquet_plan import check_parquet_options, check_parquet_root, plan_parque
 from .parquet_rows import iter_parquet_rows, parquet_row_place
 from .problems import Problem
 from .records import ShardResult
-from .report import DROP_NOTE, BadRow, checked_problems
+from .report import BadRow, checked_problems
 from .task import Plan, ShardTask
 
 if TYPE_CHECKING:
@@ -62,10 +62,6 @@ class SourceStrategy:
     """What ``verify`` compares every sample with beyond its source row (a JSONL line's media files now)."""
     fixed_layout: str | None = None
     """The shard layout every conversion of this shape writes (``None``: the one asked for)."""
-
-    def report_note(self, drop_bad_rows: bool) -> str:
-        """What report.json says about the bad rows: dropped, or kept and why."""
-        return DROP_NOTE if drop_bad_rows else self.keep_note
 
     def bad_row(
         self, task: ShardTask, kind: DatasetKind, s: mf.RowSlice, index: int, key: str, row: dict[str, Any]

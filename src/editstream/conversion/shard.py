@@ -1,7 +1,5 @@
-"""One shard task -> one tar shard, its ``.tar.idx`` and its done record (in any executor: picklable).
-
-The task's source shape reads its rows straight into the tar writer; each is checked by its kind.
-"""
+"""One shard task -> one tar shard, its ``.tar.idx`` and its done record (in any executor: picklable); the
+task's source shape reads its rows straight into the tar writer, each checked by its kind."""
 
 from __future__ import annotations
 
