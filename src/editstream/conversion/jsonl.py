@@ -165,34 +165,24 @@ def line_media(media_dir: str, storage_options: dict[str, Any] | None, allow_out
     return read
 
 
-def _line_part(task: ShardTask) -> LinePart:
+def iter_line_rows(task: ShardTask) -> Iterator[tuple[mf.RowSlice, int, dict[str, Any]]]:
+    """``(slice, line index, {"line": text, "media": {...}})`` for every line of the task, in order, read from
+    its byte range of the JSONL; an error if the JSONL changed since planning."""
     part = task.part
     assert isinstance(part, LinePart) and len(task.slices) == 1
-    return part
-
-
-def task_lines(task: ShardTask) -> list[str]:
-    """The task's lines, from its byte range of the JSONL; an error if the JSONL changed since planning."""
-    part = _line_part(task)
-    url = storage.join(task.src_root, task.slices[0].file)
+    s = task.slices[0]
+    url = storage.join(task.src_root, s.file)
     data = RetryPolicy().call(
         lambda: storage.read_bytes(url, task.storage_options, start=part.byte_start, end=part.byte_stop)
     )
     if hashlib.sha256(data).hexdigest() != part.sha256:
         raise ValueError(f"{url}: bytes {part.byte_start}:{part.byte_stop} changed since planning; convert again")
     lines = decode_lines(data, url)
-    planned = task.slices[0].num_rows
-    if len(lines) != planned:
-        raise ValueError(f"{url}: bytes {part.byte_start}:{part.byte_stop} hold {len(lines)} lines, planned {planned}")
-    return lines
-
-
-def iter_line_rows(task: ShardTask) -> Iterator[tuple[mf.RowSlice, int, dict[str, Any]]]:
-    """``(slice, line index, {"line": text, "media": {...}})`` for every line of the task, in order."""
-    lines = task_lines(task)
-    part = _line_part(task)
+    if len(lines) != s.num_rows:
+        raise ValueError(
+            f"{url}: bytes {part.byte_start}:{part.byte_stop} hold {len(lines)} lines, planned {s.num_rows}"
+        )
     read_media = line_media(part.media_dir, task.storage_options, part.allow_outside)
-    s = task.slices[0]
     fetched = prefetch_ordered(lines, read_media, lambda _: 0, max_items=_LINES_AHEAD)
     for index, (line, media) in enumerate(fetched, start=s.start):
         yield s, index, {LINE_COLUMN: line, MEDIA_COLUMN: media.result()}

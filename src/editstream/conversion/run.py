@@ -205,10 +205,7 @@ def _reported_notes(cfg: ConvertConfig) -> int:
 
 def _build_manifest(cfg: ConvertConfig, plan: Plan, results: list[ShardResult]) -> mf.Manifest:
     shards = [r.shard for r in results]
-    row_groups: dict[str, list[int]] = {}
-    for name in plan.files:
-        known = plan.row_groups[name]
-        row_groups[name] = list(known) if known is not None else [0] * plan.num_row_groups[name]
+    row_groups = {name: list(plan.row_groups[name] or [0] * plan.num_row_groups[name]) for name in plan.files}
     for s in (s for shard in shards for s in shard.rows if plan.row_groups[s.file] is None):
         row_groups[s.file][s.row_group] = max(row_groups[s.file][s.row_group], s.stop)
     extra: dict[str, Any] = {"plan_fingerprint": plan.fingerprint()}

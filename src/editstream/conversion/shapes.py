@@ -22,10 +22,6 @@ from .task import Plan, ShardTask
 if TYPE_CHECKING:
     from .config import ConvertConfig
 
-TaskRows = Iterator[tuple[mf.RowSlice, int, dict[str, Any]]]
-"""``(slice, row index in its row group, row)`` for every row of a task, in order."""
-RowPlace = Callable[[mf.RowSlice, int], dict[str, int]]
-"""``(slice, row index)`` -> where the row is in its source file (``row_group``/``row``, or ``line``)."""
 SampleCheck = Callable[[Mapping[str, Any]], list[str]]
 """A decoded sample -> what differs from its source now (picklable: it runs in verify's workers)."""
 SampleCheckOf = Callable[[str, mf.Manifest, str | None, StorageOptions | None], SampleCheck | None]
@@ -41,10 +37,10 @@ class SourceStrategy:
     """Refuse, before any I/O, the options this shape does not take."""
     plan: Callable[[ConvertConfig], Plan]
     """Cut the source into shard tasks."""
-    rows: Callable[[ShardTask], TaskRows]
-    """A task's rows, read from the source."""
-    place: RowPlace
-    """Where a row is in its source file, for the report's bad rows and image notes."""
+    rows: Callable[[ShardTask], Iterator[tuple[mf.RowSlice, int, dict[str, Any]]]]
+    """A task's rows, read from the source: ``(slice, row index in its row group, row)``, in order."""
+    place: Callable[[mf.RowSlice, int], dict[str, int]]
+    """Where a row is in its source file (``row_group``/``row``, or ``line``), for bad rows and image notes."""
     first_problem_only: bool
     """A bad row is reported with its first problem and whether the parser always fails on it
     (parquet), or with all its problems and the media names it misses (a JSONL line)."""

@@ -20,7 +20,7 @@ from ..io import storage
 from ..io.parquet import iter_row_group_rows, open_parquet
 from ..io.progress import Progress
 from ..io.ranged import open_read
-from ..kinds import UnknownKindError, get_kind
+from ..kinds import UnknownKindError, get_kind, kind_choices
 from .executors import make_executor
 from .problems import Problem
 from .records import HashingReader
@@ -247,23 +247,18 @@ def schema_problems(manifest: mf.Manifest) -> list[Problem]:
         return []
     names = [c["name"] for c in manifest.columns]
     changed = "the schema was changed after the conversion"
-    details = []
+    details = [
+        f"the manifest's schema is {manifest.schema!r}, but extra holds the record of a {key!r} conversion: {changed}"
+        for key in manifest.extra
+        if key in kind_choices() and key not in kind.names
+    ]
     missing = [c for c in kind.columns if c not in names]
     if missing:
-        details.append(
+        details.insert(
+            0,
             f"the manifest's schema {manifest.schema!r} needs columns {list(kind.columns)}, but its shards "
-            f"hold {names} (missing {missing}): {changed}"
+            f"hold {names} (missing {missing}): {changed}",
         )
-    for key in manifest.extra:
-        try:
-            other = get_kind(key)
-        except UnknownKindError:
-            continue
-        if other.name != kind.name:
-            details.append(
-                f"the manifest's schema is {manifest.schema!r}, but extra holds the record of a {key!r} "
-                f"conversion: {changed}"
-            )
     return [Problem("schema", None, detail) for detail in details]
 
 
