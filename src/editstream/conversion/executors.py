@@ -187,9 +187,6 @@ class RayExecutor:
             raise ConnectionError(f"cannot connect to Ray at {self.address or 'the default address'}: {exc}") from exc
         self._owns_ray = True
 
-    def _in_flight_limit(self) -> int:
-        return self.max_in_flight or self.workers or max(1, int(2 * self._ray.cluster_resources().get("CPU", 1)))
-
     def map_unordered(self, fn: Callable[[T], R], tasks: Iterable[T]) -> Iterator[tuple[T, R]]:
         self.start()
         ray = self._ray
@@ -211,7 +208,8 @@ class RayExecutor:
             with contextlib.suppress(Exception):
                 ray.cancel(ref)
 
-        return bounded_map(remote_fn.remote, tasks, self._in_flight_limit(), wait_some, result, cancel=cancel)
+        limit = self.max_in_flight or self.workers or max(1, int(2 * ray.cluster_resources().get("CPU", 1)))
+        return bounded_map(remote_fn.remote, tasks, limit, wait_some, result, cancel=cancel)
 
     def close(self) -> None:
         if self._owns_ray and self._ray.is_initialized():

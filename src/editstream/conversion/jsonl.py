@@ -188,11 +188,6 @@ def iter_line_rows(task: ShardTask) -> Iterator[tuple[mf.RowSlice, int, dict[str
         yield s, index, {LINE_COLUMN: line, MEDIA_COLUMN: media.result()}
 
 
-def line_place(s: mf.RowSlice, line_index: int) -> dict[str, int]:
-    """Where a line is, for its notes: its line number, counted from 1."""
-    return {"line": line_index + 1}
-
-
 def _blob_difference(name: str, url: str, converted: Any, now: Any) -> str | None:
     """How one media file differs between the sample (``converted``) and the media directory now."""
     if converted == now:

@@ -13,7 +13,7 @@ from ..io.text import UndecodableRow
 from ..kinds import DatasetKind, RowProblem, SourceShape, UnknownKindError, get_kind
 from . import jsonl
 from .parquet_plan import check_parquet_options, check_parquet_root, plan_parquet_conversion
-from .parquet_rows import iter_parquet_rows, parquet_row_place
+from .parquet_rows import iter_parquet_rows
 from .problems import Problem
 from .records import ShardResult
 from .report import BadRow, checked_problems
@@ -99,7 +99,7 @@ PARQUET_SLICES = SourceStrategy(
     check_options=check_parquet_options,
     plan=plan_parquet_conversion,
     rows=iter_parquet_rows,
-    place=parquet_row_place,
+    place=lambda s, row: {"row_group": s.row_group, "row": row},
     first_problem_only=True,
     keep_note=KEEP_ROWS_NOTE,
     check_root=check_parquet_root,
@@ -111,7 +111,7 @@ JSONL_LINES = SourceStrategy(
     check_options=jsonl.check_lines_options,
     plan=jsonl.plan_lines_conversion,
     rows=jsonl.iter_line_rows,
-    place=jsonl.line_place,
+    place=lambda s, line: {"line": line + 1},  # counted from 1
     first_problem_only=False,
     keep_note=KEEP_LINES_NOTE,
     check_root=jsonl.check_lines_root,

@@ -121,37 +121,32 @@ class _ShardVerifier:
         return None
 
     def _source_rows(self) -> Iterator[dict[str, Any] | None]:
-        """The source rows of the shard's samples, in order (streamed); ``None`` once unreadable."""
-        so = self.storage_options
+        """The source rows of the shard's samples, in order (streamed); ``None`` where unreadable."""
         assert self.source is not None
         current: tuple[str, int] | None = None
         rows: Iterator[tuple[int, dict[str, Any]]] = iter(())
         with contextlib.ExitStack() as files:
             for s, row_index in self.shard.kept_rows():
+                cannot = f"cannot read {s.file} row group {s.row_group}"
                 if current != (s.file, s.row_group):
                     current = (s.file, s.row_group)
                     files.close()
                     url = storage.join(self.source, s.file)
                     try:
-                        pf = files.enter_context(open_parquet(url, so, streaming=True))
+                        pf = files.enter_context(open_parquet(url, self.storage_options, streaming=True))
                         rows = iter_row_group_rows(pf, url, s.row_group, s.start)
                     except (OSError, IndexError) as exc:
-                        self.problem("source", f"cannot read {s.file} row group {s.row_group}: {exc}")
+                        self.problem("source", f"{cannot}: {exc}")
                         rows = iter(())
-                yield self._source_row(rows, s, row_index)
-
-    def _source_row(
-        self, rows: Iterator[tuple[int, dict[str, Any]]], s: mf.RowSlice, row_index: int
-    ) -> dict[str, Any] | None:
-        try:
-            for index, row in rows:
-                if index == row_index:
-                    return dict(row)
-        except (OSError, IndexError) as exc:
-            self.problem("source", f"cannot read {s.file} row group {s.row_group}: {exc}")
-            return None
-        self.problem("source", f"source {s.file} row group {s.row_group} has no row {row_index}")
-        return None
+                try:
+                    found = next((dict(row) for index, row in rows if index == row_index), None)
+                except (OSError, IndexError) as exc:
+                    self.problem("source", f"{cannot}: {exc}")
+                    found = None
+                else:
+                    if found is None:
+                        self.problem("source", f"source {s.file} row group {s.row_group} has no row {row_index}")
+                yield found
 
     def compare(
         self, key: str, row: dict[str, Any], original: dict[str, Any] | None, s: mf.RowSlice, row_index: int
