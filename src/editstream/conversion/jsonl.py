@@ -97,7 +97,7 @@ def plan_lines_conversion(cfg: ConvertConfig) -> Plan:
             f"media_dir {media_dir} is a file, not a directory; give the directory the JSONL's image and "
             "video names are relative to (unpack an archive first)"
         )
-    make = TaskMaker.of(cfg, {name: stem}, root, cfg.schema, COLUMNS)
+    make = TaskMaker(cfg, root, cfg.schema, COLUMNS, {name: stem})  # no identities: each task checks its lines' hash
     tasks, outside = [], cfg.allow_outside_media_dir
     for i, (a, b) in enumerate(_line_ranges(cfg, data, num_lines, media_dir)):
         start, stop = offsets[a], offsets[b]

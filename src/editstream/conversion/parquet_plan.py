@@ -46,7 +46,7 @@ def _read_footer(url: str, storage_options: dict[str, Any] | None) -> _Footer:
 
 @dataclass
 class _Source:
-    """The listed source files, their footers where read, parquet_info's row-group counts and identities."""
+    """The listed source files, their footers where read, parquet_info's row-group counts and identities (by name)."""
 
     urls: list[str]
     names: list[str]
@@ -61,8 +61,8 @@ def _read_source(cfg: ConvertConfig) -> _Source:
     urls = ParquetDirectory(cfg.src, so).files()
     if not urls:
         raise FileNotFoundError(f"no *.parquet files in {cfg.src}")
-    taken = identities(urls, so)
     names = [u.rsplit("/", 1)[-1] for u in urls]
+    taken = dict(zip(names, identities(urls, so).values()))
     info = ParquetInfo.load(cfg.parquet_info, so)
     counts = {i: n for i, url in enumerate(urls) if (n := info.num_row_groups(url)) is not None}
     need = [i for i in range(len(urls)) if cfg.layout == "size" or i not in counts]
@@ -109,12 +109,13 @@ def plan_parquet_conversion(cfg: ConvertConfig) -> Plan:
         name: len(sizes) if sizes is not None else src.counts[i] for i, (name, sizes) in enumerate(row_groups.items())
     }
     stems = dict(zip(src.names, key_stems(src.names)))
-    make = TaskMaker.of(cfg, stems, cfg.src.rstrip("/"), schema, columns)
+    make = TaskMaker(cfg, cfg.src.rstrip("/"), schema, columns, stems, src.identities)
     if cfg.layout == "rowgroup":
         tasks = _plan_rowgroup_layout(row_groups, num_rgs, make)
     else:
         tasks = _plan_size_layout(cfg, src, row_groups, make)
-    plan = Plan(
+    listed = [u.rsplit("/", 1)[-1] for u in storage.list_files(cfg.src, ".parquet", cfg.storage_options, ordered=False)]
+    return Plan(
         tasks=tasks,
         schema=schema,
         columns=columns,
@@ -123,11 +124,9 @@ def plan_parquet_conversion(cfg: ConvertConfig) -> Plan:
         num_row_groups=num_rgs,
         stems=stems,
         source_bytes=sum(identity["size"] for identity in src.identities.values()),
+        sources=src.identities,
+        listing_order=listed if listed != src.names else None,
     )
-    plan.with_identities(dict(zip(src.names, src.identities.values())))
-    listed = [u.rsplit("/", 1)[-1] for u in storage.list_files(cfg.src, ".parquet", cfg.storage_options, ordered=False)]
-    plan.listing_order = listed if listed != src.names else None
-    return plan
 
 
 def _plan_rowgroup_layout(

@@ -3,7 +3,6 @@ earlier run's shard is kept) and ``Plan`` (all of them, and what the manifest ne
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 from collections.abc import Mapping
@@ -127,18 +126,9 @@ class Plan:
     side_files: dict[str, bytes] = field(default_factory=dict)
     """Small files the converted root holds besides its shards (name -> bytes), written before them."""
     sources: dict[str, Any] = field(default_factory=dict)
+    """Each source file's identity (``data.identity``), as the tasks that read it have it."""
     listing_order: list[str] | None = None
     """The source files (relative names) in the order the source directory lists them, when not sorted."""
-
-    def with_identities(self, identities: Mapping[str, Any]) -> None:
-        """Record each source file's identity in the plan and in the tasks that read it."""
-        self.sources = dict(identities)
-        self.tasks = [
-            dataclasses.replace(
-                t, sources=tuple((f, _as_json(identities[f])) for f in sorted({s.file for s in t.slices}))
-            )
-            for t in self.tasks
-        ]
 
     def fingerprint(self, sources: Mapping[str, Any] | None = None) -> str:
         """A hash of every task's fingerprint (and the extra records): equal plans write equal outputs."""
@@ -150,22 +140,32 @@ class Plan:
 
 @dataclass(frozen=True)
 class TaskMaker:
-    """Makes the shard tasks of one plan; the fields every task of it shares are given once."""
+    """Makes the shard tasks of one plan: what they share is given once; each task gets the key stems and
+    the identities (when the plan records them) of the source files it reads."""
 
+    cfg: ConvertConfig
+    src_root: str
+    schema: str
+    columns: tuple[tuple[str, str], ...]
     stems: dict[str, str]
-    shared: dict[str, Any]
-
-    @classmethod
-    def of(
-        cls, cfg: ConvertConfig, stems: dict[str, str], src_root: str, schema: str, columns: tuple[tuple[str, str], ...]
-    ) -> TaskMaker:
-        shared: dict[str, Any] = dict(src_root=src_root, dst_root=cfg.dst.rstrip("/"), schema=schema)
-        shared |= dict(columns=columns, drop_bad_rows=cfg.drop_bad_rows, storage_options=cfg.storage_options)
-        return cls(stems, shared | {"digest": cfg.digest})
+    identities: Mapping[str, Any] = field(default_factory=dict)
 
     def __call__(self, shard_path: str, slices: tuple[mf.RowSlice, ...], part: ParquetPart | LinePart) -> ShardTask:
-        stems = tuple((f, self.stems[f]) for f in dict.fromkeys(s.file for s in slices))  # in source order
-        return ShardTask(shard_path=shard_path, slices=slices, stems=stems, part=part, **self.shared)
+        files = dict.fromkeys(s.file for s in slices)  # in source order
+        return ShardTask(
+            src_root=self.src_root,
+            dst_root=self.cfg.dst.rstrip("/"),
+            shard_path=shard_path,
+            slices=slices,
+            stems=tuple((f, self.stems[f]) for f in files),
+            schema=self.schema,
+            columns=self.columns,
+            drop_bad_rows=self.cfg.drop_bad_rows,
+            part=part,
+            storage_options=self.cfg.storage_options,
+            digest=self.cfg.digest,
+            sources=tuple((f, _as_json(self.identities[f])) for f in sorted(files) if f in self.identities),
+        )
 
 
 @dataclass
