@@ -148,29 +148,23 @@ class _ShardVerifier:
                         self.problem("source", f"source {s.file} row group {s.row_group} has no row {row_index}")
                 yield found
 
-    def compare(
-        self, key: str, row: dict[str, Any], original: dict[str, Any] | None, s: mf.RowSlice, row_index: int
-    ) -> None:
-        if original is None:
-            return
-        self.compared += 1
-        if not rows_equal(row, original):
-            where = f"{s.file} row group {s.row_group} row {row_index}"
-            self.problem("row_mismatch", f"sample {key!r} != source {where}: {_first_difference(row, original)}")
+    def compare(self, key: str, row: dict[str, Any], slot: tuple[mf.RowSlice, int] | None, original: Any) -> None:
+        """The sample against its source row (when read) and the shape's own check (a JSONL line's media now)."""
+        if slot is not None and original is not None:
+            self.compared += 1
+            if not rows_equal(row, original):
+                where = f"{slot[0].file} row group {slot[0].row_group} row {slot[1]}"
+                self.problem("row_mismatch", f"sample {key!r} != source {where}: {_first_difference(row, original)}")
+        if self.sample_check is not None:
+            self.compared += 1
+            for text in self.sample_check(row):
+                self.problem("source", f"sample {key!r}: {text}")
 
     def check_columns(self, key: str, row: dict[str, Any]) -> None:
         """A sample must hold the manifest's columns (the first sample that does not is reported, once a shard)."""
         if list(row) != list(self.columns) and not self.columns_reported:
             self.columns_reported = True
             self.problem("columns", f"sample {key!r} holds {list(row)}, the manifest lists {list(self.columns)}")
-
-    def compare_sample(self, key: str, row: dict[str, Any]) -> None:
-        """The shape's own comparison of a sample with its source now (a JSONL line's media files)."""
-        if self.sample_check is None:
-            return
-        self.compared += 1
-        for text in self.sample_check(row):
-            self.problem("source", f"sample {key!r}: {text}")
 
     def walk(self, reader: HashingReader) -> None:
         """Read every sample: keys in the expected order, every sample decodes, rows equal the source."""
@@ -191,9 +185,7 @@ class _ShardVerifier:
                     self.problem("decode", str(exc))
                     continue
                 self.check_columns(key, row)
-                if slot is not None:
-                    self.compare(key, row, original, *slot)
-                self.compare_sample(key, row)
+                self.compare(key, row, slot, original)
             self.end_offset = reader.pos - BLOCK
         except TarFormatError as exc:
             self.problem("tar_format", f"{type(exc).__name__}: {exc}")
