@@ -82,18 +82,6 @@ class SourceStrategy:
         )
 
 
-KEEP_ROWS_NOTE = (
-    "bad rows are kept verbatim so row positions match the parquet backend; the training-time parser drops "
-    "rows marked fails=always in every epoch, and rows marked fails=if_drawn in the epochs whose random draws "
-    "reach the bad image or instruction"
-)
-KEEP_LINES_NOTE = (
-    "every JSONL line is kept verbatim (media missing at conversion time is recorded as null, media "
-    "outside the media directory is refused and left out), so the webdataset backend drops the same "
-    "lines as the source backend, at the same point"
-)
-
-
 PARQUET_SLICES = SourceStrategy(
     shape=SourceShape.PARQUET,
     check_options=check_parquet_options,
@@ -101,7 +89,11 @@ PARQUET_SLICES = SourceStrategy(
     rows=iter_parquet_rows,
     place=lambda s, row: {"row_group": s.row_group, "row": row},
     first_problem_only=True,
-    keep_note=KEEP_ROWS_NOTE,
+    keep_note=(
+        "bad rows are kept verbatim so row positions match the parquet backend; the training-time parser drops "
+        "rows marked fails=always in every epoch, and rows marked fails=if_drawn in the epochs whose random draws "
+        "reach the bad image or instruction"
+    ),
     check_root=check_parquet_root,
     compares_rows=True,
     mixed_media=False,
@@ -113,7 +105,11 @@ JSONL_LINES = SourceStrategy(
     rows=jsonl.iter_line_rows,
     place=lambda s, line: {"line": line + 1},  # counted from 1
     first_problem_only=False,
-    keep_note=KEEP_LINES_NOTE,
+    keep_note=(
+        "every JSONL line is kept verbatim (media missing at conversion time is recorded as null, media "
+        "outside the media directory is refused and left out), so the webdataset backend drops the same "
+        "lines as the source backend, at the same point"
+    ),
     check_root=jsonl.check_lines_root,
     compares_rows=False,  # the JSONL is checked as a whole file (its hash), not row by row
     mixed_media=True,

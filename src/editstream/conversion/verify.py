@@ -285,17 +285,15 @@ def verify(
     shape = strategy_of(m.schema)
     report.problems.extend(schema_problems(m))
     report.problems.extend(shape.check_root(root, m, src, storage_options))
-    row_source = src if shape.compares_rows else None
     sample_check = shape.sample_check(root, m, src, storage_options)
-    columns = tuple(c["name"] for c in m.columns)
     checks = [
         _ShardVerifier(
             root=root.rstrip("/"),
             shard=s,
             stems=stems,
-            source=row_source,
+            source=src if shape.compares_rows else None,
             storage_options=storage_options,
-            columns=columns,
+            columns=tuple(c["name"] for c in m.columns),
             sample_check=sample_check,
         )
         for s in m.shards
