@@ -175,13 +175,12 @@ def iter_line_rows(task: ShardTask) -> Iterator[tuple[mf.RowSlice, int, dict[str
     data = RetryPolicy().call(
         lambda: storage.read_bytes(url, task.storage_options, start=part.byte_start, end=part.byte_stop)
     )
+    where = f"{url}: bytes {part.byte_start}:{part.byte_stop}"
     if hashlib.sha256(data).hexdigest() != part.sha256:
-        raise ValueError(f"{url}: bytes {part.byte_start}:{part.byte_stop} changed since planning; convert again")
+        raise ValueError(f"{where} changed since planning; convert again")
     lines = decode_lines(data, url)
     if len(lines) != s.num_rows:
-        raise ValueError(
-            f"{url}: bytes {part.byte_start}:{part.byte_stop} hold {len(lines)} lines, planned {s.num_rows}"
-        )
+        raise ValueError(f"{where} hold {len(lines)} lines, planned {s.num_rows}")
     read_media = line_media(part.media_dir, task.storage_options, part.allow_outside)
     fetched = prefetch_ordered(lines, read_media, lambda _: 0, max_items=_LINES_AHEAD)
     for index, (line, media) in enumerate(fetched, start=s.start):
@@ -257,30 +256,28 @@ def check_lines_root(
     except mf.ManifestError as exc:
         return [Problem("manifest", None, str(exc))]
     url = storage.join(root, info.lines_path)
-    problems: list[Problem] = []
     try:
         data = storage.read_bytes(url, storage_options)
     except FileNotFoundError:
         return [Problem("lines", None, f"{url} does not exist")]
     digest = hashlib.sha256(data).hexdigest()
+    found: list[tuple[str, str]] = []  # (problem kind, detail)
     if len(data) != info.lines_bytes or digest != info.lines_sha256:
         said = f"{info.lines_bytes} bytes with sha256 {info.lines_sha256}"
-        problems.append(
-            Problem("lines", None, f"{url}: {len(data)} bytes with sha256 {digest}, the manifest says {said}")
-        )
+        found.append(("lines", f"{url}: {len(data)} bytes with sha256 {digest}, the manifest says {said}"))
     else:
         try:
             count = len(decode_lines(data, url))
             if count != info.num_lines:
-                problems.append(Problem("lines", None, f"{url}: {count} lines, the manifest says {info.num_lines}"))
+                found.append(("lines", f"{url}: {count} lines, the manifest says {info.num_lines}"))
         except LineDecodeError as exc:
-            problems.append(Problem("lines", None, str(exc)))
+            found.append(("lines", str(exc)))
     if source is not None:
         try:
             source_digest = hashlib.sha256(storage.read_bytes(source, storage_options)).hexdigest()
         except FileNotFoundError:
-            problems.append(Problem("source", None, f"{source} does not exist"))
+            found.append(("source", f"{source} does not exist"))
         else:
             if source_digest != info.lines_sha256:
-                problems.append(Problem("source", None, f"{source} is not the JSONL that was converted (hash differs)"))
-    return problems
+                found.append(("source", f"{source} is not the JSONL that was converted (hash differs)"))
+    return [Problem(kind, None, detail) for kind, detail in found]

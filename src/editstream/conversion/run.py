@@ -125,8 +125,7 @@ def _tasks_still_done(cfg: ConvertConfig, existing: mf.Manifest, plan: Plan) -> 
     old = existing.extra.get(SOURCE_IDENTITIES)
     if recorded == plan.fingerprint() or (old is None and recorded == plan.fingerprint({})):
         return list(plan.tasks)  # this conversion (made before source identities were recorded, or not)
-    if not isinstance(old, dict):
-        old = {}
+    old = old if isinstance(old, dict) else {}
     changed = sorted(f for f, identity in plan.sources.items() if old and old.get(f) != identity)
     if not changed or recorded != plan.fingerprint(old):
         what = f" (source files changed since: {', '.join(changed)})" if changed else ""
@@ -135,12 +134,8 @@ def _tasks_still_done(cfg: ConvertConfig, existing: mf.Manifest, plan: Plan) -> 
             f"pass overwrite=True (--overwrite) to replace it"
         )
     for name in changed:
-        log.warning(
-            "%s changed since %s was converted (%s): converting its shards again",
-            name,
-            cfg.dst,
-            difference(old[name], plan.sources[name]),
-        )
+        how = difference(old[name], plan.sources[name])
+        log.warning("%s changed since %s was converted (%s): converting its shards again", name, cfg.dst, how)
     return [t for t in plan.tasks if not any(f in changed for f, _ in t.sources)]
 
 
