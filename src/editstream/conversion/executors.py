@@ -98,13 +98,9 @@ def default_start_method() -> str:
 
 
 def warm_up(engine: str = "auto", workers: int | None = None) -> bool:
-    """Start (without waiting) the fork server later pools fork from, ``PRELOAD`` imported in it, when
-    ``engine`` and ``workers`` make a local process pool, so its imports overlap with the caller's
-    checks and planning; ``False`` when they do not, or where workers are spawned instead."""
-    n = default_workers() if workers is None else workers
-    if engine not in ("auto", "local", "process") or (n == 1 and engine != "process"):
-        return False
-    if default_start_method() != "forkserver":
+    """Start (without waiting) the fork server a local process pool of ``engine`` and ``workers`` will fork
+    from, ``PRELOAD`` imported in it, so its imports overlap with planning; ``False`` when there is none."""
+    if _pool_size(engine, workers) is None or default_start_method() != "forkserver":
         return False
     from multiprocessing import forkserver
 
@@ -247,15 +243,17 @@ def check_engine(engine: str, workers: int | None, ray_address: str | None) -> N
         raise ValueError(f"workers must be >= 1, got {workers}")
 
 
+def _pool_size(engine: str, workers: int | None) -> int | None:
+    """The processes of the local pool ``engine`` and ``workers`` make (``None``: none; one worker runs in-process)."""
+    n = default_workers() if workers is None else workers
+    return n if engine == "process" or (engine in ("auto", "local") and n > 1) else None
+
+
 def make_executor(engine: str = "auto", workers: int | None = None, *, ray_address: str | None = None) -> Executor:
     """Build the executor named ``engine`` with ``workers`` workers (default: the CPU count); ``ray``
     connects to ``ray_address`` (``"auto"``: an existing cluster)."""
     check_engine(engine, workers, ray_address)
     if engine == "ray":
         return RayExecutor(workers, address=ray_address)
-    n = default_workers() if workers is None else workers
-    if engine in ("auto", "local"):
-        engine = "inprocess" if n == 1 else "process"
-    if engine == "inprocess":
-        return InProcessExecutor()
-    return ProcessPoolExecutor(n)
+    n = _pool_size(engine, workers)
+    return InProcessExecutor() if n is None else ProcessPoolExecutor(n)

@@ -190,33 +190,29 @@ def check_parquet_root(root: str, m: mf.Manifest, source: str | None, so: dict[s
     """With a ``source``: every source row is in exactly one shard slice and the row counts match the files."""
     if source is None:
         return []
-    problems: list[Problem] = []
     try:
         urls = ParquetDirectory(source, so).files()
     except FileNotFoundError as exc:
         return [Problem("source", None, str(exc))]
     names = [u.rsplit("/", 1)[-1] for u in urls]
     listed = [f.path for f in m.source_files]
+    found: list[tuple[str, str]] = []  # (problem kind, detail)
     if sorted(names) != sorted(listed):
-        problems.append(Problem("source", None, f"source has files {names}, manifest lists {listed}"))
+        found.append(("source", f"source has files {names}, manifest lists {listed}"))
     covered: Counter[tuple[str, int]] = Counter()
-    for shard in m.shards:
-        for s in shard.rows:
-            covered[(s.file, s.row_group)] += s.num_rows
+    for s in (s for shard in m.shards for s in shard.rows):
+        covered[(s.file, s.row_group)] += s.num_rows
     for f in m.source_files:
         if f.path not in names:
             continue
         try:
             sizes = row_group_sizes(storage.join(source, f.path), so)
         except OSError as exc:
-            problems.append(Problem("source", None, f"cannot read footer of {f.path}: {exc}"))
+            found.append(("source", f"cannot read footer of {f.path}: {exc}"))
             continue
         if sizes[: len(f.row_groups)] != f.row_groups:
-            problems.append(
-                Problem("source", None, f"{f.path} has row groups of {sizes} rows, manifest says {f.row_groups}")
-            )
+            found.append(("source", f"{f.path} has row groups of {sizes} rows, manifest says {f.row_groups}"))
         for rg, n in enumerate(f.row_groups):
-            if covered[(f.path, rg)] != n:
-                detail = f"{f.path} row group {rg}: {n} rows, shards cover {covered[(f.path, rg)]}"
-                problems.append(Problem("source_coverage", None, detail))
-    return problems
+            if (cover := covered[(f.path, rg)]) != n:
+                found.append(("source_coverage", f"{f.path} row group {rg}: {n} rows, shards cover {cover}"))
+    return [Problem(kind, None, detail) for kind, detail in found]

@@ -72,10 +72,8 @@ def rows_equal(a: Any, b: Any) -> bool:
 def _first_difference(row: dict[str, Any], original: dict[str, Any]) -> str:
     if list(row) != list(original):
         return f"columns {list(row)} != {list(original)}"
-    for column in original:
-        if not rows_equal(row[column], original[column]):
-            return f"column {column!r} differs"
-    return "rows differ"
+    differs = (f"column {column!r} differs" for column in original if not rows_equal(row[column], original[column]))
+    return next(differs, "rows differ")
 
 
 @dataclass(kw_only=True)
