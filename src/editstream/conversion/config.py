@@ -55,10 +55,9 @@ class ConvertConfig:
             raise ValueError(f"layout must be one of {LAYOUTS}, got {self.layout!r}")
         if self.layout == "rowgroup" and (self.shard_size is not None or self.samples_per_shard is not None):
             raise ValueError("shard_size / samples_per_shard apply to layout='size' only")
-        if self.shard_size is not None and self.shard_size <= 0:
-            raise ValueError(f"shard_size must be > 0, got {self.shard_size}")
-        if self.samples_per_shard is not None and self.samples_per_shard <= 0:
-            raise ValueError(f"samples_per_shard must be > 0, got {self.samples_per_shard}")
+        for name in ("shard_size", "samples_per_shard"):
+            if (value := getattr(self, name)) is not None and value <= 0:
+                raise ValueError(f"{name} must be > 0, got {value}")
         check_apart({"src": self.src, "dst": self.dst})
 
 

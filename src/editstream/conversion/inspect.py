@@ -114,10 +114,8 @@ def describe_value(v: Any) -> Any:
     if isinstance(v, (bytes, bytearray)):
         ext = sniff_extension(v)
         text = f"<{len(v)} bytes, {ext}"
-        if ext in IMAGE_EXTENSIONS:
-            size = _image_size(bytes(v))
-            if size is not None:
-                text += f", {size[0]}x{size[1]}"
+        if ext in IMAGE_EXTENSIONS and (size := _image_size(bytes(v))) is not None:
+            text += f", {size[0]}x{size[1]}"
         return text + ">"
     if isinstance(v, (list, tuple)):
         return (list if isinstance(v, list) else tuple)(describe_value(x) for x in v)

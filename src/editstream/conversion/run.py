@@ -82,21 +82,16 @@ def convert(
     plan = plan_conversion(cfg)
     if cfg.drop_bad_rows:
         log.warning("%s", DROP_NOTE)
-    with ConversionLock(cfg.dst, cfg.storage_options, break_lock=break_lock):
-        return _convert_locked(cfg, plan, executor, t0)
-
-
-def _convert_locked(cfg: ConvertConfig, plan: Plan, executor: Executor | None, t0: float) -> dict[str, Any]:
-    """The part of a conversion that writes DST, run while holding its lock."""
-    finished = _prepare_dst(cfg, plan)
-    if finished is not None:
-        return _summary(cfg, finished, plan, None, time.perf_counter() - t0)
-    ordered = _run_tasks(cfg, plan, executor)
-    manifest = _build_manifest(cfg, plan, ordered)
-    _write_report(cfg, plan, manifest, ordered)
-    manifest.write(cfg.dst, cfg.storage_options)
-    remove_progress(cfg.dst, cfg.storage_options)
-    return _summary(cfg, manifest, plan, ordered, time.perf_counter() - t0)
+    with ConversionLock(cfg.dst, cfg.storage_options, break_lock=break_lock):  # DST is written holding it
+        finished = _prepare_dst(cfg, plan)
+        if finished is not None:
+            return _summary(cfg, finished, plan, None, time.perf_counter() - t0)
+        ordered = _run_tasks(cfg, plan, executor)
+        manifest = _build_manifest(cfg, plan, ordered)
+        _write_report(cfg, plan, manifest, ordered)
+        manifest.write(cfg.dst, cfg.storage_options)
+        remove_progress(cfg.dst, cfg.storage_options)
+        return _summary(cfg, manifest, plan, ordered, time.perf_counter() - t0)
 
 
 def _prepare_dst(cfg: ConvertConfig, plan: Plan) -> mf.Manifest | None:

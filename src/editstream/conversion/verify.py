@@ -108,16 +108,6 @@ class _ShardVerifier:
         if len(self.problems) < _MAX_PROBLEMS_PER_SHARD:
             self.problems.append(Problem(kind, self.shard.path, detail))
 
-    def read_idx(self) -> tuple[list[int], int] | None:
-        idx_url = storage.join(self.root, self.shard.idx_path)
-        try:
-            return read_idx(idx_url, self.storage_options)
-        except FileNotFoundError:
-            self.problem("missing_idx", f"{idx_url} does not exist")
-        except mf.ManifestError as exc:
-            self.problem("idx", str(exc))
-        return None
-
     def _source_rows(self) -> Iterator[dict[str, Any] | None]:
         """The source rows of the shard's samples, in order (streamed); ``None`` where unreadable."""
         assert self.source is not None
@@ -214,7 +204,14 @@ def _check_shard(verifier: _ShardVerifier) -> _ShardVerifier:
     if not storage.exists(verifier.url, so):
         verifier.problem("missing_shard", f"{verifier.url} does not exist")
         return verifier
-    idx = verifier.read_idx()
+    idx_url = storage.join(verifier.root, verifier.shard.idx_path)
+    idx: tuple[list[int], int] | None = None
+    try:
+        idx = read_idx(idx_url, so)
+    except FileNotFoundError:
+        verifier.problem("missing_idx", f"{idx_url} does not exist")
+    except mf.ManifestError as exc:
+        verifier.problem("idx", str(exc))
     with open_read(verifier.url, so, block_size=8 * 1024 * 1024) as f:
         reader = HashingReader(f, verifier.shard.digest[0])
         verifier.walk(reader)
@@ -232,18 +229,17 @@ def schema_problems(manifest: mf.Manifest) -> list[Problem]:
         return []
     names = [c["name"] for c in manifest.columns]
     changed = "the schema was changed after the conversion"
-    details = [
+    details: list[str] = []
+    if missing := [c for c in kind.columns if c not in names]:
+        details.append(
+            f"the manifest's schema {manifest.schema!r} needs columns {list(kind.columns)}, but its shards "
+            f"hold {names} (missing {missing}): {changed}"
+        )
+    details += [
         f"the manifest's schema is {manifest.schema!r}, but extra holds the record of a {key!r} conversion: {changed}"
         for key in manifest.extra
         if key in kind_choices() and key not in kind.names
     ]
-    missing = [c for c in kind.columns if c not in names]
-    if missing:
-        details.insert(
-            0,
-            f"the manifest's schema {manifest.schema!r} needs columns {list(kind.columns)}, but its shards "
-            f"hold {names} (missing {missing}): {changed}",
-        )
     return [Problem("schema", None, detail) for detail in details]
 
 
