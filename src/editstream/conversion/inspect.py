@@ -74,11 +74,9 @@ def inspect_dataset(
         columns = ()
     mixed_media = strategy_of(m.schema).mixed_media
     stats = _ImageStats()
-    scanned = 0
     limit = m.num_samples if max_samples is None else min(max_samples, m.num_samples)
     with Progress("inspect", limit, "samples", progress) as bar:
         for _key, members in iter_members(converted, limit):
-            scanned += 1
             stats.add(_image_members(columns, mixed_media, members))
             bar.update(1)
     return {
@@ -95,7 +93,7 @@ def inspect_dataset(
         "bytes": m.num_bytes,
         "bad_rows": m.num_bad_rows,
         "drop_bad_rows": m.drop_bad_rows,
-        "samples_scanned": scanned,
+        "samples_scanned": sum(stats.per_sample.values()),  # one count per sample scanned
         "images_per_sample": {str(k): stats.per_sample[k] for k in sorted(stats.per_sample)},
         "image_formats": dict(sorted(stats.formats.items())),
         "image_width": _spread(stats.widths),
