@@ -15,7 +15,7 @@ from ..format.digest import DEFAULT_DIGEST, check_algorithm
 from ..format.manifest import LAYOUTS
 from ..io import storage
 from ..kinds import get_kind
-from .executors import ENGINES
+from .executors import check_engine
 from .shapes import strategy_of
 
 
@@ -50,20 +50,14 @@ class ConvertConfig:
             get_kind(self.schema)
         strategy_of(self.schema).check_options(self)
         check_algorithm(self.digest)
-        if self.engine not in ENGINES:
-            raise ValueError(f"engine must be one of {ENGINES}, got {self.engine!r}")
-        if self.ray_address is not None and self.engine != "ray":
-            raise ValueError(f"ray_address applies to engine='ray' only, not engine={self.engine!r}")
+        check_engine(self.engine, self.workers, self.ray_address)
         if self.layout not in LAYOUTS:
             raise ValueError(f"layout must be one of {LAYOUTS}, got {self.layout!r}")
         if self.layout == "rowgroup" and (self.shard_size is not None or self.samples_per_shard is not None):
             raise ValueError("shard_size / samples_per_shard apply to layout='size' only")
-        if self.shard_size is not None and self.shard_size <= 0:
-            raise ValueError(f"shard_size must be > 0, got {self.shard_size}")
-        if self.samples_per_shard is not None and self.samples_per_shard <= 0:
-            raise ValueError(f"samples_per_shard must be > 0, got {self.samples_per_shard}")
-        if self.workers is not None and self.workers < 1:
-            raise ValueError(f"workers must be >= 1, got {self.workers}")
+        for name in ("shard_size", "samples_per_shard"):
+            if (value := getattr(self, name)) is not None and value <= 0:
+                raise ValueError(f"{name} must be > 0, got {value}")
         check_apart({"src": self.src, "dst": self.dst})
 
 

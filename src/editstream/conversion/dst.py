@@ -72,15 +72,19 @@ def check_dst(cfg: ConvertConfig) -> None:
 
 
 def tidy_dst(cfg: ConvertConfig, plan: Plan) -> None:
-    """Delete an earlier run's shards, idx files and done records the plan does not write; note the plan."""
+    """Delete an earlier run's shards, idx files and done records the plan does not write, and the temp
+    files a killed run left of its outputs; note the plan."""
     so = cfg.storage_options
     planned = {t.shard_path for t in plan.tasks} | {idx_path_for(t.shard_path) for t in plan.tasks}
-    orphans = [n for n in _names(cfg.dst, so) if _OWN_SHARD.match(n) and n not in planned]
-    for name in orphans:
+    outputs = planned | {mf.MANIFEST_NAME, mf.REPORT_NAME, LINES_COPY, *plan.side_files}
+    names = _names(cfg.dst, so)
+    orphans = [n for n in names if _OWN_SHARD.match(n) and n not in planned]
+    stale = [n for n in names if (temp := TEMP_NAME.match(n)) and temp.group("name") in outputs]
+    for name in stale + orphans:
         storage.remove(storage.join(cfg.dst, name), so)
     records = storage.join(cfg.dst, PROGRESS_DIR_NAME)
     for name in _names(records, so):
-        if name.endswith(".tar.json") and name[: -len(".json")] not in planned:
+        if TEMP_NAME.match(name) or (name.endswith(".tar.json") and name[: -len(".json")] not in planned):
             storage.remove(storage.join(records, name), so)
     if orphans:
         log.warning("removed %d shard and idx files of an earlier conversion into %s", len(orphans), cfg.dst)

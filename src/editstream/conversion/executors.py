@@ -1,8 +1,5 @@
-"""Executors run independent units of work (one shard each) and yield results as they finish.
-
-``fn`` is a picklable top-level function and tasks picklable values, so the same work runs in this
-process, in a process pool, or as Ray tasks on a cluster.
-"""
+"""Executors run independent units of work (one shard each), yielding results as they finish; ``fn`` and
+the tasks are picklable, so the same work runs in this process, a process pool, or as Ray tasks."""
 
 from __future__ import annotations
 
@@ -50,11 +47,8 @@ def bounded_map(
     *,
     cancel: Callable[[H], object],
 ) -> Iterator[tuple[T, R]]:
-    """Keep at most ``limit`` tasks submitted, yield ``(task, result)`` as they finish.
-
-    ``wait_some`` returns the done handles (at least one); a task's error becomes a :class:`TaskError`
-    naming it; handles still pending when the caller stops are cancelled.
-    """
+    """Keep at most ``limit`` tasks submitted and yield ``(task, result)`` as they finish (``wait_some``: the
+    done handles); a task's error becomes a :class:`TaskError` naming it; pending ones are cancelled at exit."""
     pending: dict[H, T] = {}
     source = iter(tasks)
     try:
@@ -104,13 +98,9 @@ def default_start_method() -> str:
 
 
 def warm_up(engine: str = "auto", workers: int | None = None) -> bool:
-    """Start (without waiting) the fork server later pools fork from, ``PRELOAD`` imported in it, when
-    ``engine`` and ``workers`` make a local process pool, so its imports overlap with the caller's
-    checks and planning; ``False`` when they do not, or where workers are spawned instead."""
-    n = default_workers() if workers is None else workers
-    if engine not in ("auto", "local", "process") or (n == 1 and engine != "process"):
-        return False
-    if default_start_method() != "forkserver":
+    """Start (without waiting) the fork server a local process pool of ``engine`` and ``workers`` will fork
+    from, ``PRELOAD`` imported in it, so its imports overlap with planning; ``False`` when there is none."""
+    if _pool_size(engine, workers) is None or default_start_method() != "forkserver":
         return False
     from multiprocessing import forkserver
 
@@ -167,12 +157,8 @@ class ProcessPoolExecutor:
 
 
 class RayExecutor:
-    """Runs each task as a Ray task, on this machine or a cluster; tasks do their own storage I/O.
-
-    Ray is shut down on ``close()`` only if this executor started it. At most ``max_in_flight`` tasks
-    are submitted at a time (default: ``workers``, else twice the cluster's CPUs), so a plan of
-    millions of shards never floods the scheduler.
-    """
+    """Runs each task as a Ray task (shut down on ``close()`` only if this executor started Ray), at most
+    ``max_in_flight`` at a time (``workers``, else twice the cluster's CPUs) so no plan floods the scheduler."""
 
     def __init__(
         self, workers: int | None = None, *, address: str | None = None, max_in_flight: int | None = None
@@ -197,9 +183,6 @@ class RayExecutor:
             raise ConnectionError(f"cannot connect to Ray at {self.address or 'the default address'}: {exc}") from exc
         self._owns_ray = True
 
-    def _in_flight_limit(self) -> int:
-        return self.max_in_flight or self.workers or max(1, int(2 * self._ray.cluster_resources().get("CPU", 1)))
-
     def map_unordered(self, fn: Callable[[T], R], tasks: Iterable[T]) -> Iterator[tuple[T, R]]:
         self.start()
         ray = self._ray
@@ -221,7 +204,8 @@ class RayExecutor:
             with contextlib.suppress(Exception):
                 ray.cancel(ref)
 
-        return bounded_map(remote_fn.remote, tasks, self._in_flight_limit(), wait_some, result, cancel=cancel)
+        limit = self.max_in_flight or self.workers or max(1, int(2 * ray.cluster_resources().get("CPU", 1)))
+        return bounded_map(remote_fn.remote, tasks, limit, wait_some, result, cancel=cancel)
 
     def close(self) -> None:
         if self._owns_ray and self._ray.is_initialized():
@@ -249,20 +233,27 @@ def default_workers() -> int:
     return os.cpu_count() or 1
 
 
-def make_executor(engine: str = "auto", workers: int | None = None, *, ray_address: str | None = None) -> Executor:
-    """Build the executor named ``engine`` with ``workers`` workers (default: the CPU count); ``ray``
-    connects to ``ray_address`` (``"auto"``: an existing cluster)."""
+def check_engine(engine: str, workers: int | None, ray_address: str | None) -> None:
+    """A ``ValueError`` for an unknown engine, a ``ray_address`` without Ray, or fewer than one worker."""
     if engine not in ENGINES:
-        raise ValueError(f"unknown engine {engine!r}; expected one of {ENGINES}")
+        raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}")
     if ray_address is not None and engine != "ray":
         raise ValueError(f"ray_address applies to engine='ray' only, not engine={engine!r}")
     if workers is not None and workers < 1:
         raise ValueError(f"workers must be >= 1, got {workers}")
+
+
+def _pool_size(engine: str, workers: int | None) -> int | None:
+    """The processes of the local pool ``engine`` and ``workers`` make (``None``: none; one worker runs in-process)."""
+    n = default_workers() if workers is None else workers
+    return n if engine == "process" or (engine in ("auto", "local") and n > 1) else None
+
+
+def make_executor(engine: str = "auto", workers: int | None = None, *, ray_address: str | None = None) -> Executor:
+    """Build the executor named ``engine`` with ``workers`` workers (default: the CPU count); ``ray``
+    connects to ``ray_address`` (``"auto"``: an existing cluster)."""
+    check_engine(engine, workers, ray_address)
     if engine == "ray":
         return RayExecutor(workers, address=ray_address)
-    n = default_workers() if workers is None else workers
-    if engine in ("auto", "local"):
-        engine = "inprocess" if n == 1 else "process"
-    if engine == "inprocess":
-        return InProcessExecutor()
-    return ProcessPoolExecutor(n)
+    n = _pool_size(engine, workers)
+    return InProcessExecutor() if n is None else ProcessPoolExecutor(n)

@@ -74,11 +74,9 @@ def inspect_dataset(
         columns = ()
     mixed_media = strategy_of(m.schema).mixed_media
     stats = _ImageStats()
-    scanned = 0
     limit = m.num_samples if max_samples is None else min(max_samples, m.num_samples)
     with Progress("inspect", limit, "samples", progress) as bar:
         for _key, members in iter_members(converted, limit):
-            scanned += 1
             stats.add(_image_members(columns, mixed_media, members))
             bar.update(1)
     return {
@@ -95,7 +93,7 @@ def inspect_dataset(
         "bytes": m.num_bytes,
         "bad_rows": m.num_bad_rows,
         "drop_bad_rows": m.drop_bad_rows,
-        "samples_scanned": scanned,
+        "samples_scanned": sum(stats.per_sample.values()),  # one count per sample scanned
         "images_per_sample": {str(k): stats.per_sample[k] for k in sorted(stats.per_sample)},
         "image_formats": dict(sorted(stats.formats.items())),
         "image_width": _spread(stats.widths),
@@ -114,10 +112,8 @@ def describe_value(v: Any) -> Any:
     if isinstance(v, (bytes, bytearray)):
         ext = sniff_extension(v)
         text = f"<{len(v)} bytes, {ext}"
-        if ext in IMAGE_EXTENSIONS:
-            size = _image_size(bytes(v))
-            if size is not None:
-                text += f", {size[0]}x{size[1]}"
+        if ext in IMAGE_EXTENSIONS and (size := _image_size(bytes(v))) is not None:
+            text += f", {size[0]}x{size[1]}"
         return text + ">"
     if isinstance(v, (list, tuple)):
         return (list if isinstance(v, list) else tuple)(describe_value(x) for x in v)

@@ -21,7 +21,7 @@ from ..io.prefetch import prefetch_ordered
 from ..io.retry import RetryPolicy
 from .problems import Problem
 from .records import ShardResult
-from .task import LinePart, Plan, ShardTask
+from .task import LinePart, Plan, ShardCutter, ShardTask, TaskMaker
 
 if TYPE_CHECKING:
     from .config import ConvertConfig
@@ -66,54 +66,16 @@ def _line_sizes(data: bytes, media_dir: str, so: dict[str, Any] | None, allow_ou
 
 def _line_ranges(cfg: ConvertConfig, data: bytes, num_lines: int, media_dir: str) -> list[tuple[int, int]]:
     """``[start, stop)`` line ranges of the shards, in order, each holding at least one line."""
-    if cfg.shard_size is None:
-        per = cfg.samples_per_shard or DEFAULT_LINES_PER_SHARD
-        return [(a, min(a + per, num_lines)) for a in range(0, num_lines, per)]
-    ranges: list[tuple[int, int]] = []
-    start, size = 0, 0
-    for i, line_size in enumerate(_line_sizes(data, media_dir, cfg.storage_options, cfg.allow_outside_media_dir)):
-        full = cfg.samples_per_shard is not None and i - start >= cfg.samples_per_shard
-        if i > start and (size + line_size > cfg.shard_size or full):
-            ranges.append((start, i))
-            start, size = i, 0
-        size += line_size
-    if start < num_lines:
-        ranges.append((start, num_lines))
-    return ranges
-
-
-def _line_task(
-    cfg: ConvertConfig,
-    i: int,
-    root: str,
-    name: str,
-    stem: str,
-    data: bytes,
-    offsets: list[int],
-    a: int,
-    b: int,
-    media_dir: str,
-) -> ShardTask:
-    """The task of shard ``i``: lines ``[a, b)`` of the JSONL, their bytes' digest and media dir."""
-    return ShardTask(
-        src_root=root,
-        dst_root=cfg.dst.rstrip("/"),
-        shard_path=f"shard-{i:06d}.tar",
-        slices=(mf.RowSlice(file=name, row_group=0, start=a, stop=b),),
-        stems=((name, stem),),
-        schema=cfg.schema or "",
-        columns=COLUMNS,
-        drop_bad_rows=False,
-        storage_options=cfg.storage_options,
-        digest=cfg.digest,
-        part=LinePart(
-            byte_start=offsets[a],
-            byte_stop=offsets[b],
-            sha256=hashlib.sha256(data[offsets[a] : offsets[b]]).hexdigest(),
-            media_dir=media_dir,
-            allow_outside=cfg.allow_outside_media_dir,
-        ),
-    )
+    if cfg.shard_size is None:  # counted only: no media is sized
+        cutter = ShardCutter(None, cfg.samples_per_shard or DEFAULT_LINES_PER_SHARD)
+        cutter.add(cfg.src, 0, 0, num_lines, 0.0)
+    else:
+        cutter = ShardCutter(cfg.shard_size, cfg.samples_per_shard)
+        sizes = _line_sizes(data, media_dir, cfg.storage_options, cfg.allow_outside_media_dir)
+        for i, line_size in enumerate(sizes):
+            cutter.add(cfg.src, 0, i, i + 1, line_size)
+    cutter.flush()
+    return [(lines[0].start, lines[-1].stop) for lines in cutter.shards]
 
 
 def plan_lines_conversion(cfg: ConvertConfig) -> Plan:
@@ -135,8 +97,13 @@ def plan_lines_conversion(cfg: ConvertConfig) -> Plan:
             f"media_dir {media_dir} is a file, not a directory; give the directory the JSONL's image and "
             "video names are relative to (unpack an archive first)"
         )
-    ranges = _line_ranges(cfg, data, num_lines, media_dir)
-    tasks = [_line_task(cfg, i, root, name, stem, data, offsets, a, b, media_dir) for i, (a, b) in enumerate(ranges)]
+    make = TaskMaker(cfg, root, cfg.schema, COLUMNS, {name: stem})  # no identities: each task checks its lines' hash
+    tasks, outside = [], cfg.allow_outside_media_dir
+    for i, (a, b) in enumerate(_line_ranges(cfg, data, num_lines, media_dir)):
+        start, stop = offsets[a], offsets[b]
+        digest = hashlib.sha256(data[start:stop]).hexdigest()
+        part = LinePart(byte_start=start, byte_stop=stop, sha256=digest, media_dir=media_dir, allow_outside=outside)
+        tasks.append(make(f"shard-{i:06d}.tar", (mf.RowSlice(file=name, row_group=0, start=a, stop=b),), part))
     info = {
         "media_dir": cfg.media_dir,
         "jsonl": cfg.src,
@@ -145,7 +112,7 @@ def plan_lines_conversion(cfg: ConvertConfig) -> Plan:
         "lines_sha256": hashlib.sha256(data).hexdigest(),
         "num_lines": num_lines,
     }
-    if cfg.allow_outside_media_dir:
+    if outside:
         info["allow_outside_media_dir"] = True
     return Plan(
         tasks=tasks,
@@ -198,42 +165,26 @@ def line_media(media_dir: str, storage_options: dict[str, Any] | None, allow_out
     return read
 
 
-def _line_part(task: ShardTask) -> LinePart:
+def iter_line_rows(task: ShardTask) -> Iterator[tuple[mf.RowSlice, int, dict[str, Any]]]:
+    """``(slice, line index, {"line": text, "media": {...}})`` for every line of the task, in order, read from
+    its byte range of the JSONL; an error if the JSONL changed since planning."""
     part = task.part
     assert isinstance(part, LinePart) and len(task.slices) == 1
-    return part
-
-
-def task_lines(task: ShardTask) -> list[str]:
-    """The task's lines, from its byte range of the JSONL; an error if the JSONL changed since planning."""
-    part = _line_part(task)
-    url = storage.join(task.src_root, task.slices[0].file)
+    s = task.slices[0]
+    url = storage.join(task.src_root, s.file)
     data = RetryPolicy().call(
         lambda: storage.read_bytes(url, task.storage_options, start=part.byte_start, end=part.byte_stop)
     )
+    where = f"{url}: bytes {part.byte_start}:{part.byte_stop}"
     if hashlib.sha256(data).hexdigest() != part.sha256:
-        raise ValueError(f"{url}: bytes {part.byte_start}:{part.byte_stop} changed since planning; convert again")
+        raise ValueError(f"{where} changed since planning; convert again")
     lines = decode_lines(data, url)
-    planned = task.slices[0].num_rows
-    if len(lines) != planned:
-        raise ValueError(f"{url}: bytes {part.byte_start}:{part.byte_stop} hold {len(lines)} lines, planned {planned}")
-    return lines
-
-
-def iter_line_rows(task: ShardTask) -> Iterator[tuple[mf.RowSlice, int, dict[str, Any]]]:
-    """``(slice, line index, {"line": text, "media": {...}})`` for every line of the task, in order."""
-    lines = task_lines(task)
-    part = _line_part(task)
+    if len(lines) != s.num_rows:
+        raise ValueError(f"{where} hold {len(lines)} lines, planned {s.num_rows}")
     read_media = line_media(part.media_dir, task.storage_options, part.allow_outside)
-    s = task.slices[0]
     fetched = prefetch_ordered(lines, read_media, lambda _: 0, max_items=_LINES_AHEAD)
     for index, (line, media) in enumerate(fetched, start=s.start):
         yield s, index, {LINE_COLUMN: line, MEDIA_COLUMN: media.result()}
-
-
-def line_place(s: mf.RowSlice, line_index: int) -> dict[str, int]:
-    """Where a line is, for its notes: its line number, counted from 1."""
-    return {"line": line_index + 1}
 
 
 def _blob_difference(name: str, url: str, converted: Any, now: Any) -> str | None:
@@ -305,30 +256,28 @@ def check_lines_root(
     except mf.ManifestError as exc:
         return [Problem("manifest", None, str(exc))]
     url = storage.join(root, info.lines_path)
-    problems: list[Problem] = []
     try:
         data = storage.read_bytes(url, storage_options)
     except FileNotFoundError:
         return [Problem("lines", None, f"{url} does not exist")]
     digest = hashlib.sha256(data).hexdigest()
+    found: list[tuple[str, str]] = []  # (problem kind, detail)
     if len(data) != info.lines_bytes or digest != info.lines_sha256:
         said = f"{info.lines_bytes} bytes with sha256 {info.lines_sha256}"
-        problems.append(
-            Problem("lines", None, f"{url}: {len(data)} bytes with sha256 {digest}, the manifest says {said}")
-        )
+        found.append(("lines", f"{url}: {len(data)} bytes with sha256 {digest}, the manifest says {said}"))
     else:
         try:
             count = len(decode_lines(data, url))
             if count != info.num_lines:
-                problems.append(Problem("lines", None, f"{url}: {count} lines, the manifest says {info.num_lines}"))
+                found.append(("lines", f"{url}: {count} lines, the manifest says {info.num_lines}"))
         except LineDecodeError as exc:
-            problems.append(Problem("lines", None, str(exc)))
+            found.append(("lines", str(exc)))
     if source is not None:
         try:
             source_digest = hashlib.sha256(storage.read_bytes(source, storage_options)).hexdigest()
         except FileNotFoundError:
-            problems.append(Problem("source", None, f"{source} does not exist"))
+            found.append(("source", f"{source} does not exist"))
         else:
             if source_digest != info.lines_sha256:
-                problems.append(Problem("source", None, f"{source} is not the JSONL that was converted (hash differs)"))
-    return problems
+                found.append(("source", f"{source} is not the JSONL that was converted (hash differs)"))
+    return [Problem(kind, None, detail) for kind, detail in found]

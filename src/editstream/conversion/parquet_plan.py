@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..data.identity import Identity, identities
@@ -18,7 +18,7 @@ from ..io.parquet import open_parquet, row_group_sizes
 from ..io.parquet_info import ParquetInfo
 from ..kinds import DatasetKind, get_kind
 from .problems import Problem
-from .task import ParquetPart, Plan, ShardTask
+from .task import ParquetPart, Plan, ShardCutter, ShardTask, TaskMaker
 
 if TYPE_CHECKING:
     from .config import ConvertConfig
@@ -46,7 +46,7 @@ def _read_footer(url: str, storage_options: dict[str, Any] | None) -> _Footer:
 
 @dataclass
 class _Source:
-    """The listed source files, their footers where read, parquet_info's row-group counts and identities."""
+    """The listed source files, their footers where read, parquet_info's row-group counts and identities (by name)."""
 
     urls: list[str]
     names: list[str]
@@ -61,8 +61,8 @@ def _read_source(cfg: ConvertConfig) -> _Source:
     urls = ParquetDirectory(cfg.src, so).files()
     if not urls:
         raise FileNotFoundError(f"no *.parquet files in {cfg.src}")
-    taken = identities(urls, so)
     names = [u.rsplit("/", 1)[-1] for u in urls]
+    taken = dict(zip(names, identities(urls, so).values()))
     info = ParquetInfo.load(cfg.parquet_info, so)
     counts = {i: n for i, url in enumerate(urls) if (n := info.num_row_groups(url)) is not None}
     need = [i for i in range(len(urls)) if cfg.layout == "size" or i not in counts]
@@ -109,20 +109,13 @@ def plan_parquet_conversion(cfg: ConvertConfig) -> Plan:
         name: len(sizes) if sizes is not None else src.counts[i] for i, (name, sizes) in enumerate(row_groups.items())
     }
     stems = dict(zip(src.names, key_stems(src.names)))
-    common = dict(
-        src_root=cfg.src.rstrip("/"),
-        dst_root=cfg.dst.rstrip("/"),
-        schema=schema,
-        columns=columns,
-        drop_bad_rows=cfg.drop_bad_rows,
-        storage_options=cfg.storage_options,
-        digest=cfg.digest,
-    )
+    make = TaskMaker(cfg, cfg.src.rstrip("/"), schema, columns, stems, src.identities)
     if cfg.layout == "rowgroup":
-        tasks = _plan_rowgroup_layout(row_groups, num_rgs, stems, common)
+        tasks = _plan_rowgroup_layout(row_groups, num_rgs, make)
     else:
-        tasks = _plan_size_layout(cfg, src, stems, row_groups, common)
-    plan = Plan(
+        tasks = _plan_size_layout(cfg, src, row_groups, make)
+    listed = [u.rsplit("/", 1)[-1] for u in storage.list_files(cfg.src, ".parquet", cfg.storage_options, ordered=False)]
+    return Plan(
         tasks=tasks,
         schema=schema,
         columns=columns,
@@ -131,15 +124,13 @@ def plan_parquet_conversion(cfg: ConvertConfig) -> Plan:
         num_row_groups=num_rgs,
         stems=stems,
         source_bytes=sum(identity["size"] for identity in src.identities.values()),
+        sources=src.identities,
+        listing_order=listed if listed != src.names else None,
     )
-    plan.with_identities(dict(zip(src.names, src.identities.values())))
-    listed = [u.rsplit("/", 1)[-1] for u in storage.list_files(cfg.src, ".parquet", cfg.storage_options, ordered=False)]
-    plan.listing_order = listed if listed != src.names else None
-    return plan
 
 
 def _plan_rowgroup_layout(
-    row_groups: dict[str, list[int] | None], num_rgs: dict[str, int], stems: dict[str, str], common: dict[str, Any]
+    row_groups: dict[str, list[int] | None], num_rgs: dict[str, int], make: TaskMaker
 ) -> list[ShardTask]:
     """One shard per source row group (in file order), named after the file's key stem and the row group."""
     tasks = []
@@ -148,72 +139,26 @@ def _plan_rowgroup_layout(
             stop = sizes[rg] if sizes is not None else -1
             part = ParquetPart(source_file=name, row_group=rg, expected_rows=None if sizes is None else (stop,))
             rows = (mf.RowSlice(file=name, row_group=rg, start=0, stop=max(stop, 0)),)
-            shard = f"{stems[name]}-rg{rg:05d}.tar"
-            tasks.append(ShardTask(shard_path=shard, slices=rows, stems=((name, stems[name]),), part=part, **common))
+            tasks.append(make(f"{make.stems[name]}-rg{rg:05d}.tar", rows, part))
     return tasks
 
 
-@dataclass
-class _SizeCutter:
-    """Collects row slices into shards of about ``target_bytes`` / ``target_rows``."""
-
-    stems: dict[str, str]
-    common: dict[str, Any]
-    target_bytes: int | None
-    target_rows: int | None
-    tasks: list[ShardTask] = field(default_factory=list)
-    current: list[mf.RowSlice] = field(default_factory=list)
-    rows: int = 0
-    bytes: float = 0.0
-
-    def flush(self) -> None:
-        if not self.current:
-            return
-        rows = tuple(self.current)
-        stems = tuple((f, self.stems[f]) for f in dict.fromkeys(s.file for s in rows))  # in source order
-        part = ParquetPart(expected_rows=tuple(s.num_rows for s in rows))
-        path = f"shard-{len(self.tasks):06d}.tar"
-        self.tasks.append(ShardTask(shard_path=path, slices=rows, stems=stems, part=part, **self.common))
-        self.current, self.rows, self.bytes = [], 0, 0.0
-
-    def add_row_group(self, name: str, rg: int, n: int, per_row: float) -> None:
-        start = 0
-        while start < n:
-            room = n - start
-            if self.target_rows is not None:
-                room = min(room, self.target_rows - self.rows)
-            if self.target_bytes is not None and per_row > 0:
-                room = min(room, int((self.target_bytes - self.bytes) // per_row))
-            if room <= 0:
-                if self.rows == 0:
-                    room = 1  # a single row above the target still gets a shard
-                else:
-                    self.flush()
-                    continue
-            self.current.append(mf.RowSlice(file=name, row_group=rg, start=start, stop=start + room))
-            self.rows += room
-            self.bytes += room * per_row
-            start += room
-            if self.target_rows is not None and self.rows >= self.target_rows:
-                self.flush()
-
-
 def _plan_size_layout(
-    cfg: ConvertConfig, src: _Source, stems: dict[str, str], sizes: dict[str, list[int] | None], common: dict[str, Any]
+    cfg: ConvertConfig, src: _Source, sizes: dict[str, list[int] | None], make: TaskMaker
 ) -> list[ShardTask]:
     """Cut the rows, in source order, into shards of about ``shard_size`` bytes / ``samples_per_shard``
     rows; sizes are estimated from the footers, so the plan reads no data and is the same on every run."""
     target_bytes = cfg.shard_size
     if target_bytes is None and cfg.samples_per_shard is None:
         target_bytes = DEFAULT_SHARD_SIZE
-    cutter = _SizeCutter(stems, common, target_bytes, cfg.samples_per_shard)
+    cutter = ShardCutter(target_bytes, cfg.samples_per_shard)
     for i, name in enumerate(src.names):
         footer = src.footers[i]
         for rg, n in enumerate(sizes[name] or []):
-            per_row = footer.byte_sizes[rg] / n + _ROW_OVERHEAD_ESTIMATE if n else 0.0
-            cutter.add_row_group(name, rg, n, per_row)
+            cutter.add(name, rg, 0, n, footer.byte_sizes[rg] / n + _ROW_OVERHEAD_ESTIMATE if n else 0.0)
     cutter.flush()
-    return cutter.tasks
+    parts = [ParquetPart(expected_rows=tuple(s.num_rows for s in rows)) for rows in cutter.shards]
+    return [make(f"shard-{i:06d}.tar", rows, part) for i, (rows, part) in enumerate(zip(cutter.shards, parts))]
 
 
 def check_parquet_options(cfg: ConvertConfig) -> None:
@@ -245,33 +190,29 @@ def check_parquet_root(root: str, m: mf.Manifest, source: str | None, so: dict[s
     """With a ``source``: every source row is in exactly one shard slice and the row counts match the files."""
     if source is None:
         return []
-    problems: list[Problem] = []
     try:
         urls = ParquetDirectory(source, so).files()
     except FileNotFoundError as exc:
         return [Problem("source", None, str(exc))]
     names = [u.rsplit("/", 1)[-1] for u in urls]
     listed = [f.path for f in m.source_files]
+    found: list[tuple[str, str]] = []  # (problem kind, detail)
     if sorted(names) != sorted(listed):
-        problems.append(Problem("source", None, f"source has files {names}, manifest lists {listed}"))
+        found.append(("source", f"source has files {names}, manifest lists {listed}"))
     covered: Counter[tuple[str, int]] = Counter()
-    for shard in m.shards:
-        for s in shard.rows:
-            covered[(s.file, s.row_group)] += s.num_rows
+    for s in (s for shard in m.shards for s in shard.rows):
+        covered[(s.file, s.row_group)] += s.num_rows
     for f in m.source_files:
         if f.path not in names:
             continue
         try:
             sizes = row_group_sizes(storage.join(source, f.path), so)
         except OSError as exc:
-            problems.append(Problem("source", None, f"cannot read footer of {f.path}: {exc}"))
+            found.append(("source", f"cannot read footer of {f.path}: {exc}"))
             continue
         if sizes[: len(f.row_groups)] != f.row_groups:
-            problems.append(
-                Problem("source", None, f"{f.path} has row groups of {sizes} rows, manifest says {f.row_groups}")
-            )
+            found.append(("source", f"{f.path} has row groups of {sizes} rows, manifest says {f.row_groups}"))
         for rg, n in enumerate(f.row_groups):
-            if covered[(f.path, rg)] != n:
-                detail = f"{f.path} row group {rg}: {n} rows, shards cover {covered[(f.path, rg)]}"
-                problems.append(Problem("source_coverage", None, detail))
-    return problems
+            if (cover := covered[(f.path, rg)]) != n:
+                found.append(("source_coverage", f"{f.path} row group {rg}: {n} rows, shards cover {cover}"))
+    return [Problem(kind, None, detail) for kind, detail in found]

@@ -88,8 +88,3 @@ def iter_parquet_rows(task: ShardTask) -> Iterator[tuple[mf.RowSlice, int, dict[
     for s, first, rows in prefetched(_task_batches(task), PREFETCH_BATCHES, item_bytes=BATCH_BYTES):
         for row_index, row in enumerate(rows, start=first):
             yield s, row_index, row
-
-
-def parquet_row_place(s: mf.RowSlice, row_index: int) -> dict[str, int]:
-    """Where a row is, for its notes: its row group and its index in it."""
-    return {"row_group": s.row_group, "row": row_index}

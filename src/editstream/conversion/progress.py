@@ -13,9 +13,7 @@ from .records import TEMP_NAME, ShardResult
 
 
 def bytes_in_flight(dst: str) -> int:
-    """Bytes in the temp files of a local DST (shards being written); 0 for object stores."""
-    if not storage.is_local(dst) or "://" in dst:
-        return 0
+    """Bytes in the temp files of a local DST directory (shards being written); 0 where it cannot be listed."""
     total = 0
     try:
         with os.scandir(dst) as entries:

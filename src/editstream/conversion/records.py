@@ -15,7 +15,7 @@ from typing import IO, Any
 
 from ..format import manifest as mf
 from ..format.detect import PROGRESS_DIR_NAME as PROGRESS_DIR
-from ..format.digest import DEFAULT_DIGEST, hexdigest, new_hasher, recorded
+from ..format.digest import hexdigest, new_hasher, recorded
 from ..format.idx import IdxError, decode_idx
 from ..format.sft import LINES_COPY
 from ..format.tarblock import END_OF_ARCHIVE
@@ -68,73 +68,19 @@ class ShardResult:
         )
 
 
-@dataclass(frozen=True)
-class IdxDigest:
-    """What a done record keeps of a shard's idx: its size and its digest (named by algorithm)."""
-
-    num_bytes: int
-    algorithm: str
-    value: str
-
-    @classmethod
-    def of(cls, data: bytes, algorithm: str = DEFAULT_DIGEST) -> IdxDigest:
-        return cls(len(data), algorithm, hexdigest(algorithm, data))
-
-    def to_json(self) -> dict[str, Any]:
-        return {"num_bytes": self.num_bytes, self.algorithm: self.value}
-
-    @classmethod
-    def from_json(cls, d: Mapping[str, Any]) -> IdxDigest:
-        """The digest ``to_json`` wrote; a ``ValueError`` when ``d`` names no known algorithm."""
-        found = recorded(dict(d))
-        if found is None:
-            raise ValueError(f"idx digest {d!r} names no known algorithm")
-        return cls(int(d["num_bytes"]), found[0], found[1])
+def idx_digest(data: bytes, algorithm: str) -> dict[str, Any]:
+    """What a done record keeps of a shard's idx: its size and its digest, named by algorithm."""
+    return {"num_bytes": len(data), algorithm: hexdigest(algorithm, data)}
 
 
-@dataclass(frozen=True)
-class DoneRecord:
-    """A finished shard's record (fingerprint, result, idx digest), vouching for the files written before it."""
-
-    fingerprint: str
-    result: ShardResult
-    idx: IdxDigest | None = None
-
-    def to_json(self) -> bytes:
-        """The record file's bytes (keys sorted, so equal records are equal files)."""
-        record: dict[str, Any] = {"fingerprint": self.fingerprint, "result": self.result.to_json()}
-        if self.idx is not None:
-            record["idx"] = self.idx.to_json()
-        return json.dumps(record, sort_keys=True).encode()
-
-    @classmethod
-    def from_json(cls, data: bytes) -> DoneRecord | None:
-        """The record in ``data``, or ``None`` when it is not one (torn, foreign or of another version)."""
-        try:
-            d = json.loads(data)
-            idx = d.get("idx")
-            return cls(
-                d["fingerprint"], ShardResult.from_json(d["result"]), None if idx is None else IdxDigest.from_json(idx)
-            )
-        except (ValueError, TypeError, KeyError, AttributeError):
-            return None
-
-
-def write_output(url: str, data: bytes, storage_options: dict[str, Any] | None, *, fsync: bool = False) -> None:
-    """Write a small output atomically (``fsync`` it first when a record will vouch for it)."""
-    with storage.atomic_write(url, storage_options, fsync=fsync) as f:
-        f.write(data)
-
-
-def _idx_is_intact(
-    dst_root: str, shard: mf.ShardInfo, storage_options: dict[str, Any] | None, digest: IdxDigest | None
-) -> bool:
-    """The idx exists, matches ``digest`` when one was recorded, and fits its shard (offsets, end)."""
+def _idx_is_intact(dst_root: str, shard: mf.ShardInfo, storage_options: dict[str, Any] | None, digest: Any) -> bool:
+    """The idx exists, matches ``digest`` (:func:`idx_digest`) when one was recorded, and fits its shard."""
     try:
         data = storage.read_bytes(storage.join(dst_root, shard.idx_path), storage_options)
     except FileNotFoundError:
         return False
-    if digest is not None and IdxDigest.of(data, digest.algorithm) != digest:
+    found = recorded(digest)
+    if digest is not None and (found is None or idx_digest(data, found[0]) != digest):
         return False
     try:
         offsets, end = decode_idx(data)
@@ -205,7 +151,7 @@ class HashingReader:
 
 
 def shard_is_intact(
-    dst_root: str, shard: mf.ShardInfo, storage_options: dict[str, Any] | None, idx: IdxDigest | None = None
+    dst_root: str, shard: mf.ShardInfo, storage_options: dict[str, Any] | None, idx: Any = None
 ) -> bool:
     """True when the shard has the recorded size and digest and its idx is intact (and matches ``idx``)."""
     url = storage.join(dst_root, shard.path)
@@ -223,38 +169,29 @@ def shard_is_intact(
         return False
 
 
-def write_record(task: ShardTask, result: ShardResult, idx: IdxDigest | None = None) -> None:
-    """Write the done record of ``task`` last for the shard, so its presence vouches for the files before it."""
-    record = DoneRecord(task.fingerprint(), result, idx)
-    write_output(progress_url(task.dst_root, task.shard_path), record.to_json(), task.storage_options)
+def write_record(task: ShardTask, result: ShardResult, idx: bytes | None = None) -> None:
+    """Write the done record of ``task`` last for the shard, so its presence vouches for the files before it
+    (keys sorted, so equal records are equal files)."""
+    record: dict[str, Any] = {"fingerprint": task.fingerprint(), "result": result.to_json()}
+    if idx is not None:
+        record["idx"] = idx_digest(idx, task.digest)
+    url = progress_url(task.dst_root, task.shard_path)
+    storage.write_bytes(url, json.dumps(record, sort_keys=True).encode(), task.storage_options, fsync=False)
 
 
 def reuse(task: ShardTask) -> ShardResult | None:
-    """The recorded result of ``task`` when its done record matches and the shard is intact."""
-    url = progress_url(task.dst_root, task.shard_path)
+    """The recorded result of ``task`` when its done record matches and the shard is intact (a torn,
+    foreign or other version's record is no record)."""
     try:
-        record = DoneRecord.from_json(storage.read_bytes(url, task.storage_options))
-    except FileNotFoundError:
+        record = json.loads(storage.read_bytes(progress_url(task.dst_root, task.shard_path), task.storage_options))
+        if record["fingerprint"] != task.fingerprint():
+            return None
+        result = ShardResult.from_json(record["result"])
+    except (FileNotFoundError, ValueError, TypeError, KeyError, AttributeError):
         return None
-    if record is None or record.fingerprint != task.fingerprint():
+    if not shard_is_intact(task.dst_root, result.shard, task.storage_options, record.get("idx")):
         return None
-    if not shard_is_intact(task.dst_root, record.result.shard, task.storage_options, record.idx):
-        return None
-    return replace(record.result, skipped=True)
-
-
-def clean_stale_temp_files(dst: str, names: set[str]) -> None:
-    """Remove temp files of our own outputs left behind by a killed run (local destinations)."""
-    if not storage.is_local(dst) or not os.path.isdir(dst):
-        return
-    for directory in (dst, os.path.join(dst, PROGRESS_DIR)):
-        if not os.path.isdir(directory):
-            continue
-        for entry in os.listdir(directory):
-            m = TEMP_NAME.match(entry)
-            if m and (m.group("name") in names or directory.endswith(PROGRESS_DIR)):
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(os.path.join(directory, entry))
+    return replace(result, skipped=True)
 
 
 def remove_progress(dst: str, so: dict[str, Any] | None) -> None:

@@ -3,6 +3,7 @@ pixels than the file holds); both travel in done records, so a resumed conversio
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
@@ -32,7 +33,6 @@ class BadRow:
         d = _entry(self)
         if self.fails is not None:
             d["fails"] = self.fails.value
-        d.pop("missing", None)
         if self.missing:
             d["missing"] = list(self.missing)
         return d
@@ -68,17 +68,14 @@ class RowNote:
 
 
 def _entry(record: BadRow | RowNote) -> dict[str, Any]:
-    return {f.name: getattr(record, f.name) for f in fields(record) if getattr(record, f.name) is not None}
+    return {f.name: value for f in fields(record) if (value := getattr(record, f.name)) not in (None, ())}
 
 
 def checked_problems(check_row: RowCheck, row: Mapping[str, Any], first_only: bool = False) -> list[RowProblem]:
     """The row's problems (the first alone with ``first_only``); a check that raises marks the row bad."""
     try:
         problems = check_row(row)
-        if first_only:
-            first = next(problems, None)
-            return [first] if first is not None else []
-        return list(problems)
+        return list(itertools.islice(problems, 1) if first_only else problems)
     except Exception as exc:  # noqa: BLE001 - a check that trips over a row marks the row bad
         return [RowProblem(f"schema check failed: {type(exc).__name__}: {exc}")]
 

@@ -1,8 +1,5 @@
-"""Convert a parquet dataset (or a JSONL + media source) into WebDataset tar shards, resumable and verifiable.
-
-The manifest is written last; a re-run skips shards whose done record and bytes still match, so a
-crashed conversion resumes and ends byte-identical to an uninterrupted one.
-"""
+"""Convert a parquet dataset (or a JSONL + media source) into WebDataset tar shards. The manifest is written
+last and a re-run keeps shards whose done record and bytes still match, so a resumed run ends byte-identical."""
 
 from __future__ import annotations
 
@@ -18,8 +15,6 @@ from ..data.identity import difference
 from ..data.sources.shard_layouts import LISTING_ORDER
 from ..format import manifest as mf
 from ..format.digest import DEFAULT_DIGEST
-from ..format.idx import idx_path_for
-from ..format.sft import LINES_COPY
 from ..io import storage
 from .config import ConvertConfig
 from .dst import check_dst, tidy_dst
@@ -30,7 +25,6 @@ from .progress import ShardProgress
 from .records import (
     LocalSyncer,
     ShardResult,
-    clean_stale_temp_files,
     remove_previous,
     remove_progress,
     shard_is_intact,
@@ -88,21 +82,16 @@ def convert(
     plan = plan_conversion(cfg)
     if cfg.drop_bad_rows:
         log.warning("%s", DROP_NOTE)
-    with ConversionLock(cfg.dst, cfg.storage_options, break_lock=break_lock):
-        return _convert_locked(cfg, plan, executor, t0)
-
-
-def _convert_locked(cfg: ConvertConfig, plan: Plan, executor: Executor | None, t0: float) -> dict[str, Any]:
-    """The part of a conversion that writes DST, run while holding its lock."""
-    finished = _prepare_dst(cfg, plan)
-    if finished is not None:
-        return _summary(cfg, finished, plan, None, time.perf_counter() - t0)
-    ordered = _run_tasks(cfg, plan, executor)
-    manifest = _build_manifest(cfg, plan, ordered)
-    _write_report(cfg, plan, manifest, ordered)
-    manifest.write(cfg.dst, cfg.storage_options)
-    remove_progress(cfg.dst, cfg.storage_options)
-    return _summary(cfg, manifest, plan, ordered, time.perf_counter() - t0)
+    with ConversionLock(cfg.dst, cfg.storage_options, break_lock=break_lock):  # DST is written holding it
+        finished = _prepare_dst(cfg, plan)
+        if finished is not None:
+            return _summary(cfg, finished, plan, None, time.perf_counter() - t0)
+        ordered = _run_tasks(cfg, plan, executor)
+        manifest = _build_manifest(cfg, plan, ordered)
+        _write_report(cfg, plan, manifest, ordered)
+        manifest.write(cfg.dst, cfg.storage_options)
+        remove_progress(cfg.dst, cfg.storage_options)
+        return _summary(cfg, manifest, plan, ordered, time.perf_counter() - t0)
 
 
 def _prepare_dst(cfg: ConvertConfig, plan: Plan) -> mf.Manifest | None:
@@ -120,9 +109,7 @@ def _prepare_dst(cfg: ConvertConfig, plan: Plan) -> mf.Manifest | None:
         storage.remove(storage.join(cfg.dst, mf.MANIFEST_NAME), so)
         write_records_for(existing, kept, cfg.dst, so)
     storage.makedirs(cfg.dst, so)
-    outputs = {t.shard_path for t in plan.tasks} | {idx_path_for(t.shard_path) for t in plan.tasks}
-    clean_stale_temp_files(cfg.dst, outputs | {mf.MANIFEST_NAME, mf.REPORT_NAME, LINES_COPY, *plan.side_files})
-    tidy_dst(cfg, plan)  # orphans of earlier runs removed, the shard count noted for a partial DST
+    tidy_dst(cfg, plan)  # leftovers of earlier runs removed, the shard count noted for a partial DST
     return None
 
 
@@ -133,8 +120,7 @@ def _tasks_still_done(cfg: ConvertConfig, existing: mf.Manifest, plan: Plan) -> 
     old = existing.extra.get(SOURCE_IDENTITIES)
     if recorded == plan.fingerprint() or (old is None and recorded == plan.fingerprint({})):
         return list(plan.tasks)  # this conversion (made before source identities were recorded, or not)
-    if not isinstance(old, dict):
-        old = {}
+    old = old if isinstance(old, dict) else {}
     changed = sorted(f for f, identity in plan.sources.items() if old and old.get(f) != identity)
     if not changed or recorded != plan.fingerprint(old):
         what = f" (source files changed since: {', '.join(changed)})" if changed else ""
@@ -143,12 +129,8 @@ def _tasks_still_done(cfg: ConvertConfig, existing: mf.Manifest, plan: Plan) -> 
             f"pass overwrite=True (--overwrite) to replace it"
         )
     for name in changed:
-        log.warning(
-            "%s changed since %s was converted (%s): converting its shards again",
-            name,
-            cfg.dst,
-            difference(old[name], plan.sources[name]),
-        )
+        how = difference(old[name], plan.sources[name])
+        log.warning("%s changed since %s was converted (%s): converting its shards again", name, cfg.dst, how)
     return [t for t in plan.tasks if not any(f in changed for f, _ in t.sources)]
 
 
@@ -193,7 +175,7 @@ def _write_report(cfg: ConvertConfig, plan: Plan, manifest: mf.Manifest, ordered
         "schema": plan.schema,
         "drop_bad_rows": cfg.drop_bad_rows,
         "num_bad_rows": manifest.num_bad_rows,
-        "note": strategy_of(plan.schema).report_note(cfg.drop_bad_rows),
+        "note": DROP_NOTE if cfg.drop_bad_rows else strategy_of(plan.schema).keep_note,
         "bad_rows": [b.to_json() for r in ordered for b in r.bad_rows],
         **report_entries([n for r in ordered for n in r.notes]),
     }
@@ -213,10 +195,7 @@ def _reported_notes(cfg: ConvertConfig) -> int:
 
 def _build_manifest(cfg: ConvertConfig, plan: Plan, results: list[ShardResult]) -> mf.Manifest:
     shards = [r.shard for r in results]
-    row_groups: dict[str, list[int]] = {}
-    for name in plan.files:
-        known = plan.row_groups[name]
-        row_groups[name] = list(known) if known is not None else [0] * plan.num_row_groups[name]
+    row_groups = {name: list(plan.row_groups[name] or [0] * plan.num_row_groups[name]) for name in plan.files}
     for s in (s for shard in shards for s in shard.rows if plan.row_groups[s.file] is None):
         row_groups[s.file][s.row_group] = max(row_groups[s.file][s.row_group], s.stop)
     extra: dict[str, Any] = {"plan_fingerprint": plan.fingerprint()}

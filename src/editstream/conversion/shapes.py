@@ -13,19 +13,15 @@ from ..io.text import UndecodableRow
 from ..kinds import DatasetKind, RowProblem, SourceShape, UnknownKindError, get_kind
 from . import jsonl
 from .parquet_plan import check_parquet_options, check_parquet_root, plan_parquet_conversion
-from .parquet_rows import iter_parquet_rows, parquet_row_place
+from .parquet_rows import iter_parquet_rows
 from .problems import Problem
 from .records import ShardResult
-from .report import DROP_NOTE, BadRow, checked_problems
+from .report import BadRow, checked_problems
 from .task import Plan, ShardTask
 
 if TYPE_CHECKING:
     from .config import ConvertConfig
 
-TaskRows = Iterator[tuple[mf.RowSlice, int, dict[str, Any]]]
-"""``(slice, row index in its row group, row)`` for every row of a task, in order."""
-RowPlace = Callable[[mf.RowSlice, int], dict[str, int]]
-"""``(slice, row index)`` -> where the row is in its source file (``row_group``/``row``, or ``line``)."""
 SampleCheck = Callable[[Mapping[str, Any]], list[str]]
 """A decoded sample -> what differs from its source now (picklable: it runs in verify's workers)."""
 SampleCheckOf = Callable[[str, mf.Manifest, str | None, StorageOptions | None], SampleCheck | None]
@@ -41,10 +37,10 @@ class SourceStrategy:
     """Refuse, before any I/O, the options this shape does not take."""
     plan: Callable[[ConvertConfig], Plan]
     """Cut the source into shard tasks."""
-    rows: Callable[[ShardTask], TaskRows]
-    """A task's rows, read from the source."""
-    place: RowPlace
-    """Where a row is in its source file, for the report's bad rows and image notes."""
+    rows: Callable[[ShardTask], Iterator[tuple[mf.RowSlice, int, dict[str, Any]]]]
+    """A task's rows, read from the source: ``(slice, row index in its row group, row)``, in order."""
+    place: Callable[[mf.RowSlice, int], dict[str, int]]
+    """Where a row is in its source file (``row_group``/``row``, or ``line``), for bad rows and image notes."""
     first_problem_only: bool
     """A bad row is reported with its first problem and whether the parser always fails on it
     (parquet), or with all its problems and the media names it misses (a JSONL line)."""
@@ -62,10 +58,6 @@ class SourceStrategy:
     """What ``verify`` compares every sample with beyond its source row (a JSONL line's media files now)."""
     fixed_layout: str | None = None
     """The shard layout every conversion of this shape writes (``None``: the one asked for)."""
-
-    def report_note(self, drop_bad_rows: bool) -> str:
-        """What report.json says about the bad rows: dropped, or kept and why."""
-        return DROP_NOTE if drop_bad_rows else self.keep_note
 
     def bad_row(
         self, task: ShardTask, kind: DatasetKind, s: mf.RowSlice, index: int, key: str, row: dict[str, Any]
@@ -90,26 +82,18 @@ class SourceStrategy:
         )
 
 
-KEEP_ROWS_NOTE = (
-    "bad rows are kept verbatim so row positions match the parquet backend; the training-time parser drops "
-    "rows marked fails=always in every epoch, and rows marked fails=if_drawn in the epochs whose random draws "
-    "reach the bad image or instruction"
-)
-KEEP_LINES_NOTE = (
-    "every JSONL line is kept verbatim (media missing at conversion time is recorded as null, media "
-    "outside the media directory is refused and left out), so the webdataset backend drops the same "
-    "lines as the source backend, at the same point"
-)
-
-
 PARQUET_SLICES = SourceStrategy(
     shape=SourceShape.PARQUET,
     check_options=check_parquet_options,
     plan=plan_parquet_conversion,
     rows=iter_parquet_rows,
-    place=parquet_row_place,
+    place=lambda s, row: {"row_group": s.row_group, "row": row},
     first_problem_only=True,
-    keep_note=KEEP_ROWS_NOTE,
+    keep_note=(
+        "bad rows are kept verbatim so row positions match the parquet backend; the training-time parser drops "
+        "rows marked fails=always in every epoch, and rows marked fails=if_drawn in the epochs whose random draws "
+        "reach the bad image or instruction"
+    ),
     check_root=check_parquet_root,
     compares_rows=True,
     mixed_media=False,
@@ -119,9 +103,13 @@ JSONL_LINES = SourceStrategy(
     check_options=jsonl.check_lines_options,
     plan=jsonl.plan_lines_conversion,
     rows=jsonl.iter_line_rows,
-    place=jsonl.line_place,
+    place=lambda s, line: {"line": line + 1},  # counted from 1
     first_problem_only=False,
-    keep_note=KEEP_LINES_NOTE,
+    keep_note=(
+        "every JSONL line is kept verbatim (media missing at conversion time is recorded as null, media "
+        "outside the media directory is refused and left out), so the webdataset backend drops the same "
+        "lines as the source backend, at the same point"
+    ),
     check_root=jsonl.check_lines_root,
     compares_rows=False,  # the JSONL is checked as a whole file (its hash), not row by row
     mixed_media=True,

@@ -1,7 +1,5 @@
-"""One shard task -> one tar shard, its ``.tar.idx`` and its done record (in any executor: picklable).
-
-The task's source shape reads its rows straight into the tar writer; each is checked by its kind.
-"""
+"""One shard task -> one tar shard, its ``.tar.idx`` and its done record (in any executor: picklable); the
+task's source shape reads its rows straight into the tar writer, each checked by its kind."""
 
 from __future__ import annotations
 
@@ -17,7 +15,7 @@ from ..format.tarwriter import TarWriter
 from ..io import storage
 from ..io.retry import RetryPolicy
 from ..kinds import get_kind
-from .records import IdxDigest, ShardResult, reuse, write_output, write_record
+from .records import ShardResult, reuse, write_record
 from .report import BadRow, RowNote, notes_of
 from .shapes import strategy_of
 from .task import ShardTask
@@ -46,13 +44,12 @@ def _write_rows(task: ShardTask, writer: TarWriter) -> _ShardWork:
         work.counts[slice_id] = work.counts.get(slice_id, 0) + 1
         key = make_key(stems[s.file], s.row_group, row_index)
         bad = shape.bad_row(task, kind, s, row_index, key, row)
+        work.position += 1
         if bad is not None:
             work.bad_rows.append(bad)
             if task.drop_bad_rows:
-                work.dropped.append(work.position)
-                work.position += 1
+                work.dropped.append(work.position - 1)
                 continue
-        work.position += 1
         for note in notes_of(kind, row):
             place = shape.place(s, row_index)
             work.notes.append(RowNote(file=s.file, key=key, shard=task.shard_path, note=note, **place))
@@ -88,7 +85,7 @@ def _convert_shard_once(task: ShardTask) -> ShardResult:
     idx_path = idx_path_for(task.shard_path)
     idx = encode_idx(writer.offsets, writer.end_offset)
     # No fsync either: the done record holds the idx's size and digest, so a torn idx is redone.
-    write_output(storage.join(task.dst_root, idx_path), idx, task.storage_options)
+    storage.write_bytes(storage.join(task.dst_root, idx_path), idx, task.storage_options, fsync=False)
     info = mf.ShardInfo(
         path=task.shard_path,
         idx_path=idx_path,
@@ -107,5 +104,5 @@ def _convert_shard_once(task: ShardTask) -> ShardResult:
         num_rows=work.position,
         seconds=time.perf_counter() - t0,
     )
-    write_record(task, result, IdxDigest.of(idx, task.digest))
+    write_record(task, result, idx)
     return result

@@ -3,15 +3,17 @@ earlier run's shard is kept) and ``Plan`` (all of them, and what the manifest ne
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..format import manifest as mf
 from ..format.digest import DEFAULT_DIGEST
+
+if TYPE_CHECKING:
+    from .config import ConvertConfig
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -124,18 +126,9 @@ class Plan:
     side_files: dict[str, bytes] = field(default_factory=dict)
     """Small files the converted root holds besides its shards (name -> bytes), written before them."""
     sources: dict[str, Any] = field(default_factory=dict)
+    """Each source file's identity (``data.identity``), as the tasks that read it have it."""
     listing_order: list[str] | None = None
     """The source files (relative names) in the order the source directory lists them, when not sorted."""
-
-    def with_identities(self, identities: Mapping[str, Any]) -> None:
-        """Record each source file's identity in the plan and in the tasks that read it."""
-        self.sources = dict(identities)
-        self.tasks = [
-            dataclasses.replace(
-                t, sources=tuple((f, _as_json(identities[f])) for f in sorted({s.file for s in t.slices}))
-            )
-            for t in self.tasks
-        ]
 
     def fingerprint(self, sources: Mapping[str, Any] | None = None) -> str:
         """A hash of every task's fingerprint (and the extra records): equal plans write equal outputs."""
@@ -143,3 +136,70 @@ class Plan:
         if self.extra:
             parts.append(json.dumps(self.extra, sort_keys=True))
         return hashlib.sha256("\n".join(parts).encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class TaskMaker:
+    """Makes the shard tasks of one plan: what they share is given once; each task gets the key stems and
+    the identities (when the plan records them) of the source files it reads."""
+
+    cfg: ConvertConfig
+    src_root: str
+    schema: str
+    columns: tuple[tuple[str, str], ...]
+    stems: dict[str, str]
+    identities: Mapping[str, Any] = field(default_factory=dict)
+
+    def __call__(self, shard_path: str, slices: tuple[mf.RowSlice, ...], part: ParquetPart | LinePart) -> ShardTask:
+        files = dict.fromkeys(s.file for s in slices)  # in source order
+        return ShardTask(
+            src_root=self.src_root,
+            dst_root=self.cfg.dst.rstrip("/"),
+            shard_path=shard_path,
+            slices=slices,
+            stems=tuple((f, self.stems[f]) for f in files),
+            schema=self.schema,
+            columns=self.columns,
+            drop_bad_rows=self.cfg.drop_bad_rows,
+            part=part,
+            storage_options=self.cfg.storage_options,
+            digest=self.cfg.digest,
+            sources=tuple((f, _as_json(self.identities[f])) for f in sorted(files) if f in self.identities),
+        )
+
+
+@dataclass
+class ShardCutter:
+    """Cuts consecutive source rows into shards of about ``target_bytes`` and ``target_rows`` (the size layout)."""
+
+    target_bytes: int | None
+    target_rows: int | None
+    shards: list[tuple[mf.RowSlice, ...]] = field(default_factory=list)
+    current: list[mf.RowSlice] = field(default_factory=list)
+    rows: int = 0
+    bytes: float = 0.0
+
+    def flush(self) -> None:
+        """Close the shard being filled, if it holds any rows."""
+        if self.current:
+            self.shards.append(tuple(self.current))
+        self.current, self.rows, self.bytes = [], 0, 0.0
+
+    def add(self, file: str, row_group: int, start: int, stop: int, per_row: float) -> None:
+        """Rows ``[start, stop)`` of one row group, about ``per_row`` bytes each (0: counted, not sized)."""
+        while start < stop:
+            room = stop - start
+            if self.target_rows is not None:
+                room = min(room, self.target_rows - self.rows)
+            if self.target_bytes is not None and per_row > 0:
+                room = min(room, int((self.target_bytes - self.bytes) // per_row))
+            if room <= 0 and self.rows > 0:
+                self.flush()
+                continue
+            room = max(room, 1)  # a single row above the target still gets a shard
+            self.current.append(mf.RowSlice(file=file, row_group=row_group, start=start, stop=start + room))
+            self.rows += room
+            self.bytes += room * per_row
+            start += room
+            if self.target_rows is not None and self.rows >= self.target_rows:
+                self.flush()

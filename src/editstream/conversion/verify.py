@@ -20,7 +20,7 @@ from ..io import storage
 from ..io.parquet import iter_row_group_rows, open_parquet
 from ..io.progress import Progress
 from ..io.ranged import open_read
-from ..kinds import UnknownKindError, get_kind
+from ..kinds import UnknownKindError, get_kind, kind_choices
 from .executors import make_executor
 from .problems import Problem
 from .records import HashingReader
@@ -72,14 +72,15 @@ def rows_equal(a: Any, b: Any) -> bool:
 def _first_difference(row: dict[str, Any], original: dict[str, Any]) -> str:
     if list(row) != list(original):
         return f"columns {list(row)} != {list(original)}"
-    for column in original:
-        if not rows_equal(row[column], original[column]):
-            return f"column {column!r} differs"
-    return "rows differ"
+    differs = (f"column {column!r} differs" for column in original if not rows_equal(row[column], original[column]))
+    return next(differs, "rows differ")
 
 
-@dataclass(frozen=True, kw_only=True)
-class _ShardCheck:
+@dataclass(kw_only=True)
+class _ShardVerifier:
+    """Checks one shard in one streaming pass (sent to a worker and back with what it found); memory
+    stays bounded whatever the manifest claims."""
+
     root: str
     shard: mf.ShardInfo
     stems: dict[str, str]
@@ -89,107 +90,81 @@ class _ShardCheck:
     """The manifest's column names: every sample must hold exactly these, in this order."""
     sample_check: SampleCheck | None = None
     """What every sample is compared with beyond its source row (``verify --source`` on JSONL + media)."""
+    problems: list[Problem] = field(default_factory=list)
+    keys: list[str] = field(default_factory=list)
+    offsets: list[int] = field(default_factory=list)
+    compared: int = 0
+    end_offset: int | None = None
+    columns_reported: bool = False
+
+    @property
+    def url(self) -> str:
+        return storage.join(self.root, self.shard.path)
 
     def describe(self) -> str:
         return f"verify {self.shard.path}"
 
-
-class _ShardVerifier:
-    """Checks one shard in one streaming pass; memory stays bounded whatever the manifest claims."""
-
-    def __init__(self, check: _ShardCheck) -> None:
-        self.check = check
-        self.name = check.shard.path
-        self.url = storage.join(check.root, self.name)
-        self.problems: list[Problem] = []
-        self.keys: list[str] = []
-        self.offsets: list[int] = []
-        self.compared = 0
-        self.end_offset: int | None = None
-        self.columns_reported = False
-
     def problem(self, kind: str, detail: str) -> None:
         if len(self.problems) < _MAX_PROBLEMS_PER_SHARD:
-            self.problems.append(Problem(kind, self.name, detail))
-
-    def read_idx(self) -> tuple[list[int], int] | None:
-        idx_url = storage.join(self.check.root, self.check.shard.idx_path)
-        try:
-            return read_idx(idx_url, self.check.storage_options)
-        except FileNotFoundError:
-            self.problem("missing_idx", f"{idx_url} does not exist")
-        except mf.ManifestError as exc:
-            self.problem("idx", str(exc))
-        return None
+            self.problems.append(Problem(kind, self.shard.path, detail))
 
     def _source_rows(self) -> Iterator[dict[str, Any] | None]:
-        """The source rows of the shard's samples, in order (streamed); ``None`` once unreadable."""
-        so = self.check.storage_options
-        assert self.check.source is not None
+        """The source rows of the shard's samples, in order (streamed); ``None`` where unreadable."""
+        assert self.source is not None
         current: tuple[str, int] | None = None
         rows: Iterator[tuple[int, dict[str, Any]]] = iter(())
         with contextlib.ExitStack() as files:
-            for s, row_index in self.check.shard.kept_rows():
+            for s, row_index in self.shard.kept_rows():
+                cannot = f"cannot read {s.file} row group {s.row_group}"
                 if current != (s.file, s.row_group):
                     current = (s.file, s.row_group)
                     files.close()
-                    url = storage.join(self.check.source, s.file)
+                    url = storage.join(self.source, s.file)
                     try:
-                        pf = files.enter_context(open_parquet(url, so, streaming=True))
+                        pf = files.enter_context(open_parquet(url, self.storage_options, streaming=True))
                         rows = iter_row_group_rows(pf, url, s.row_group, s.start)
                     except (OSError, IndexError) as exc:
-                        self.problem("source", f"cannot read {s.file} row group {s.row_group}: {exc}")
+                        self.problem("source", f"{cannot}: {exc}")
                         rows = iter(())
-                yield self._source_row(rows, s, row_index)
+                try:
+                    found = next((dict(row) for index, row in rows if index == row_index), None)
+                except (OSError, IndexError) as exc:
+                    self.problem("source", f"{cannot}: {exc}")
+                    found = None
+                else:
+                    if found is None:
+                        self.problem("source", f"source {s.file} row group {s.row_group} has no row {row_index}")
+                yield found
 
-    def _source_row(
-        self, rows: Iterator[tuple[int, dict[str, Any]]], s: mf.RowSlice, row_index: int
-    ) -> dict[str, Any] | None:
-        try:
-            for index, row in rows:
-                if index == row_index:
-                    return dict(row)
-        except (OSError, IndexError) as exc:
-            self.problem("source", f"cannot read {s.file} row group {s.row_group}: {exc}")
-            return None
-        self.problem("source", f"source {s.file} row group {s.row_group} has no row {row_index}")
-        return None
-
-    def compare(
-        self, key: str, row: dict[str, Any], original: dict[str, Any] | None, s: mf.RowSlice, row_index: int
-    ) -> None:
-        if original is None:
-            return
-        self.compared += 1
-        if not rows_equal(row, original):
-            where = f"{s.file} row group {s.row_group} row {row_index}"
-            self.problem("row_mismatch", f"sample {key!r} != source {where}: {_first_difference(row, original)}")
+    def compare(self, key: str, row: dict[str, Any], slot: tuple[mf.RowSlice, int] | None, original: Any) -> None:
+        """The sample against its source row (when read) and the shape's own check (a JSONL line's media now)."""
+        if slot is not None and original is not None:
+            self.compared += 1
+            if not rows_equal(row, original):
+                where = f"{slot[0].file} row group {slot[0].row_group} row {slot[1]}"
+                self.problem("row_mismatch", f"sample {key!r} != source {where}: {_first_difference(row, original)}")
+        if self.sample_check is not None:
+            self.compared += 1
+            for text in self.sample_check(row):
+                self.problem("source", f"sample {key!r}: {text}")
 
     def check_columns(self, key: str, row: dict[str, Any]) -> None:
         """A sample must hold the manifest's columns (the first sample that does not is reported, once a shard)."""
-        if list(row) != list(self.check.columns) and not self.columns_reported:
+        if list(row) != list(self.columns) and not self.columns_reported:
             self.columns_reported = True
-            self.problem("columns", f"sample {key!r} holds {list(row)}, the manifest lists {list(self.check.columns)}")
-
-    def compare_sample(self, key: str, row: dict[str, Any]) -> None:
-        """The shape's own comparison of a sample with its source now (a JSONL line's media files)."""
-        if self.check.sample_check is None:
-            return
-        self.compared += 1
-        for text in self.check.sample_check(row):
-            self.problem("source", f"sample {key!r}: {text}")
+            self.problem("columns", f"sample {key!r} holds {list(row)}, the manifest lists {list(self.columns)}")
 
     def walk(self, reader: HashingReader) -> None:
         """Read every sample: keys in the expected order, every sample decodes, rows equal the source."""
-        expected = self.check.shard.kept_rows()
-        originals = self._source_rows() if self.check.source is not None else None
+        expected = self.shard.kept_rows()
+        originals = self._source_rows() if self.source is not None else None
         try:
             for i, (key, offset, members) in enumerate(iter_samples(reader, source=self.url)):
                 self.keys.append(key)
                 self.offsets.append(offset)
                 slot = next(expected, None)
                 original = next(originals, None) if originals is not None and slot is not None else None
-                want = None if slot is None else make_key(self.check.stems[slot[0].file], slot[0].row_group, slot[1])
+                want = None if slot is None else make_key(self.stems[slot[0].file], slot[0].row_group, slot[1])
                 if want is not None and key != want:
                     self.problem("key", f"sample {i} has key {key!r}, expected {want!r}")
                 try:
@@ -198,15 +173,13 @@ class _ShardVerifier:
                     self.problem("decode", str(exc))
                     continue
                 self.check_columns(key, row)
-                if slot is not None:
-                    self.compare(key, row, original, *slot)
-                self.compare_sample(key, row)
+                self.compare(key, row, slot, original)
             self.end_offset = reader.pos - BLOCK
         except TarFormatError as exc:
             self.problem("tar_format", f"{type(exc).__name__}: {exc}")
 
     def totals(self, size: int, digest: str, idx: tuple[list[int], int] | None) -> None:
-        shard = self.check.shard
+        shard = self.shard
         if size != shard.num_bytes:
             self.problem("size", f"{size} bytes, manifest says {shard.num_bytes}")
         algorithm, want = shard.digest
@@ -226,15 +199,21 @@ class _ShardVerifier:
             self.problem("idx", f"idx end offset {idx_end}, the tar's samples end at {self.end_offset}")
 
 
-def _check_shard(check: _ShardCheck) -> _ShardVerifier:
-    verifier = _ShardVerifier(check)
-    so = check.storage_options
+def _check_shard(verifier: _ShardVerifier) -> _ShardVerifier:
+    so = verifier.storage_options
     if not storage.exists(verifier.url, so):
         verifier.problem("missing_shard", f"{verifier.url} does not exist")
         return verifier
-    idx = verifier.read_idx()
+    idx_url = storage.join(verifier.root, verifier.shard.idx_path)
+    idx: tuple[list[int], int] | None = None
+    try:
+        idx = read_idx(idx_url, so)
+    except FileNotFoundError:
+        verifier.problem("missing_idx", f"{idx_url} does not exist")
+    except mf.ManifestError as exc:
+        verifier.problem("idx", str(exc))
     with open_read(verifier.url, so, block_size=8 * 1024 * 1024) as f:
-        reader = HashingReader(f, check.shard.digest[0])
+        reader = HashingReader(f, verifier.shard.digest[0])
         verifier.walk(reader)
         reader.drain()
     verifier.totals(reader.pos, reader.hash.hexdigest(), idx)
@@ -250,23 +229,17 @@ def schema_problems(manifest: mf.Manifest) -> list[Problem]:
         return []
     names = [c["name"] for c in manifest.columns]
     changed = "the schema was changed after the conversion"
-    details = []
-    missing = [c for c in kind.columns if c not in names]
-    if missing:
+    details: list[str] = []
+    if missing := [c for c in kind.columns if c not in names]:
         details.append(
             f"the manifest's schema {manifest.schema!r} needs columns {list(kind.columns)}, but its shards "
             f"hold {names} (missing {missing}): {changed}"
         )
-    for key in manifest.extra:
-        try:
-            other = get_kind(key)
-        except UnknownKindError:
-            continue
-        if other.name != kind.name:
-            details.append(
-                f"the manifest's schema is {manifest.schema!r}, but extra holds the record of a {key!r} "
-                f"conversion: {changed}"
-            )
+    details += [
+        f"the manifest's schema is {manifest.schema!r}, but extra holds the record of a {key!r} conversion: {changed}"
+        for key in manifest.extra
+        if key in kind_choices() and key not in kind.names
+    ]
     return [Problem("schema", None, detail) for detail in details]
 
 
@@ -306,17 +279,15 @@ def verify(
     shape = strategy_of(m.schema)
     report.problems.extend(schema_problems(m))
     report.problems.extend(shape.check_root(root, m, src, storage_options))
-    row_source = src if shape.compares_rows else None
     sample_check = shape.sample_check(root, m, src, storage_options)
-    columns = tuple(c["name"] for c in m.columns)
     checks = [
-        _ShardCheck(
+        _ShardVerifier(
             root=root.rstrip("/"),
             shard=s,
             stems=stems,
-            source=row_source,
+            source=src if shape.compares_rows else None,
             storage_options=storage_options,
-            columns=columns,
+            columns=tuple(c["name"] for c in m.columns),
             sample_check=sample_check,
         )
         for s in m.shards
