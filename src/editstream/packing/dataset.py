@@ -9,7 +9,6 @@ from typing import Any
 import torch
 
 from ..data.drops import DropLog
-from ..loader.datasets.registry import DATASET_REGISTRY
 from ..loader.pixels import check_image_dtype
 from ..loader.units import resolve_rank_and_world
 from .accumulator import SamplePacker, SequenceStatus, SpecialTokens, to_tensor
@@ -88,7 +87,9 @@ class PackedDataset(torch.utils.data.IterableDataset[dict[str, Any]]):
         self.tokenizer = tokenizer
         self.data_config = data_config
         self.local_rank, self.world_size, self.num_workers = local_rank, world_size, num_workers
-        self._dataset_info, self._registry = dataset_info, registry
+        self.group_context = GroupContext(
+            tokenizer, dataset_info, local_rank, world_size, num_workers, registry, self.image_dtype
+        )
         for key, value in special_tokens.items():
             setattr(self, key, value)  # as the reference sets them
         self.get_flattened_position_ids = flattened_position_ids(self.spec.interpolate_pos)
@@ -111,17 +112,7 @@ class PackedDataset(torch.utils.data.IterableDataset[dict[str, Any]]):
         self, datasets_metainfo: Mapping[str, Mapping[str, Any]], data_status: Mapping[str, Any] | None
     ) -> tuple[list[GroupDataset], list[bool], list[float]]:
         """Instantiate one registry dataset per group; return (datasets, is_mandatory, weights)."""
-        registry = self._registry if self._registry is not None else DATASET_REGISTRY
-        ctx = GroupContext(
-            tokenizer=self.tokenizer,
-            local_rank=self.local_rank,
-            world_size=self.world_size,
-            num_workers=self.num_workers,
-            dataset_info=self._dataset_info,
-            registry=registry,
-            image_dtype=self.image_dtype,
-        )
-        return build_group_datasets(datasets_metainfo, data_status, ctx)
+        return build_group_datasets(datasets_metainfo, data_status, self.group_context)
 
     # ------------------------------------------------------------------ seeds and epochs
     def set_epoch(self, seed: int) -> None:

@@ -14,6 +14,7 @@ from ..data.backends import check_backend
 from ..data.layouts import IN_PLACE_KEYS, in_place_entry
 from ..io.parquet_info import ParquetInfo
 from ..loader.datasets.parameters import dataset_parameters
+from ..loader.datasets.registry import DATASET_REGISTRY
 from ..loader.transforms import ImageTransform
 from ..loader.video import FrameSampler
 
@@ -54,14 +55,15 @@ GroupRegistryMapping = Mapping[str, Callable[..., GroupDataset]]
 
 @dataclass(frozen=True)
 class GroupContext:
-    """What every dataset of a packer shares: tokenizer, rank layout, data_status and dataset_info."""
+    """What every dataset of a packer shares: tokenizer, dataset_info, rank layout, classes (default
+    ``DATASET_REGISTRY``), image dtype."""
 
     tokenizer: Any
-    local_rank: int
-    world_size: int
-    num_workers: int
     dataset_info: Mapping[str, Mapping[str, Mapping[str, Any]]]
-    registry: GroupRegistryMapping
+    local_rank: int = 0
+    world_size: int = 1
+    num_workers: int = 1
+    registry: GroupRegistryMapping | None = None
     image_dtype: str = "float32"
 
 
@@ -98,9 +100,10 @@ def _build_transforms(group: str, args: dict[str, Any]) -> None:
 
 
 def _instantiate(group: str, args: dict[str, Any], group_status: Any, ctx: GroupContext) -> GroupDataset:
-    if group not in ctx.registry:
-        raise ValueError(f"no dataset class registered for group {group!r}; known: {sorted(ctx.registry)}")
-    dataset_cls = ctx.registry[group]
+    registry = DATASET_REGISTRY if ctx.registry is None else ctx.registry
+    if group not in registry:
+        raise ValueError(f"no dataset class registered for group {group!r}; known: {sorted(registry)}")
+    dataset_cls = registry[group]
     takes = dataset_parameters(dataset_cls)
     if ctx.image_dtype != "float32" and "image_dtype" not in args and "image_dtype" in takes:
         args = {**args, "image_dtype": ctx.image_dtype}
