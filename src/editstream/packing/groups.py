@@ -35,6 +35,12 @@ ENTRY_KEYS = (
 """The keys of a ``dataset_info`` entry (the reference's ``num_files`` / ``num_total_samples`` are not read)."""
 WEBDATASET_KEYS = ("data_dir", "storage_options")
 """The keys of an entry's ``webdataset:`` sub-entry."""
+TRANSFORM_ARGS = (
+    ("frame_sampler_args", "frame_sampler", FrameSampler),
+    ("image_transform_args", "transform", ImageTransform),
+    ("vit_image_transform_args", "vit_transform", ImageTransform),
+)
+"""A group's ``*_args`` -> the dataset keyword built from them, and its class."""
 
 
 class GroupDataset(Protocol):
@@ -83,20 +89,13 @@ def build_group_datasets(
         if not isinstance(weight, numbers.Real) or isinstance(weight, bool) or not float(weight) >= 0:
             raise ValueError(f"group {group!r}: weight must be a number >= 0, got {weight!r}")
         weights.append(float(weight))
-        _build_transforms(group, args)
+        for given, key, build in TRANSFORM_ARGS:
+            if given in args:
+                args[key] = build(**args.pop(given))
         attach_dataset_info(group, args, ctx)
         group_status = (data_status or {}).get(group) if args.pop("resume_data_status", True) else None
         datasets.append(_instantiate(group, args, group_status, ctx))
     return datasets, is_mandatory, weights
-
-
-def _build_transforms(group: str, args: dict[str, Any]) -> None:
-    if "frame_sampler_args" in args:
-        args["frame_sampler"] = FrameSampler(**args.pop("frame_sampler_args"))
-    if "image_transform_args" in args:
-        args["transform"] = ImageTransform(**args.pop("image_transform_args"))
-    if "vit_image_transform_args" in args:
-        args["vit_transform"] = ImageTransform(**args.pop("vit_image_transform_args"))
 
 
 def _instantiate(group: str, args: dict[str, Any], group_status: Any, ctx: GroupContext) -> GroupDataset:
