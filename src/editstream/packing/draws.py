@@ -77,10 +77,6 @@ class GroupDraws:
         self.exhausted = [False] * len(iterators)
         self.origins: list[ParseOrigin | None] = [None] * len(iterators)
 
-    def origin_of(self, group: int) -> ParseOrigin | None:
-        """Where the sample drawn last from ``group`` was parsed from, when its dataset is traced."""
-        return self.origins[group]
-
     def next_sample(self, group: int) -> dict[str, Any] | None:
         """Next sample of a group, or None: malformed (counted and logged) or, when finite, none left."""
         try:

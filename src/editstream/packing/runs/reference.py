@@ -45,7 +45,7 @@ def reference_batches(packer: PackedDataset, draws: GroupDraws, buffer: SampleBu
             continue
         if status.curr + num_tokens > spec.max_num_tokens:
             if len(buffer) < spec.max_buffer_size and not from_buffer:
-                buffer.append(Buffered(sample, group, draws.origin_of(group)))
+                buffer.append(Buffered(sample, group, draws.origins[group]))
             else:
                 # As in the reference, the sample that did not fit is not packed later.
                 yield finish(packer, status, batch_data_indexes)
