@@ -28,15 +28,6 @@ def _unb64(text: str) -> bytes:
     return base64.b64decode(text.encode("ascii"), validate=True)
 
 
-def _internal_words(internal: tuple[int, ...]) -> Words:
-    return np.asarray(internal[:MT_WORDS], dtype=np.uint32).tobytes(), int(internal[MT_WORDS])
-
-
-def python_words(point: RngPoint) -> Words:
-    """The Mersenne Twister position of the point's Python ``random`` state."""
-    return _internal_words(point.python[1])
-
-
 class _Stepper:
     """A private legacy ``RandomState`` moved word by word (``bytes(4 * n)`` takes exactly n words); it steps
     Python's ``random`` positions too, as both generators are the same Mersenne Twister."""
@@ -74,7 +65,10 @@ def words_between(stepper: _Stepper, start: Words, end: Words, max_blocks: int =
 
 def _words(name: str, point: RngPoint) -> Words:
     """The point's position in its ``"python"`` or ``"numpy"`` generator."""
-    return python_words(point) if name == "python" else (point.numpy_key, point.numpy_pos)
+    if name == "numpy":
+        return point.numpy_key, point.numpy_pos
+    internal = point.python[1]
+    return np.asarray(internal[:MT_WORDS], dtype=np.uint32).tobytes(), int(internal[MT_WORDS])
 
 
 class ChainEncoder:
