@@ -43,10 +43,9 @@ def _check_layout(local_rank: int, world_size: int, num_workers: Any, special_to
 
 
 class PackedDataset(torch.utils.data.IterableDataset[dict[str, Any]]):
-    """Packs samples of several grouped datasets into batches (one packed sequence each) of about
-    ``expected_num_tokens``; use a DataLoader with ``batch_size=1``. The global RNGs are reseeded per
-    rank and worker, as in BAGEL; NeMo's keywords and ``data_config``'s knobs become one :class:`PackingSpec`.
-    """
+    """Packs samples of grouped datasets into batches (one packed sequence each, ``batch_size=1``) of about
+    ``expected_num_tokens``, the global RNGs reseeded per rank and worker as in BAGEL; NeMo's keywords and
+    ``data_config``'s knobs become one :class:`PackingSpec`."""
 
     def __init__(
         self,

@@ -1,8 +1,6 @@
-"""The VLM supervised fine-tuning kind: LLaVA-style JSONL lines plus the media they name.
-
-A converted row is ``{"line": str, "media": {name: bytes | None | {entry: bytes | None}}}``; problems are
-reported, never fixed, so the loader drops the row at the reference's point.
-"""
+"""The VLM supervised fine-tuning kind: LLaVA-style JSONL lines plus the media they name, converted to rows
+``{"line": str, "media": {name: bytes | None | {entry: bytes | None}}}``; problems are reported, never fixed, so
+the loader drops the row at the reference's point."""
 
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
-"""The elastic run: exact epochs over a fixed number of logical streams, whatever the layout.
-
-Stream ``s`` owns a share of every group's shuffled units, RNGs seeded by ``(seed, epoch, s)`` and
-its own lossless packer, so its batches never depend on the layout; worker ``g`` of ``P`` runs ``s % P == g``.
-"""
+"""The elastic run: exact epochs over a fixed number of logical streams, whatever the layout. Stream ``s`` owns a
+share of every group's shuffled units, RNGs seeded by ``(seed, epoch, s)`` and its own lossless packer, so its
+batches never depend on the layout; worker ``g`` of ``P`` runs ``s % P == g``."""
 
 from __future__ import annotations
 
@@ -151,11 +149,9 @@ def _take(
 
 
 def lossless_batches(packer: PackedDataset, draws: GroupDraws, buffer: SampleBuffer) -> Iterator[dict[str, Any]]:
-    """One epoch of packed batches in which every row that fits a sequence is packed exactly once.
-
-    A sample that does not fit waits in the buffer (the sequence is yielded when it is full); one that
-    does not fit beside a mandatory opening leads the next sequence. The buffer is drained at the end.
-    """
+    """One epoch of batches packing every row that fits a sequence exactly once: a sample that does not fit waits
+    in the buffer (the sequence is yielded when full), one not fitting beside a mandatory opening leads the next
+    sequence, and the buffer is drained at the end."""
     sequence = _open(packer, draws, buffer)
     while True:
         taken = _take(packer, draws, buffer, sequence)

@@ -1,7 +1,5 @@
-"""The reference run: BAGEL's endless packing loop, draw for draw, resumable between batches at the same layout.
-
-Its state holds the buffer as references and the RNG states as a chain (format 2); format 1 still loads.
-"""
+"""The reference run: BAGEL's endless packing loop, draw for draw, resumable between batches at the same layout;
+its state holds the buffer as references and the RNG states as a chain (format 2); format 1 still loads."""
 
 from __future__ import annotations
 
