@@ -11,7 +11,7 @@ import torch
 from ..data.drops import DropLog
 from ..loader.pixels import check_image_dtype
 from ..loader.units import resolve_rank_and_world
-from .accumulator import SamplePacker, SequenceStatus, SpecialTokens, to_tensor
+from .accumulator import SamplePacker, SequenceStatus, SpecialTokens
 from .groups import GroupContext, GroupDataset, GroupRegistryMapping, build_group_datasets
 from .runs import packing_run
 from .sequence import flattened_position_ids
@@ -163,10 +163,7 @@ class PackedDataset(torch.utils.data.IterableDataset[dict[str, Any]]):
 
     def to_tensor(self, sequence_status: SequenceStatus) -> dict[str, Any]:
         """Turn an accumulator into the batch dict the model consumes."""
-        spec = self.spec
-        return to_tensor(
-            sequence_status, use_flex=spec.use_flex, max_num_tokens=spec.max_num_tokens, image_dtype=self.image_dtype
-        )
+        return self.packer.to_tensor(sequence_status)
 
     @property
     def vit_patch_size(self) -> int:

@@ -124,10 +124,8 @@ def count_entry(dataset: Any, entry: EntryCount, spec: PackingSpec) -> EntryCoun
 def count_recipe(
     config: BagelDatasetConfig, tokenizer: Any = None, registry: GroupRegistryMapping | None = None
 ) -> RecipeCount:
-    """Count, per (group, dataset) of ``config``, the samples that survive its limits and why the others do not.
-
-    The default byte tokenizer counts at least what a byte-level BPE does (survivors are a lower bound).
-    """
+    """Count, per (group, dataset) of ``config``, the samples that survive its limits and why the others do not;
+    the default byte tokenizer counts at least what a byte-level BPE does (survivors are a lower bound)."""
     runtime = config.resolved()
     spec = config.spec()
     assert runtime.grouped_datasets is not None and runtime.dataset_info is not None
