@@ -89,9 +89,7 @@ class SimpleCustomBatch:
         """The batch as a dict, in the reference's key order (groups present only when set)."""
         keys = list(_ALWAYS)
         keys += ["split_lens", "attn_modes"] if self.use_flex else ["nested_attention_masks"]
-        for group in _OPTIONAL_GROUPS:
-            if hasattr(self, group[0]):
-                keys += list(group)
+        keys += [key for group in _OPTIONAL_GROUPS if hasattr(self, group[0]) for key in group]
         if hasattr(self, BATCH_KEY):
             keys.append(BATCH_KEY)
         return {key: getattr(self, key) for key in keys}

@@ -39,10 +39,7 @@ SampleBuffer = list[Buffered]
 def draw_group(cumprobs: list[float]) -> int:
     """The group a ``random.random()`` draw falls in (0 when it falls past the last cumulative probability)."""
     draw = random.random()
-    for i, cumprob in enumerate(cumprobs):
-        if draw < cumprob:
-            return i
-    return 0
+    return next((i for i, cumprob in enumerate(cumprobs) if draw < cumprob), 0)
 
 
 def sample_tokens(sample: Mapping[str, Any]) -> int:

@@ -114,8 +114,7 @@ class ReferenceRun:
     def _restore_buffer(self, pending: Mapping[str, Any], live: LiveIteration) -> None:
         """The saved buffer (its referenced samples parsed again) and RNG states, into ``live``."""
         if pending["format"] == formats.LITERAL_STATE_FORMAT:
-            for sample in pending["buffer"]:
-                live.buffer.append(Buffered(sample, 0, None))
+            live.buffer.extend(Buffered(sample, 0, None) for sample in pending["buffer"])
             formats.restore_rng(pending["rng"])
             return
         names, datasets = self.packer.group_names, self.packer.grouped_datasets
