@@ -70,7 +70,7 @@ def plugin_site(tmp_path, monkeypatch):
     """A directory on sys.path where a test installs a fake plug-in package (dist-info + module), and a
     fresh kind registry that will discover it."""
     monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setattr(kind_registry, "_REGISTRY", kind_registry._Registry())
+    monkeypatch.setattr(kind_registry, "_KINDS", None)
 
     def install(module_source: str, value: str = "toy_plugin_mod:KIND") -> None:
         info = tmp_path / "toy_plugin-0.1.dist-info"

@@ -75,10 +75,8 @@ def resolve(path: str, find_only: bool = False) -> Any:
 @dataclass(frozen=True)
 class DatasetKind:
     """A dataset kind: its names, the columns its parser reads (name -> type notation), its row checks, and the
-    dotted paths of its dataset class, preview and synth functions (``None``: the commands refuse the kind).
-
-    Paths are checked at registration (:meth:`check_paths`); built-in and entry-point kinds only have their
-    modules found there, so every command stays free of torch."""
+    dotted paths of its dataset class, preview and synth functions (``None``: the commands refuse the kind),
+    checked at registration (built-in and entry-point kinds only have their modules found, so no torch import)."""
 
     name: str
     summary: str

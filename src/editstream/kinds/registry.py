@@ -62,16 +62,13 @@ def _add_plugin(kinds: dict[str, DatasetKind], point: EntryPoint) -> None:
         raise KindPluginError(f"{where}: {exc}") from exc
 
 
-class _Registry:
+_KINDS: dict[str, DatasetKind] | None = None
+
+
+def _loaded() -> dict[str, DatasetKind]:
     """Kinds by canonical name, loaded on first use; a failed load leaves nothing loaded (later calls fail alike)."""
-
-    def __init__(self) -> None:
-        self._kinds: dict[str, DatasetKind] = {}
-        self._loaded = False
-
-    def _load(self) -> None:
-        if self._loaded:
-            return
+    global _KINDS
+    if _KINDS is None:
         kinds: dict[str, DatasetKind] = {}
         for path in _BUILTIN:
             kind = resolve(path)
@@ -79,40 +76,26 @@ class _Registry:
             _add(kinds, kind)
         for point in entry_points(group=ENTRY_POINT_GROUP):
             _add_plugin(kinds, point)
-        self._kinds, self._loaded = kinds, True
-
-    def add(self, kind: DatasetKind, replace: bool = False) -> None:
-        self._load()
-        _add(self._kinds, kind, replace)
-
-    def kinds(self) -> tuple[DatasetKind, ...]:
-        self._load()
-        return tuple(self._kinds.values())
-
-    def remove(self, name: str) -> None:
-        self._load()
-        self._kinds.pop(get_kind(name).name)
-
-
-_REGISTRY = _Registry()
+        _KINDS = kinds
+    return _KINDS
 
 
 def register(kind: DatasetKind, replace: bool = False) -> DatasetKind:
     """Add ``kind`` (``replace=True`` swaps a kind of the same name) and return it; its dotted paths are resolved
     now, so a wrong one fails here rather than in the first command."""
     kind.check_paths(load=True)
-    _REGISTRY.add(kind, replace=replace)
+    _add(_loaded(), kind, replace)
     return kind
 
 
 def unregister(name: str) -> None:
     """Remove the kind called ``name`` (or one of its aliases)."""
-    _REGISTRY.remove(name)
+    _loaded().pop(get_kind(name).name)
 
 
 def all_kinds() -> tuple[DatasetKind, ...]:
     """Every registered kind, built-ins first, in registration order."""
-    return _REGISTRY.kinds()
+    return tuple(_loaded().values())
 
 
 def get_kind(name: str) -> DatasetKind:

@@ -1,7 +1,6 @@
 """``editstream.nemo``: twins of NeMo Automodel's ``components.datasets.multimodal`` modules (same public names,
 NeMo not imported). NeMo's own recipe reads through editstream after :func:`install`, or with
-``editstream.nemo.FinetuneRecipeForMultimodal`` / ``PretrainRecipeForMultimodal`` as a YAML's ``recipe:``.
-"""
+``editstream.nemo.FinetuneRecipeForMultimodal`` / ``PretrainRecipeForMultimodal`` as a YAML's ``recipe:``."""
 
 from __future__ import annotations
 

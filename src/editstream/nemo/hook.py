@@ -16,7 +16,8 @@ REBOUND: dict[str, tuple[str, ...]] = {
     ".packing": ("DataConfig",),
     ".loader": ("BagelDataloaderConfig",),
 }
-"""NeMo submodule (relative to ``NEMO_PACKAGE``) -> the names ``install()`` rebinds in it."""
+"""NeMo submodule (relative to ``NEMO_PACKAGE``) -> the names ``install()`` rebinds in it, each to the same name
+in ``editstream.nemo``'s twin of that module."""
 
 _saved: dict[tuple[str, str], Any] = {}
 
@@ -33,19 +34,6 @@ def nemo_module(suffix: str = "") -> ModuleType:
         ) from exc
 
 
-def replacements() -> dict[str, Any]:
-    """editstream's object for each name ``install()`` rebinds."""
-    from .datasets import BagelDatasetConfig, make_bagel_multimodal_dataset
-    from .loader import BagelDataloaderConfig
-
-    return {
-        "BagelDatasetConfig": BagelDatasetConfig,
-        "DataConfig": BagelDatasetConfig,
-        "make_bagel_multimodal_dataset": make_bagel_multimodal_dataset,
-        "BagelDataloaderConfig": BagelDataloaderConfig,
-    }
-
-
 def installed() -> bool:
     """Whether NeMo's BAGEL entry points currently point at editstream's."""
     return bool(_saved)
@@ -57,11 +45,11 @@ def install() -> None:
     if _saved:
         return
     modules = {suffix: nemo_module(suffix) for suffix in REBOUND}
-    ours = replacements()
     for suffix, names in REBOUND.items():
+        twin = importlib.import_module("editstream.nemo" + suffix)
         for name in names:
             _saved[(suffix, name)] = getattr(modules[suffix], name)
-            setattr(modules[suffix], name, ours[name])
+            setattr(modules[suffix], name, getattr(twin, name))
 
 
 def uninstall() -> None:

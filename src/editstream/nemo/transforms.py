@@ -36,15 +36,8 @@ class MaxLongEdgeMinShortEdgeResize(torch.nn.Module):
 
     def size_for(self, width: int, height: int, img_num: int = 1) -> tuple[int, int]:
         """The ``(width, height)`` a ``width`` x ``height`` image is resized to."""
-        return target_size(
-            width,
-            height,
-            max_size=self.max_size,
-            min_size=self.min_size,
-            stride=self.stride,
-            max_pixels=self.max_pixels,
-            img_num=img_num,
-        )
+        limits = {"max_size": self.max_size, "min_size": self.min_size, "stride": self.stride}
+        return target_size(width, height, **limits, max_pixels=self.max_pixels, img_num=img_num)
 
     def forward(self, img: Any, img_num: int = 1) -> Any:
         """The resized image: a PIL image for a PIL image, a tensor (``...xHxW``) for a tensor."""

@@ -87,7 +87,7 @@ def _token(status: SequenceStatus, token_id: int, cursor: _SampleCursor, item: M
 
 @dataclass
 class SamplePacker:
-    """Packs samples into a :class:`SequenceStatus` with one set of knobs, token set and position rule."""
+    """Packs samples into a :class:`SequenceStatus` with one spec, token set and position rule; makes it a batch."""
 
     config: PackingSpec
     tokens: SpecialTokens
@@ -225,6 +225,36 @@ class SamplePacker:
             cursor.rope_id += 1
         return True
 
+    def to_tensor(self, status: SequenceStatus) -> dict[str, Any]:
+        """The batch dict the model consumes: flex mode adds one causal padding split up to ``max_num_tokens``, else
+        per-sample ``nested_attention_masks``; uint8 images come with ``image_normalization``."""
+        length = sum(status.sample_lens)
+        data: dict[str, Any] = {
+            "sequence_length": length,
+            "sample_lens": list(status.sample_lens),
+            "packed_text_ids": torch.tensor(status.packed_text_ids),
+            "packed_text_indexes": torch.tensor(status.packed_text_indexes),
+            "packed_position_ids": torch.tensor(status.packed_position_ids),
+        }
+        if self.config.use_flex:
+            pad = self.config.max_num_tokens - length
+            data["split_lens"] = list(status.split_lens) + [pad]
+            data["attn_modes"] = list(status.attn_modes) + ["causal"]
+            data["sample_lens"].append(pad)
+        else:
+            data["nested_attention_masks"] = list(status.nested_attention_masks)
+        handoff = _add_images(data, status, self.config.image_dtype)
+        if status.packed_timesteps:
+            data["packed_timesteps"] = torch.tensor(status.packed_timesteps)
+            data["mse_loss_indexes"] = torch.tensor(status.mse_loss_indexes)
+        if status.packed_label_ids:
+            data["packed_label_ids"] = torch.tensor(status.packed_label_ids)
+            data["ce_loss_indexes"] = torch.tensor(status.ce_loss_indexes)
+            data["ce_loss_weights"] = torch.tensor(status.ce_loss_weights)
+        if handoff:
+            data[BATCH_KEY] = handoff
+        return data
+
 
 def _add_images(data: dict[str, Any], status: SequenceStatus, image_dtype: str) -> dict[str, Any]:
     """Add the image groups to ``data``; returns the ``image_normalization`` of its uint8 tensors."""
@@ -242,37 +272,3 @@ def _add_images(data: dict[str, Any], status: SequenceStatus, image_dtype: str) 
         data["packed_vit_token_indexes"] = torch.tensor(status.packed_vit_token_indexes)
         data["vit_token_seqlens"] = torch.tensor(status.vit_token_seqlens)
     return {key: entry for key, entry in handoff.items() if entry is not None}
-
-
-def to_tensor(
-    status: SequenceStatus, *, use_flex: bool, max_num_tokens: int, image_dtype: str = "float32"
-) -> dict[str, Any]:
-    """Turn an accumulator into the batch dict the model consumes: flex mode adds one causal padding split up to
-    ``max_num_tokens``, else per-sample ``nested_attention_masks``; uint8 images come with ``image_normalization``.
-    """
-    length = sum(status.sample_lens)
-    data: dict[str, Any] = {
-        "sequence_length": length,
-        "sample_lens": list(status.sample_lens),
-        "packed_text_ids": torch.tensor(status.packed_text_ids),
-        "packed_text_indexes": torch.tensor(status.packed_text_indexes),
-        "packed_position_ids": torch.tensor(status.packed_position_ids),
-    }
-    if use_flex:
-        pad = max_num_tokens - length
-        data["split_lens"] = list(status.split_lens) + [pad]
-        data["attn_modes"] = list(status.attn_modes) + ["causal"]
-        data["sample_lens"].append(pad)
-    else:
-        data["nested_attention_masks"] = list(status.nested_attention_masks)
-    handoff = _add_images(data, status, image_dtype)
-    if status.packed_timesteps:
-        data["packed_timesteps"] = torch.tensor(status.packed_timesteps)
-        data["mse_loss_indexes"] = torch.tensor(status.mse_loss_indexes)
-    if status.packed_label_ids:
-        data["packed_label_ids"] = torch.tensor(status.packed_label_ids)
-        data["ce_loss_indexes"] = torch.tensor(status.ce_loss_indexes)
-        data["ce_loss_weights"] = torch.tensor(status.ce_loss_weights)
-    if handoff:
-        data[BATCH_KEY] = handoff
-    return data

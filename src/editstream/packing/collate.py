@@ -1,7 +1,5 @@
-"""Collating packed batches (one packed sequence per step): the reference's ``SimpleCustomBatch``, or the dict.
-
-A uint8 hand-off stays uint8 through ``pin_memory()`` and is normalized on the device by ``cuda()`` / ``to()``.
-"""
+"""Collating packed batches (one packed sequence per step): the reference's ``SimpleCustomBatch``, or the dict;
+a uint8 hand-off stays uint8 through ``pin_memory()`` and is normalized on the device by ``cuda()`` / ``to()``."""
 
 from __future__ import annotations
 
@@ -38,9 +36,8 @@ _MOVED = (
 
 
 class SimpleCustomBatch:
-    """One packed batch as an object (``batch.packed_text_ids`` ...); optional groups are attributes only
-    when present. ``use_flex``: the batch has ``split_lens`` / ``attn_modes``, not ``nested_attention_masks``.
-    """
+    """One packed batch as an object (``batch.packed_text_ids`` ...), optional groups only when present;
+    ``use_flex``: the batch has ``split_lens`` / ``attn_modes``, not ``nested_attention_masks``."""
 
     def __init__(self, batch: Any) -> None:
         data = _single(batch)
@@ -92,9 +89,7 @@ class SimpleCustomBatch:
         """The batch as a dict, in the reference's key order (groups present only when set)."""
         keys = list(_ALWAYS)
         keys += ["split_lens", "attn_modes"] if self.use_flex else ["nested_attention_masks"]
-        for group in _OPTIONAL_GROUPS:
-            if hasattr(self, group[0]):
-                keys += list(group)
+        keys += [key for group in _OPTIONAL_GROUPS if hasattr(self, group[0]) for key in group]
         if hasattr(self, BATCH_KEY):
             keys.append(BATCH_KEY)
         return {key: getattr(self, key) for key in keys}

@@ -51,11 +51,8 @@ def load_mapping(
 
 @dataclass
 class BagelDatasetConfig:
-    """The dataset section of a BAGEL recipe: grouped datasets, where their data is, packing knobs.
-
-    ``grouped_datasets`` maps a group name (a kind or a ``DATASET_REGISTRY`` key) to its arguments;
-    ``dataset_info`` maps group -> dataset name -> location. Either may come from a ``*_path`` file.
-    """
+    """The dataset section of a BAGEL recipe: ``grouped_datasets`` maps a group name (a kind or a ``DATASET_REGISTRY``
+    key) to its arguments, ``dataset_info`` group -> dataset name -> location (either from a ``*_path`` file); knobs."""
 
     grouped_datasets: Mapping[str, Any] | None = None
     grouped_datasets_path: str | None = None
@@ -76,12 +73,10 @@ class BagelDatasetConfig:
     max_latent_size: int = DEFAULTS.max_latent_size
     vit_patch_size: int = DEFAULTS.vit_patch_size
     max_num_patch_per_side: int = DEFAULTS.max_num_patch_per_side
+    # editstream's fields (documented on PackingSpec)
     image_dtype: str = DEFAULTS.image_dtype
-    """editstream: ``"uint8"`` hands batches over as uint8 pixels (see ``editstream.normalize_batch``)."""
     elastic: bool = DEFAULTS.elastic
-    """editstream: finite, exact epochs over logical streams that resume at any layout (docs/checkpoints.md)."""
     elastic_streams: int | None = DEFAULTS.elastic_streams
-    """editstream: the number of logical streams (default: world_size x num_workers of the first launch)."""
 
     def __post_init__(self) -> None:
         for name, path in (("grouped_datasets", self.grouped_datasets_path), ("dataset_info", self.dataset_info_path)):
@@ -122,12 +117,9 @@ class BagelDatasetConfig:
         data_status: Any = None,
         registry: GroupRegistryMapping | None = None,
     ) -> PackedDataset:
-        """The ``PackedDataset`` of this config for one rank, with ``set_epoch(data_seed)`` applied.
-
-        ``global_seed`` seeds the worker RNGs, ``data_status`` resumes the datasets, ``registry`` maps group
-        names to your dataset classes. editstream's extensions are passed only when set, so any packer class
-        with NeMo's signature can stand in (:meth:`packed_dataset_class`).
-        """
+        """The ``PackedDataset`` of this config for one rank (``global_seed`` seeds its worker RNGs), with
+        ``set_epoch(data_seed)`` applied; editstream's extensions are passed only when set, so any packer class
+        with NeMo's signature can stand in (:meth:`packed_dataset_class`)."""
         runtime = self.resolved()
         extensions = {"registry": registry} if registry is not None else {}
         dataset = self.packed_dataset_class()(

@@ -60,11 +60,9 @@ class BagelDataloaderConfig:
         data_status: Any = None,
         registry: Mapping[str, Callable[..., Any]] | None = None,
     ) -> BagelDataloaderBuild:
-        """Build the dataset for this rank, seed the process, and wrap the dataset in a StatefulDataLoader.
-
-        ``batch_size`` must be 1 (a step is one packed sequence). ``data_status`` and ``registry`` are passed
-        on only when set, so a dataset config written against NeMo's signature builds here too.
-        """
+        """Build the dataset for this rank, seed the process, wrap the dataset in a StatefulDataLoader (``batch_size``
+        1: a step is one packed sequence); ``data_status`` and ``registry`` are passed on only when set, so a
+        dataset config written against NeMo's signature builds here too."""
         if batch_size != 1:
             raise ValueError(f"BAGEL packed dataloaders require local_batch_size=1, got {batch_size}")
         loader_class = stateful_loader_class()

@@ -9,10 +9,9 @@ from typing import Any
 import torch
 
 from ..data.drops import DropLog
-from ..loader.datasets.registry import DATASET_REGISTRY
 from ..loader.pixels import check_image_dtype
 from ..loader.units import resolve_rank_and_world
-from .accumulator import SamplePacker, SequenceStatus, SpecialTokens, to_tensor
+from .accumulator import SamplePacker, SequenceStatus, SpecialTokens
 from .groups import GroupContext, GroupDataset, GroupRegistryMapping, build_group_datasets
 from .runs import packing_run
 from .sequence import flattened_position_ids
@@ -44,10 +43,9 @@ def _check_layout(local_rank: int, world_size: int, num_workers: Any, special_to
 
 
 class PackedDataset(torch.utils.data.IterableDataset[dict[str, Any]]):
-    """Packs samples of several grouped datasets into batches (one packed sequence each) of about
-    ``expected_num_tokens``; use a DataLoader with ``batch_size=1``. The global RNGs are reseeded per
-    rank and worker, as in BAGEL; NeMo's keywords and ``data_config``'s knobs become one :class:`PackingSpec`.
-    """
+    """Packs samples of grouped datasets into batches (one packed sequence each, ``batch_size=1``) of about
+    ``expected_num_tokens``, the global RNGs reseeded per rank and worker as in BAGEL; NeMo's keywords and
+    ``data_config``'s knobs become one :class:`PackingSpec`."""
 
     def __init__(
         self,
@@ -88,7 +86,9 @@ class PackedDataset(torch.utils.data.IterableDataset[dict[str, Any]]):
         self.tokenizer = tokenizer
         self.data_config = data_config
         self.local_rank, self.world_size, self.num_workers = local_rank, world_size, num_workers
-        self._dataset_info, self._registry = dataset_info, registry
+        self.group_context = GroupContext(
+            tokenizer, dataset_info, local_rank, world_size, num_workers, registry, self.image_dtype
+        )
         for key, value in special_tokens.items():
             setattr(self, key, value)  # as the reference sets them
         self.get_flattened_position_ids = flattened_position_ids(self.spec.interpolate_pos)
@@ -111,17 +111,7 @@ class PackedDataset(torch.utils.data.IterableDataset[dict[str, Any]]):
         self, datasets_metainfo: Mapping[str, Mapping[str, Any]], data_status: Mapping[str, Any] | None
     ) -> tuple[list[GroupDataset], list[bool], list[float]]:
         """Instantiate one registry dataset per group; return (datasets, is_mandatory, weights)."""
-        registry = self._registry if self._registry is not None else DATASET_REGISTRY
-        ctx = GroupContext(
-            tokenizer=self.tokenizer,
-            local_rank=self.local_rank,
-            world_size=self.world_size,
-            num_workers=self.num_workers,
-            dataset_info=self._dataset_info,
-            registry=registry,
-            image_dtype=self.image_dtype,
-        )
-        return build_group_datasets(datasets_metainfo, data_status, ctx)
+        return build_group_datasets(datasets_metainfo, data_status, self.group_context)
 
     # ------------------------------------------------------------------ seeds and epochs
     def set_epoch(self, seed: int) -> None:
@@ -173,10 +163,7 @@ class PackedDataset(torch.utils.data.IterableDataset[dict[str, Any]]):
 
     def to_tensor(self, sequence_status: SequenceStatus) -> dict[str, Any]:
         """Turn an accumulator into the batch dict the model consumes."""
-        spec = self.spec
-        return to_tensor(
-            sequence_status, use_flex=spec.use_flex, max_num_tokens=spec.max_num_tokens, image_dtype=self.image_dtype
-        )
+        return self.packer.to_tensor(sequence_status)
 
     @property
     def vit_patch_size(self) -> int:

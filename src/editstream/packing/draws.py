@@ -39,10 +39,7 @@ SampleBuffer = list[Buffered]
 def draw_group(cumprobs: list[float]) -> int:
     """The group a ``random.random()`` draw falls in (0 when it falls past the last cumulative probability)."""
     draw = random.random()
-    for i, cumprob in enumerate(cumprobs):
-        if draw < cumprob:
-            return i
-    return 0
+    return next((i for i, cumprob in enumerate(cumprobs) if draw < cumprob), 0)
 
 
 def sample_tokens(sample: Mapping[str, Any]) -> int:
@@ -76,10 +73,6 @@ class GroupDraws:
         self.finite = finite
         self.exhausted = [False] * len(iterators)
         self.origins: list[ParseOrigin | None] = [None] * len(iterators)
-
-    def origin_of(self, group: int) -> ParseOrigin | None:
-        """Where the sample drawn last from ``group`` was parsed from, when its dataset is traced."""
-        return self.origins[group]
 
     def next_sample(self, group: int) -> dict[str, Any] | None:
         """Next sample of a group, or None: malformed (counted and logged) or, when finite, none left."""

@@ -14,6 +14,7 @@ from ..data.backends import check_backend
 from ..data.layouts import IN_PLACE_KEYS, in_place_entry
 from ..io.parquet_info import ParquetInfo
 from ..loader.datasets.parameters import dataset_parameters
+from ..loader.datasets.registry import DATASET_REGISTRY
 from ..loader.transforms import ImageTransform
 from ..loader.video import FrameSampler
 
@@ -34,6 +35,12 @@ ENTRY_KEYS = (
 """The keys of a ``dataset_info`` entry (the reference's ``num_files`` / ``num_total_samples`` are not read)."""
 WEBDATASET_KEYS = ("data_dir", "storage_options")
 """The keys of an entry's ``webdataset:`` sub-entry."""
+TRANSFORM_ARGS = (
+    ("frame_sampler_args", "frame_sampler", FrameSampler),
+    ("image_transform_args", "transform", ImageTransform),
+    ("vit_image_transform_args", "vit_transform", ImageTransform),
+)
+"""A group's ``*_args`` -> the dataset keyword built from them, and its class."""
 
 
 class GroupDataset(Protocol):
@@ -54,14 +61,15 @@ GroupRegistryMapping = Mapping[str, Callable[..., GroupDataset]]
 
 @dataclass(frozen=True)
 class GroupContext:
-    """What every dataset of a packer shares: tokenizer, rank layout, data_status and dataset_info."""
+    """What every dataset of a packer shares: tokenizer, dataset_info, rank layout, classes (default
+    ``DATASET_REGISTRY``), image dtype."""
 
     tokenizer: Any
-    local_rank: int
-    world_size: int
-    num_workers: int
     dataset_info: Mapping[str, Mapping[str, Mapping[str, Any]]]
-    registry: GroupRegistryMapping
+    local_rank: int = 0
+    world_size: int = 1
+    num_workers: int = 1
+    registry: GroupRegistryMapping | None = None
     image_dtype: str = "float32"
 
 
@@ -81,26 +89,20 @@ def build_group_datasets(
         if not isinstance(weight, numbers.Real) or isinstance(weight, bool) or not float(weight) >= 0:
             raise ValueError(f"group {group!r}: weight must be a number >= 0, got {weight!r}")
         weights.append(float(weight))
-        _build_transforms(group, args)
+        for given, key, build in TRANSFORM_ARGS:
+            if given in args:
+                args[key] = build(**args.pop(given))
         attach_dataset_info(group, args, ctx)
         group_status = (data_status or {}).get(group) if args.pop("resume_data_status", True) else None
         datasets.append(_instantiate(group, args, group_status, ctx))
     return datasets, is_mandatory, weights
 
 
-def _build_transforms(group: str, args: dict[str, Any]) -> None:
-    if "frame_sampler_args" in args:
-        args["frame_sampler"] = FrameSampler(**args.pop("frame_sampler_args"))
-    if "image_transform_args" in args:
-        args["transform"] = ImageTransform(**args.pop("image_transform_args"))
-    if "vit_image_transform_args" in args:
-        args["vit_transform"] = ImageTransform(**args.pop("vit_image_transform_args"))
-
-
 def _instantiate(group: str, args: dict[str, Any], group_status: Any, ctx: GroupContext) -> GroupDataset:
-    if group not in ctx.registry:
-        raise ValueError(f"no dataset class registered for group {group!r}; known: {sorted(ctx.registry)}")
-    dataset_cls = ctx.registry[group]
+    registry = DATASET_REGISTRY if ctx.registry is None else ctx.registry
+    if group not in registry:
+        raise ValueError(f"no dataset class registered for group {group!r}; known: {sorted(registry)}")
+    dataset_cls = registry[group]
     takes = dataset_parameters(dataset_cls)
     if ctx.image_dtype != "float32" and "image_dtype" not in args and "image_dtype" in takes:
         args = {**args, "image_dtype": ctx.image_dtype}

@@ -29,18 +29,15 @@ def padded_vae_images(
 ) -> tuple[torch.Tensor, dict[str, Any] | None]:
     """``padded_images`` (zero padding to the largest size) and its ``image_normalization`` entry, if uint8."""
     largest = [max(sizes) for sizes in zip(*(image.shape for image in images))]
-    if _handed_off(images, norms, image_dtype):
-        padded = torch.zeros(size=(len(images), *largest), dtype=torch.uint8)
-        for i, image in enumerate(images):
-            padded[i, :, : image.shape[1], : image.shape[2]] = image
-        entry = {**_stats_lists(norms), "sizes": [[int(image.shape[1]), int(image.shape[2])] for image in images]}
-        return padded, entry
-    padded = torch.zeros(size=(len(images), *largest))
+    uint8 = _handed_off(images, norms, image_dtype)
+    padded = torch.zeros(size=(len(images), *largest), dtype=torch.uint8 if uint8 else None)
     for i, (image, norm) in enumerate(zip(images, norms, strict=True)):
-        if norm is not None and image.dtype == torch.uint8:
+        if not uint8 and norm is not None and image.dtype == torch.uint8:
             image = normalize_uint8(image, norm, 0)
         padded[i, :, : image.shape[1], : image.shape[2]] = image
-    return padded, None
+    if not uint8:
+        return padded, None
+    return padded, {**_stats_lists(norms), "sizes": [[int(image.shape[1]), int(image.shape[2])] for image in images]}
 
 
 def packed_vit_tokens(

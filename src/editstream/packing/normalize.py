@@ -1,9 +1,6 @@
-"""Normalizing a uint8 image hand-off into the float32 batch of the default path, bit for bit.
-
-A uint8 batch carries ``image_normalization``: per key, one ``mean`` / ``std`` and size (or token count)
-per image. On CPU the transform's own arithmetic is used; on a device, torch arithmetic once checked
-to match the CPU for all 256 values per ``(mean, std)``, else a lookup table computed on CPU.
-"""
+"""Normalizing a uint8 image hand-off (``image_normalization``: per key, each image's ``mean`` / ``std`` and size
+or token count) into the default path's float32 batch, bit for bit: the transform's arithmetic on CPU; on a device,
+torch arithmetic once checked to match it for all 256 values per ``(mean, std)``, else a lookup table."""
 
 from __future__ import annotations
 

@@ -8,7 +8,6 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
-from ..loader.datasets.registry import DATASET_REGISTRY
 from ..loader.origins import TracedDataset
 from ..loader.pixels import sizes_only
 from ..loader.tokenizer import ByteTokenizer
@@ -125,22 +124,13 @@ def count_entry(dataset: Any, entry: EntryCount, spec: PackingSpec) -> EntryCoun
 def count_recipe(
     config: BagelDatasetConfig, tokenizer: Any = None, registry: GroupRegistryMapping | None = None
 ) -> RecipeCount:
-    """Count, per (group, dataset) of ``config``, the samples that survive its limits and why the others do not.
-
-    The default byte tokenizer counts at least what a byte-level BPE does (survivors are a lower bound).
-    """
+    """Count, per (group, dataset) of ``config``, the samples that survive its limits and why the others do not;
+    the default byte tokenizer counts at least what a byte-level BPE does (survivors are a lower bound)."""
     runtime = config.resolved()
     spec = config.spec()
     assert runtime.grouped_datasets is not None and runtime.dataset_info is not None
-    ctx = GroupContext(
-        tokenizer=tokenizer if tokenizer is not None else ByteTokenizer(),
-        local_rank=0,
-        world_size=1,
-        num_workers=1,
-        dataset_info=runtime.dataset_info,
-        registry=registry if registry is not None else DATASET_REGISTRY,
-        image_dtype=spec.image_dtype,
-    )
+    tokenizer = tokenizer if tokenizer is not None else ByteTokenizer()
+    ctx = GroupContext(tokenizer, runtime.dataset_info, registry=registry, image_dtype=spec.image_dtype)
     entries = []
     caller = capture_point()
     try:

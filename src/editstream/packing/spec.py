@@ -118,4 +118,3 @@ class GroupedDatasetConfig(Protocol):
 
     def resolved(self) -> GroupedDatasetConfig:
         """A copy with ``grouped_datasets`` and ``dataset_info`` read from their files."""
-        ...

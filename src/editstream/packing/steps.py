@@ -22,18 +22,14 @@ class EpochSteps(Generic[T]):
         self.steps = 0
         self.idle_steps = 0
 
-    def _device(self) -> torch.device:
-        if dist.get_backend(self.group) == "nccl":  # pragma: no cover - needs GPUs
-            return torch.device("cuda", torch.cuda.current_device())
-        return torch.device("cpu")
-
     def __iter__(self) -> Iterator[T | None]:
         if not (dist.is_available() and dist.is_initialized()):
             for item in self.batches:
                 self.steps += 1
                 yield item
             return
-        device = self._device()
+        nccl = dist.get_backend(self.group) == "nccl"
+        device = torch.device("cuda", torch.cuda.current_device()) if nccl else torch.device("cpu")
         iterator = iter(self.batches)
         while True:
             batch = next(iterator, None)

@@ -32,8 +32,7 @@ def row_problems(row: Mapping[str, Any]) -> Iterator[RowProblem]:
     if len(instructions) < n - 1:
         text = f"instruction list has {len(instructions)} entries; a chain of {n} images needs {n - 1}"
         yield _if_drawn(text, Part.TEXT)
-    for i in range(min(n - 1, len(instructions))):
-        phrasings = instructions[i]
+    for i, phrasings in enumerate(instructions[: n - 1]):
         if not isinstance(phrasings, list) or not phrasings:
             yield _if_drawn(f"instruction {i} has no phrasings", Part.TEXT)
         elif not all(isinstance(p, str) for p in phrasings):

@@ -1,8 +1,6 @@
-"""The VLM supervised fine-tuning kind: LLaVA-style JSONL lines plus the media they name.
-
-A converted row is ``{"line": str, "media": {name: bytes | None | {entry: bytes | None}}}``; problems are
-reported, never fixed, so the loader drops the row at the reference's point.
-"""
+"""The VLM supervised fine-tuning kind: LLaVA-style JSONL lines plus the media they name, converted to rows
+``{"line": str, "media": {name: bytes | None | {entry: bytes | None}}}``; problems are reported, never fixed, so
+the loader drops the row at the reference's point."""
 
 from __future__ import annotations
 
@@ -29,8 +27,7 @@ def missing_media(row: Mapping[str, Any]) -> list[str]:
 
 def refused_media(item: Any, media: Mapping[str, Any]) -> list[str]:
     """Names the line references that were refused (outside the media directory), so left out of ``media``."""
-    names = [name for name, _ in referenced_media(item) if name not in media]
-    return list(dict.fromkeys(names))
+    return list(dict.fromkeys(name for name, _ in referenced_media(item) if name not in media))
 
 
 def conversation_problem(item: Any) -> str | None:

@@ -1,9 +1,7 @@
-"""``SftJSONLIterableDataset``: vision-language SFT samples from JSONL lines, on either backend.
-
-Units are JSONL lines, ``data_indexes`` a row index in the worker's list; the source backend reads the JSONL
-and media, ``"webdataset"`` converted roots in the same order, so a ``data_status`` resumes on either. Unlike
-the reference, a row it would crash on is dropped and counted, and so is media outside the media directory.
-"""
+"""``SftJSONLIterableDataset``: vision-language SFT samples from JSONL lines (units; ``data_indexes`` a row index
+in the worker's list), read from the JSONL and media or from converted roots in the same order, so a ``data_status``
+resumes on either backend. A row the reference would crash on is dropped and counted, as is media outside its
+directory."""
 
 from __future__ import annotations
 

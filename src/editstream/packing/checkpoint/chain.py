@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import base64
-import random
 from collections.abc import Sequence
 from typing import Any
 
@@ -29,34 +28,9 @@ def _unb64(text: str) -> bytes:
     return base64.b64decode(text.encode("ascii"), validate=True)
 
 
-def _internal_words(internal: tuple[int, ...]) -> Words:
-    return np.asarray(internal[:MT_WORDS], dtype=np.uint32).tobytes(), int(internal[MT_WORDS])
-
-
-def python_words(point: RngPoint) -> Words:
-    """The Mersenne Twister position of the point's Python ``random`` state."""
-    return _internal_words(point.python[1])
-
-
-class _PythonStepper:
-    """A private ``random.Random`` moved word by word (``getrandbits(32 * n)`` takes exactly n words)."""
-
-    def __init__(self) -> None:
-        self.rng = random.Random()
-
-    def set(self, words: Words) -> None:
-        self.rng.setstate((3, (*np.frombuffer(words[0], dtype=np.uint32).tolist(), words[1]), None))
-
-    def advance(self, n: int) -> None:
-        if n > 0:
-            self.rng.getrandbits(32 * n)
-
-    def get(self) -> Words:
-        return _internal_words(self.rng.getstate()[1])
-
-
-class _NumpyStepper:
-    """A private legacy ``RandomState`` moved word by word (``bytes(4 * n)`` takes exactly n words)."""
+class _Stepper:
+    """A private legacy ``RandomState`` moved word by word (``bytes(4 * n)`` takes exactly n words); it steps
+    Python's ``random`` positions too, as both generators are the same Mersenne Twister."""
 
     def __init__(self) -> None:
         self.rng = np.random.RandomState()
@@ -72,10 +46,7 @@ class _NumpyStepper:
         return mt_words(self.rng)
 
 
-Stepper = _PythonStepper | _NumpyStepper
-
-
-def words_between(stepper: Stepper, start: Words, end: Words, max_blocks: int = MAX_BLOCKS) -> int | None:
+def words_between(stepper: _Stepper, start: Words, end: Words, max_blocks: int = MAX_BLOCKS) -> int | None:
     """How many words take the generator from ``start`` to ``end``, or ``None`` if not within ``max_blocks``."""
     current, n, placed = start, 0, False
     for _ in range(max_blocks + 1):
@@ -94,14 +65,17 @@ def words_between(stepper: Stepper, start: Words, end: Words, max_blocks: int = 
 
 def _words(name: str, point: RngPoint) -> Words:
     """The point's position in its ``"python"`` or ``"numpy"`` generator."""
-    return python_words(point) if name == "python" else (point.numpy_key, point.numpy_pos)
+    if name == "numpy":
+        return point.numpy_key, point.numpy_pos
+    internal = point.python[1]
+    return np.asarray(internal[:MT_WORDS], dtype=np.uint32).tobytes(), int(internal[MT_WORDS])
 
 
 class ChainEncoder:
     """Encodes point lists, remembering the word counts between consecutive points already seen."""
 
     def __init__(self) -> None:
-        self._steppers: dict[str, Stepper] = {"python": _PythonStepper(), "numpy": _NumpyStepper()}
+        self._stepper = _Stepper()
         self._known: dict[tuple[str, int, int], tuple[RngPoint, RngPoint, int | None]] = {}
 
     def _count(self, name: str, a: RngPoint, b: RngPoint) -> int | None:
@@ -109,7 +83,7 @@ class ChainEncoder:
         hit = self._known.get(key)
         if hit is not None and hit[0] is a and hit[1] is b:
             return hit[2]
-        n = words_between(self._steppers[name], _words(name, a), _words(name, b))
+        n = words_between(self._stepper, _words(name, a), _words(name, b))
         self._known[key] = (a, b, n)
         return n
 
@@ -150,7 +124,7 @@ class ChainEncoder:
         }
 
 
-def _decode_stream(stream: dict[str, Any], stepper: Stepper, count: int) -> list[Words]:
+def _decode_stream(stream: dict[str, Any], stepper: _Stepper, count: int) -> list[Words]:
     bases, steps = stream["bases"], stream["steps"]
     if len(steps) != count or (steps and steps[0] >= 0) or sum(1 for s in steps if s < 0) != len(bases):
         raise ValueError(f"damaged rng chain: {len(steps)} steps and {len(bases)} literals for {count} points")
@@ -174,8 +148,8 @@ def decode_points(encoded: Any) -> list[RngPoint]:
         found = encoded.get("format") if isinstance(encoded, dict) else type(encoded).__name__
         raise ValueError(f"not an rng chain (expected format {CHAIN_FORMAT!r}, got {found!r})")
     count = len(encoded["torch"]["at"])
-    python = _decode_stream(encoded["python"], _PythonStepper(), count)
-    numpy_ = _decode_stream(encoded["numpy"], _NumpyStepper(), count)
+    python = _decode_stream(encoded["python"], _Stepper(), count)
+    numpy_ = _decode_stream(encoded["numpy"], _Stepper(), count)
     torch_states = [
         torch.frombuffer(bytearray(_unb64(t)), dtype=torch.uint8).clone() for t in encoded["torch"]["bases"]
     ]

@@ -135,9 +135,9 @@ def check_elastic_state(
     saved_streams = _field(state, "num_streams", (int,), "state")
     if saved_streams < 1:
         raise StateError(f"elastic state: state.num_streams is {saved_streams}, not a positive number")
-    _field(state, "epoch", (int,), "state")
+    epoch = int(_field(state, "epoch", (int,), "state"))
     _field(state, "fingerprint", (dict,), "state")
-    _field(state, "streams", (dict,), "state")
+    streams = dict(_field(state, "streams", (dict,), "state"))
     if num_streams is not None and saved_streams != num_streams:
         raise ValueError(
             f"cannot resume: the state has {saved_streams} logical streams, the config sets "
@@ -149,8 +149,6 @@ def check_elastic_state(
             f"cannot resume: the state was saved over {state['fingerprint']}, this dataset reads {mine} "
             f"(groups, units per group, seed); an elastic epoch resumes only over the same data and seed"
         )
-    streams = dict(state["streams"])
-    epoch = int(state["epoch"])
     for key, saved in streams.items():
         if not (isinstance(key, str) and key.isdigit() and int(key) < saved_streams):
             last = saved_streams - 1

@@ -1,8 +1,6 @@
-"""The elastic run: exact epochs over a fixed number of logical streams, whatever the layout.
-
-Stream ``s`` owns a share of every group's shuffled units, RNGs seeded by ``(seed, epoch, s)`` and
-its own lossless packer, so its batches never depend on the layout; worker ``g`` of ``P`` runs ``s % P == g``.
-"""
+"""The elastic run: exact epochs over a fixed number of logical streams, whatever the layout. Stream ``s`` owns a
+share of every group's shuffled units, RNGs seeded by ``(seed, epoch, s)`` and its own lossless packer, so its
+batches never depend on the layout; worker ``g`` of ``P`` runs ``s % P == g``."""
 
 from __future__ import annotations
 
@@ -32,15 +30,10 @@ def stream_seed(base: int, epoch: int, stream: int) -> int:
     return zlib.crc32(f"editstream-stream:{base}:{epoch}:{stream}".encode())
 
 
-def physical_worker() -> tuple[int, int]:
-    """(this process's worker id, the number of DataLoader workers; 1 in the main process)."""
-    info = torch.utils.data.get_worker_info()
-    return (info.id, info.num_workers) if info is not None else (0, 1)
-
-
 def my_streams(num_streams: int, rank: int, world_size: int) -> list[int]:
     """The logical streams this process runs: ``s % P == g`` for physical worker ``g`` of ``P``."""
-    worker, workers = physical_worker()
+    info = torch.utils.data.get_worker_info()
+    worker, workers = (info.id, info.num_workers) if info is not None else (0, 1)
     g, p = rank * workers + worker, world_size * workers
     return [s for s in range(num_streams) if s % p == g]
 
@@ -129,7 +122,7 @@ def _open(packer: PackedDataset, draws: GroupDraws, buffer: SampleBuffer) -> Los
             if sequence.fits(sample_tokens(sample)):
                 sequence.add(sample)
             else:
-                buffer.append(Buffered(sample, group, draws.origin_of(group)))
+                buffer.append(Buffered(sample, group, draws.origins[group]))
             break
     sequence.opening = len(sequence.indexes)
     return sequence
@@ -147,7 +140,7 @@ def _take(
             group = _draw_live(packer.grouped_weights, live)
             sample = draws.next_sample(group)
             if sample is not None:
-                return Buffered(sample, group, draws.origin_of(group)), None
+                return Buffered(sample, group, draws.origins[group]), None
             live = _live_groups(draws, packer.grouped_weights)
     if not buffer:
         return None
@@ -156,11 +149,9 @@ def _take(
 
 
 def lossless_batches(packer: PackedDataset, draws: GroupDraws, buffer: SampleBuffer) -> Iterator[dict[str, Any]]:
-    """One epoch of packed batches in which every row that fits a sequence is packed exactly once.
-
-    A sample that does not fit waits in the buffer (the sequence is yielded when it is full); one that
-    does not fit beside a mandatory opening leads the next sequence. The buffer is drained at the end.
-    """
+    """One epoch of batches packing every row that fits a sequence exactly once: a sample that does not fit waits
+    in the buffer (the sequence is yielded when full), one not fitting beside a mandatory opening leads the next
+    sequence, and the buffer is drained at the end."""
     sequence = _open(packer, draws, buffer)
     while True:
         taken = _take(packer, draws, buffer, sequence)
@@ -207,7 +198,8 @@ class StreamRun:
 
 
 class ElasticRuntime:
-    """The logical streams of one process, opened (or restored) for one epoch, run in turn."""
+    """The logical streams of one process, opened (fresh at the epoch's start, or where ``saved`` says) for one
+    epoch, run in turn."""
 
     def __init__(self, packer: PackedDataset, num_streams: int, epoch: int, saved: Mapping[str, Any] | None) -> None:
         self.packer = packer
@@ -217,10 +209,6 @@ class ElasticRuntime:
         self.unit_lists = [dataset.sorted_units() for dataset in self.datasets]
         self.streams = my_streams(num_streams, packer.local_rank, packer.world_size)
         self.saved = saved
-        self.runs: list[StreamRun] = []
-
-    def open(self) -> None:
-        """Open every stream of this process: fresh at the epoch's start, or where its saved state says."""
         caller = capture_point()
         try:
             self.runs = [self._open_stream(s) for s in self.streams]
@@ -306,10 +294,8 @@ class ElasticRun:
         pending, self.pending = self.pending, None
         if pending is None and self.runtime is not None:
             self.epoch += 1  # a new iteration after one that ran (to its end or not): the next epoch
-        runtime = ElasticRuntime(self.packer, self.num_streams, self.epoch, pending)
-        runtime.open()
-        self.runtime = runtime
-        yield from runtime.batches()  # the finished runtime stays: its state says "epoch done"
+        self.runtime = ElasticRuntime(self.packer, self.num_streams, self.epoch, pending)
+        yield from self.runtime.batches()  # the finished runtime stays: its state says "epoch done"
 
     def _fingerprint(self, unit_lists: Sequence[Sequence[Any]] | None = None) -> dict[str, Any]:
         if unit_lists is None:

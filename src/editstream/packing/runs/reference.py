@@ -1,7 +1,5 @@
-"""The reference run: BAGEL's endless packing loop, draw for draw, resumable between batches at the same layout.
-
-Its state holds the buffer as references and the RNG states as a chain (format 2); format 1 still loads.
-"""
+"""The reference run: BAGEL's endless packing loop, draw for draw, resumable between batches at the same layout;
+its state holds the buffer as references and the RNG states as a chain (format 2); format 1 still loads."""
 
 from __future__ import annotations
 
@@ -45,7 +43,7 @@ def reference_batches(packer: PackedDataset, draws: GroupDraws, buffer: SampleBu
             continue
         if status.curr + num_tokens > spec.max_num_tokens:
             if len(buffer) < spec.max_buffer_size and not from_buffer:
-                buffer.append(Buffered(sample, group, draws.origin_of(group)))
+                buffer.append(Buffered(sample, group, draws.origins[group]))
             else:
                 # As in the reference, the sample that did not fit is not packed later.
                 yield finish(packer, status, batch_data_indexes)
@@ -116,8 +114,7 @@ class ReferenceRun:
     def _restore_buffer(self, pending: Mapping[str, Any], live: LiveIteration) -> None:
         """The saved buffer (its referenced samples parsed again) and RNG states, into ``live``."""
         if pending["format"] == formats.LITERAL_STATE_FORMAT:
-            for sample in pending["buffer"]:
-                live.buffer.append(Buffered(sample, 0, None))
+            live.buffer.extend(Buffered(sample, 0, None) for sample in pending["buffer"])
             formats.restore_rng(pending["rng"])
             return
         names, datasets = self.packer.group_names, self.packer.grouped_datasets
