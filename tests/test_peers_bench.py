@@ -45,6 +45,7 @@ class FakeData:
     rows: int = 64
     images: int = 200
     source_bytes: int = 4_000_000
+    image_bytes: int = 2_048_000
 
 
 def _report() -> tuple[list[str], dict[str, Any]]:
