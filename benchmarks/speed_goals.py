@@ -142,8 +142,7 @@ MAKERS: tuple[tuple[str, str, Callable[[Mapping[str, Any]], Row]], ...] = (
 
 def goal_rows(figures: Mapping[str, Mapping[str, Any]]) -> list[Row | str]:
     """The issue's rows in its order; a bare string names a goal with no figure (its benchmark did not run)."""
-    peers = figures.get("peers")
-    rows: list[Row | str] = _litdata_rows(peers) if peers else ["raw rows against LitData (peers.py)"]
+    rows = _litdata_rows(figures.get("peers") or {})
     for bench, missing, make in MAKERS:
         data = figures.get(bench)
         try:

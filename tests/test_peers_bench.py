@@ -104,3 +104,22 @@ def test_the_shared_decode_reads_every_image_member_and_mds_columns_fit_the_sche
         "blob": b"",
         "tags": None,
     }
+
+
+def test_the_speed_goals_table_judges_each_figure_and_names_what_did_not_run():
+    import speed_goals
+
+    convert = {
+        "median_seconds": {"editstream convert, 2 workers": 3.0, "tar -cf": 1.0},
+        "vs_tar": {"editstream convert, 2 workers": 3.0},
+    }
+    s3 = {"ratios": {"read-ahead|0.0": 1.0, "read-ahead|0.02": 0.95, "read-ahead|0.05": 0.5}}
+    rows = speed_goals.goal_rows({"convert": convert, "s3_latency": s3, "raw_rows": {"cpu_ratios": {}}})
+    by_work = {row[0] if isinstance(row, tuple) else row: row for row in rows}
+    assert by_work["convert, 2 workers (time)"][3:] == (3.0, "<= 1.2x", False)
+    assert by_work["raw rows from S3, 20 ms added per request, under load"][3:] == (0.95, ">= 0.9x", True)
+    assert {"raw rows, webdataset backend, against LitData", "raw rows of ~256 KB against LitData"} <= set(by_work)
+    assert any("missing from raw_rows" in row for row in rows if isinstance(row, str))
+    table = speed_goals.goals_table({"convert": convert})
+    assert "| convert, 2 workers (time) | 3.00 s | `tar -cf`: 1.00 s | 3.00x | <= 1.2x | **no** |" in table
+    assert sum("not measured in this run" in line for line in table) == 7
