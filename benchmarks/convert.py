@@ -166,14 +166,25 @@ def timed(cmd: list[str], outputs: list[Path], env: dict[str, str] | None = None
         if out.exists():
             shutil.rmtree(out)
     subprocess.run(["sync"], check=False)
+    before = _own_children()  # this script's own helpers (a resource tracker) never exit: not waited for
     cpu0 = _children_cpu()
     t0 = time.perf_counter()
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, env=env)
     wall = time.perf_counter() - t0
-    with contextlib.suppress(ChildProcessError):
-        while True:  # orphans adopted from the command (a fork server): wait for them, count their CPU
-            os.waitpid(-1, 0)
+    while orphans := _own_children() - before:  # adopted from the command (a fork server): count their CPU
+        for pid in orphans:
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, 0)
     return wall, _children_cpu() - cpu0
+
+
+def _own_children() -> set[int]:
+    """This process's children now, adopted orphans included (Linux lists them per thread)."""
+    pids: set[int] = set()
+    for task in Path(f"/proc/{os.getpid()}/task").iterdir():
+        with contextlib.suppress(OSError):
+            pids.update(int(pid) for pid in (task / "children").read_text().split())
+    return pids
 
 
 TAR = "reference: tar -cf of the source files"
