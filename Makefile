@@ -44,8 +44,10 @@ test: $(STAMP)
 	$(PY) -m pytest -q tests -m "not nemo_env and not nemo_source"
 
 # NeMo's own classes as the judge: a second venv with the registry's matching torch 2.14.1 +
-# torchvision 0.29.1 (CUDA builds that run on the CPU; ~5.5 GB, ~3 min to install) and
-# nemo-automodel 0.7.0, running the tests marked nemo_env (NeMo's ImageTransform needs torchvision).
+# torchvision 0.29.1 (CUDA builds that run on the CPU; ~5 GB, ~2 min to install) and nemo-automodel
+# 0.7.0, running the tests marked nemo_env (NeMo's ImageTransform needs torchvision). editstream
+# goes in with the nemo-judge extra, not the whole test one, which would add ~0.6 GB; NeMo's own
+# classes read parquet through pandas.
 NEMO_VENV  := .venv-nemo
 NEMO_PY    := $(NEMO_VENV)/bin/python
 NEMO_STAMP := $(NEMO_VENV)/.editstream-installed
@@ -53,8 +55,8 @@ NEMO_STAMP := $(NEMO_VENV)/.editstream-installed
 $(NEMO_STAMP): pyproject.toml Makefile
 	test -x $(NEMO_PY) || $(PYTHON) -m venv $(NEMO_VENV)
 	$(NEMO_PY) -m pip install -qq torch==2.14.1 torchvision==0.29.1
-	$(NEMO_PY) -m pip install -qq -e '.[test]'
-	$(NEMO_PY) -m pip install -qq einops transformers==5.18.0
+	$(NEMO_PY) -m pip install -qq -e '.[nemo-judge]'
+	$(NEMO_PY) -m pip install -qq einops pandas transformers==5.18.0
 	$(NEMO_PY) -m pip install -qq --no-deps nemo-automodel==0.7.0
 	touch $(NEMO_STAMP)
 
