@@ -44,19 +44,25 @@ test: $(STAMP)
 	$(PY) -m pytest -q tests -m "not nemo_env and not nemo_source"
 
 # NeMo's own classes as the judge: a second venv with the registry's matching torch 2.14.1 +
-# torchvision 0.29.1 (CUDA builds that run on the CPU; ~5 GB, ~2 min to install) and nemo-automodel
-# 0.7.0, running the tests marked nemo_env (NeMo's ImageTransform needs torchvision). editstream
-# goes in with the nemo-judge extra, not the whole test one, which would add ~0.6 GB; NeMo's own
-# classes read parquet through pandas.
+# torchvision 0.29.1 (CUDA builds that run on the CPU; ~5 GB, ~3 min to install) and nemo-automodel
+# 0.7.0, running the tests marked nemo_env (NeMo's ImageTransform needs torchvision). Kept small, as
+# CI machines have had only a few GB free: editstream goes in with the nemo-judge extra (the whole
+# test one would add ~0.6 GB), and on the CPU wheel first, so that nothing asks pip to resolve torch
+# 2.14.1's requirements, which are then installed without triton (its GPU kernel compiler, 0.9 GB,
+# never loaded on a CPU). NeMo's own classes read parquet through pandas.
 NEMO_VENV  := .venv-nemo
 NEMO_PY    := $(NEMO_VENV)/bin/python
 NEMO_STAMP := $(NEMO_VENV)/.editstream-installed
+TORCH_NEEDS := import importlib.metadata as m; \
+	print("\n".join(r for r in m.requires("torch") if "extra ==" not in r and not r.startswith("triton")))
 
 $(NEMO_STAMP): pyproject.toml Makefile
 	test -x $(NEMO_PY) || $(PYTHON) -m venv $(NEMO_VENV)
-	$(NEMO_PY) -m pip install -qq torch==2.14.1 torchvision==0.29.1
-	$(NEMO_PY) -m pip install -qq -e '.[nemo-judge]'
-	$(NEMO_PY) -m pip install -qq einops pandas transformers==5.18.0
+	$(NEMO_PY) -m pip install -qq torch==2.13.0
+	$(NEMO_PY) -m pip install -qq -e '.[nemo-judge]' einops pandas transformers==5.18.0
+	$(NEMO_PY) -m pip install -qq --no-deps torch==2.14.1 torchvision==0.29.1
+	$(NEMO_PY) -c '$(TORCH_NEEDS)' > $(NEMO_VENV)/torch-needs.txt
+	$(NEMO_PY) -m pip install -qq --no-warn-conflicts -r $(NEMO_VENV)/torch-needs.txt
 	$(NEMO_PY) -m pip install -qq --no-deps nemo-automodel==0.7.0
 	touch $(NEMO_STAMP)
 
