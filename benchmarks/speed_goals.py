@@ -115,18 +115,14 @@ def _s3_row(s3: Mapping[str, Any]) -> Row:
 
 
 def _handoff_row(handoff: Mapping[str, Any]) -> Row:
-    """Samples handed over one by one, uint8, not normalized: through editstream's ``collate_fn`` (one
-    shared-memory block a sample) when the run has that row, else through the DataLoader's own collate."""
-    plain = [
+    row = next(
         r
         for r in handoff["rows"]
         if r["dtype"] == "uint8" and "not normalized" in r["row"] and r["row"].startswith("dataset")
-    ]
-    row = next((r for r in plain if "one block" in r["row"]), plain[0])
-    how = "editstream's collate_fn, one block a sample" if "one block" in row["row"] else "the DataLoader's collate"
+    )
     share = row["share_of_limit"]
     return (
-        f"{handoff['workers']} DataLoader workers, uint8 hand-off ({how})",
+        f"{handoff['workers']} DataLoader workers, uint8 hand-off",
         f"{row['samples_per_s']:.1f} samples/s",
         f"decode limit ({handoff['workers']} processes)",
         share,

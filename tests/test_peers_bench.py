@@ -114,17 +114,8 @@ def test_the_speed_goals_table_judges_each_figure_and_names_what_did_not_run():
         "vs_tar": {"editstream convert, 2 workers": 3.0},
     }
     s3 = {"ratios": {"read-ahead|0.0": 1.0, "read-ahead|0.02": 0.95, "read-ahead|0.05": 0.5}}
-    plain = {"row": "dataset -> DataLoader, not normalized (GPU would)", "dtype": "uint8", "samples_per_s": 90.0}
-    one_block = {**plain, "row": "dataset -> DataLoader, editstream's collate_fn (one block), not normalized"}
-    handoff = {"workers": 2, "rows": [{**plain, "share_of_limit": 0.85}, {**one_block, "share_of_limit": 0.91}]}
-    figures = {"convert": convert, "s3_latency": s3, "raw_rows": {"cpu_ratios": {}}, "handoff": handoff}
-    rows = speed_goals.goal_rows(figures)
+    rows = speed_goals.goal_rows({"convert": convert, "s3_latency": s3, "raw_rows": {"cpu_ratios": {}}})
     by_work = {row[0] if isinstance(row, tuple) else row: row for row in rows}
-    one_block_work = "2 DataLoader workers, uint8 hand-off (editstream's collate_fn, one block a sample)"
-    assert by_work[one_block_work][3:] == (0.91, ">= 0.9", True)
-    handoff["rows"] = handoff["rows"][:1]  # a run from before the one-block row: the DataLoader's own collate
-    plain_row = speed_goals.goal_rows({"handoff": handoff})[-1]
-    assert plain_row[0].endswith("(the DataLoader's collate)") and plain_row[3:] == (0.85, ">= 0.9", False)
     assert by_work["convert, 2 workers (time)"][3:] == (3.0, "<= 1.2x", False)
     assert by_work["raw rows from S3, 20 ms added per request, under load"][3:] == (0.95, ">= 0.9x", True)
     assert {"raw rows, webdataset backend, against LitData", "raw rows of ~256 KB against LitData"} <= set(by_work)

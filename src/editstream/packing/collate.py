@@ -1,6 +1,5 @@
 """Collating packed batches (one packed sequence per step): the reference's ``SimpleCustomBatch``, or the dict;
-a uint8 hand-off stays uint8 through ``pin_memory()`` and is normalized on the device by ``cuda()`` / ``to()``.
-In a DataLoader worker the batch's tensors are handed over as one shared-memory block (see ``one_block``)."""
+a uint8 hand-off stays uint8 through ``pin_memory()`` and is normalized on the device by ``cuda()`` / ``to()``."""
 
 from __future__ import annotations
 
@@ -10,7 +9,6 @@ from typing import Any
 import torch
 
 from .normalize import BATCH_KEY, normalize_entries
-from .one_block import in_one_block
 
 _ALWAYS = (
     "sequence_length",
@@ -42,7 +40,7 @@ class SimpleCustomBatch:
     ``use_flex``: the batch has ``split_lens`` / ``attn_modes``, not ``nested_attention_masks``."""
 
     def __init__(self, batch: Any) -> None:
-        data = in_one_block(dict(_single(batch)))
+        data = _single(batch)
         for key in _ALWAYS:
             setattr(self, key, data[key])
         self.use_flex = "nested_attention_masks" not in data
@@ -118,4 +116,4 @@ def collate_wrapper() -> Callable[[Any], SimpleCustomBatch]:
 
 def collate_fn(batch: Any) -> dict[str, Any]:
     """DataLoader collate returning the packed dict itself (``batch_size=1``, or ``None``: the dict as given)."""
-    return in_one_block(dict(_single(batch)))
+    return dict(_single(batch))
