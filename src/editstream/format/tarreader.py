@@ -183,7 +183,7 @@ class _MemberWalker:
         pad = tb.padding(size)  # read apart: no slice copies the payload
         if len(payload) < size or (pad and len(_read_exact(self.f, pad)) < pad):
             raise TruncatedTarError(f"{self.source}: stream ended inside the extended header at offset {offset}")
-        self.pos += size + tb.padding(size)
+        self.pos += size + pad
         if typeflag in (b"g", b"K"):
             return
         if self.pending_offset is None:
