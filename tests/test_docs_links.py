@@ -49,7 +49,7 @@ def test_every_relative_link_points_at_an_existing_file_and_heading(page):
 
 def test_the_readme_is_a_front_page_that_links_the_reference():
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert len(readme.encode()) < 12_000
+    assert len(readme.encode()) < 14_000  # every block complete and runnable as written (issue 37)
     linked = {t.partition("#")[0] for t in links(ROOT / "README.md")}
     for page in ("formats", "robustness", "figures", "scaling", "layout", "cli"):
         assert f"docs/{page}.md" in linked, page
