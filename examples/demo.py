@@ -1,7 +1,7 @@
 """`make demo`: the mission end to end on embedded defaults (no download, no GPU).
 
 Synthesize the three dataset groups of a BAGEL recipe (text-to-image parquet, image-editing
-parquet, vision-language SFT JSONL with images, image lists, frame folders and videos),
+parquet, vision-language SFT JSONL with images, image lists and frame folders),
 convert each to WebDataset shards, serve the shards from a local S3-protocol server (moto on
 loopback), and build the NeMo dataloader from examples/configs/bagel_recipe.yaml twice: once
 on the source data from local disk, once with every group's `backend:` flipped to the shards
@@ -30,6 +30,7 @@ from editstream import (
     write_synthetic_dataset,
     write_synthetic_vlm_dataset,
 )
+from editstream.io.words import counted
 from editstream.testing.s3server import LocalS3Server
 
 RECIPE = Path(__file__).resolve().parent / "configs" / "bagel_recipe.yaml"
@@ -72,6 +73,7 @@ def prepare_data(out: str) -> dict[str, Any]:
             seed=2,
             jsonl_name=Path(vlm["jsonl_path"]).name,
             max_side=96,
+            video=False,  # frame folders: the same data whether or not OpenCV is there to write MP4s
         ),
     }
     converted = {
@@ -166,8 +168,9 @@ def main(argv: list[str] | None = None) -> int:
         conv = data["converted"][key]
         rows = made.get("num_rows", made.get("num_lines"))
         print(
-            f"   {key:5} {rows} rows -> {conv['num_shards']} shards, {conv['output_bytes'] / 1e6:.1f} MB in "
-            f"{conv['seconds']:.2f}s; {conv['num_bad_rows']} bad rows kept verbatim (report.json)"
+            f"   {key:5} {counted(rows, 'row')} -> {counted(conv['num_shards'], 'shard')}, "
+            f"{conv['output_bytes'] / 1e6:.1f} MB in {conv['seconds']:.2f}s; "
+            f"{counted(conv['num_bad_rows'], 'bad row')} kept verbatim (report.json)"
         )
 
     print("3. start a local S3-protocol server (moto) on loopback and upload the shards")

@@ -164,7 +164,7 @@ def test_drops_are_counted_on_stderr_and_listed_in_the_report_and_media_dir_reso
     done = summary_of(result)
     assert (done["adapt"]["chains_out"], done["adapt"]["dropped_by_code"]) == (1, {"null_image": 1})
     assert chains_in(dst) == Counter({((png(1), png(2)), (("from disk",),)): 1})
-    assert f"1 source rows dropped (null_image: 1); each is listed in {dst}/adapt_report.json" in result.stderr
+    assert f"1 source row dropped (null_image: 1); each is listed in {dst}/adapt_report.json" in result.stderr
     report = json.loads((dst / "adapt_report.json").read_text())
     assert [(d["file"], d["row"], d["code"]) for d in report["drops"]] == [
         ("train-00000-of-00001.parquet", 1, "null_image")

@@ -26,6 +26,7 @@ from ..conversion.executors import Executor, ProcessPoolExecutor, TaskError, mak
 from ..format.safe_yaml import brief
 from ..io import storage
 from ..io.progress import Progress
+from ..io.words import counted
 from .chains import BadValue, ChainBuilder, MediaDir, output_schema
 from .mapping import AdapterMapping, MappingError, resolve_mapping
 from .output import (
@@ -294,9 +295,10 @@ def _nothing_made(summary: dict[str, Any], where: Filter | None) -> str:
         first.setdefault(d["code"], d["reason"])
     codes = "; ".join(f"{code}: {n}, e.g. {brief(first[code])}" for code, n in summary["dropped_by_code"].items())
     rows, filtered = summary["rows_in"], summary["filtered_rows"]
-    what = f"all {rows} rows dropped ({codes})"
+    what = f"all {counted(rows, 'row')} dropped ({codes})"
     if filtered:
-        what = f"of {rows} rows, {filtered} filtered out by {brief(where.text if where else None)}, the rest dropped"
+        by = brief(where.text if where else None)
+        what = f"of {counted(rows, 'row')}, {filtered} filtered out by {by}, the rest dropped"
         what += f" ({codes})" if codes else ""
     return f"no chains made: {what}, see {summary['report']}"
 

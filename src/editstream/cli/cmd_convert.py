@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from ..io import storage
+from ..io.words import counted
 from .app import SETTINGS, main
 from .errors import DataProblem, UsageProblem, check_bucket, parquet_columns, parquet_source
 from .options import AdapterChoice, KindChoice, SizeType, storage_options, with_storage_options
@@ -243,7 +244,8 @@ def convert_from(
     if summary["dropped"]:
         codes = ", ".join(f"{code}: {n}" for code, n in summary["dropped_by_code"].items())
         click.echo(
-            f"{summary['dropped_rows']} source rows dropped ({codes}); each is listed in {summary['report']}",
+            f"{counted(summary['dropped_rows'], 'source row')} dropped ({codes}); "
+            f"each is listed in {summary['report']}",
             err=True,
         )
 
@@ -390,7 +392,7 @@ def convert(ctx: click.Context, src: str, dst: str, **kw: Any) -> None:
     click.echo(json.dumps(summary, indent=2))
     if summary.get("num_bad_rows"):
         action = "dropped" if kw["drop_bad_rows"] else "kept verbatim"
-        click.echo(f"{summary['num_bad_rows']} bad rows {action}; see {summary['report']}", err=True)
+        click.echo(f"{counted(summary['num_bad_rows'], 'bad row')} {action}; see {summary['report']}", err=True)
     notes = summary.get("num_image_notes", 0)
     if notes:
         what = "1 image decodes" if notes == 1 else f"{notes} images decode"

@@ -10,6 +10,7 @@ from typing import Any
 import click
 
 from ..data.backends import BACKENDS
+from ..io.words import counted
 from .app import main
 from .errors import DataProblem, UsageProblem, check_bucket, open_problem
 from .options import AdapterChoice, storage_options
@@ -156,4 +157,4 @@ def preview(
         save_png(to_png(records, title), out)
     else:
         Path(out).write_text(to_html(records, title), encoding="utf-8")
-    click.echo(f"wrote {out} ({len(records)} records)")
+    click.echo(f"wrote {out} ({counted(len(records), 'record')})")

@@ -20,6 +20,7 @@ from ..io import storage
 from ..io.parquet import iter_row_group_rows, open_parquet
 from ..io.progress import Progress
 from ..io.ranged import open_read
+from ..io.words import counted
 from ..kinds import UnknownKindError, get_kind, kind_choices
 from .executors import make_executor
 from .problems import Problem
@@ -49,9 +50,9 @@ class VerifyReport:
 
     def format(self) -> str:
         head = (
-            f"{self.root}: {'OK' if self.ok else 'FAILED'} - {self.shards_checked} shards, "
-            f"{self.samples_checked} samples, {self.rows_compared} source rows compared, "
-            f"{len(self.problems)} problems"
+            f"{self.root}: {'OK' if self.ok else 'FAILED'} - {counted(self.shards_checked, 'shard')}, "
+            f"{counted(self.samples_checked, 'sample')}, {counted(self.rows_compared, 'source row')} compared, "
+            f"{counted(len(self.problems), 'problem')}"
         )
         return "\n".join([head] + [f"  {p}" for p in self.problems])
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 from ..io import storage
 from ..io.storage import StorageOptions
+from ..io.words import counted
 from .manifest import MANIFEST_NAME
 
 PROGRESS_DIR_NAME = "_editstream_progress"
@@ -65,8 +66,9 @@ class Partial:
 
     def describe(self) -> str:
         """``7/32 shards done`` (or ``7 shards done`` when the plan was not noted)."""
-        of = f"/{self.total}" if self.total is not None else ""
-        return f"{self.done}{of} shards done"
+        if self.total is None:
+            return f"{counted(self.done, 'shard')} done"
+        return f"{self.done}/{counted(self.total, 'shard')} done"
 
 
 @dataclass

@@ -36,6 +36,8 @@ from .video import FrameSampler
 
 RECIPES = ("FinetuneRecipeForMultimodal", "PretrainRecipeForMultimodal", "main")
 """Names served by :mod:`editstream.nemo.recipes`, which imports NeMo: loaded on first access."""
+NEMO_INSTALL = "pip install einops transformers==5.18.0 && pip install --no-deps nemo-automodel==0.7.0"
+"""What the recipes need beyond editstream: NeMo Automodel 0.7.0 and the two packages its BAGEL recipe imports."""
 
 __all__ = [
     "DATASET_REGISTRY",
@@ -77,7 +79,13 @@ __all__ = [
 def __getattr__(name: str) -> Any:
     if name not in RECIPES:
         raise AttributeError(f"module 'editstream.nemo' has no attribute {name!r}")
-    from . import recipes
+    try:
+        from . import recipes
+    except ModuleNotFoundError as exc:
+        raise ModuleNotFoundError(
+            f"editstream.nemo.{name} is NeMo Automodel's recipe and needs the nemo-automodel package "
+            f"(missing: {exc.name}); install it with: {NEMO_INSTALL}"
+        ) from None
 
     value = getattr(recipes, name)
     globals()[name] = value
