@@ -23,6 +23,7 @@ from ..conversion import convert
 from ..conversion.config import check_apart
 from ..conversion.dst import ForeignFilesError, foreign_names
 from ..conversion.executors import Executor, ProcessPoolExecutor, TaskError, make_executor
+from ..data.identity import Identity, check_unchanged, difference, file_identity
 from ..format.safe_yaml import brief
 from ..io import storage
 from ..io.progress import Progress
@@ -210,14 +211,31 @@ def _task_fingerprint(job: _Job, plan: Plan, task: OutputTask, media_dir: str | 
     )
 
 
-def _run_task(job: _Job, plan: Plan, task: OutputTask, task_fp: str) -> dict[str, Any]:
+def _held_in(f: SourceFile) -> tuple[str, ...]:
+    """The files on disk a source file's rows come from: itself, or the archive parts holding a metadata member."""
+    return f.meta.held_in if f.meta is not None else (f.url,)
+
+
+def _task_files(plan: Plan, task: OutputTask) -> list[str]:
+    """The files on disk (source files, archive parts) an output task reads its rows from."""
+    if task.source is not None:
+        used = [plan.files[task.source]]
+    else:
+        used = [plan.files[i] for i in sorted({unpack(loc)[0] for chain in task.chains for loc in chain})]
+    return list(dict.fromkeys(url for f in used for url in _held_in(f)))
+
+
+def _run_task(job: _Job, plan: Plan, task: OutputTask, task_fp: str, sources: dict[str, Identity]) -> dict[str, Any]:
     out = ParquetOut(storage.join(job.dst, task.name), job.schema, job.storage_options)
     try:
-        if task.source is not None:
-            filtered, drops = _adapt_file(job, plan.files[task.source], out)
-            rows_in = plan.files[task.source].num_rows
-        else:
-            filtered, drops, rows_in = 0, _adapt_chains(job, plan.files, task, out), sum(map(len, task.chains))
+        with job.builder.media.recording() as media:
+            if task.source is not None:
+                filtered, drops = _adapt_file(job, plan.files[task.source], out)
+                rows_in = plan.files[task.source].num_rows
+            else:
+                filtered, drops, rows_in = 0, _adapt_chains(job, plan.files, task, out), sum(map(len, task.chains))
+        for url, identity in sources.items():  # a source rewritten while it was read: this output is not made
+            check_unchanged(url, identity, job.storage_options)
         stats = out.finish()
     except BaseException:
         out.abort()
@@ -227,22 +245,67 @@ def _run_task(job: _Job, plan: Plan, task: OutputTask, task_fp: str) -> dict[str
     rows_used = rows_in - filtered - sum(d["rows"] for d in drops)
     record = {"fingerprint": task_fp, **stats, "rows_in": rows_in, "rows_used": rows_used, "filtered": filtered}
     record["drops"] = drops
+    record["sources"] = sources
+    record["media"] = dict(sorted(media.items()))
     write_record(job.dst, task.name, record, job.storage_options)
     return record
 
 
+class _Identities:
+    """The identity of files now (``None``: absent), each looked up once however many records name it."""
+
+    def __init__(self, so: storage.StorageOptions | None) -> None:
+        self.so = so
+        self.known: dict[str, Identity | None] = {}
+
+    def __call__(self, url: str) -> Identity | None:
+        if url not in self.known:
+            try:
+                self.known[url] = file_identity(url, self.so)
+            except (FileNotFoundError, NotADirectoryError):
+                self.known[url] = None
+        return self.known[url]
+
+
+def _changed(record: dict[str, Any], sources: dict[str, Identity], now: _Identities) -> str | None:
+    """What changed since ``record`` was made from its source files and media (``None``: nothing): the
+    record vouches for its output only while every file it read is as it was."""
+    held_sources, held_media = record.get("sources"), record.get("media")
+    if not isinstance(held_sources, dict) or not isinstance(held_media, dict):
+        return "its done record does not name the files it read (an older editstream made it)"
+    if set(held_sources) != set(sources):
+        return "it reads other source files now"
+    for url, identity in [*held_sources.items(), *held_media.items()]:
+        current = sources.get(url) if url in sources else now(url)
+        if current != identity:
+            how = "absent then" if identity is None else "gone" if current is None else difference(identity, current)
+            return f"{url} changed ({how})"
+    return None
+
+
 def _pending(job: _Job, plan: Plan, media_dir: str | None) -> tuple[dict[str, dict[str, Any]], list[OutputWork]]:
-    """The records of output files a run before finished (kept), and the tasks of the others."""
+    """The records of output files a run before finished whose source files and media are unchanged (kept),
+    and the tasks of the others (a changed file is named in a warning, as the shard conversion does)."""
     records: dict[str, dict[str, Any]] = {}
     works = []
     files_only = Plan(plan.files, [])  # what a task needs of the plan: small to hand to another process
+    now = _Identities(job.storage_options)
     for task in plan.tasks:
         task_fp = _task_fingerprint(job, plan, task, media_dir)
+        sources: dict[str, Identity] = {}
+        for url in _task_files(plan, task):
+            found = now(url)
+            if found is None:
+                raise FileNotFoundError(f"{url}: a source file of {task.name} is gone since it was listed")
+            sources[url] = found
         kept = intact_record(job.dst, task.name, task_fp, job.storage_options)
-        if kept is not None:
+        why = _changed(kept, sources, now) if kept is not None else None
+        if kept is not None and why is None:
             records[task.name] = kept
-        else:
-            works.append(OutputWork(task.name, _run_task, (job, files_only, task, task_fp)))
+            continue
+        if why is not None:
+            log.warning("%s since %s was adapted: adapting %s again", why, storage.join(job.dst, task.name), task.name)
+        works.append(OutputWork(task.name, _run_task, (job, files_only, task, task_fp, sources)))
     return records, works
 
 
