@@ -21,8 +21,10 @@ import pyarrow.parquet as pq
 
 from ..conversion import convert
 from ..conversion.config import check_apart
-from ..conversion.dst import ForeignFilesError, foreign_names
+from ..conversion.dst import ForeignFilesError, foreign_names, held_conversion
 from ..conversion.executors import Executor, ProcessPoolExecutor, TaskError, make_executor
+from ..conversion.records import remove_previous
+from ..conversion.source import absolute
 from ..data.identity import Identity, check_unchanged, difference, file_identity
 from ..format.safe_yaml import brief
 from ..io import storage
@@ -34,7 +36,10 @@ from .output import (
     ParquetOut,
     fingerprint,
     intact_record,
+    read_adaptation,
+    remove_adaptation,
     tidy_dst,
+    write_adaptation,
     write_parquet_info,
     write_record,
     write_report,
@@ -309,6 +314,34 @@ def _pending(job: _Job, plan: Plan, media_dir: str | None) -> tuple[dict[str, di
     return records, works
 
 
+class AnotherConversionError(FileExistsError):
+    """DST holds another adaptation (of another source, or by another mapping) or a WebDataset conversion."""
+
+
+def _note(src: str, mapping: AdapterMapping) -> dict[str, Any]:
+    """What makes an adaptation itself: its source and its mapping (less the filter, which ``where`` replaces:
+    a re-run with another filter or layout is the same adaptation, its outputs replaced as ever)."""
+    data = {k: v for k, v in mapping.fingerprint_data().items() if k != "filter"}
+    return {"src": absolute(src).rstrip("/"), "adapter": mapping.name, "mapping": fingerprint(data)}
+
+
+def _other_than(dst: str, note: dict[str, Any], so: storage.StorageOptions | None) -> str | None:
+    """What ``dst`` holds when it is not the adaptation ``note`` names (``None``: nothing else)."""
+    held = read_adaptation(dst, so)
+    if held is not None and (held.get("src"), held.get("mapping")) != (note["src"], note["mapping"]):
+        mapping = "the same mapping" if held.get("mapping") == note["mapping"] else f"mapping {held.get('adapter')!r}"
+        return f"the adaptation of {held.get('src')} by {mapping}"
+    shards = held_conversion(dst, so)
+    return f"a WebDataset conversion of {shards}" if shards is not None else None
+
+
+def _refusal(where: str, other: str, src: str, mapping: AdapterMapping) -> AnotherConversionError:
+    return AnotherConversionError(
+        f"{where} holds {other}, not this adaptation of {absolute(src).rstrip('/')} by mapping {mapping.name!r}; "
+        "nothing was written: pass overwrite=True (--overwrite) to replace it, or give another DST"
+    )
+
+
 class NoChainsError(ValueError):
     """An adaptation that made no chain: the source has no rows, or every row was dropped or filtered out."""
 
@@ -380,12 +413,15 @@ def adapt(
     engine: str = "auto",
     ray_address: str | None = None,
     executor: Executor | None = None,
+    overwrite: bool = False,
 ) -> dict[str, Any]:
     """Adapt the dataset at ``src`` with ``mapping`` (a built-in name, a file or a mapping) into ``dst``, with
     ``parquet_info.json`` and ``adapt_report.json``; returns the report's summary.
 
     ``where`` replaces the mapping's filter (``""``: none); ``split`` reads only ``{split}-*.parquet``. A re-run
     resumes. Output files run on ``executor`` (else ``engine`` / ``workers``) with the same bytes however they ran.
+    A DST holding another adaptation (another source or mapping) or shards is refused before anything is
+    written (:class:`AnotherConversionError`), unless ``overwrite`` (it is replaced).
     A :class:`NoChainsError` (after the report is written) when no chain was made.
     """
     if rows_per_group < 1 or chains_per_file < 1:
@@ -393,6 +429,14 @@ def adapt(
     t0 = time.perf_counter()
     check_apart({"SRC": src, "DST": dst})
     mapping = resolve_mapping(mapping)
+    note = _note(src, mapping)
+    other = _other_than(dst, note, storage_options)
+    if other is not None and not overwrite:
+        raise _refusal(f"DST {dst}", other, src, mapping)
+    if other is not None:
+        log.warning("overwrite: replacing %s in %s", other, dst)
+        remove_previous(dst, storage_options)  # shards (of a conversion into this DST), if any
+        remove_adaptation(dst, storage_options)
     where_filter = mapping.filter(where)
     plan, mounts = _plan(src, mapping, where_filter, split, chains_per_file, storage_options, dst)
     columns = mapping.read_columns(where_filter)
@@ -403,6 +447,8 @@ def adapt(
     job = _Job(dst, mapping, where_filter, schema, builder, columns, rows_per_group, storage_options)
     tidy_dst(dst, [t.name for t in plan.tasks], storage_options)
     storage.makedirs(dst, storage_options)
+    if read_adaptation(dst, storage_options) != note:
+        write_adaptation(dst, note, storage_options)
     records, works = _pending(job, plan, media_dir)
     resumed = len(records)
     with Progress(f"adapt {mapping.name}", len(plan.tasks), "files", enabled=progress) as bar:
@@ -443,11 +489,14 @@ def run_adapter(
     chains_per_file: int = DEFAULT_CHAINS_PER_FILE,
     storage_options: storage.StorageOptions | None = None,
     progress: bool = True,
+    overwrite: bool = False,
     **convert_options: Any,
 ) -> dict[str, Any]:
     """Adapt ``src`` with ``adapter`` into ``dst``: BAGEL parquet there (``to="parquet"``), or staged in
     ``staging`` and converted to shards there (``convert_options`` pass to ``editstream.convert``; the
-    parallel ones run the adaptation too). Returns ``{"adapt": summary, "convert": summary or None}``."""
+    parallel ones run the adaptation too). Returns ``{"adapt": summary, "convert": summary or None}``.
+
+    A DST (or staging) holding another conversion is refused before anything is written, unless ``overwrite``."""
     if to not in TARGETS:
         raise ValueError(f"to must be one of {TARGETS}, got {to!r}")
     parallel = {k: convert_options[k] for k in PARALLEL if k in convert_options}
@@ -458,11 +507,19 @@ def run_adapter(
     parquet_dst = dst if to == "parquet" else (staging or staging_dir(dst))
     check_apart({"SRC": src, "DST": dst} if to == "parquet" else {"SRC": src, "staging": parquet_dst, "DST": dst})
     foreign = foreign_names(dst, storage_options) if to == "webdataset" else []
-    if foreign and not convert_options.get("overwrite"):
+    if foreign and not overwrite:
         raise ForeignFilesError(dst, foreign)
+    if to == "webdataset" and not overwrite:  # both places checked before either is written
+        shards = held_conversion(dst, storage_options)
+        if shards is not None and shards.rstrip("/") != absolute(parquet_dst).rstrip("/"):
+            raise _refusal(f"DST {dst}", f"a WebDataset conversion of {shards}", src, mapping)
+        other = _other_than(parquet_dst, _note(src, mapping), storage_options)
+        if other is not None:
+            raise _refusal(f"DST {dst} (its staging {parquet_dst})", other, src, mapping)
     summary = adapt(
         src, parquet_dst, mapping, media_dir=media_dir, where=where, split=split, rows_per_group=rows_per_group,
-        chains_per_file=chains_per_file, storage_options=storage_options, progress=progress, **parallel,
+        chains_per_file=chains_per_file, storage_options=storage_options, progress=progress, overwrite=overwrite,
+        **parallel,
     )  # fmt: skip
     if to == "parquet":
         return {"adapt": summary, "convert": None}
@@ -473,6 +530,7 @@ def run_adapter(
         parquet_info=storage.join(parquet_dst, PARQUET_INFO),
         storage_options=storage_options,
         progress=progress,
+        overwrite=overwrite,
         **convert_options,
     )
     return {"adapt": summary, "convert": converted}
