@@ -5,16 +5,18 @@ every output file of an adaptation has the same column types."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import posixpath
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import pyarrow as pa
 
-from ..data.media import ArchiveMedia, MediaMissing, MediaSource, archive_stem, open_media
+from ..data.identity import Identity, file_identity
+from ..data.media import ArchiveMedia, FolderMedia, MediaMissing, MediaSource, archive_stem, open_media
 from ..format.safe_yaml import brief
-from ..format.sft import MediaOutsideError
+from ..format.sft import MediaOutsideError, contained_media_path
 from ..io import storage
 from ..io.text import UndecodableRow
 from ..kinds import get_kind
@@ -66,6 +68,38 @@ class MediaDir:
         self.mounts = list(mounts)
         if root is not None:
             self.mounts.insert(0, ("", open_media(root, storage_options, index_dir=index_dir)))
+        self.consulted: dict[str, Identity | None] | None = None
+
+    @contextlib.contextmanager
+    def recording(self) -> Iterator[dict[str, Identity | None]]:
+        """Within it, the identity of every media file a read looked at (an archive's parts, a folder's file,
+        ``None`` where it was absent), taken before reading: what a done record must find unchanged."""
+        outer, self.consulted = self.consulted, {}
+        try:
+            yield self.consulted
+        finally:
+            self.consulted = outer
+
+    def _note(self, source: MediaSource, name: str) -> None:
+        """Record the identity of the files ``source`` serves ``name`` from (while recording)."""
+        if self.consulted is None:
+            return
+        if isinstance(source, ArchiveMedia):
+            for url in source.urls:
+                if url not in self.consulted:
+                    self.consulted[url] = file_identity(url, self.storage_options)
+            return
+        if not isinstance(source, FolderMedia):
+            return
+        try:
+            url = contained_media_path(source.url, name, source.allow_outside)
+        except (MediaOutsideError, OSError, ValueError):
+            return  # refused by the read itself
+        if url not in self.consulted:
+            try:
+                self.consulted[url] = file_identity(url, self.storage_options)
+            except (FileNotFoundError, NotADirectoryError):
+                self.consulted[url] = None
 
     def read(self, column: str, path: str) -> bytes:
         """The bytes of ``path`` in the media; ``BadValue`` if absent, outside it or no media is set."""
@@ -81,6 +115,7 @@ class MediaDir:
         for prefix, source in self.mounts:
             if not clean.startswith(prefix):
                 continue
+            self._note(source, clean[len(prefix) :])
             try:
                 return source.read(clean[len(prefix) :])
             except MediaMissing:

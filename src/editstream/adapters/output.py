@@ -23,6 +23,8 @@ DONE_DIR = "_editstream_adapt"
 """Sub-directory of DST holding one done record per output file."""
 PARQUET_INFO = "parquet_info.json"
 REPORT = "adapt_report.json"
+ADAPTATION = "_editstream_adaptation.json"
+"""What DST holds the adaptation of: its source and mapping (a run of another one is refused)."""
 
 
 def fingerprint(data: Any) -> str:
@@ -194,3 +196,30 @@ def write_report(dst: str, report: Mapping[str, Any], so: storage.StorageOptions
     url = storage.join(dst, REPORT)
     storage.write_bytes(url, json.dumps(report, indent=1, default=str).encode(), so)
     return url
+
+
+def read_adaptation(dst: str, so: storage.StorageOptions | None) -> dict[str, Any] | None:
+    """The note of the adaptation DST holds (``None``: none, or one made before notes were written)."""
+    try:
+        note = json.loads(storage.read_bytes(storage.join(dst, ADAPTATION), so))
+    except (FileNotFoundError, NotADirectoryError, ValueError):
+        return None
+    return note if isinstance(note, dict) else None
+
+
+def write_adaptation(dst: str, note: Mapping[str, Any], so: storage.StorageOptions | None) -> None:
+    """Note which adaptation DST holds."""
+    storage.write_bytes(storage.join(dst, ADAPTATION), json.dumps(note, indent=1, sort_keys=True).encode(), so)
+
+
+def remove_adaptation(dst: str, so: storage.StorageOptions | None) -> None:
+    """For ``overwrite``: remove the adaptation DST holds (the files its done records name, the records, its
+    parquet_info, report and note); files no adaptation wrote stay."""
+    records_dir = storage.join(dst, DONE_DIR)
+    names = []
+    if storage.exists(records_dir, so):
+        names = [u.rsplit("/", 1)[-1][: -len(".json")] for u in storage.list_files(records_dir, ".json", so)]
+    for name in [PARQUET_INFO, REPORT, *names]:
+        storage.remove(storage.join(dst, name), so)
+    storage.remove_tree(records_dir, so)
+    storage.remove(storage.join(dst, ADAPTATION), so)

@@ -21,8 +21,11 @@ import pyarrow.parquet as pq
 
 from ..conversion import convert
 from ..conversion.config import check_apart
-from ..conversion.dst import ForeignFilesError, foreign_names
+from ..conversion.dst import ForeignFilesError, foreign_names, held_conversion
 from ..conversion.executors import Executor, ProcessPoolExecutor, TaskError, make_executor
+from ..conversion.records import remove_previous
+from ..conversion.source import absolute
+from ..data.identity import Identity, check_unchanged, difference, file_identity
 from ..format.safe_yaml import brief
 from ..io import storage
 from ..io.progress import Progress
@@ -34,7 +37,10 @@ from .output import (
     ParquetOut,
     fingerprint,
     intact_record,
+    read_adaptation,
+    remove_adaptation,
     tidy_dst,
+    write_adaptation,
     write_parquet_info,
     write_record,
     write_report,
@@ -211,14 +217,31 @@ def _task_fingerprint(job: _Job, plan: Plan, task: OutputTask, media_dir: str | 
     )
 
 
-def _run_task(job: _Job, plan: Plan, task: OutputTask, task_fp: str) -> dict[str, Any]:
+def _held_in(f: SourceFile) -> tuple[str, ...]:
+    """The files on disk a source file's rows come from: itself, or the archive parts holding a metadata member."""
+    return f.meta.held_in if f.meta is not None else (f.url,)
+
+
+def _task_files(plan: Plan, task: OutputTask) -> list[str]:
+    """The files on disk (source files, archive parts) an output task reads its rows from."""
+    if task.source is not None:
+        used = [plan.files[task.source]]
+    else:
+        used = [plan.files[i] for i in sorted({unpack(loc)[0] for chain in task.chains for loc in chain})]
+    return list(dict.fromkeys(url for f in used for url in _held_in(f)))
+
+
+def _run_task(job: _Job, plan: Plan, task: OutputTask, task_fp: str, sources: dict[str, Identity]) -> dict[str, Any]:
     out = ParquetOut(storage.join(job.dst, task.name), job.schema, job.storage_options)
     try:
-        if task.source is not None:
-            filtered, drops = _adapt_file(job, plan.files[task.source], out)
-            rows_in = plan.files[task.source].num_rows
-        else:
-            filtered, drops, rows_in = 0, _adapt_chains(job, plan.files, task, out), sum(map(len, task.chains))
+        with job.builder.media.recording() as media:
+            if task.source is not None:
+                filtered, drops = _adapt_file(job, plan.files[task.source], out)
+                rows_in = plan.files[task.source].num_rows
+            else:
+                filtered, drops, rows_in = 0, _adapt_chains(job, plan.files, task, out), sum(map(len, task.chains))
+        for url, identity in sources.items():  # a source rewritten while it was read: this output is not made
+            check_unchanged(url, identity, job.storage_options)
         stats = out.finish()
     except BaseException:
         out.abort()
@@ -228,23 +251,96 @@ def _run_task(job: _Job, plan: Plan, task: OutputTask, task_fp: str) -> dict[str
     rows_used = rows_in - filtered - sum(d["rows"] for d in drops)
     record = {"fingerprint": task_fp, **stats, "rows_in": rows_in, "rows_used": rows_used, "filtered": filtered}
     record["drops"] = drops
+    record["sources"] = sources
+    record["media"] = dict(sorted(media.items()))
     write_record(job.dst, task.name, record, job.storage_options)
     return record
 
 
+class _Identities:
+    """The identity of files now (``None``: absent), each looked up once however many records name it."""
+
+    def __init__(self, so: storage.StorageOptions | None) -> None:
+        self.so = so
+        self.known: dict[str, Identity | None] = {}
+
+    def __call__(self, url: str) -> Identity | None:
+        if url not in self.known:
+            try:
+                self.known[url] = file_identity(url, self.so)
+            except (FileNotFoundError, NotADirectoryError):
+                self.known[url] = None
+        return self.known[url]
+
+
+def _changed(record: dict[str, Any], sources: dict[str, Identity], now: _Identities) -> str | None:
+    """What changed since ``record`` was made from its source files and media (``None``: nothing): the
+    record vouches for its output only while every file it read is as it was."""
+    held_sources, held_media = record.get("sources"), record.get("media")
+    if not isinstance(held_sources, dict) or not isinstance(held_media, dict):
+        return "its done record does not name the files it read (an older editstream made it)"
+    if set(held_sources) != set(sources):
+        return "it reads other source files now"
+    for url, identity in [*held_sources.items(), *held_media.items()]:
+        current = sources.get(url) if url in sources else now(url)
+        if current != identity:
+            how = "absent then" if identity is None else "gone" if current is None else difference(identity, current)
+            return f"{url} changed ({how})"
+    return None
+
+
 def _pending(job: _Job, plan: Plan, media_dir: str | None) -> tuple[dict[str, dict[str, Any]], list[OutputWork]]:
-    """The records of output files a run before finished (kept), and the tasks of the others."""
+    """The records of output files a run before finished whose source files and media are unchanged (kept),
+    and the tasks of the others (a changed file is named in a warning, as the shard conversion does)."""
     records: dict[str, dict[str, Any]] = {}
     works = []
     files_only = Plan(plan.files, [])  # what a task needs of the plan: small to hand to another process
+    now = _Identities(job.storage_options)
     for task in plan.tasks:
         task_fp = _task_fingerprint(job, plan, task, media_dir)
+        sources: dict[str, Identity] = {}
+        for url in _task_files(plan, task):
+            found = now(url)
+            if found is None:
+                raise FileNotFoundError(f"{url}: a source file of {task.name} is gone since it was listed")
+            sources[url] = found
         kept = intact_record(job.dst, task.name, task_fp, job.storage_options)
-        if kept is not None:
+        why = _changed(kept, sources, now) if kept is not None else None
+        if kept is not None and why is None:
             records[task.name] = kept
-        else:
-            works.append(OutputWork(task.name, _run_task, (job, files_only, task, task_fp)))
+            continue
+        if why is not None:
+            log.warning("%s since %s was adapted: adapting %s again", why, storage.join(job.dst, task.name), task.name)
+        works.append(OutputWork(task.name, _run_task, (job, files_only, task, task_fp, sources)))
     return records, works
+
+
+class AnotherConversionError(FileExistsError):
+    """DST holds another adaptation (of another source, or by another mapping) or a WebDataset conversion."""
+
+
+def _note(src: str, mapping: AdapterMapping) -> dict[str, Any]:
+    """What makes an adaptation itself: its source and its mapping (less the filter, which ``where`` replaces:
+    a re-run with another filter or layout is the same adaptation, its outputs replaced as ever)."""
+    data = {k: v for k, v in mapping.fingerprint_data().items() if k != "filter"}
+    return {"src": absolute(src).rstrip("/"), "adapter": mapping.name, "mapping": fingerprint(data)}
+
+
+def _other_than(dst: str, note: dict[str, Any], so: storage.StorageOptions | None) -> str | None:
+    """What ``dst`` holds when it is not the adaptation ``note`` names (``None``: nothing else)."""
+    held = read_adaptation(dst, so)
+    if held is not None and (held.get("src"), held.get("mapping")) != (note["src"], note["mapping"]):
+        mapping = "the same mapping" if held.get("mapping") == note["mapping"] else f"mapping {held.get('adapter')!r}"
+        return f"the adaptation of {held.get('src')} by {mapping}"
+    shards = held_conversion(dst, so)
+    return f"a WebDataset conversion of {shards}" if shards is not None else None
+
+
+def _refusal(where: str, other: str, src: str, mapping: AdapterMapping) -> AnotherConversionError:
+    return AnotherConversionError(
+        f"{where} holds {other}, not this adaptation of {absolute(src).rstrip('/')} by mapping {mapping.name!r}; "
+        "nothing was written: pass overwrite=True (--overwrite) to replace it, or give another DST"
+    )
 
 
 class NoChainsError(ValueError):
@@ -319,12 +415,15 @@ def adapt(
     engine: str = "auto",
     ray_address: str | None = None,
     executor: Executor | None = None,
+    overwrite: bool = False,
 ) -> dict[str, Any]:
     """Adapt the dataset at ``src`` with ``mapping`` (a built-in name, a file or a mapping) into ``dst``, with
     ``parquet_info.json`` and ``adapt_report.json``; returns the report's summary.
 
     ``where`` replaces the mapping's filter (``""``: none); ``split`` reads only ``{split}-*.parquet``. A re-run
     resumes. Output files run on ``executor`` (else ``engine`` / ``workers``) with the same bytes however they ran.
+    A DST holding another adaptation (another source or mapping) or shards is refused before anything is
+    written (:class:`AnotherConversionError`), unless ``overwrite`` (it is replaced).
     A :class:`NoChainsError` (after the report is written) when no chain was made.
     """
     if rows_per_group < 1 or chains_per_file < 1:
@@ -332,6 +431,14 @@ def adapt(
     t0 = time.perf_counter()
     check_apart({"SRC": src, "DST": dst})
     mapping = resolve_mapping(mapping)
+    note = _note(src, mapping)
+    other = _other_than(dst, note, storage_options)
+    if other is not None and not overwrite:
+        raise _refusal(f"DST {dst}", other, src, mapping)
+    if other is not None:
+        log.warning("overwrite: replacing %s in %s", other, dst)
+        remove_previous(dst, storage_options)  # shards (of a conversion into this DST), if any
+        remove_adaptation(dst, storage_options)
     where_filter = mapping.filter(where)
     plan, mounts = _plan(src, mapping, where_filter, split, chains_per_file, storage_options, dst)
     columns = mapping.read_columns(where_filter)
@@ -342,6 +449,8 @@ def adapt(
     job = _Job(dst, mapping, where_filter, schema, builder, columns, rows_per_group, storage_options)
     tidy_dst(dst, [t.name for t in plan.tasks], storage_options)
     storage.makedirs(dst, storage_options)
+    if read_adaptation(dst, storage_options) != note:
+        write_adaptation(dst, note, storage_options)
     records, works = _pending(job, plan, media_dir)
     resumed = len(records)
     with Progress(f"adapt {mapping.name}", len(plan.tasks), "files", enabled=progress) as bar:
@@ -382,11 +491,14 @@ def run_adapter(
     chains_per_file: int = DEFAULT_CHAINS_PER_FILE,
     storage_options: storage.StorageOptions | None = None,
     progress: bool = True,
+    overwrite: bool = False,
     **convert_options: Any,
 ) -> dict[str, Any]:
     """Adapt ``src`` with ``adapter`` into ``dst``: BAGEL parquet there (``to="parquet"``), or staged in
     ``staging`` and converted to shards there (``convert_options`` pass to ``editstream.convert``; the
-    parallel ones run the adaptation too). Returns ``{"adapt": summary, "convert": summary or None}``."""
+    parallel ones run the adaptation too). Returns ``{"adapt": summary, "convert": summary or None}``.
+
+    A DST (or staging) holding another conversion is refused before anything is written, unless ``overwrite``."""
     if to not in TARGETS:
         raise ValueError(f"to must be one of {TARGETS}, got {to!r}")
     parallel = {k: convert_options[k] for k in PARALLEL if k in convert_options}
@@ -397,11 +509,19 @@ def run_adapter(
     parquet_dst = dst if to == "parquet" else (staging or staging_dir(dst))
     check_apart({"SRC": src, "DST": dst} if to == "parquet" else {"SRC": src, "staging": parquet_dst, "DST": dst})
     foreign = foreign_names(dst, storage_options) if to == "webdataset" else []
-    if foreign and not convert_options.get("overwrite"):
+    if foreign and not overwrite:
         raise ForeignFilesError(dst, foreign)
+    if to == "webdataset" and not overwrite:  # both places checked before either is written
+        shards = held_conversion(dst, storage_options)
+        if shards is not None and shards.rstrip("/") != absolute(parquet_dst).rstrip("/"):
+            raise _refusal(f"DST {dst}", f"a WebDataset conversion of {shards}", src, mapping)
+        other = _other_than(parquet_dst, _note(src, mapping), storage_options)
+        if other is not None:
+            raise _refusal(f"DST {dst} (its staging {parquet_dst})", other, src, mapping)
     summary = adapt(
         src, parquet_dst, mapping, media_dir=media_dir, where=where, split=split, rows_per_group=rows_per_group,
-        chains_per_file=chains_per_file, storage_options=storage_options, progress=progress, **parallel,
+        chains_per_file=chains_per_file, storage_options=storage_options, progress=progress, overwrite=overwrite,
+        **parallel,
     )  # fmt: skip
     if to == "parquet":
         return {"adapt": summary, "convert": None}
@@ -412,6 +532,7 @@ def run_adapter(
         parquet_info=storage.join(parquet_dst, PARQUET_INFO),
         storage_options=storage_options,
         progress=progress,
+        overwrite=overwrite,
         **convert_options,
     )
     return {"adapt": summary, "convert": converted}

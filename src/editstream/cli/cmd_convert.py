@@ -148,8 +148,9 @@ ONLY_WITH_ADAPTER = ("target", "where", "split", "staging")
 NEVER_WITH_ADAPTER = ("schema", "parquet_info", "dry_run")
 """The adapter decides the kind and writes its own parquet_info; it has no dry run."""
 SHARD_OPTIONS = ("layout", "shard_size", "samples_per_shard", "overwrite", "drop_bad_rows", "digest", "break_lock")
-"""Options of the shard conversion: meaningless (so refused) with ``--to parquet``; ``--workers``,
-``--engine`` and ``--ray-address`` run the adaptation's output files too, so both targets take them."""
+"""Options of the shard conversion: meaningless (so refused) with ``--to parquet``, but ``--overwrite`` (it
+replaces another adaptation there); ``--workers``, ``--engine`` and ``--ray-address`` run the adaptation's
+output files too, so both targets take them."""
 
 
 def given(ctx: click.Context, names: Sequence[str]) -> list[str]:
@@ -183,7 +184,7 @@ def _check(ctx: click.Context, opts: dict[str, Any]) -> None:
             "the mapping decides the kind and the adapter writes parquet_info.json itself: leave them out",
         )
     if opts["target"] == "parquet":
-        shard_only = given(ctx, SHARD_OPTIONS) + given(ctx, ["staging"])
+        shard_only = given(ctx, [o for o in SHARD_OPTIONS if o != "overwrite"]) + given(ctx, ["staging"])
         if shard_only:
             raise UsageProblem(
                 f"{', '.join(shard_only)} appl{'ies' if len(shard_only) == 1 else 'y'} to --to webdataset only",
@@ -210,6 +211,7 @@ def _adapt(src: str, dst: str, mapping: Any, opts: dict[str, Any], kw: dict[str,
 
     progress = not (kw["no_progress"] or SETTINGS.quiet)
     common = dict(where=opts["where"], media_dir=kw["media_dir"], split=opts["split"], storage_options=so)
+    common["overwrite"] = kw["overwrite"]  # both targets: another adaptation (or conversion) in DST is replaced
     if opts["target"] == "webdataset":
         common.update({k: kw[k] for k in (*SHARD_OPTIONS, "workers", "engine", "ray_address")}, staging=opts["staging"])
     with running_executor(kw["engine"], kw["workers"], kw["ray_address"]) as runner:
@@ -336,7 +338,8 @@ def convert_from(
 @click.option(
     "--overwrite",
     is_flag=True,
-    help="Replace a finished conversion in DST; removes only editstream's own files (other files stay).",
+    help="Replace a finished conversion in DST (with --from/--mapping: another adaptation in DST or its "
+    "staging); removes only editstream's own files (other files stay).",
 )
 @click.option(
     "--drop-bad-rows",

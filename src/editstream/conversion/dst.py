@@ -62,6 +62,23 @@ def foreign_names(dst: str, so: dict[str, Any] | None) -> list[str]:
     return [n for n in _names(dst, so) if not is_own_name(n)]
 
 
+def held_conversion(dst: str, so: dict[str, Any] | None) -> str | None:
+    """The source of the WebDataset conversion ``dst`` holds, finished (its manifest) or not (its plan
+    note); ``None`` when it holds none."""
+    for url, key in (
+        (storage.join(dst, mf.MANIFEST_NAME), "source_root"),
+        (storage.join(dst, PROGRESS_DIR_NAME, PLAN_NOTE), "src"),
+    ):
+        try:
+            held = json.loads(storage.read_bytes(url, so))
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        except ValueError:
+            return f"an unreadable {url.rsplit('/', 1)[-1]}"
+        return str(held.get(key)) if isinstance(held, dict) else f"an unreadable {url.rsplit('/', 1)[-1]}"
+    return None
+
+
 def check_dst(cfg: ConvertConfig) -> None:
     """Refuse a DST holding files editstream did not write, unless ``overwrite`` (they are left alone)."""
     foreign = foreign_names(cfg.dst, cfg.storage_options)
