@@ -139,3 +139,63 @@ def test_editstreams_recipe_restores_through_the_dp_aware_checkpointer(tmp_path)
         assert type(recipe.checkpointer) is DPAwareCheckpointer
     finally:
         editstream.nemo.uninstall()
+
+
+def torchrun(mode: str, ranks: int, data, ckpt: Path, out: Path, elastic: bool = True):
+    import os
+    import socket
+    import subprocess
+    import sys
+
+    from helpers import ROOT
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    script = ROOT / "tests" / "fixtures" / "nemo_dp_restart_rank.py"
+    cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={ranks}", "--master_addr=127.0.0.1"]
+    cmd += [f"--master_port={port}", str(script), mode, str(data), str(ckpt), str(out), str(STEPS), str(int(elastic))]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT / "src")}
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=900, env=env)
+
+
+def rows_read(out: Path, mode: str):
+    import json
+
+    return collections.Counter(
+        tuple((name, tuple(idx)) for name, idx in batch)
+        for path in sorted(out.glob(f"{mode}-rank*.json"))
+        for batch in json.loads(path.read_text())
+    )
+
+
+@pytest.mark.torchrun
+@pytest.mark.slow
+def test_under_torchrun_two_ranks_saved_by_nemo_finish_the_epoch_on_one_and_on_three(data, epoch, tmp_path):
+    ckpt, first = tmp_path / "ckpt", tmp_path / "first"
+    first.mkdir()
+    proc = torchrun("save", 2, data, ckpt, first)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    consumed = rows_read(first, "save")
+    assert sum(consumed.values()) == 2 * STEPS
+    for ranks in (1, 3):
+        out = tmp_path / f"resume-{ranks}"
+        out.mkdir()
+        proc = torchrun("load", ranks, data, ckpt, out)
+        assert proc.returncode == 0, proc.stderr[-4000:]
+        assert consumed + rows_read(out, "load") == epoch, ranks
+        if ranks == 3:
+            assert "none for rank 2; it keeps its fresh seeding" in proc.stderr
+
+
+@pytest.mark.torchrun
+@pytest.mark.slow
+def test_under_torchrun_a_non_elastic_restart_on_one_rank_stops_before_reading(data, tmp_path):
+    ckpt, first, out = tmp_path / "ckpt", tmp_path / "first", tmp_path / "resume"
+    first.mkdir()
+    out.mkdir()
+    assert torchrun("save", 2, data, ckpt, first, elastic=False).returncode == 0
+    proc = torchrun("load", 1, data, ckpt, out, elastic=False)
+    assert proc.returncode != 0
+    assert "the loader states of 2 DP ranks, this run has 1, and the dataset is not elastic" in proc.stderr
+    assert not list(out.glob("load-rank*.json"))  # nothing read, so nothing trained twice or skipped
