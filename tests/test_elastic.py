@@ -14,6 +14,7 @@ import pytest
 
 import editstream
 from editstream import BagelDatasetConfig, merge_states
+from editstream.packing.checkpoint.streams import StateError
 from helpers import (
     BACKEND_PAIRS,
     SMALL_PACKING,
@@ -295,3 +296,48 @@ def test_an_untouched_state_still_resumes_after_the_checks(data):
     loader = build_loader(data, "parquet", 0, 1, 0, elastic_streams=1)
     whole = [rows_of(b) for b in loader]
     assert resume(data, saved_midway(data)) == whole[1:]
+
+
+# NeMo Automodel's proposed DP-aware protocol (PR #2730): every saved DP rank's state at once.
+
+
+def rank_states_of(states):
+    return dict(enumerate(states))
+
+
+@pytest.mark.parametrize("layout", [(1, 0), (3, 1)], ids=["shrink-to-1", "grow-to-3"])
+def test_every_dp_ranks_state_at_once_finishes_the_epoch_at_a_new_dp_size(data, reference, layout):
+    consumed, states = run_partly(data, "parquet", 2, 2, steps=2)
+    ranks, workers = layout
+    rest = collections.Counter()
+    for rank in range(ranks):
+        loader = build_loader(data, "parquet", rank, ranks, workers)
+        assert not loader.can_load_single_dp_rank_state(states[0], saved_dp_world_size=2)
+        loader.load_state_dict_from_dp_rank_states(rank_states_of(states))
+        rest.update(rows_of(b) for b in loader)
+    assert consumed + rest == reference[0]
+
+
+def test_at_an_unchanged_dp_size_each_rank_takes_its_own_state(data, reference):
+    consumed, states = run_partly(data, "parquet", 2, 2, steps=2)
+    rest = collections.Counter()
+    for rank in range(2):
+        loader = build_loader(data, "parquet", rank, 2, 2)
+        assert loader.can_load_single_dp_rank_state(states[rank], saved_dp_world_size=2)
+        loader.load_state_dict_from_dp_rank_states(rank_states_of(states))
+        rest.update(rows_of(b) for b in loader)
+    assert consumed + rest == reference[0]
+
+
+def test_a_non_elastic_loader_refuses_a_new_dp_size_naming_both_sizes(data):
+    states = []
+    for rank in range(2):
+        loader = build_loader(data, "parquet", rank, 2, 0, elastic=False)
+        next(iter(loader))
+        states.append(torch_roundtrip(loader.state_dict()))
+    loader = build_loader(data, "parquet", 0, 1, 0, elastic=False)
+    with pytest.raises(StateError, match=r"loader states of 2 DP ranks, this run has 1, .*`elastic: true`") as refused:
+        loader.load_state_dict_from_dp_rank_states(rank_states_of(states))
+    assert "\n" not in str(refused.value)
+    with pytest.raises(StateError, match=r"DP ranks \[0, 2\] but not of \[1\]"):
+        loader.load_state_dict_from_dp_rank_states({0: states[0], 2: states[1]})

@@ -9,6 +9,7 @@ from nemo_automodel.components.config._arg_parser import parse_args_and_load_con
 from nemo_automodel.recipes.multimodal.finetune import FinetuneRecipeForMultimodal as NemoFinetuneRecipe
 from nemo_automodel.recipes.multimodal.pretrain import PretrainRecipeForMultimodal as NemoPretrainRecipe
 
+from editstream.nemo.dp_checkpoint import make_dp_aware
 from editstream.nemo.hook import install  # absolute: NeMo's launcher runs this file as a script
 
 __all__ = ["FinetuneRecipeForMultimodal", "PretrainRecipeForMultimodal", "main"]
@@ -21,6 +22,10 @@ class FinetuneRecipeForMultimodal(NemoFinetuneRecipe):  # type: ignore[misc]
         install()
         super().__init__(cfg)
 
+    def load_checkpoint(self, restore_from: str | None = None) -> None:
+        make_dp_aware(self.checkpointer)  # restores at a new DP size too: docs/nemo.md
+        super().load_checkpoint(restore_from)
+
 
 class PretrainRecipeForMultimodal(NemoPretrainRecipe):  # type: ignore[misc]
     """NeMo's BAGEL pretraining recipe, reading its data through editstream (``install()`` on construction)."""
@@ -28,6 +33,10 @@ class PretrainRecipeForMultimodal(NemoPretrainRecipe):  # type: ignore[misc]
     def __init__(self, cfg: Any) -> None:
         install()
         super().__init__(cfg)
+
+    def load_checkpoint(self, restore_from: str | None = None) -> None:
+        make_dp_aware(self.checkpointer)  # restores at a new DP size too: docs/nemo.md
+        super().load_checkpoint(restore_from)
 
 
 def recipe_class(recipe: Any) -> type:

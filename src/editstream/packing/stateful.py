@@ -1,5 +1,6 @@
 """editstream's StatefulDataLoader: torchdata's, plus what elastic epochs need in the main process (workers
-iterate copies): the next epoch per new iteration, a ``merge_states`` result handed to the dataset."""
+iterate copies): the next epoch per new iteration, a ``merge_states`` result handed to the dataset, and every saved
+data-parallel rank's state taken at once (NeMo Automodel's proposed DP-aware protocol) to resume at a new DP size."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Any
 from .checkpoint.formats import MERGED_FORMAT
 from .checkpoint.merge import saved_progress
 from .checkpoint.streams import StateError
+from .dp_ranks import DPRankStates
 
 ITERATOR_FINISHED = "_iterator_finished"
 """torchdata's key for a loader state taken after its iteration ended (the next one starts afresh)."""
@@ -53,7 +55,7 @@ def stateful_loader_class() -> type[Any]:
             "BagelDataloaderConfig needs torchdata's StatefulDataLoader: pip install 'editstream[train]'"
         ) from exc
 
-    class EditstreamDataLoader(StatefulDataLoader):  # type: ignore[misc]
+    class EditstreamDataLoader(DPRankStates, StatefulDataLoader):  # type: ignore[misc]
         """torchdata's ``StatefulDataLoader``; with an elastic dataset, also epoch-aware and merge-aware."""
 
         _resume_next = True
