@@ -12,7 +12,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from ..data.media import ArchiveMedia, MediaMissing, MediaSource, archive_stem, open_media
+from ..data.media import ArchiveMedia, MediaMissing, MediaSource, MediaUnreadable, archive_stem, open_media
 from ..format.safe_yaml import brief
 from ..format.sft import MediaOutsideError
 from ..io import storage
@@ -51,7 +51,8 @@ def bad_cell(row: dict[str, Any]) -> BadValue | None:
 
 class MediaDir:
     """Reads the images a row names by path, only inside its media (``--media-dir`` and the mapping's
-    ``mounts``): a name outside them is refused, one absent is a ``media_missing`` drop."""
+    ``mounts``): a name outside them is refused, one absent is a ``media_missing`` drop, one that cannot be
+    served (above the size cap, encrypted, a FIFO) a ``media_unreadable`` drop naming where and why."""
 
     def __init__(
         self,
@@ -85,6 +86,8 @@ class MediaDir:
                 return source.read(clean[len(prefix) :])
             except MediaMissing:
                 continue
+            except MediaUnreadable as exc:  # too big, encrypted, not a regular file...: this row only
+                raise BadValue(f"{column}: media file {clean}: {exc}", "media_unreadable") from None
             except MediaOutsideError:
                 raise BadValue(f"{column}: image path {brief(path)} leads outside its media", "media_outside") from None
         looked = [_place(source) for prefix, source in self.mounts if clean.startswith(prefix)]
