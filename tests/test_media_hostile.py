@@ -202,7 +202,7 @@ def _split(whole: bytes, folder: Path, names: list[str]) -> None:
 def test_split_parts_numbered_any_way_read_in_their_natural_order(tmp_path, stem, suffixes):
     root = tmp_path / "ds"
     mapping = _dataset(root, f"{stem}.*", PAIRS)
-    whole = _tar(tmp_path / "whole", {**IMAGES, "pad.bin": os.urandom(40_000)}, "w:gz" if "GZ" in stem else "w")
+    whole = _tar(tmp_path / "whole", {"pad.bin": os.urandom(40_000), **IMAGES}, "w:gz" if "GZ" in stem else "w")
     _split(whole.read_bytes(), root, [stem + s for s in suffixes])
     done = adapt(str(root), str(tmp_path / "out"), mapping, progress=False)
     assert done["dropped"] == 0 and chains_of(tmp_path / "out") == EXPECTED
