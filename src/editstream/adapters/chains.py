@@ -14,7 +14,15 @@ from typing import Any
 import pyarrow as pa
 
 from ..data.identity import Identity, file_identity
-from ..data.media import ArchiveMedia, FolderMedia, MediaMissing, MediaSource, archive_stem, open_media
+from ..data.media import (
+    ArchiveMedia,
+    FolderMedia,
+    MediaMissing,
+    MediaSource,
+    MediaUnreadable,
+    archive_stem,
+    open_media,
+)
 from ..format.safe_yaml import brief
 from ..format.sft import MediaOutsideError, contained_media_path
 from ..io import storage
@@ -53,7 +61,8 @@ def bad_cell(row: dict[str, Any]) -> BadValue | None:
 
 class MediaDir:
     """Reads the images a row names by path, only inside its media (``--media-dir`` and the mapping's
-    ``mounts``): a name outside them is refused, one absent is a ``media_missing`` drop."""
+    ``mounts``): a name outside them is refused, one absent is a ``media_missing`` drop, one that cannot be
+    served (above the size cap, encrypted, a FIFO) a ``media_unreadable`` drop naming where and why."""
 
     def __init__(
         self,
@@ -120,6 +129,8 @@ class MediaDir:
                 return source.read(clean[len(prefix) :])
             except MediaMissing:
                 continue
+            except MediaUnreadable as exc:  # too big, encrypted, not a regular file...: this row only
+                raise BadValue(f"{column}: media file {clean}: {exc}", "media_unreadable") from None
             except MediaOutsideError:
                 raise BadValue(f"{column}: image path {brief(path)} leads outside its media", "media_outside") from None
         looked = [_place(source) for prefix, source in self.mounts if clean.startswith(prefix)]

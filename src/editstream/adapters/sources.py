@@ -24,7 +24,7 @@ from typing import IO, Any
 import pyarrow as pa
 
 from ..data.identity import file_identity
-from ..data.media import ArchiveMedia, MediaSource, archive_stem, is_split_part, open_media
+from ..data.media import ArchiveMedia, MediaSource, archive_stem, is_split_part, open_media, part_order
 from ..io import storage
 from .chains import BadValue
 from .mapping import AdapterMapping
@@ -86,7 +86,7 @@ def open_mounts(
         groups.setdefault(archive_stem(name) if is_split_part(name) else name, []).append(name)
     mounts: list[tuple[str, MediaSource, str]] = []
     for stem, parts in sorted(groups.items()):
-        urls = [storage.join(root, p) for p in sorted(parts)]
+        urls = [storage.join(root, p) for p in part_order(parts)]
         source = open_media(urls if len(urls) > 1 or is_split_part(parts[0]) else urls[0], so, index_dir=index_dir)
         folder = posixpath.dirname(stem) if isinstance(source, ArchiveMedia) else stem
         mounts.append((f"{folder}/" if folder else "", source, stem))
