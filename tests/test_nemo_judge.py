@@ -202,3 +202,42 @@ def test_every_editstream_state_loads_through_nemos_restricted_load_torch_ckpt(o
     resumed.load_state_dict(load_torch_ckpt(saved, weights_only=True))
     tail, _ = first(resumed, BATCHES - 3)
     assert_batches_equal(whole[3:], tail)
+
+
+FULL_BUFFERS = dict(expected_num_tokens=2048, max_num_tokens=2100, prefer_buffer_before=64, max_buffer_size=6)
+"""Knobs under which the packer's buffer holds several samples between batches (6 and 2 in the two workers
+after 3 batches) and gives one back at the start of every sequence, so its order decides the next batches."""
+
+
+def buffers(state: Any) -> list[int]:
+    """The buffer length of each worker in a NeMo (StatefulDataLoader) state."""
+    workers = state["_snapshot"]["_worker_snapshots"]
+    return [len(workers[w]["dataset_state"]["buffer"]) for w in sorted(workers)]
+
+
+@pytest.mark.parametrize("workers", [2])
+def test_a_nemo_state_saved_with_full_buffers_resumes_in_editstream_with_nemos_next_batches(out, tmp_path, workers):
+    """NeMo's own state, taken while its packers hold several buffered samples each (restored in order or the
+    batches differ), loads into editstream's loader and gives NeMo's next batches."""
+    path = nemo_yaml(out, tmp_path, workers, **FULL_BUFFERS)
+    nemos, _ = first(loader_from(path), BATCHES + 2)
+    nemo_loader = loader_from(path)
+    first(nemo_loader, 3)
+    state = nemo_loader.state_dict()
+    assert min(buffers(state)) >= 2, buffers(state)
+    ours = editstream_loader(path)
+    ours.load_state_dict(state)
+    tail, _ = first(ours, BATCHES - 1)
+    assert_batches_equal(nemos[3:], tail)
+
+
+@pytest.mark.parametrize("workers", [2])
+def test_an_editstream_state_with_full_buffers_resumes_as_nemos_uninterrupted_run(out, tmp_path, workers):
+    path = nemo_yaml(out, tmp_path, workers, **FULL_BUFFERS)
+    nemos, _ = first(loader_from(path), BATCHES + 2)
+    ours = editstream_loader(path)
+    first(ours, 3)
+    resumed = editstream_loader(path)
+    resumed.load_state_dict(ours.state_dict())
+    tail, _ = first(resumed, BATCHES - 1)
+    assert_batches_equal(nemos[3:], tail)
