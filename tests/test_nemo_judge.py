@@ -204,9 +204,10 @@ def test_every_editstream_state_loads_through_nemos_restricted_load_torch_ckpt(o
     assert_batches_equal(whole[3:], tail)
 
 
-FULL_BUFFERS = dict(expected_num_tokens=2048, max_num_tokens=2100, prefer_buffer_before=64, max_buffer_size=6)
-"""Knobs under which the packer's buffer holds several samples between batches (6 and 2 in the two workers
-after 3 batches) and gives one back at the start of every sequence, so its order decides the next batches."""
+FULL_BUFFERS = dict(expected_num_tokens=2048, max_num_tokens=2100, prefer_buffer_before=1200, max_buffer_size=6)
+"""Knobs under which the packer's buffer holds several samples between batches (3 and 2 in the two workers
+after 3 batches) and gives them back while a sequence is under 1200 tokens (above what the mandatory groups
+open it with), so the buffer's order decides the next batches: a buffer restored reversed fails both tests."""
 
 
 def buffers(state: Any) -> list[int]:
