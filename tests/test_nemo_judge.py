@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
 import yaml
 
 import editstream.nemo
@@ -165,3 +166,79 @@ def test_a_nemo_loader_state_resumes_in_editstream_with_nemos_next_batches(out, 
         ours.load_state_dict(state)
         tail, _ = first(ours, BATCHES - 3)
         assert_batches_equal(nemos[3:], tail)
+
+
+def only_group(path: Path, group: str) -> Path:
+    """The same YAML reading one group only (a vlm_sft-only run, say)."""
+    config = yaml.safe_load(path.read_text())
+    config["dataset"]["grouped_datasets"] = {group: config["dataset"]["grouped_datasets"][group]}
+    config["dataset"]["dataset_info"] = {group: config["dataset"]["dataset_info"][group]}
+    only = path.with_name(f"{path.stem}-{group}.yaml")
+    only.write_text(yaml.safe_dump(config))
+    return only
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+@pytest.mark.parametrize("flavour", ["mixed-groups", "elastic", "vlm_sft"])
+def test_every_editstream_state_loads_through_nemos_restricted_load_torch_ckpt(out, tmp_path, flavour, workers):
+    """NeMo's Checkpointer reads dataloader states with ``load_torch_ckpt`` (``weights_only`` restricted
+    unpickling): editstream's state of each loader flavour, saved mid-epoch, loads
+    there and resumes with the batches the uninterrupted run gives next."""
+    from nemo_automodel.components.checkpoint.checkpointing import load_torch_ckpt
+
+    path = shards_yaml(out, tmp_path, shard_only=False, workers=workers)
+    if flavour == "elastic":
+        config = yaml.safe_load(path.read_text())
+        config["dataset"]["elastic"] = True
+        path.write_text(yaml.safe_dump(config))
+    elif flavour == "vlm_sft":
+        path = only_group(path, "vlm_sft")
+    whole, _ = first(editstream_loader(path), BATCHES)
+    loader = editstream_loader(path)
+    first(loader, 3)
+    saved = tmp_path / "dataloader_dp_rank_0.pt"
+    torch.save(loader.state_dict(), saved)
+    resumed = editstream_loader(path)
+    resumed.load_state_dict(load_torch_ckpt(saved, weights_only=True))
+    tail, _ = first(resumed, BATCHES - 3)
+    assert_batches_equal(whole[3:], tail)
+
+
+FULL_BUFFERS = dict(expected_num_tokens=2048, max_num_tokens=2100, prefer_buffer_before=1200, max_buffer_size=6)
+"""Knobs under which the packer's buffer holds several samples between batches (3 and 2 in the two workers
+after 3 batches) and gives them back while a sequence is under 1200 tokens (above what the mandatory groups
+open it with), so the buffer's order decides the next batches: a buffer restored reversed fails both tests."""
+
+
+def buffers(state: Any) -> list[int]:
+    """The buffer length of each worker in a NeMo (StatefulDataLoader) state."""
+    workers = state["_snapshot"]["_worker_snapshots"]
+    return [len(workers[w]["dataset_state"]["buffer"]) for w in sorted(workers)]
+
+
+@pytest.mark.parametrize("workers", [2])
+def test_a_nemo_state_saved_with_full_buffers_resumes_in_editstream_with_nemos_next_batches(out, tmp_path, workers):
+    """NeMo's own state, taken while its packers hold several buffered samples each (restored in order or the
+    batches differ), loads into editstream's loader and gives NeMo's next batches."""
+    path = nemo_yaml(out, tmp_path, workers, **FULL_BUFFERS)
+    nemos, _ = first(loader_from(path), BATCHES + 2)
+    nemo_loader = loader_from(path)
+    first(nemo_loader, 3)
+    state = nemo_loader.state_dict()
+    assert min(buffers(state)) >= 2, buffers(state)
+    ours = editstream_loader(path)
+    ours.load_state_dict(state)
+    tail, _ = first(ours, BATCHES - 1)
+    assert_batches_equal(nemos[3:], tail)
+
+
+@pytest.mark.parametrize("workers", [2])
+def test_an_editstream_state_with_full_buffers_resumes_as_nemos_uninterrupted_run(out, tmp_path, workers):
+    path = nemo_yaml(out, tmp_path, workers, **FULL_BUFFERS)
+    nemos, _ = first(loader_from(path), BATCHES + 2)
+    ours = editstream_loader(path)
+    first(ours, 3)
+    resumed = editstream_loader(path)
+    resumed.load_state_dict(ours.state_dict())
+    tail, _ = first(resumed, BATCHES - 1)
+    assert_batches_equal(nemos[3:], tail)

@@ -21,7 +21,8 @@ import torch
 import yaml
 
 import editstream.nemo
-from editstream import BagelDataloaderConfig, BagelDatasetConfig, ByteTokenizer, PackedDataset
+from editstream import BagelDataloaderConfig, BagelDatasetConfig, ByteTokenizer
+from editstream.nemo.packing import PackedDataset as NemoTwinPackedDataset
 from helpers import ROOT, assert_batches_equal, load_example
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -315,7 +316,7 @@ def test_the_recipe_class_under_torchrun_reads_each_ranks_share_through_editstre
     for rank in range(2):
         report = torch.load(tmp_path / f"rank{rank}.pt", weights_only=False)
         assert report["recipe"] == "editstream.nemo.recipes.PretrainRecipeForMultimodal"
-        assert report["dataset"] == f"{PackedDataset.__module__}.{PackedDataset.__qualname__}"
+        assert report["dataset"] == f"{NemoTwinPackedDataset.__module__}.{NemoTwinPackedDataset.__qualname__}"
         assert_batches_equal(direct_batches(path, steps, rank=rank, world_size=2), report["batches"])
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import logging
 import random
 from collections.abc import Iterator
 from typing import Any
@@ -47,6 +48,17 @@ class DistributedIterableDataset(torch.utils.data.IterableDataset[dict[str, Any]
         self._data_paths: list[Unit] | None = None
         self._rank_slice: list[Unit] | None = None
         self.drops = DropLog(dataset_name=dataset_name)
+        self._drop_counters: dict[str, int] = {}
+
+    def _log_drop(self, reason: str, message: str, *args: Any, every: int = 100, exc_info: bool = False) -> None:
+        """NeMo's drop hook for subclasses: count ``reason`` and warn (through the subclass's module logger) on its
+        first three drops and then every ``every``-th, the message prefixed with the dataset, reason and count."""
+        count = self._drop_counters[reason] = self._drop_counters.get(reason, 0) + 1
+        if count > 3 and count % every:
+            return
+        prefix = "%s drop[%s]=%d: "
+        log = logging.getLogger(type(self).__module__)
+        log.warning(prefix + message, self.dataset_name, reason, count, *args, exc_info=exc_info)
 
     def set_data_status(self, data_status: DataStatus | None) -> None:
         """Where each worker resumes (a :data:`WorkerStatus` per worker id), or ``None``."""

@@ -59,9 +59,17 @@ def change_format(data: Any, num_images: int) -> list[dict[str, Any]]:
 
 
 def build_sample(
-    data: Any, images: list[Any] | None, transform: Any, stride: int, tokenizer: Any, image_dtype: str = "float32"
+    data: Any,
+    images: list[Any] | None,
+    transform: Any,
+    stride: int,
+    tokenizer: Any,
+    image_dtype: str = "float32",
+    *,
+    elements: Callable[[Any, int], list[dict[str, Any]]] = change_format,
 ) -> dict[str, Any] | None:
-    """The sample dict of a read row in the reference's key order, or ``None`` when it has no loss item."""
+    """The sample dict of a read row in the reference's key order, or ``None`` when it has no loss item
+    (``elements``: the row's text and image elements, a dataset's ``change_format`` hook)."""
     image_tensor_list: list[Any] = []
     normalizations: list[Any] = []
     text_ids_list: list[list[int]] = []
@@ -73,7 +81,7 @@ def build_sample(
         normalizations.append(norm)
         height, width = tensor.shape[1:]
         num_tokens += width * height // stride**2
-    for element in change_format(data, len(image_tensor_list)):
+    for element in elements(data, len(image_tensor_list)):
         if element["type"] == "text":
             ids = tokenizer.encode(element["text"])
             if len(ids) > 0:

@@ -1,5 +1,6 @@
 """Twin of NeMo's ``multimodal.transforms``: the image transform and its resize step, sized by ``target_size``
-without torchvision (Pillow's bicubic for a PIL image, torch's antialiased bicubic for a tensor)."""
+without torchvision; the interpolation may be torchvision's ``InterpolationMode`` (recognised by its value, so
+torchvision is never imported here), a Pillow resampling filter, or ``None`` for bicubic as in NeMo."""
 
 from __future__ import annotations
 
@@ -12,6 +13,35 @@ from ..loader.transforms import ImageTransform, target_size
 
 __all__ = ["ImageTransform", "MaxLongEdgeMinShortEdgeResize"]
 
+PIL_FILTERS = {
+    "nearest": Image.Resampling.NEAREST,
+    "bilinear": Image.Resampling.BILINEAR,
+    "bicubic": Image.Resampling.BICUBIC,
+    "box": Image.Resampling.BOX,
+    "hamming": Image.Resampling.HAMMING,
+    "lanczos": Image.Resampling.LANCZOS,
+}
+"""torchvision's interpolation names -> the Pillow filter torchvision resizes a PIL image with."""
+
+TENSOR_MODES = ("nearest", "nearest-exact", "bilinear", "bicubic")
+"""The interpolation names torchvision resizes a tensor with (``torch.nn.functional.interpolate``'s modes)."""
+
+
+def interpolation_name(interpolation: Any) -> str:
+    """torchvision's name for ``interpolation``: an ``InterpolationMode`` (its value), a Pillow filter, a name,
+    or ``None`` (bicubic); anything else is a ``ValueError`` naming it."""
+    if interpolation is None:
+        return "bicubic"
+    value = getattr(interpolation, "value", interpolation)
+    if isinstance(value, str) and (value in PIL_FILTERS or value in TENSOR_MODES):
+        return value
+    if isinstance(value, int) and not isinstance(value, bool):
+        for name, pil_filter in PIL_FILTERS.items():
+            if int(pil_filter) == value:
+                return name
+    known = sorted({*PIL_FILTERS, *TENSOR_MODES})
+    raise ValueError(f"MaxLongEdgeMinShortEdgeResize: interpolation {interpolation!r} is none of {known}")
+
 
 class MaxLongEdgeMinShortEdgeResize(torch.nn.Module):
     """Resize so the long edge fits ``max_size``, the short edge reaches ``min_size``, both are
@@ -23,7 +53,7 @@ class MaxLongEdgeMinShortEdgeResize(torch.nn.Module):
         min_size: int,
         stride: int,
         max_pixels: float,
-        interpolation: Image.Resampling = Image.Resampling.BICUBIC,
+        interpolation: Any = None,
         antialias: bool = True,
     ) -> None:
         super().__init__()
@@ -31,7 +61,8 @@ class MaxLongEdgeMinShortEdgeResize(torch.nn.Module):
         self.min_size = min_size
         self.stride = stride
         self.max_pixels = max_pixels
-        self.interpolation = interpolation
+        self.mode = interpolation_name(interpolation)
+        self.interpolation = Image.Resampling.BICUBIC if interpolation is None else interpolation
         self.antialias = antialias
 
     def size_for(self, width: int, height: int, img_num: int = 1) -> tuple[int, int]:
@@ -42,13 +73,25 @@ class MaxLongEdgeMinShortEdgeResize(torch.nn.Module):
     def forward(self, img: Any, img_num: int = 1) -> Any:
         """The resized image: a PIL image for a PIL image, a tensor (``...xHxW``) for a tensor."""
         if not isinstance(img, torch.Tensor):
+            if self.mode not in PIL_FILTERS:
+                raise ValueError(f"MaxLongEdgeMinShortEdgeResize: {self.mode!r} cannot resize a PIL image")
             source_width, source_height = img.size
-            return img.resize(self.size_for(source_width, source_height, img_num), self.interpolation)
+            return img.resize(self.size_for(source_width, source_height, img_num), PIL_FILTERS[self.mode])
+        if self.mode not in TENSOR_MODES:
+            raise ValueError(f"MaxLongEdgeMinShortEdgeResize: {self.mode!r} cannot resize a tensor")
         width, height = self.size_for(int(img.shape[-1]), int(img.shape[-2]), img_num=img_num)
         batch = img.reshape(-1, *img.shape[-3:]) if img.dim() >= 3 else img[None, None]
+        smooth = self.mode in ("bilinear", "bicubic")
+        work = batch if batch.dtype in (torch.float32, torch.float64) else batch.float()
         resized = torch.nn.functional.interpolate(
-            batch.float(), size=(height, width), mode="bicubic", align_corners=False, antialias=self.antialias
+            work,
+            size=(height, width),
+            mode=self.mode,
+            align_corners=False if smooth else None,
+            antialias=self.antialias and smooth,
         )
-        if img.dtype == torch.uint8:
-            resized = resized.round().clamp(0, 255).to(torch.uint8)
-        return resized.reshape(*img.shape[:-2], height, width)
+        if not img.is_floating_point():
+            if self.mode == "bicubic":
+                resized = resized.clamp(0, 255) if img.dtype == torch.uint8 else resized
+            resized = resized.round()
+        return resized.to(img.dtype).reshape(*img.shape[:-2], height, width)

@@ -35,9 +35,11 @@ BAGEL_TOKENS = {
 """The packer's special-token keys and the Qwen2 tokens BAGEL uses for them."""
 
 
-def split_integer_exp_decay(total: int, ng_sample_decay: float = 1.0) -> tuple[list[int], list[int]]:
-    """Split ``total`` into random positive parts, ``(parts, cumulative bounds)``: as many as a uniform draw (or,
-    with ``ng_sample_decay`` < 1, a geometrically decaying one) says, from the global ``random`` in NeMo's order."""
+def split_integer_exp_decay(S: int, ng_sample_decay: float = 1.0) -> tuple[list[int], list[int]]:
+    """Split ``S`` into random positive parts, ``(parts, cumulative bounds)``: as many as a uniform draw (or,
+    with ``ng_sample_decay`` < 1, a geometrically decaying one) says, from the global ``random`` in NeMo's order
+    (``S``: NeMo's keyword name)."""
+    total = S
     if ng_sample_decay == 1.0:
         parts = random.randint(1, total)
     else:

@@ -22,7 +22,7 @@ from ...io.storage import StorageOptions
 from ...loader.distributed import DataStatus, WorkerStatus
 from ...loader.iteration import DropRow, SourceIterableDataset
 from ...loader.pixels import check_fast_decode, check_image_dtype, load_image
-from ...loader.sft_sample import build_sample, read_row
+from ...loader.sft_sample import build_sample, change_format, read_row
 
 
 def _as_list(value: Any) -> list[Any]:
@@ -162,10 +162,15 @@ class SftJSONLIterableDataset(SourceIterableDataset):
             raise DropRow("media_outside") from exc
         except Exception as exc:
             raise DropRow("jsonl_parse") from exc
-        sample = build_sample(data, images, self.transform, self.transform.stride, self.tokenizer, self.image_dtype)
+        stride, dtype = self.transform.stride, self.image_dtype
+        sample = build_sample(data, images, self.transform, stride, self.tokenizer, dtype, elements=self.change_format)
         if sample is None:
             raise DropRow("no_loss_labels")
         return sample
+
+    def change_format(self, data: Any, num_images: int) -> list[dict[str, Any]]:
+        """A line's conversation as text and image elements (NeMo's hook: a subclass may override it)."""
+        return change_format(data, num_images)
 
     def _decode_image(self, data: bytes, img_num: int) -> Any:
         """One image of a row: exactly as the reference, or reduced with ``fast_decode``."""
