@@ -3,6 +3,13 @@
 
 from __future__ import annotations
 
+import os
+import sys
+
+if __name__ == "__main__":  # run as a file: its directory (editstream/nemo/) must not shadow `datasets`, `utils`, ...
+    _own = os.path.realpath(os.path.dirname(os.path.abspath(__file__)))
+    sys.path[:] = [entry for entry in sys.path if os.path.realpath(entry or os.curdir) != _own]
+
 from typing import Any
 
 from nemo_automodel.components.config._arg_parser import parse_args_and_load_config
@@ -54,4 +61,6 @@ def main(config_path: str | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from editstream.nemo.recipes import main as run_as_module  # the importable classes, not __main__'s twins
+
+    run_as_module()
