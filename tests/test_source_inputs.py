@@ -1,0 +1,77 @@
+"""How sources are named and located: one source given twice is refused, a Hub cache with several snapshots
+and no ``refs/main`` is refused with its snapshots listed, a metadata file that cannot be parsed is a located
+drop, and a Hub download converted without ``--from`` names the adapter whose columns it has."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from editstream import ByteTokenizer, ImageTransform, SftJSONLIterableDataset, T2IIterableDataset
+from editstream.adapters import resolve_mapping
+from editstream.adapters.inplace import InPlace
+from editstream.testing.synth import write_synthetic_dataset
+from editstream.testing.synth_vlm import write_synthetic_vlm_dataset
+from helpers import VAE, error_lines, run_cli
+
+
+# --------------------------------------------------------------------------- one source given twice
+@pytest.fixture(scope="module")
+def t2i(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("twice") / "A"
+    write_synthetic_dataset(str(root), schema="t2i_pretrain", num_files=2, row_groups_per_file=1, rows_per_group=3)
+    return root
+
+
+@pytest.mark.parametrize("again", ["A", "./A/", "ABS", "A//"])
+def test_stream_refuses_one_source_given_twice_under_any_spelling(t2i: Path, again: str) -> None:
+    second = str(t2i) if again == "ABS" else again
+    done = run_cli("stream", "A", second, "--samples", "2", cwd=t2i.parent)
+    assert done.returncode == 2, done.stderr
+    message = " ".join(error_lines(done))
+    assert f"names {t2i} twice" in message and "streamed twice" in message
+
+
+def test_stream_of_two_sources_still_reads_both(t2i: Path, tmp_path: Path) -> None:
+    other = tmp_path / "B"
+    write_synthetic_dataset(str(other), schema="t2i_pretrain", num_files=1, row_groups_per_file=1, rows_per_group=3)
+    done = run_cli("stream", str(t2i), str(other), "--samples", "2")
+    assert done.returncode == 0, done.stderr
+    assert '"units": 3' in done.stdout
+
+
+def test_a_dataset_refuses_a_data_dir_listed_twice(t2i: Path) -> None:
+    for second in (str(t2i) + "/", os.path.relpath(t2i)):
+        with pytest.raises(ValueError, match=f"dataset 't2i_pretrain': data_dir_list names {t2i} twice"):
+            T2IIterableDataset(
+                "t2i_pretrain", ImageTransform(**VAE), ByteTokenizer(), [str(t2i), second], [2, 2], num_workers=0
+            )
+
+
+def test_a_jsonl_dataset_refuses_a_jsonl_with_its_media_listed_twice(tmp_path: Path) -> None:
+    write_synthetic_vlm_dataset(str(tmp_path / "vlm"), num_lines=4, bad_rows=False)
+    jsonl, media = str(tmp_path / "vlm" / "data.jsonl"), str(tmp_path / "vlm" / "media")
+
+    def dataset(jsonls: list[str], dirs: list[str]) -> SftJSONLIterableDataset:
+        transform = ImageTransform(**VAE)
+        return SftJSONLIterableDataset(
+            "vlm", transform, ByteTokenizer(), None, jsonls, dirs, [4] * len(jsonls), num_workers=0
+        )
+
+    with pytest.raises(ValueError, match="names .*data.jsonl .*media twice"):
+        dataset([jsonl, jsonl], [media, media + "/"])
+    assert dataset([jsonl, jsonl], [media, str(tmp_path / "vlm")])  # one JSONL, media found in two places
+
+
+def test_spellings_of_one_place_agree_and_other_places_or_adapters_do_not() -> None:
+    from editstream.data.units import repeated_sources
+
+    assert repeated_sources(["s3://b/p", "s3://b/p/"]) == [("s3://b/p", "s3://b/p/")]
+    assert repeated_sources(["s3://b/p", "s3a://b/p"]) == [("s3://b/p", "s3a://b/p")]
+    assert repeated_sources(["s3://b/p", "s3://b/q", "s3://c/p"]) == []
+    forward, inverse = resolve_mapping("hqedit"), resolve_mapping("hqedit-inverse")
+    once = [InPlace("/d/hq", forward), InPlace("/d/hq", inverse), InPlace("/d/hq", forward, where="1 == 1")]
+    assert repeated_sources(once) == []  # the same files read as other chains: not a repeat
+    assert len(repeated_sources([InPlace("/d/hq", forward), InPlace("/d/hq/", forward)])) == 1
