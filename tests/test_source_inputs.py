@@ -4,6 +4,7 @@ drop, and a Hub download converted without ``--from`` names the adapter whose co
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -15,6 +16,8 @@ from editstream.adapters.inplace import InPlace
 from editstream.testing.synth import write_synthetic_dataset
 from editstream.testing.synth_vlm import write_synthetic_vlm_dataset
 from helpers import VAE, error_lines, run_cli
+from hub_shapes import png
+from test_adapters_cli import chains_in
 
 
 # --------------------------------------------------------------------------- one source given twice
@@ -75,3 +78,53 @@ def test_spellings_of_one_place_agree_and_other_places_or_adapters_do_not() -> N
     once = [InPlace("/d/hq", forward), InPlace("/d/hq", inverse), InPlace("/d/hq", forward, where="1 == 1")]
     assert repeated_sources(once) == []  # the same files read as other chains: not a repeat
     assert len(repeated_sources([InPlace("/d/hq", forward), InPlace("/d/hq/", forward)])) == 1
+
+
+# --------------------------------------------------------------------------- metadata that cannot be parsed
+DEEP = 100_000
+MAPPING = """name: folder-edits
+metadata: ["meta/*.json*"]
+media: ["images"]
+images: [input, output]
+instructions:
+  - column: instruction
+    format: string
+"""
+
+
+def metadata_with_bad_files(root: Path) -> None:
+    """Four metadata files over one image folder: a good JSON list (3 edits), a JSON list nested ``DEEP`` deep,
+    a JSON list that is not UTF-8, and a JSONL (4 lines) whose second line is nested ``DEEP`` deep and whose
+    third is not UTF-8."""
+    (root / "images").mkdir(parents=True)
+    (root / "meta").mkdir()
+
+    def entry(k: int) -> str:
+        (root / "images" / f"{k}a.png").write_bytes(png(k))
+        (root / "images" / f"{k}b.png").write_bytes(png(100 + k))
+        return json.dumps({"input": f"images/{k}a.png", "output": f"images/{k}b.png", "instruction": f"edit {k}"})
+
+    (root / "meta" / "a.json").write_text(f"[{', '.join(entry(k) for k in range(3))}]")
+    (root / "meta" / "b.json").write_text("[" * DEEP + "]" * DEEP)
+    (root / "meta" / "c.json").write_bytes(f"[{entry(3)}]".replace("edit", "\udcff").encode(errors="surrogateescape"))
+    lines = [entry(k).encode() for k in range(4, 8)]
+    lines[1] = b'{"input": ' + b"[" * DEEP + b"]" * DEEP + b"}"
+    lines[2] = lines[2].replace(b"edit", b"\xff\xfe")
+    (root / "meta" / "d.jsonl").write_bytes(b"\n".join(lines) + b"\n")
+
+
+def test_metadata_nested_too_deep_or_not_utf8_is_a_located_drop_and_the_rest_converts(tmp_path: Path) -> None:
+    metadata_with_bad_files(tmp_path / "ds")
+    (tmp_path / "m.yaml").write_text(MAPPING)
+    dst = tmp_path / "out"
+    done = run_cli("convert", str(tmp_path / "ds"), str(dst), "--mapping", str(tmp_path / "m.yaml"), "--to", "parquet")
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout)["adapt"]
+    assert (summary["chains_out"], summary["dropped_by_code"]) == (5, {"bad_json": 4})
+    report = json.loads((dst / "adapt_report.json").read_text())
+    located = {(d["file"], d["row"]): d["reason"] for d in report["drops"]}
+    assert sorted(located) == [("meta/b.json", 0), ("meta/c.json", 0), ("meta/d.jsonl", 1), ("meta/d.jsonl", 2)]
+    assert "nested deeper" in located[("meta/b.json", 0)] and "utf-8" in located[("meta/c.json", 0)]
+    assert "line 2" in located[("meta/d.jsonl", 1)] and "nested deeper" in located[("meta/d.jsonl", 1)]
+    assert "line 3" in located[("meta/d.jsonl", 2)] and "utf-8" in located[("meta/d.jsonl", 2)]
+    assert sorted(texts[0][0] for _, texts in chains_in(dst)) == ["edit 0", "edit 1", "edit 2", "edit 4", "edit 7"]
