@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -16,7 +18,8 @@ from editstream.adapters.inplace import InPlace
 from editstream.testing.synth import write_synthetic_dataset
 from editstream.testing.synth_vlm import write_synthetic_vlm_dataset
 from helpers import VAE, error_lines, run_cli
-from hub_shapes import png
+from hub_shapes import magicbrush, png
+from published_layouts import as_hub_cache, x2i
 from test_adapters_cli import chains_in
 
 
@@ -78,6 +81,47 @@ def test_spellings_of_one_place_agree_and_other_places_or_adapters_do_not() -> N
     once = [InPlace("/d/hq", forward), InPlace("/d/hq", inverse), InPlace("/d/hq", forward, where="1 == 1")]
     assert repeated_sources(once) == []  # the same files read as other chains: not a repeat
     assert len(repeated_sources([InPlace("/d/hq", forward), InPlace("/d/hq/", forward)])) == 1
+
+
+# --------------------------------------------------------------------------- a Hub cache's snapshots
+def two_snapshots(cache: Path) -> tuple[str, str]:
+    """A second snapshot beside the cache folder's one (its files linked as the Hub does), ``refs/main`` gone."""
+    (cache / "refs" / "main").unlink(missing_ok=True)
+    (first,) = sorted(p.name for p in (cache / "snapshots").iterdir())
+    shutil.copytree(cache / "snapshots" / first, cache / "snapshots" / "0aa1bb2", symlinks=True)
+    return first, "0aa1bb2"
+
+
+def test_a_hub_cache_with_two_snapshots_and_no_refs_main_is_refused_listing_them(tmp_path: Path) -> None:
+    data, expected = magicbrush(tmp_path / "datasets--osunlp--MagicBrush")
+    cache = data.parent.parent.parent
+    first, second = two_snapshots(cache)
+    dst = tmp_path / "out"
+    refused = run_cli("convert", str(cache), str(dst), "--from", "magicbrush", "--to", "parquet")
+    assert refused.returncode == 2, refused.stderr
+    message = " ".join(error_lines(refused))
+    assert "2 snapshots" in message and first in message and second in message and "refs/main" in message
+    assert f"pass the snapshot folder itself, e.g. {cache / 'snapshots' / second}" in message
+    assert not dst.exists()  # refused before anything is written
+    streamed = run_cli("stream", str(cache), "--from", "magicbrush", "--samples", "2")
+    assert streamed.returncode == 2 and "2 snapshots" in streamed.stderr
+    chosen = run_cli("convert", str(cache / "snapshots" / first), str(dst), "--from", "magicbrush", "--to", "parquet")
+    assert chosen.returncode == 0, chosen.stderr
+    assert chains_in(dst) == Counter(expected)
+    (cache / "refs").mkdir(exist_ok=True)
+    (cache / "refs" / "main").write_text(first)  # refs/main names the one: read as before
+    named = run_cli("convert", str(cache), str(tmp_path / "out2"), "--from", "magicbrush", "--to", "parquet")
+    assert named.returncode == 0, named.stderr
+    assert f"reading {cache / 'snapshots' / first / 'data'}" in named.stderr
+
+
+def test_a_metadata_hub_cache_with_two_snapshots_is_refused_too(tmp_path: Path) -> None:
+    root, _ = x2i(tmp_path / "x2i")
+    cache = as_hub_cache(root, tmp_path / "datasets--yzwang--X2I-mm-instruction")
+    first, second = two_snapshots(cache)
+    refused = run_cli("convert", str(cache), str(tmp_path / "out"), "--from", "x2i", "--to", "parquet")
+    assert refused.returncode == 2, refused.stderr
+    assert f"2 snapshots ({second}, {first})" in " ".join(error_lines(refused))
 
 
 # --------------------------------------------------------------------------- metadata that cannot be parsed

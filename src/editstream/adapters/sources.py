@@ -296,8 +296,13 @@ def _counted(f: MetadataFile, so: storage.StorageOptions | None) -> tuple[int, p
     return n, pa.schema(fields), tuple(marks)
 
 
+class SeveralSnapshotsError(ValueError):
+    """A Hub cache folder holds several snapshots and no ``refs/main`` says which one is the dataset."""
+
+
 def snapshot_roots(src: str, so: storage.StorageOptions | None) -> list[str]:
-    """A Hub cache folder's ``snapshots/<rev>``: the revision ``refs/main`` names, else every one."""
+    """A Hub cache folder's ``snapshots/<rev>``: the revision ``refs/main`` names, else its only one; several
+    and no ``refs/main`` are refused, listed (reading one of them silently could be the wrong revision)."""
     with contextlib.suppress(FileNotFoundError, NotADirectoryError, UnicodeDecodeError):
         rev = storage.read_bytes(storage.join(src, "refs", "main"), so).decode().strip()
         return [storage.join(src, "snapshots", rev)]
@@ -305,6 +310,12 @@ def snapshot_roots(src: str, so: storage.StorageOptions | None) -> list[str]:
         revs = sorted(storage.list_names(storage.join(src, "snapshots"), so))
     except (FileNotFoundError, NotADirectoryError):
         return []
+    if len(revs) > 1:
+        first = storage.join(src, "snapshots", revs[0])
+        raise SeveralSnapshotsError(
+            f"{src} is a Hub cache folder with {len(revs)} snapshots ({', '.join(revs)}) and no refs/main naming "
+            f"the one to read; pass the snapshot folder itself, e.g. {first}"
+        )
     return [storage.join(src, "snapshots", rev) for rev in revs]
 
 
