@@ -110,10 +110,11 @@ def find_parquet_root(src: str, split: str | None, storage_options: storage.Stor
     if _parquet_in(src, split, storage_options):
         return src
     data = storage.join(src, "data")
+    if _parquet_in(data, split, storage_options):
+        log.warning("%s holds no parquet files itself; reading %s", src, data)
+        return data
     snapshots = [storage.join(root, "data") for root in snapshot_roots(src, storage_options)]
-    found = [c for c in (data, *snapshots) if _parquet_in(c, split, storage_options)]
-    if len(found) > 1 and found[0] != data:
-        raise FileNotFoundError(f"{src} holds several snapshots with parquet files ({', '.join(found)}); pass one")
+    found = [c for c in snapshots if _parquet_in(c, split, storage_options)]
     if found:
         log.warning("%s holds no parquet files itself; reading %s", src, found[0])
         return found[0]

@@ -17,6 +17,7 @@ import itertools
 import json
 import logging
 import posixpath
+import sys
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import IO, Any
@@ -154,13 +155,18 @@ def _row(item: Any, columns: Sequence[str], paths: Sequence[str], base: str) -> 
     return row
 
 
+_TOO_DEEP = f"nested deeper than Python's parser goes (recursion limit {sys.getrecursionlimit()})"
+
+
 @functools.lru_cache(maxsize=1)
 def _parsed(f: MetadataFile, so_key: str) -> list[Any] | BadValue:
     """A JSON file's entries (the last one read is kept, so counting and reading parse it once)."""
     try:
         entries = json.loads(f.data(json.loads(so_key)))
-    except ValueError as exc:
+    except ValueError as exc:  # not JSON, or not UTF-8 (a UnicodeDecodeError)
         return BadValue(f"{f.name} is not valid JSON: {exc}", "bad_json")
+    except RecursionError:
+        return BadValue(f"{f.name} is not readable JSON: {_TOO_DEEP}", "bad_json")
     if not isinstance(entries, list):
         return BadValue(f"{f.name} holds a JSON {type(entries).__name__}, not a list of objects", "bad_json")
     return entries
@@ -186,6 +192,8 @@ def _entry(f: MetadataFile, k: int, line: bytes) -> Any:
         return json.loads(line)
     except ValueError as exc:
         return BadValue(f"{f.name} line {k + 1} is not valid JSON: {exc}", "bad_json")
+    except RecursionError:
+        return BadValue(f"{f.name} line {k + 1} is not readable JSON: {_TOO_DEEP}", "bad_json")
 
 
 def entries(f: MetadataFile, so: storage.StorageOptions | None) -> Iterator[Any]:
@@ -288,8 +296,13 @@ def _counted(f: MetadataFile, so: storage.StorageOptions | None) -> tuple[int, p
     return n, pa.schema(fields), tuple(marks)
 
 
+class SeveralSnapshotsError(ValueError):
+    """A Hub cache folder holds several snapshots and no ``refs/main`` says which one is the dataset."""
+
+
 def snapshot_roots(src: str, so: storage.StorageOptions | None) -> list[str]:
-    """A Hub cache folder's ``snapshots/<rev>``: the revision ``refs/main`` names, else every one."""
+    """A Hub cache folder's ``snapshots/<rev>``: the revision ``refs/main`` names, else its only one; several
+    and no ``refs/main`` are refused, listed (reading one of them silently could be the wrong revision)."""
     with contextlib.suppress(FileNotFoundError, NotADirectoryError, UnicodeDecodeError):
         rev = storage.read_bytes(storage.join(src, "refs", "main"), so).decode().strip()
         return [storage.join(src, "snapshots", rev)]
@@ -297,6 +310,12 @@ def snapshot_roots(src: str, so: storage.StorageOptions | None) -> list[str]:
         revs = sorted(storage.list_names(storage.join(src, "snapshots"), so))
     except (FileNotFoundError, NotADirectoryError):
         return []
+    if len(revs) > 1:
+        first = storage.join(src, "snapshots", revs[0])
+        raise SeveralSnapshotsError(
+            f"{src} is a Hub cache folder with {len(revs)} snapshots ({', '.join(revs)}) and no refs/main naming "
+            f"the one to read; pass the snapshot folder itself, e.g. {first}"
+        )
     return [storage.join(src, "snapshots", rev) for rev in revs]
 
 

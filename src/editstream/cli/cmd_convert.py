@@ -230,6 +230,7 @@ def convert_from(
     check_bucket(src, so)
     check_bucket(dst, so)
     from ..adapters import FilterError, MappingError, NoChainsError
+    from ..adapters.sources import SeveralSnapshotsError
     from ..conversion.config import PlacesOverlapError
     from ..conversion.dst import ForeignFilesError
 
@@ -237,7 +238,7 @@ def convert_from(
         result = _adapt(src, dst, mapping, opts, kw, so)
     except ForeignFilesError as exc:  # a FileExistsError of the shard DST: named like the plain convert's
         raise foreign_files_problem(dst, exc.names) from None
-    except (MappingError, FilterError, FileExistsError, PlacesOverlapError) as exc:
+    except (MappingError, FilterError, FileExistsError, PlacesOverlapError, SeveralSnapshotsError) as exc:
         raise UsageProblem(_one_line(exc)) from None
     except NoChainsError as exc:
         raise DataProblem(_one_line(exc)) from None

@@ -99,6 +99,21 @@ def _dataset(found: list[DataHandle], workers: int, kw: dict[str, Any]) -> Any:
     return cls(**args)
 
 
+def refuse_repeated_data(data: tuple[str, ...]) -> None:
+    """One source given twice (``A A``, ``A ./A/``, ``s3://b/p s3://b/p/``) would stream its rows twice: a
+    usage error naming it."""
+    from ..data.units import repeated_sources, source_key
+
+    repeats = repeated_sources(data)
+    if repeats:
+        first, again = repeats[0]
+        spelled = f" (as {first} and {again})" if first != again else ""
+        raise UsageProblem(
+            f"DATA names {source_key(first)} twice{spelled}: its rows would be streamed twice",
+            "give each source once (--num-used repeats a source's files)",
+        )
+
+
 def _open_all(data: tuple[str, ...], schema: str | None, so: Any, kw: dict[str, Any]) -> list[DataHandle]:
     """The DATA arguments opened, or read in place through ``--from`` / ``--mapping`` and listed now, so a
     bad mapping or folder fails before torch loads."""
@@ -106,6 +121,7 @@ def _open_all(data: tuple[str, ...], schema: str | None, so: Any, kw: dict[str, 
     from ..adapters.inplace import in_place_entry
     from ..data.open import open_data
 
+    refuse_repeated_data(data)
     adapter, mapping, where, split = (kw.pop(k) for k in ("adapter", "mapping_file", "where", "split"))
     if adapter is None and mapping is None:
         if where is not None or split is not None:

@@ -3,9 +3,12 @@ both backends choose the same files in the same order."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, NamedTuple
+
+from ..io import storage
 
 logger = logging.getLogger("editstream")
 
@@ -171,12 +174,60 @@ def warn_unread(dataset_name: str, where: str, num_used: int, available: int, wh
         )
 
 
+def source_key(entry: Any) -> Any:
+    """What every spelling of one ``data_dir_list`` entry shares (``A``, ``./A/`` and its absolute path; an
+    S3 prefix with or without its slash); an entry read through an adapter keeps its mapping and options."""
+    if isinstance(entry, str):
+        return storage.canonical(entry)
+    if isinstance(entry, tuple):  # a JSONL and its media directory
+        return tuple(source_key(part) for part in entry)
+    data_dir = getattr(entry, "data_dir", None)
+    if dataclasses.is_dataclass(entry) and not isinstance(entry, type) and isinstance(data_dir, str):
+        return dataclasses.replace(entry, data_dir=storage.canonical(data_dir))
+    return entry
+
+
+def repeated_sources(entries: Sequence[Any]) -> list[tuple[Any, Any]]:
+    """``(first, again)`` for every entry that names the same source as an earlier one."""
+    seen: dict[Any, Any] = {}
+    repeats = []
+    for entry in entries:
+        key = source_key(entry)
+        try:
+            if key in seen:
+                repeats.append((seen[key], entry))
+            else:
+                seen[key] = entry
+        except TypeError:  # an unhashable entry of a plugin layout: not compared
+            continue
+    return repeats
+
+
+def _shown(entry: Any) -> str:
+    return " + ".join(map(str, entry)) if isinstance(entry, tuple) else str(entry)
+
+
+def refuse_repeated_sources(dataset_name: str, entries: Sequence[Any], what: str = "data_dir_list") -> None:
+    """Two entries naming one source would read its rows twice without a word: an error naming it."""
+    repeats = repeated_sources(entries)
+    if repeats:
+        first, again = (_shown(entry) for entry in repeats[0])
+        spelled = f" (as {first!r} and {again!r})" if first != again else ""
+        raise ValueError(
+            f"dataset {dataset_name!r}: {what} names {_shown(source_key(repeats[0][0]))} twice{spelled}, so its "
+            "rows would be "
+            "read twice; give each source once (num_used_data repeats a source's files, a mixture's weights "
+            "repeat a group)"
+        )
+
+
 def counted(dataset_name: str, data_dir_list: Sequence[Any], num_used_data: Sequence[int]) -> list[tuple[Any, int]]:
-    """Each data directory with its ``num_used_data`` entry; other than one count per directory is an error
-    naming the dataset and both lengths."""
+    """Each data directory with its ``num_used_data`` entry; other than one count per directory, or one
+    source named twice, is an error naming the dataset and the numbers or the source."""
     if len(data_dir_list) != len(num_used_data):
         raise ValueError(
             f"dataset {dataset_name!r}: {len(data_dir_list)} data directories but "
             f"{len(num_used_data)} num_used_data entries; give one count per directory"
         )
+    refuse_repeated_sources(dataset_name, data_dir_list)
     return [(entry, int(num_used)) for entry, num_used in zip(data_dir_list, num_used_data)]

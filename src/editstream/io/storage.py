@@ -82,6 +82,15 @@ def absolute(url: str) -> str:
     return url if "://" in url else os.path.abspath(url)
 
 
+def canonical(url: str) -> str:
+    """One spelling per place, to tell two names of the same source apart from two sources: a local path
+    absolute with its links resolved (``file://`` read as the path), a URL without its trailing slashes."""
+    if is_local(url):
+        return os.path.realpath(os.path.expanduser(local_path(url)))
+    protocol, rest = url.split("://", 1)
+    return f"{'s3' if protocol == 's3a' else protocol}://{rest.rstrip('/')}"
+
+
 def join(base: str, *parts: str) -> str:
     """Join URL or path components with ``/`` (``os.path.join`` would break URLs on Windows)."""
     out = base.rstrip("/")

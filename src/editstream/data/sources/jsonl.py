@@ -14,7 +14,7 @@ from ...io.lines import read_jsonl_lines
 from ...io.retry import RetryPolicy
 from ...io.storage import StorageOptions
 from ..rows import LineRow, Position
-from ..units import LineUnit, Unit, as_unit
+from ..units import LineUnit, Unit, as_unit, refuse_repeated_sources
 
 ABSENT = (FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError)
 """Errors that mean "this media is not there" (stored as ``None``) rather than a storage fault."""
@@ -170,8 +170,10 @@ class JsonlLineSource(LineListing):
             raise ValueError(
                 f"dataset {self.dataset_name!r}: the source backend needs jsonl_path_list (one JSONL per data_dir)"
             )
+        pairs = list(zip(jsonl_path_list, data_dir_list))
+        refuse_repeated_sources(self.dataset_name, pairs, "jsonl_path_list with data_dir_list")
         entries = []
-        for jsonl, image_dir in zip(jsonl_path_list, data_dir_list):
+        for jsonl, image_dir in pairs:
             try:
                 lines = read_jsonl_lines(jsonl, self.storage_options)
             except FileNotFoundError:

@@ -14,7 +14,7 @@ from ...data.drops import FATAL
 from ...data.rows import LineRow, Position
 from ...data.sources.jsonl import JsonlLineSource
 from ...data.sources.sft_shards import ShardLineSource
-from ...data.units import Unit
+from ...data.units import Unit, refuse_repeated_sources
 from ...format.sft import MediaOutsideError
 from ...io.prefetch import DEFAULT_PREFETCH_ITEMS
 from ...io.retry import RetryPolicy
@@ -95,6 +95,11 @@ class SftJSONLIterableDataset(SourceIterableDataset):
             raise ValueError(f"dataset {self.dataset_name!r}: the {self.backend} backend needs jsonl_path_list")
         if len(set(lengths.values())) != 1:
             raise ValueError(f"dataset {self.dataset_name!r}: the lists must have one entry per dataset, got {lengths}")
+        if self.jsonl_path_list is None:
+            refuse_repeated_sources(self.dataset_name, self.data_dir_list)
+        else:
+            pairs = list(zip(self.jsonl_path_list, self.data_dir_list))
+            refuse_repeated_sources(self.dataset_name, pairs, "jsonl_path_list with data_dir_list")
         bad = [n for n in self.num_used_data if not isinstance(n, numbers.Integral) or isinstance(n, bool) or n < 0]
         if bad:
             raise ValueError(f"dataset {self.dataset_name!r}: num_used_data entries must be ints >= 0, got {bad}")

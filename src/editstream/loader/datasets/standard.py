@@ -10,7 +10,7 @@ from ...data.backends import check_backend
 from ...data.layouts import SourceRequest
 from ...data.open import dataset_source
 from ...data.rows import ListingRowSource, close_rows
-from ...data.units import Unit
+from ...data.units import Unit, refuse_repeated_sources
 from ...format.columns import ColumnTypeError
 from ...format.manifest import Manifest
 from ...io.storage import StorageOptions
@@ -62,6 +62,7 @@ class ParquetStandardIterableDataset(SourceIterableDataset):
         self.storage_options = storage_options
         self.set_data_status(data_status)
         self.data_dir_list = [data_dir_list] if isinstance(data_dir_list, str) else list(data_dir_list)
+        refuse_repeated_sources(dataset_name, self.data_dir_list)  # now, not when the units are first listed
         request = SourceRequest(
             dataset_name=dataset_name,
             kind=self.kind,
