@@ -13,6 +13,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from ..data.archive_names import archive_stem
 from ..data.identity import Identity, file_identity
 from ..data.media import (
     ArchiveMedia,
@@ -20,7 +21,6 @@ from ..data.media import (
     MediaMissing,
     MediaSource,
     MediaUnreadable,
-    archive_stem,
     open_media,
 )
 from ..format.safe_yaml import brief

@@ -23,7 +23,6 @@ from ..conversion import convert
 from ..conversion.config import check_apart
 from ..conversion.dst import ForeignFilesError, foreign_names, held_conversion
 from ..conversion.executors import Executor, ProcessPoolExecutor, TaskError, make_executor
-from ..conversion.records import remove_previous
 from ..conversion.source import absolute
 from ..data.identity import Identity, check_unchanged, difference, file_identity
 from ..format.safe_yaml import brief
@@ -31,16 +30,14 @@ from ..io import storage
 from ..io.progress import Progress
 from ..io.words import counted
 from .chains import BadValue, ChainBuilder, MediaDir, output_schema
+from .dst_guard import adaptation_note, claim_dst, keep_note, other_than, refusal
 from .mapping import AdapterMapping, MappingError, resolve_mapping
 from .output import (
     PARQUET_INFO,
     ParquetOut,
     fingerprint,
     intact_record,
-    read_adaptation,
-    remove_adaptation,
     tidy_dst,
-    write_adaptation,
     write_parquet_info,
     write_record,
     write_report,
@@ -315,34 +312,6 @@ def _pending(job: _Job, plan: Plan, media_dir: str | None) -> tuple[dict[str, di
     return records, works
 
 
-class AnotherConversionError(FileExistsError):
-    """DST holds another adaptation (of another source, or by another mapping) or a WebDataset conversion."""
-
-
-def _note(src: str, mapping: AdapterMapping) -> dict[str, Any]:
-    """What makes an adaptation itself: its source and its mapping (less the filter, which ``where`` replaces:
-    a re-run with another filter or layout is the same adaptation, its outputs replaced as ever)."""
-    data = {k: v for k, v in mapping.fingerprint_data().items() if k != "filter"}
-    return {"src": absolute(src).rstrip("/"), "adapter": mapping.name, "mapping": fingerprint(data)}
-
-
-def _other_than(dst: str, note: dict[str, Any], so: storage.StorageOptions | None) -> str | None:
-    """What ``dst`` holds when it is not the adaptation ``note`` names (``None``: nothing else)."""
-    held = read_adaptation(dst, so)
-    if held is not None and (held.get("src"), held.get("mapping")) != (note["src"], note["mapping"]):
-        mapping = "the same mapping" if held.get("mapping") == note["mapping"] else f"mapping {held.get('adapter')!r}"
-        return f"the adaptation of {held.get('src')} by {mapping}"
-    shards = held_conversion(dst, so)
-    return f"a WebDataset conversion of {shards}" if shards is not None else None
-
-
-def _refusal(where: str, other: str, src: str, mapping: AdapterMapping) -> AnotherConversionError:
-    return AnotherConversionError(
-        f"{where} holds {other}, not this adaptation of {absolute(src).rstrip('/')} by mapping {mapping.name!r}; "
-        "nothing was written: pass overwrite=True (--overwrite) to replace it, or give another DST"
-    )
-
-
 class NoChainsError(ValueError):
     """An adaptation that made no chain: the source has no rows, or every row was dropped or filtered out."""
 
@@ -431,14 +400,7 @@ def adapt(
     t0 = time.perf_counter()
     check_apart({"SRC": src, "DST": dst})
     mapping = resolve_mapping(mapping)
-    note = _note(src, mapping)
-    other = _other_than(dst, note, storage_options)
-    if other is not None and not overwrite:
-        raise _refusal(f"DST {dst}", other, src, mapping)
-    if other is not None:
-        log.warning("overwrite: replacing %s in %s", other, dst)
-        remove_previous(dst, storage_options)  # shards (of a conversion into this DST), if any
-        remove_adaptation(dst, storage_options)
+    note = claim_dst(dst, src, mapping, overwrite, storage_options)
     where_filter = mapping.filter(where)
     plan, mounts = _plan(src, mapping, where_filter, split, chains_per_file, storage_options, dst)
     columns = mapping.read_columns(where_filter)
@@ -449,8 +411,7 @@ def adapt(
     job = _Job(dst, mapping, where_filter, schema, builder, columns, rows_per_group, storage_options)
     tidy_dst(dst, [t.name for t in plan.tasks], storage_options)
     storage.makedirs(dst, storage_options)
-    if read_adaptation(dst, storage_options) != note:
-        write_adaptation(dst, note, storage_options)
+    keep_note(dst, note, storage_options)
     records, works = _pending(job, plan, media_dir)
     resumed = len(records)
     with Progress(f"adapt {mapping.name}", len(plan.tasks), "files", enabled=progress) as bar:
@@ -514,10 +475,10 @@ def run_adapter(
     if to == "webdataset" and not overwrite:  # both places checked before either is written
         shards = held_conversion(dst, storage_options)
         if shards is not None and shards.rstrip("/") != absolute(parquet_dst).rstrip("/"):
-            raise _refusal(f"DST {dst}", f"a WebDataset conversion of {shards}", src, mapping)
-        other = _other_than(parquet_dst, _note(src, mapping), storage_options)
+            raise refusal(f"DST {dst}", f"a WebDataset conversion of {shards}", src, mapping)
+        other = other_than(parquet_dst, adaptation_note(src, mapping), storage_options)
         if other is not None:
-            raise _refusal(f"DST {dst} (its staging {parquet_dst})", other, src, mapping)
+            raise refusal(f"DST {dst} (its staging {parquet_dst})", other, src, mapping)
     summary = adapt(
         src, parquet_dst, mapping, media_dir=media_dir, where=where, split=split, rows_per_group=rows_per_group,
         chains_per_file=chains_per_file, storage_options=storage_options, progress=progress, overwrite=overwrite,

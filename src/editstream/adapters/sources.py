@@ -24,8 +24,9 @@ from typing import IO, Any
 
 import pyarrow as pa
 
+from ..data.archive_names import archive_stem, is_split_part, part_order
 from ..data.identity import file_identity
-from ..data.media import ArchiveMedia, MediaSource, archive_stem, is_split_part, open_media, part_order
+from ..data.media import ArchiveMedia, MediaSource, open_media
 from ..io import storage
 from .chains import BadValue
 from .mapping import AdapterMapping

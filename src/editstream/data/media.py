@@ -13,14 +13,13 @@ import io
 import json
 import logging
 import os
-import re
 import stat
 import sys
 import tarfile
 import zipfile
 import zlib
 from array import array
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import IO, Any, Protocol
 
 from ..format.sft import contained_media_path
@@ -29,6 +28,16 @@ from ..io import storage
 from ..io.progress import Progress
 from ..io.ranged import RetryingFile
 from ..io.storage import StorageOptions
+from .archive_names import (
+    ARCHIVE_SUFFIXES,
+    UNSUPPORTED_SUFFIXES,
+    archive_stem,
+    check_parts,
+    ends_with,
+    is_split_part,
+    joined_or_parts,
+    split_parts,
+)
 from .identity import SourceChangedError, file_identity
 
 log = logging.getLogger(__name__)
@@ -41,13 +50,6 @@ read decompress 64 MiB and keep it in memory)."""
 INDEX_VERSION = 4
 MAX_MEMBER_SIZE = DEFAULT_MAX_MEMBER_SIZE
 """Largest media member read (the shards' cap): a bigger one (a bomb of zeros in a small .tar.gz) drops its row."""
-ARCHIVE_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".zip")
-UNSUPPORTED_SUFFIXES = (".tar.xz", ".txz", ".tar.bz2", ".tbz2", ".tbz", ".tar.zst", ".tar.lz4", ".7z", ".rar")
-"""Archives that cannot be read in place by member (no random access into their compression): refused by name."""
-_PART = re.compile(r"\.(?:part-?\d+|part-?[a-z]{2,}|[a-z]{2}|\d{2,})$", re.IGNORECASE)
-"""The suffix of one part of a split archive: ``.part001``, ``.part1``, ``.part-aa``, ``.aa``, ``.001``, ``.00``."""
-_NUMBERED = re.compile(r"(\.(?:part-?)?)(\d+|[a-z]+)", re.IGNORECASE)
-"""A part suffix as its prefix and its number (digits or letters)."""
 
 
 class MediaMissing(KeyError):
@@ -57,11 +59,6 @@ class MediaMissing(KeyError):
 class MediaUnreadable(OSError):
     """A member the media holds but that cannot be served: not a regular file, above the size cap, encrypted,
     of an unsupported compression, or not the member the index says; the message names where and why."""
-
-
-def _ends(name: str, suffixes: Sequence[str]) -> bool:
-    """Whether ``name`` ends with one of ``suffixes`` in any case (``x.TAR.GZ`` is a ``.tar.gz``)."""
-    return any(name[-len(s) :].lower() == s for s in suffixes)
 
 
 def regular_file(url: str) -> None:
@@ -82,110 +79,6 @@ class MediaSource(Protocol):
     def names(self) -> list[str]:
         """Every member name (for an archive: from its index)."""
         ...
-
-
-def archive_stem(name: str) -> str:
-    """The archive a split part belongs to (``x.tar.gz.part001`` -> ``x.tar.gz``); other names as they are."""
-    kinds = (*ARCHIVE_SUFFIXES, *UNSUPPORTED_SUFFIXES)
-    found = None if _ends(name, kinds) else _PART.search(name)  # x.tar.gz is no part "gz" of x.tar
-    if found is not None and _ends(name[: found.start()], kinds):
-        return name[: found.start()]
-    return name
-
-
-def is_split_part(url: str) -> bool:
-    """Whether ``url`` names one part of an archive split into pieces."""
-    base = url.rstrip("/").rsplit("/", 1)[-1]
-    return archive_stem(base) != base
-
-
-def split_parts(url: str, storage_options: StorageOptions | None = None) -> list[str]:
-    """Every part of the split archive ``url`` is one of (or names by its stem), in order."""
-    head, _, base = url.rstrip("/").rpartition("/")
-    stem = archive_stem(base)
-    family = _family(base[len(stem) :]) if base != stem else _PART
-    names = storage.list_names(head or ".", storage_options)
-    parts = part_order(n for n in names if n != stem and n.startswith(stem) and family.fullmatch(n[len(stem) :]))
-    if not parts:
-        raise FileNotFoundError(f"no parts of the split archive {stem} in {head or '.'}")
-    return [f"{head}/{n}" if head else n for n in parts]
-
-
-def _family(suffix: str) -> re.Pattern[str]:
-    """The suffixes of the parts numbered like ``suffix``: ``.part007`` -> ``.part`` and 3 digits,
-    ``.ab`` -> 2 letters, ``.part-ab`` -> ``.part-`` and 2 letters."""
-    found = _NUMBERED.fullmatch(suffix)
-    if found is None:
-        return _PART
-    if found[2].isdigit():  # .part1 .. .part12: unpadded numbers grow in width
-        return re.compile(re.escape(found[1]) + r"\d+", re.IGNORECASE)
-    return re.compile(re.escape(found[1]) + f"[a-z]{{{len(found[2])}}}", re.IGNORECASE)
-
-
-def part_order(names: Iterable[str]) -> list[str]:
-    """Split parts in the natural order of their numbers (``.part2`` before ``.part10``)."""
-
-    def place(name: str) -> tuple[str, int, str]:
-        base = name.rstrip("/").rsplit("/", 1)[-1]
-        stem = archive_stem(base)
-        found = _NUMBERED.fullmatch(base[len(stem) :])
-        return (stem, _ordinal(found[2].lower()) if found else -1, name)
-
-    return sorted(names, key=place)
-
-
-def joined_or_parts(urls: Sequence[str], storage_options: StorageOptions | None = None) -> list[str]:
-    """The urls to read of a split archive found with its joined archive beside it: the joined one alone
-    when its size is the parts' sum (it is the parts put together), else a ``ValueError`` saying why."""
-    names = [u.rstrip("/").rsplit("/", 1)[-1] for u in urls]
-    stem = archive_stem(next((n for n in names if archive_stem(n) != n), names[0]))
-    joined = [u for u, n in zip(urls, names) if n == stem]
-    parts = [u for u, n in zip(urls, names) if n != stem]
-    if not joined or not parts:
-        return part_order(urls)
-    whole = storage.size(joined[0], storage_options)
-    total = sum(storage.size(u, storage_options) for u in parts)
-    if whole != total:
-        raise ValueError(
-            f"{joined[0]} lies beside {len(parts)} split part(s) of it ({parts[0]} ..) but its {whole:,} bytes "
-            f"are not the parts' {total:,}; remove the joined archive or the parts"
-        )
-    log.info("%s: reading the joined archive, not its %d parts beside it", joined[0], len(parts))
-    return joined[:1]
-
-
-def _ordinal(digits_or_letters: str) -> int:
-    """A part's place in its numbering: ``007`` -> 7, ``ab`` -> 1."""
-    if digits_or_letters.isdigit():
-        return int(digits_or_letters)
-    return sum((ord(c) - 97) * 26**k for k, c in enumerate(reversed(digits_or_letters.lower())))
-
-
-def check_parts(urls: Sequence[str]) -> None:
-    """A ``FileNotFoundError`` naming the parts missing from a split archive's numbering (``.part001``,
-    ``.part003``: ``.part002``; the first is ``aa``, ``000`` or ``001``); a missing last part shows as a
-    truncated archive when it is indexed."""
-    names = [u.rstrip("/").rsplit("/", 1)[-1] for u in urls]
-    stem = archive_stem(names[0])
-    numbered = [(f[1], f[2]) for f in (_NUMBERED.fullmatch(n[len(stem) :]) for n in names) if f is not None]
-    if len(numbered) != len(names) or len({prefix.lower() for prefix, _ in numbered}) != 1:
-        return
-    prefix, sample = numbered[0]
-    have = {_ordinal(x) for _, x in numbered}
-    first = 1 if sample.isdigit() and min(have) >= 1 else 0
-    missing = [k for k in range(first, max(have) + 1) if k not in have]
-    if missing:
-        width = min(len(x) for _, x in numbered)
-        spell = [str(k).zfill(width) if sample.isdigit() else _letters(k, len(sample)) for k in missing[:5]]
-        raise FileNotFoundError(
-            f"{urls[0].rsplit('/', 1)[0]}: split archive {stem} lacks {len(missing)} part(s) "
-            f"({', '.join(stem + prefix + x for x in spell)}{' ...' if len(missing) > 5 else ''}; "
-            f"{len(names)} found, {names[0]} .. {names[-1]}); download every part before reading it"
-        )
-
-
-def _letters(k: int, width: int) -> str:
-    return "".join(chr(97 + (k // 26**i) % 26) for i in reversed(range(width)))
 
 
 class FolderMedia:
@@ -318,14 +211,14 @@ class ArchiveMedia:
         self.index_dir = index_dir
         self.max_member_size = max_member_size
         self.name = archive_stem(self.urls[0].rstrip("/").rsplit("/", 1)[-1])
-        if _ends(self.name, UNSUPPORTED_SUFFIXES) or not _ends(self.name, ARCHIVE_SUFFIXES):
+        if ends_with(self.name, UNSUPPORTED_SUFFIXES) or not ends_with(self.name, ARCHIVE_SUFFIXES):
             raise ValueError(_unsupported(self.urls[0]))
         for url in self.urls:  # before any open: a FIFO would block it forever
             regular_file(url)
         if len(self.urls) > 1 or is_split_part(self.urls[0]):
             check_parts(self.urls)
-        self.gzipped = _ends(self.name, (".gz", ".tgz"))
-        self.zipped = _ends(self.name, (".zip",))
+        self.gzipped = ends_with(self.name, (".gz", ".tgz"))
+        self.zipped = ends_with(self.name, (".zip",))
         self.identity = [file_identity(u, self.storage_options) for u in self.urls]
         self._open()
         self.members, self._kept = self._index()
@@ -557,6 +450,6 @@ def open_media(
         if storage.exists(joined, storage_options):
             parts = joined_or_parts([joined, *parts], storage_options)
         return ArchiveMedia(parts, storage_options, index_dir, max_member_size)
-    if _ends(url.rstrip("/"), (*ARCHIVE_SUFFIXES, *UNSUPPORTED_SUFFIXES)):
+    if ends_with(url.rstrip("/"), (*ARCHIVE_SUFFIXES, *UNSUPPORTED_SUFFIXES)):
         return ArchiveMedia([url], storage_options, index_dir, max_member_size)
     return FolderMedia(url, storage_options, allow_outside, max_member_size)

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..data.units import Unit
-from ..kinds.t2i_pretrain import dataset as t2i
+from ..kinds.t2i_pretrain import dataset as text_to_image
 from ..kinds.vlm_sft.dataset import SftJSONLIterableDataset
 from ..loader.datasets.registry import DATASET_REGISTRY
 from ..loader.distributed import DataStatus
@@ -36,7 +36,7 @@ __all__ = [
 ]
 
 
-class T2IIterableDataset(t2i.T2IIterableDataset):
+class T2IIterableDataset(text_to_image.T2IIterableDataset):
     """editstream's text-to-image dataset with NeMo's positional signature and defaults (``local_rank=0,
     world_size=1``); ``options`` are editstream's keyword-only extras (``vit_transform``, ``parquet_info``,
     ``backend``, ``storage_options``, ``image_dtype``, ``fast_decode``, backend options)."""

@@ -61,6 +61,8 @@ def main(config_path: str | None = None) -> None:
 
 
 if __name__ == "__main__":
-    from editstream.nemo.recipes import main as run_as_module  # the importable classes, not __main__'s twins
+    # Run as a file this is module __main__, a copy of editstream.nemo.recipes: run the importable module's
+    # main(), so that the recipe classes NeMo resolves by name are the ones that run.
+    import importlib
 
-    run_as_module()
+    importlib.import_module("editstream.nemo.recipes").main()
