@@ -107,7 +107,7 @@ def test_an_elastic_packer_meets_the_state_contract(data, saved_on, restored_on)
     state = check_state_contract(
         packer_on(saved_on), 2, 3, roundtrips=(json_roundtrip, torch_roundtrip), make_restored=packer_on(restored_on)
     )
-    assert state["format"] == "editstream.ElasticPacked/1" and sorted(state["streams"]) == ["0", "1", "2", "3"]
+    assert state["format"] == "editstream.ElasticPacked/2" and sorted(state["streams"]) == ["0", "1", "2", "3"]
 
 
 def run_partly(root, backend, ranks, workers, steps):

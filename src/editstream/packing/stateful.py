@@ -8,7 +8,7 @@ import functools
 from collections.abc import Mapping
 from typing import Any
 
-from .checkpoint.formats import MERGED_FORMAT
+from .checkpoint.formats import MERGED_FORMATS
 from .checkpoint.merge import saved_progress
 from .checkpoint.streams import StateError
 from .dp_ranks import DPRankStates
@@ -76,7 +76,7 @@ def stateful_loader_class() -> type[Any]:
                 super().load_state_dict(state_dict)
                 return
             self._resume_next = True
-            if isinstance(state_dict, Mapping) and state_dict.get("format") == MERGED_FORMAT:
+            if isinstance(state_dict, Mapping) and state_dict.get("format") in MERGED_FORMATS:
                 self.dataset.load_state_dict(state_dict)
                 super().load_state_dict({})
                 return

@@ -15,10 +15,16 @@ STATE_FORMAT = "editstream.PackedDataset/2"
 LITERAL_STATE_FORMAT = "editstream.PackedDataset/1"
 """The first format: buffered samples with their tensors, the RNG states as captured. Still loads."""
 STATE_FORMATS = (STATE_FORMAT, LITERAL_STATE_FORMAT)
-ELASTIC_FORMAT = "editstream.ElasticPacked/1"
-"""One physical worker's elastic state: the states of the logical streams it runs."""
-MERGED_FORMAT = "editstream.ElasticMerged/1"
+ELASTIC_FORMAT = "editstream.ElasticPacked/2"
+"""One physical worker's elastic state: the states of the logical streams it runs (each with its batch count and,
+per exhausted group, the share length it ended at, so a state can be checked against itself)."""
+MERGED_FORMAT = "editstream.ElasticMerged/2"
 """Every stream's state, from :func:`~editstream.packing.checkpoint.merge.merge_states`: loads into any layout."""
+OLD_ELASTIC_FORMAT = "editstream.ElasticPacked/1"
+OLD_MERGED_FORMAT = "editstream.ElasticMerged/1"
+"""The first elastic formats (no batch counts, no share ends): still load, with the checks they allow."""
+ELASTIC_FORMATS = (ELASTIC_FORMAT, OLD_ELASTIC_FORMAT)
+MERGED_FORMATS = (MERGED_FORMAT, OLD_MERGED_FORMAT)
 STATE_KEYS = (
     "started",
     "rank",

@@ -6,15 +6,17 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from .formats import ELASTIC_FORMAT, MERGED_FORMAT, elastic_state
+from .formats import ELASTIC_FORMAT, ELASTIC_FORMATS, MERGED_FORMAT, MERGED_FORMATS, OLD_MERGED_FORMAT, elastic_state
 
 STEPS_SINCE_SNAPSHOT = "_steps_since_snapshot"
 """torchdata's key for the batches a StatefulDataLoader yielded after its last worker snapshot."""
+SNAPSHOT, LAST_WORKER, WORKER_SNAPSHOTS = "_snapshot", "_last_yielded_worker_id", "_worker_snapshots"
+"""torchdata's keys for a loader's snapshot, the worker that yielded its last batch, and each worker's state."""
 
 
 def _elastic_parts(obj: Any, where: str) -> Iterator[tuple[str, Mapping[str, Any]]]:
     if isinstance(obj, Mapping):
-        if obj.get("format") == ELASTIC_FORMAT:
+        if obj.get("format") in ELASTIC_FORMATS:
             yield where, obj
             return
         behind = obj.get(STEPS_SINCE_SNAPSHOT)
@@ -52,6 +54,7 @@ def merge_states(states: Sequence[Any]) -> dict[str, Any]:
             f"none of the {len(states)} states holds an elastic packer state; merge_states needs states "
             f"saved with elastic: true in the dataset config"
         )
+    version = _same(parts, "format")
     num_streams = _same(parts, "num_streams")
     epoch, print_ = _same(parts, "epoch"), _same(parts, "fingerprint")
     streams: dict[str, Any] = {}
@@ -66,13 +69,48 @@ def merge_states(states: Sequence[Any]) -> dict[str, Any]:
             f"cannot merge: streams {missing} of {num_streams} are in none of the {len(states)} states; "
             f"pass the state of every rank that ran"
         )
-    return elastic_state(num_streams, epoch, print_, streams, MERGED_FORMAT)
+    if version != ELASTIC_FORMAT:
+        return elastic_state(num_streams, epoch, print_, streams, OLD_MERGED_FORMAT)
+    merged = elastic_state(num_streams, epoch, print_, streams, MERGED_FORMAT)
+    merged["turns"] = [turn for state in states for turn in _next_turns(state)]
+    return merged
+
+
+def _loader_snapshots(obj: Any) -> Iterator[Mapping[str, Any]]:
+    """The torchdata snapshots (a loader with workers) at any nesting of ``obj``."""
+    if isinstance(obj, Mapping):
+        snapshot = obj.get(SNAPSHOT)
+        if isinstance(snapshot, Mapping) and LAST_WORKER in snapshot and WORKER_SNAPSHOTS in snapshot:
+            yield snapshot
+            return
+        for value in obj.values():
+            yield from _loader_snapshots(value)
+    elif isinstance(obj, (list, tuple)):
+        for value in obj:
+            yield from _loader_snapshots(value)
+
+
+def _next_turns(state: Any) -> Iterator[list[int]]:
+    """For each loader with workers in ``state``: the streams of the worker whose batch comes next (the one after
+    the last to yield that has rows left), so the same layout resumes that worker's turn first."""
+    for snapshot in _loader_snapshots(state):
+        workers = snapshot[WORKER_SNAPSHOTS]
+        count = len(workers)
+        last = snapshot[LAST_WORKER]
+        if not isinstance(last, int) or count == 0:
+            continue
+        for step in range(1, count + 1):
+            parts = [part for _, part in _elastic_parts(workers.get(f"worker_{(last + step) % count}"), "worker")]
+            streams = {key: stream for part in parts for key, stream in part["streams"].items()}
+            if streams and not all(stream.get("done") for stream in streams.values()):
+                yield sorted(int(key) for key in streams)
+                break
 
 
 def saved_progress(state: Any) -> tuple[int, bool] | None:
     """``(epoch, every stream there and done)`` of the elastic state(s) inside ``state``, or None if none is usable."""
     try:
-        parts = [state] if isinstance(state, Mapping) and state.get("format") == MERGED_FORMAT else None
+        parts = [state] if isinstance(state, Mapping) and state.get("format") in MERGED_FORMATS else None
         parts = parts or [part for _, part in _elastic_parts(state, "state")]
     except ValueError:
         return None

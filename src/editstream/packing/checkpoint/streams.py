@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...data.units import Unit
 from ...loader.origins import ParseOrigin
-from .formats import ELASTIC_FORMAT, MERGED_FORMAT
+from .formats import ELASTIC_FORMAT, MERGED_FORMAT, MERGED_FORMATS, OLD_ELASTIC_FORMAT, OLD_MERGED_FORMAT
 from .references import buffer_state
 
 if TYPE_CHECKING:
@@ -22,7 +22,7 @@ def fingerprint(group_names: Sequence[str], unit_lists: Sequence[Sequence[Unit]]
 
 def not_started(stream: int, epoch: int) -> dict[str, Any]:
     """The state of a stream that has not yielded yet in ``epoch``."""
-    return {"stream": stream, "epoch": epoch, "started": False, "done": False}
+    return {"stream": stream, "epoch": epoch, "started": False, "done": False, "batches": 0}
 
 
 def stream_state(run: StreamRun, epoch: int, group_names: Sequence[str]) -> dict[str, Any]:
@@ -35,10 +35,11 @@ def stream_state(run: StreamRun, epoch: int, group_names: Sequence[str]) -> dict
             "unit": None if origin is None else origin.unit_position,
             "position": None if origin is None else list(origin.position),
             "exhausted": exhausted,
+            "end": share if exhausted else None,
         }
-        for origin, exhausted in zip(run.draws.origins, run.draws.exhausted)
+        for origin, exhausted, share in zip(run.draws.origins, run.draws.exhausted, run.shares)
     ]
-    head = {**not_started(run.stream, epoch), "started": True, "done": run.done}
+    head = {**not_started(run.stream, epoch), "started": True, "done": run.done, "batches": run.batches}
     return {**head, "groups": groups, "buffer": buffer, "rng": chain}
 
 
@@ -65,6 +66,19 @@ def resume_at(order: list[int], entry: Mapping[str, Any], group: str, epoch: int
     return order.index(unit), tuple(int(p) for p in entry["position"])
 
 
+def check_share_ends(saved: Mapping[str, Any], shares: Sequence[int], group_names: Sequence[str]) -> None:
+    """Refuse a started stream state whose exhausted groups ended at another share length than this epoch gives
+    the stream (``shares``: units per group): a flag flipped by hand would lose that share's rows unread."""
+    for g, (entry, share) in enumerate(zip(saved["groups"], shares)):
+        end = entry.get("end")
+        if end is not None and end != share:
+            raise StateError(
+                f"elastic state: streams[{saved['stream']}].groups[{g}] ({group_names[g]!r}) says its share ended "
+                f"after {end} units, but stream {saved['stream']}'s share of epoch {saved['epoch']} has {share}; "
+                f"the state does not add up (edited by hand, or from other data)"
+            )
+
+
 class StateError(ValueError):
     """A saved elastic state that is malformed or impossible (edited, truncated, or from another run)."""
 
@@ -80,11 +94,16 @@ def _field(state: Mapping[str, Any], key: str, kinds: tuple[type, ...], where: s
     return value
 
 
-def _check_group_entry(entry: Any, where: str) -> bool:
-    """Check one group's place in a stream's state; return its ``exhausted`` flag."""
+def _check_group_entry(entry: Any, where: str, counted: bool) -> bool:
+    """Check one group's place in a stream's state (``counted``: a format that says where an exhausted group's
+    share ended); return its ``exhausted`` flag."""
     unit = _field(entry, "unit", (int, type(None)), where)
     position = _field(entry, "position", (list, type(None)), where)
     exhausted = bool(_field(entry, "exhausted", (bool,), where))
+    end = _field(entry, "end", (int, type(None)), where) if counted else None
+    if counted and exhausted != (end is not None):
+        said = f"exhausted but no end of its share (end={end!r})" if exhausted else f"not exhausted but ended at {end}"
+        raise StateError(f"elastic state: {where} is {said}; the state does not add up (edited by hand?)")
     if (unit is None) != (position is None) or (unit is not None and unit < 0):
         raise StateError(f"elastic state: {where} has unit {unit!r} with position {position!r}")
     if position is not None and not all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in position):
@@ -92,10 +111,12 @@ def _check_group_entry(entry: Any, where: str) -> bool:
     return exhausted
 
 
-def check_stream_state(saved: Any, stream: int, epoch: int, group_names: Sequence[str]) -> None:
+def check_stream_state(saved: Any, stream: int, epoch: int, group_names: Sequence[str], counted: bool = True) -> None:
     """Refuse a stream state that is malformed or impossible (another stream's or epoch's, a group missing, a bad
-    position, ``done`` with rows left) before anything is resumed from it."""
+    position, ``done`` with rows left, an exhausted group that says no end) before anything is resumed from it."""
     where = f"streams[{stream}]"
+    if counted and _field(saved, "batches", (int,), where) < 0:
+        raise StateError(f"elastic state: {where}.batches is {saved['batches']}, not a count of batches")
     if _field(saved, "stream", (int,), where) != stream or _field(saved, "epoch", (int,), where) != epoch:
         raise StateError(
             f"elastic state: {where} holds stream {saved['stream']} of epoch {saved['epoch']}, "
@@ -109,7 +130,7 @@ def check_stream_state(saved: Any, stream: int, epoch: int, group_names: Sequenc
     groups = _field(saved, "groups", (list,), where)
     if len(groups) != len(group_names):
         raise StateError(f"elastic state: {where}.groups has {len(groups)} entries for the {len(group_names)} groups")
-    exhausted = [_check_group_entry(entry, f"{where}.groups[{g}]") for g, entry in enumerate(groups)]
+    exhausted = [_check_group_entry(entry, f"{where}.groups[{g}]", counted) for g, entry in enumerate(groups)]
     buffer = _field(saved, "buffer", (list,), where)
     _field(saved, "rng", (dict,), where)
     if done and (not all(exhausted) or buffer):
@@ -126,7 +147,7 @@ def check_elastic_state(
     """Check an elastic state (a worker's or merged) against this dataset and the config's ``num_streams`` (if
     set); return ``(epoch, saved streams by id or None to start it fresh, number of streams)``."""
     found = state.get("format") if isinstance(state, Mapping) else type(state).__name__
-    if found not in (ELASTIC_FORMAT, MERGED_FORMAT):
+    if found not in (ELASTIC_FORMAT, MERGED_FORMAT, OLD_ELASTIC_FORMAT, OLD_MERGED_FORMAT):
         what = "an empty state" if state == {} else f"a state of format {found!r}"
         raise StateError(
             f"cannot resume: this dataset is elastic but was given {what}; an elastic dataset resumes "
@@ -153,7 +174,7 @@ def check_elastic_state(
         if not (isinstance(key, str) and key.isdigit() and int(key) < saved_streams):
             last = saved_streams - 1
             raise StateError(f"elastic state: state.streams has key {key!r:.40}, not a stream of 0..{last}")
-        check_stream_state(saved, int(key), epoch, mine["groups"])
-    if found == MERGED_FORMAT and all(s.get("done") for s in streams.values()):
+        check_stream_state(saved, int(key), epoch, mine["groups"], counted=found in (ELASTIC_FORMAT, MERGED_FORMAT))
+    if found in MERGED_FORMATS and all(s.get("done") for s in streams.values()):
         return epoch + 1, None, saved_streams  # the saved epoch was complete: go on with the next
     return epoch, streams, saved_streams

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import random
 import zlib
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -16,7 +16,7 @@ from ...loader.origins import TracedDataset
 from ...loader.units import epoch_order, stream_share
 from ..checkpoint import streams as saved_streams
 from ..checkpoint.chain import ChainEncoder
-from ..checkpoint.formats import copy_tree, elastic_state
+from ..checkpoint.formats import ELASTIC_FORMAT, copy_tree, elastic_state
 from ..checkpoint.points import RngPoint, apply_point, capture_point, draw_point, seed_all
 from ..checkpoint.references import restore_buffer
 from ..draws import Buffered, GroupDraws, SampleBuffer, finish, limit_exceeded, sample_tokens
@@ -30,12 +30,39 @@ def stream_seed(base: int, epoch: int, stream: int) -> int:
     return zlib.crc32(f"editstream-stream:{base}:{epoch}:{stream}".encode())
 
 
-def my_streams(num_streams: int, rank: int, world_size: int) -> list[int]:
-    """The logical streams this process runs: ``s % P == g`` for physical worker ``g`` of ``P``."""
+def worker_streams(num_streams: int, rank: int, world_size: int, worker: int, workers: int) -> list[int]:
+    """The logical streams physical worker ``g = rank * workers + worker`` of ``P`` runs: ``s % P == g``."""
+    g, p = rank * workers + worker, world_size * max(1, workers)
+    return [s for s in range(num_streams) if s % p == g]
+
+
+def my_streams(num_streams: int, rank: int, world_size: int, turn: int = 0) -> list[int]:
+    """The logical streams this process runs; ``turn`` shifts which worker runs which rank's share, so that a
+    loader resuming a saved state gives its first batch from the worker whose turn it was."""
     info = torch.utils.data.get_worker_info()
     worker, workers = (info.id, info.num_workers) if info is not None else (0, 1)
-    g, p = rank * workers + worker, world_size * workers
-    return [s for s in range(num_streams) if s % p == g]
+    return worker_streams(num_streams, rank, world_size, (worker + turn) % workers, workers)
+
+
+def resumed_turn(num_streams: int, rank: int, world_size: int, workers: int, turns: Sequence[Sequence[int]]) -> int:
+    """The worker of this rank whose streams a merged state says come next (0 when none does: a new layout)."""
+    wanted = {tuple(streams) for streams in turns}
+    for worker in range(workers):
+        if tuple(worker_streams(num_streams, rank, world_size, worker, workers)) in wanted:
+            return worker
+    return 0
+
+
+def own_turn(num_streams: int, rank: int, world_size: int, saved: Iterable[str]) -> int:
+    """The shift that gives this worker the streams its own saved state holds (0 when they are no worker's)."""
+    info = torch.utils.data.get_worker_info()
+    if info is None:
+        return 0
+    held = sorted(int(key) for key in saved)
+    for worker in range(info.num_workers):
+        if worker_streams(num_streams, rank, world_size, worker, info.num_workers) == held:
+            return (worker - info.id) % info.num_workers
+    return 0
 
 
 def epoch_datasets(packer: PackedDataset) -> list[TracedDataset]:
@@ -191,9 +218,13 @@ class StreamRun:
     draws: GroupDraws
     buffer: SampleBuffer
     rng: RngPoint
-    batches: Iterator[dict[str, Any]] | None = None
+    shares: list[int]
+    """Units of each group in this stream's share of the epoch (an exhausted group's state says it ended there)."""
+    batches_of: Iterator[dict[str, Any]] | None = None
     started: bool = False
     done: bool = False
+    batches: int = 0
+    """Batches this stream has yielded in the epoch: the fewest goes next, so a resume keeps the turns."""
     encoder: ChainEncoder = field(default_factory=ChainEncoder)
 
 
@@ -201,13 +232,15 @@ class ElasticRuntime:
     """The logical streams of one process, opened (fresh at the epoch's start, or where ``saved`` says) for one
     epoch, run in turn."""
 
-    def __init__(self, packer: PackedDataset, num_streams: int, epoch: int, saved: Mapping[str, Any] | None) -> None:
+    def __init__(
+        self, packer: PackedDataset, num_streams: int, epoch: int, saved: Mapping[str, Any] | None, turn: int = 0
+    ) -> None:
         self.packer = packer
         self.num_streams = num_streams
         self.epoch = epoch
         self.datasets = epoch_datasets(packer)
         self.unit_lists = [dataset.sorted_units() for dataset in self.datasets]
-        self.streams = my_streams(num_streams, packer.local_rank, packer.world_size)
+        self.streams = my_streams(num_streams, packer.local_rank, packer.world_size, turn)
         self.saved = saved
         caller = capture_point()
         try:
@@ -228,7 +261,9 @@ class ElasticRuntime:
             stream_share(epoch_order(len(u), seed, self.epoch), stream, self.num_streams) for u in self.unit_lists
         ]
         starts: list[tuple[int, tuple[int, ...] | None]] = [(0, None)] * len(orders)
+        shares = [len(order) for order in orders]
         if saved is not None and saved["started"]:
+            saved_streams.check_share_ends(saved, shares, names)
             starts = [
                 saved_streams.resume_at(orders[g], e, names[g], self.epoch) for g, e in enumerate(saved["groups"])
             ]
@@ -240,31 +275,36 @@ class ElasticRuntime:
         if saved is not None and saved["started"]:
             draws.origins, draws.exhausted = saved_streams.saved_cursors(saved)
             buffer, point = restore_buffer(saved["buffer"], saved["rng"], names, self.datasets, self.unit_lists)
-            run = StreamRun(stream, draws, buffer, point, started=True, done=bool(saved["done"]))
+            done, count = bool(saved["done"]), int(saved.get("batches", 0))
+            run = StreamRun(stream, draws, buffer, point, shares, started=True, done=done, batches=count)
         else:
             seed_all(stream_seed(self.packer.seed_base(), self.epoch, stream))
-            run = StreamRun(stream, draws, [], capture_point())
-        run.batches = lossless_batches(self.packer, run.draws, run.buffer)
+            run = StreamRun(stream, draws, [], capture_point(), shares)
+        run.batches_of = lossless_batches(self.packer, run.draws, run.buffer)
         return run
 
     def batches(self) -> Iterator[dict[str, Any]]:
-        """Every batch of this process's streams for the epoch, one stream after another in turn."""
-        while not all(run.done for run in self.runs):
-            for run in self.runs:
-                batch = None if run.done else self._step(run)
-                if batch is not None:
-                    yield batch
+        """Every batch of this process's streams for the epoch, in turn: next is the live stream that has yielded
+        the fewest (the first of those), which is round robin from a fresh start and the same turns after a resume."""
+        while True:
+            live = [run for run in self.runs if not run.done]
+            if not live:
+                return
+            batch = self._step(min(live, key=lambda run: run.batches))
+            if batch is not None:
+                yield batch
 
     def _step(self, run: StreamRun) -> dict[str, Any] | None:
         caller = capture_point()
         apply_point(run.rng)
         try:
-            assert run.batches is not None
-            batch = next(run.batches, None)
+            assert run.batches_of is not None
+            batch = next(run.batches_of, None)
             if batch is None:
                 run.done = True
             else:
                 run.rng, run.started = capture_point(), True
+                run.batches += 1
             return batch
         finally:
             apply_point(caller)
@@ -281,20 +321,22 @@ class ElasticRun:
         self.epoch = 0
         self.runtime: ElasticRuntime | None = None
         self.pending: dict[str, Any] | None = None
+        self.turn = 0  # the worker shift of a resumed epoch (see my_streams); a new epoch starts at worker 0
 
     def set_epoch(self, seed: int) -> None:
         """Nothing to forward: elastic epochs split units over logical streams, not over ranks."""
 
     def start_epoch(self, epoch: int) -> None:
         """Make the next iteration run epoch ``epoch`` from its start."""
-        self.epoch, self.pending, self.runtime = int(epoch), None, None
+        self.epoch, self.pending, self.runtime, self.turn = int(epoch), None, None, 0
 
     def batches(self) -> Iterator[dict[str, Any]]:
         """This process's batches of the epoch: the loaded one resumed, else the next after one that ran."""
         pending, self.pending = self.pending, None
         if pending is None and self.runtime is not None:
             self.epoch += 1  # a new iteration after one that ran (to its end or not): the next epoch
-        self.runtime = ElasticRuntime(self.packer, self.num_streams, self.epoch, pending)
+            self.turn = 0
+        self.runtime = ElasticRuntime(self.packer, self.num_streams, self.epoch, pending, self.turn)
         yield from self.runtime.batches()  # the finished runtime stays: its state says "epoch done"
 
     def _fingerprint(self, unit_lists: Sequence[Sequence[Any]] | None = None) -> dict[str, Any]:
@@ -310,7 +352,7 @@ class ElasticRun:
             streams = {str(run.stream): saved_streams.stream_state(run, epoch, names) for run in runtime.runs}
         else:
             epoch, mine, pending = self.epoch, self._fingerprint(), self.pending or {}
-            ids = my_streams(self.num_streams, self.packer.local_rank, self.packer.world_size)
+            ids = my_streams(self.num_streams, self.packer.local_rank, self.packer.world_size, self.turn)
             streams = {str(s): pending.get(str(s)) or saved_streams.not_started(s, epoch) for s in ids}
         return copy_tree(elastic_state(self.num_streams, epoch, mine, streams))
 
@@ -318,4 +360,10 @@ class ElasticRun:
         """Check an elastic state (this layout's, or ``merge_states`` of any layout's) and resume from it."""
         loaded = saved_streams.check_elastic_state(state, self.fixed_streams, self._fingerprint)
         self.epoch, self.pending, self.num_streams = loaded
-        self.runtime = None
+        self.runtime, self.turn = None, 0
+        packer = self.packer
+        if self.pending is not None and state.get("format") == ELASTIC_FORMAT:
+            self.turn = own_turn(self.num_streams, packer.local_rank, packer.world_size, self.pending)
+        elif self.pending is not None and packer.num_workers > 1:
+            turns = state.get("turns") or []
+            self.turn = resumed_turn(self.num_streams, packer.local_rank, packer.world_size, packer.num_workers, turns)

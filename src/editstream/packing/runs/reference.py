@@ -153,7 +153,7 @@ class ReferenceRun:
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Check ``state`` against this layout and groups, restore seeds and datasets; the buffer waits for iter()."""
-        if isinstance(state, Mapping) and state.get("format") in (formats.ELASTIC_FORMAT, formats.MERGED_FORMAT):
+        if isinstance(state, Mapping) and state.get("format") in formats.ELASTIC_FORMATS + formats.MERGED_FORMATS:
             raise ValueError(
                 f"cannot resume: the state ({state['format']}) was saved with elastic: true, this dataset is not "
                 f"elastic; set elastic: true in the dataset config"
