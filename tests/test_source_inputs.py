@@ -18,7 +18,7 @@ from editstream.adapters.inplace import InPlace
 from editstream.testing.synth import write_synthetic_dataset
 from editstream.testing.synth_vlm import write_synthetic_vlm_dataset
 from helpers import VAE, error_lines, run_cli
-from hub_shapes import magicbrush, png
+from hub_shapes import hqedit, magicbrush, png, ultraedit
 from published_layouts import as_hub_cache, x2i
 from test_adapters_cli import chains_in
 
@@ -172,3 +172,42 @@ def test_metadata_nested_too_deep_or_not_utf8_is_a_located_drop_and_the_rest_con
     assert "line 2" in located[("meta/d.jsonl", 1)] and "nested deeper" in located[("meta/d.jsonl", 1)]
     assert "line 3" in located[("meta/d.jsonl", 2)] and "utf-8" in located[("meta/d.jsonl", 2)]
     assert sorted(texts[0][0] for _, texts in chains_in(dst)) == ["edit 0", "edit 1", "edit 2", "edit 4", "edit 7"]
+
+
+# --------------------------------------------------------------------------- --from forgotten
+@pytest.mark.parametrize("given", ["cache", "snapshot", "data"])
+def test_a_hub_download_converted_without_from_names_the_adapter_that_fits(tmp_path: Path, given: str) -> None:
+    data, expected = hqedit(tmp_path / "datasets--UCSC-VLAA--HQ-Edit")
+    src = {"cache": data.parent.parent.parent, "snapshot": data.parent, "data": data}[given]
+    dst = tmp_path / "out"
+    refused = run_cli("convert", str(src), str(dst))
+    assert refused.returncode == 2, refused.stderr
+    message = " ".join(error_lines(refused))
+    assert f"editstream convert {src} {dst} --from hqedit" in message and "also fits: hqedit-inverse" in message
+    assert "--schema generic" not in message and "reading" not in refused.stderr
+    assert not dst.exists()
+    wrong = run_cli("convert", str(data), str(dst), "--schema", "unified_edit")
+    assert wrong.returncode == 2 and "--from hqedit" in " ".join(error_lines(wrong))
+    followed = run_cli("convert", str(src), str(dst), "--from", "hqedit", "--to", "parquet")
+    assert followed.returncode == 0, followed.stderr
+    assert chains_in(dst) == Counter(expected)
+
+
+@pytest.mark.parametrize(("shape", "name"), [(ultraedit, "ultraedit"), (magicbrush, "magicbrush")])
+def test_each_published_schema_names_its_own_adapter(tmp_path: Path, shape, name: str) -> None:
+    data, _ = shape(tmp_path / "hub")
+    refused = run_cli("convert", str(data), str(tmp_path / "out"))
+    message = " ".join(error_lines(refused))
+    assert f"--from {name}" in message and "also fits" not in message, refused.stderr
+
+
+def test_columns_no_adapter_reads_still_get_the_schema_advice(tmp_path: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    (tmp_path / "odd").mkdir()
+    pq.write_table(pa.table({"picture": [b"x"], "words": ["y"]}), tmp_path / "odd" / "part-0.parquet")
+    refused = run_cli("convert", str(tmp_path / "odd"), str(tmp_path / "out"))
+    assert refused.returncode == 2
+    message = " ".join(error_lines(refused))
+    assert "--schema generic converts the rows as they are" in message and "--from" not in message

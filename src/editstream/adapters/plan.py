@@ -104,19 +104,23 @@ def _parquet_in(folder: str, split: str | None, storage_options: storage.Storage
     return [u for u in urls if split is None or u.rsplit("/", 1)[-1].startswith(f"{split}-")]
 
 
-def find_parquet_root(src: str, split: str | None, storage_options: storage.StorageOptions | None) -> str:
+def find_parquet_root(
+    src: str, split: str | None, storage_options: storage.StorageOptions | None, *, say: bool = True
+) -> str:
     """The folder of a dataset's parquet files: ``src``, a repository root's ``data/`` or a Hub cache folder's
-    ``snapshots/<rev>/data`` (logged); none found: an error naming where it looked."""
+    ``snapshots/<rev>/data`` (logged when ``say``); none found: an error naming where it looked."""
     if _parquet_in(src, split, storage_options):
         return src
     data = storage.join(src, "data")
     if _parquet_in(data, split, storage_options):
-        log.warning("%s holds no parquet files itself; reading %s", src, data)
+        if say:
+            log.warning("%s holds no parquet files itself; reading %s", src, data)
         return data
     snapshots = [storage.join(root, "data") for root in snapshot_roots(src, storage_options)]
     found = [c for c in snapshots if _parquet_in(c, split, storage_options)]
     if found:
-        log.warning("%s holds no parquet files itself; reading %s", src, found[0])
+        if say:
+            log.warning("%s holds no parquet files itself; reading %s", src, found[0])
         return found[0]
     looked = ", ".join([src, data, *(snapshots or [storage.join(src, "snapshots", "<rev>", "data")])])
     which = f" named {split}-*.parquet" if split is not None else ""

@@ -64,13 +64,15 @@ def check_convert_usage(
     if media_dir is not None:
         raise UsageProblem(f"--media-dir is for a JSONL SRC; {src} is a parquet directory", "leave --media-dir out")
     if schema is None:
-        _check_detectable(src, found)
+        _check_detectable(src, dst, found)
     else:
-        _check_schema_fits(found, schema)
+        _check_schema_fits(found, schema, dst)
 
 
-def _check_detectable(src: str, found: ParquetDirectory) -> None:
-    """A parquet SRC without ``--schema`` must have the columns of a kind detection recognises."""
+def _check_detectable(src: str, dst: str, found: ParquetDirectory) -> None:
+    """A parquet SRC without ``--schema`` must have the columns of a kind detection recognises; columns a
+    built-in adapter reads (a public dataset, ``--from`` forgotten) get that ``--from`` command as advice."""
+    from ..adapters.suggest import from_advice
     from ..kinds import all_kinds, detect_kind
 
     columns = parquet_columns(found)
@@ -79,11 +81,12 @@ def _check_detectable(src: str, found: ParquetDirectory) -> None:
     names = ", ".join(k.name for k in all_kinds() if k.source.takes_columns and k.detectable and k.columns)
     raise UsageProblem(
         f"cannot tell the dataset kind of {src} from its columns {columns} ({names} need other columns)",
-        f"pass --schema NAME; --schema {catch_all_kind()} converts the rows as they are",
+        from_advice(columns, src, dst)
+        or f"pass --schema NAME; --schema {catch_all_kind()} converts the rows as they are",
     )
 
 
-def _check_schema_fits(found: ParquetDirectory, schema: str) -> None:
+def _check_schema_fits(found: ParquetDirectory, schema: str, dst: str) -> None:
     """A ``--schema`` that lacks columns of the data is a usage error naming the kind that fits."""
     from ..kinds import detect_kind, get_kind
 
@@ -94,11 +97,13 @@ def _check_schema_fits(found: ParquetDirectory, schema: str) -> None:
     missing = [c for c in kind.columns if c not in columns]
     if not missing:
         return
+    from ..adapters.suggest import from_advice
+
     fits = detect_kind(columns)
     advice = (
         f"these columns are {fits.name} data: pass --schema {fits.name} or leave --schema out"
         if fits
-        else f"pass --schema {catch_all_kind()} to convert the rows as they are"
+        else from_advice(columns, found.url, dst) or f"pass --schema {catch_all_kind()} to convert the rows as they are"
     )
     raise UsageProblem(f"--schema {schema} needs columns {list(kind.columns)}; {found.url} has {columns}", advice)
 
@@ -384,7 +389,7 @@ def convert(ctx: click.Context, src: str, dst: str, **kw: Any) -> None:
 
         warm_up(kw["engine"], kw["workers"])  # the fork server imports while SRC is checked and planned
     schema = kw.pop("schema")
-    found = parquet_source(src, so)
+    found = parquet_source(src, so, dst)
     check_convert_usage(src, dst, found, schema, kw["media_dir"], so)
     check_bucket(dst, so)
     from ..conversion.dst import ForeignFilesError
