@@ -318,6 +318,19 @@ def test_the_recipe_class_under_torchrun_reads_each_ranks_share_through_editstre
         assert report["recipe"] == "editstream.nemo.recipes.PretrainRecipeForMultimodal"
         assert report["dataset"] == f"{NemoTwinPackedDataset.__module__}.{NemoTwinPackedDataset.__qualname__}"
         assert_batches_equal(direct_batches(path, steps, rank=rank, world_size=2), report["batches"])
+        assert_batches_equal(nemos_own_batches(out, tmp_path, steps, rank=rank, world_size=2), report["batches"])
+
+
+def nemos_own_batches(out: str, tmp_path: Path, n: int, rank: int, world_size: int) -> list[Any]:
+    """The first ``n`` batches of NeMo's own loader classes (NeMo's YAML, no editstream) for ``rank``."""
+    from nemo_automodel.components.config.loader import load_yaml_config
+    from nemo_automodel.recipes._typed_config import RecipeConfig
+
+    from test_nemo_judge import SEED, nemo_yaml
+
+    config = RecipeConfig(load_yaml_config(str(nemo_yaml(out, tmp_path))))
+    assert not type(config.bagel_dataloader).__module__.startswith("editstream")
+    return take_batches(config.bagel_dataloader, n, rank, world_size, SEED)
 
 
 @needs_recipes
