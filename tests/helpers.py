@@ -768,3 +768,23 @@ def write_foreign_shards(out: Path, *, with_json: bool = True) -> list[str]:
                 sample["json"] = json.dumps({"caption": f"json caption {i}", "url": f"http://x/{i}"}).encode()
             sink.write(sample)
     return sorted(str(p) for p in out.glob("*.tar"))
+
+
+def nemo_checkpointer(directory: Path, dp_rank: int, aware: bool = True) -> Any:
+    """NeMo Automodel's ``Checkpointer`` for ``directory`` at ``dp_rank`` (torch_save, no Hub), DP-aware as
+    editstream's recipes make it on load unless ``aware`` is false (NeMo's stock one)."""
+    from nemo_automodel.components.checkpoint.checkpointing import Checkpointer, CheckpointingConfig
+
+    from editstream.nemo.dp_checkpoint import make_dp_aware
+
+    config = CheckpointingConfig(
+        enabled=True,
+        checkpoint_dir=str(directory),
+        model_save_format="torch_save",
+        model_cache_dir="",
+        model_repo_id="",
+        save_consolidated=False,
+        is_peft=False,
+    )
+    made = Checkpointer(config=config, dp_rank=dp_rank, tp_rank=0, pp_rank=0)
+    return make_dp_aware(made) if aware else made

@@ -11,15 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from helpers import SMALL_PACKING, build_dataloader, pipeline_groups, synth_pipeline_data
+from helpers import SMALL_PACKING, build_dataloader, nemo_checkpointer, pipeline_groups, synth_pipeline_data
 
 pytestmark = pytest.mark.nemo_env
 pytest.importorskip("nemo_automodel.components.checkpoint.checkpointing")
 
-from nemo_automodel.components.checkpoint.checkpointing import Checkpointer, CheckpointingConfig  # noqa: E402
 
 from editstream import BagelDatasetConfig  # noqa: E402
-from editstream.nemo.dp_checkpoint import DPAwareCheckpointer, make_dp_aware, saved_dp_ranks  # noqa: E402
+from editstream.nemo.dp_checkpoint import DPAwareCheckpointer, saved_dp_ranks  # noqa: E402
 from editstream.packing.checkpoint.streams import StateError  # noqa: E402
 
 STEPS = 2
@@ -43,17 +42,7 @@ def rows_of(batch):
 
 
 def checkpointer(directory: Path, dp_rank: int, aware: bool = True):
-    config = CheckpointingConfig(
-        enabled=True,
-        checkpoint_dir=str(directory),
-        model_save_format="torch_save",
-        model_cache_dir="",
-        model_repo_id="",
-        save_consolidated=False,
-        is_peft=False,
-    )
-    made = Checkpointer(config=config, dp_rank=dp_rank, tp_rank=0, pp_rank=0)
-    return make_dp_aware(made) if aware else made
+    return nemo_checkpointer(directory, dp_rank, aware)
 
 
 def first_leg(root, ckpt: Path, ranks=2, workers=2, elastic=True):

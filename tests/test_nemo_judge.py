@@ -52,8 +52,9 @@ def nemo_yaml(out: str, tmp_path: Path, workers: int = 0, used: dict[str, int] |
     return path
 
 
-def loader_from(path: Path) -> Any:
-    """The dataloader NeMo's recipe builds from a YAML (NeMo's own classes unless editstream is installed)."""
+def loader_from(path: Path, rank: int = 0, world_size: int = 1) -> Any:
+    """The dataloader NeMo's recipe builds from a YAML for ``rank`` (NeMo's own classes unless editstream is
+    installed)."""
     from nemo_automodel.components.config.loader import load_yaml_config
     from nemo_automodel.recipes._typed_config import RecipeConfig
 
@@ -61,8 +62,8 @@ def loader_from(path: Path) -> Any:
     built = RecipeConfig(load_yaml_config(str(path))).bagel_dataloader.build(
         tokenizer=tokenizer,
         special_tokens=tokenizer.special_token_ids(),
-        rank=0,
-        world_size=1,
+        rank=rank,
+        world_size=world_size,
         batch_size=1,
         global_seed=SEED,
     )
@@ -75,10 +76,10 @@ def first(loader: Any, n: int) -> tuple[list[Any], Any]:
     return [next(iterator).to_dict() for _ in range(n)], iterator
 
 
-def editstream_loader(path: Path) -> Any:
+def editstream_loader(path: Path, rank: int = 0, world_size: int = 1) -> Any:
     editstream.nemo.install()
     try:
-        return loader_from(path)
+        return loader_from(path, rank, world_size)
     finally:
         editstream.nemo.uninstall()
 
