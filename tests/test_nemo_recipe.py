@@ -288,15 +288,10 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-@needs_recipes
-@pytest.mark.torchrun
-@pytest.mark.slow
-def test_the_recipe_class_under_torchrun_reads_each_ranks_share_through_editstream(out, tmp_path):
-    """2 ranks on CPU (gloo): NeMo's launcher resolves the YAML's recipe line, the recipe is
-    constructed, and the data part of setup() runs; each rank's batches equal editstream's
-    direct path for that rank."""
+def recipe_route_reports(out: str, tmp_path: Path, steps: int) -> tuple[Path, list[Any]]:
+    """2 torchrun ranks on CPU (gloo) through NeMo's launcher resolution of the YAML's recipe line, the
+    recipe's constructor and the data part of its setup(): the YAML and each rank's report."""
     path = write_yaml(out, tmp_path, ("unified_edit",))
-    steps = 3
     cmd = [
         sys.executable,
         "-m",
@@ -313,11 +308,31 @@ def test_the_recipe_class_under_torchrun_reads_each_ranks_share_through_editstre
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT / "src")}
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env, cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
-    for rank in range(2):
-        report = torch.load(tmp_path / f"rank{rank}.pt", weights_only=False)
+    return path, [torch.load(tmp_path / f"rank{rank}.pt", weights_only=False) for rank in range(2)]
+
+
+@needs_recipes
+@pytest.mark.torchrun
+@pytest.mark.slow
+def test_the_recipe_class_under_torchrun_reads_each_ranks_share_through_editstream(out, tmp_path):
+    """Each rank's batches through the recipe route equal editstream's direct path for that rank."""
+    steps = 3
+    path, reports = recipe_route_reports(out, tmp_path, steps)
+    for rank, report in enumerate(reports):
         assert report["recipe"] == "editstream.nemo.recipes.PretrainRecipeForMultimodal"
         assert report["dataset"] == f"{NemoTwinPackedDataset.__module__}.{NemoTwinPackedDataset.__qualname__}"
         assert_batches_equal(direct_batches(path, steps, rank=rank, world_size=2), report["batches"])
+
+
+@needs_recipes
+@pytest.mark.torchrun
+@pytest.mark.slow
+@pytest.mark.nemo_env
+def test_the_recipe_route_under_torchrun_gives_nemos_own_per_rank_batches(out, tmp_path):
+    """The same route judged by NeMo's own loader classes (they need torchvision: NeMo's venv)."""
+    steps = 3
+    _, reports = recipe_route_reports(out, tmp_path, steps)
+    for rank, report in enumerate(reports):
         assert_batches_equal(nemos_own_batches(out, tmp_path, steps, rank=rank, world_size=2), report["batches"])
 
 
