@@ -205,7 +205,7 @@ def _status_mb(field: str) -> float:
 def memory_child(src: str, dst: str) -> None:
     """In a fresh process: the plan pass's heap peak, then a whole adaptation's RSS and arrow peaks."""
     from editstream.adapters import adapt, resolve_mapping
-    from editstream.adapters.plan import list_sources, plan_groups
+    from editstream.data.adapted.plan import list_sources, plan_groups
 
     mapping = resolve_mapping("magicbrush")
     baseline = _status_mb("VmRSS")

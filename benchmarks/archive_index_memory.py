@@ -32,7 +32,7 @@ def status(key):
 
 os.environ["EDITSTREAM_CACHE"] = sys.argv[2]
 from editstream.adapters import InPlace, resolve_mapping
-from editstream.data.layouts import in_place_entry
+from editstream.data.adapted.inplace import in_place_entry
 from editstream.data.media import open_media
 from editstream.data.open import open_data
 import indexed_gzip, PIL.Image, pyarrow.parquet, torch  # what reading imports on first use, before "start"

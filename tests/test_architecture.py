@@ -89,6 +89,9 @@ def _imported_layers(path: Path, src: Path = SRC) -> set[tuple[str, int]]:
             for alias in node.names:
                 if alias.name.split(".")[0] == "editstream":
                     targets.append(alias.name.split(".")[1:])
+        named = _named_module(node)
+        if named and named.split(".")[0] == "editstream":
+            targets.append(named.rstrip(".").split(".")[1:])
         for target in targets:
             layer = _layer_of(target, src)
             if layer is not None:
@@ -123,8 +126,11 @@ def test_the_import_check_sees_a_violation(tmp_path):
     (fake / "conversion").mkdir(parents=True)
     (fake / "loader").mkdir()
     module = fake / "conversion" / "bad.py"
-    module.write_text("from ..loader import units\nimport editstream.loader.drops\nfrom .plan import x\n")
-    assert sorted(_imported_layers(module, fake)) == [("conversion", 3), ("loader", 1), ("loader", 2)]
+    module.write_text(
+        "from ..loader import units\nimport editstream.loader.drops\nfrom .plan import x\n"
+        "import importlib\nimportlib.import_module('editstream.loader.units').load()\n"
+    )
+    assert sorted(_imported_layers(module, fake)) == [("conversion", 3), ("loader", 1), ("loader", 2), ("loader", 5)]
 
 
 def test_a_kind_record_importing_the_loader_is_caught_and_its_dataset_module_is_not(tmp_path):
@@ -207,17 +213,51 @@ def _is_type_checking_block(node: ast.AST) -> bool:
     )
 
 
+def _named_module(node: ast.AST) -> str | None:
+    """The module an ``import_module("editstream.x")`` / ``importlib.import_module(...)`` call names,
+    when its first argument is a string written out (or starts with one: ``"editstream.nemo" + suffix``)."""
+    if not isinstance(node, ast.Call) or not node.args:
+        return None
+    func = node.func
+    name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+    if name != "import_module":
+        return None
+    arg = node.args[0]
+    while isinstance(arg, ast.BinOp) and isinstance(arg.op, ast.Add):
+        arg = arg.left
+    if isinstance(arg, ast.JoinedStr) and arg.values:
+        arg = arg.values[0]
+    return arg.value if isinstance(arg, ast.Constant) and isinstance(arg.value, str) else None
+
+
+def _is_main_block(node: ast.AST) -> bool:
+    """``if __name__ == "__main__":``: runs only when the file is a script, a module other than itself."""
+    test = getattr(node, "test", None)
+    return (
+        isinstance(node, ast.If)
+        and isinstance(test, ast.Compare)
+        and isinstance(test.left, ast.Name)
+        and test.left.id == "__name__"
+        and any(isinstance(c, ast.Constant) and c.value == "__main__" for c in test.comparators)
+    )
+
+
 def _runtime_imports(tree: ast.AST) -> list[ast.Import | ast.ImportFrom]:
-    """Every import statement that runs, at module level or inside a function (lazy ones count);
-    imports under ``if TYPE_CHECKING:`` are for the type checker only and never run."""
+    """Every import that runs, at module level or inside a function (lazy ones count), an
+    ``import_module`` call with a written-out name counted as an ``import`` of that module;
+    imports under ``if TYPE_CHECKING:`` are for the type checker only and never run, and a script's
+    ``if __name__ == "__main__":`` block imports into another module (``__main__``)."""
     found: list[ast.Import | ast.ImportFrom] = []
     stack = [tree]
     while stack:
         node = stack.pop()
-        if _is_type_checking_block(node):
+        if _is_type_checking_block(node) or _is_main_block(node):
             continue
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             found.append(node)
+        named = _named_module(node)
+        if named:
+            found.append(ast.Import(names=[ast.alias(name=named.rstrip("."))], lineno=node.lineno))
         stack.extend(ast.iter_child_nodes(node))
     return found
 
@@ -314,7 +354,17 @@ def test_the_cycle_check_sees_a_lazy_cycle_and_a_private_import(tmp_path):
     (fake / "conversion" / "c.py").write_text(
         "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .a import thing\nfrom .b import f\n"
     )
-    assert import_cycles(fake) == [["editstream.conversion.a", "editstream.conversion.b"]]
+    (fake / "conversion" / "d.py").write_text(
+        "import importlib\ndef load(name):\n    return importlib.import_module('editstream.conversion.e' + name)\n"
+    )
+    (fake / "conversion" / "e.py").write_text(
+        "from importlib import import_module\nx = import_module(f'editstream.conversion.d')\n"
+    )
+    (fake / "conversion" / "f.py").write_text("if __name__ == '__main__':\n    from editstream.conversion import f\n")
+    assert import_cycles(fake) == [
+        ["editstream.conversion.a", "editstream.conversion.b"],
+        ["editstream.conversion.d", "editstream.conversion.e"],
+    ]
     assert ("editstream.conversion.a", "_helper", 2) in import_edges(fake / "conversion" / "b.py", fake)
     assert [t for t, _, _ in import_edges(fake / "conversion" / "c.py", fake)] == ["editstream.conversion.b"]
 
@@ -455,3 +505,64 @@ def test_the_mode_flag_check_sees_a_planted_violation():
     )
     assert flag_branches(planted) == [2, 4, 5]
     assert flag_branches("self.elastic = spec.elastic\nreturn run.batches()\n") == []
+
+
+# --------------------------------------------------------------------------- backends as objects
+
+BACKEND_NAMES = {"parquet", "source", "webdataset", "auto"}
+"""The values a ``backend`` (or ``--to`` target) is spelt with: only data/backends.py compares them."""
+
+
+def backend_name_tests(source: str) -> list[int]:
+    """Lines comparing something named like a backend or target with a backend's name spelt out."""
+    lines = []
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.Compare):
+            continue
+        sides = [node.left, *node.comparators]
+        spelt = [
+            c
+            for side in sides
+            for c in ([side] if isinstance(side, ast.Constant) else getattr(side, "elts", []))
+            if isinstance(c, ast.Constant) and c.value in BACKEND_NAMES
+        ]
+        words = {n.id for side in sides for n in ast.walk(side) if isinstance(n, ast.Name)}
+        words |= {n.attr for side in sides for n in ast.walk(side) if isinstance(n, ast.Attribute)}
+        words |= {
+            n.slice.value
+            for side in sides
+            for n in ast.walk(side)
+            if isinstance(n, ast.Subscript) and isinstance(n.slice, ast.Constant) and isinstance(n.slice.value, str)
+        }
+        words |= {
+            a.value
+            for side in sides
+            for n in ast.walk(side)
+            if isinstance(n, ast.Call)
+            for a in n.args
+            if isinstance(a, ast.Constant) and isinstance(a.value, str)
+        }
+        named = any("backend" in w or "target" in w or w == "to" for w in words)
+
+        if spelt and named:
+            lines.append(node.lineno)
+    return lines
+
+
+@pytest.mark.parametrize("path", _modules(), ids=lambda p: str(p.relative_to(SRC)))
+def test_backends_are_asked_not_compared_by_name(path):
+    relative = str(path.relative_to(SRC))
+    assert relative == "data/backends.py" or backend_name_tests(path.read_text()) == []
+
+
+def test_the_backend_check_sees_a_planted_compare():
+    planted = (
+        "if self.backend == 'webdataset':\n    pass\n"
+        "ok = kw.pop('backend') not in ('auto', 'parquet')\n"
+        "if opts['target'] == 'parquet': pass\n"
+        "if m.form == 'parquet': pass\n"
+        "if backend.reads_shards: pass\n"
+        "if engine in ('auto', 'local'): pass\n"
+        "if to == 'parquet': pass\n"
+    )
+    assert backend_name_tests(planted) == [1, 3, 4, 8]

@@ -103,7 +103,7 @@ def test_a_member_above_the_size_cap_drops_its_row_located_before_it_is_read(tmp
     media = open_media(str(root / f"pics.{kind}"), max_member_size=1 << 20)
     with pytest.raises(OSError, match=r"3,145,728 bytes, above the media member cap of 1,048,576"):
         media.read("img/bomb.png")
-    from editstream.adapters.chains import BadValue, MediaDir
+    from editstream.data.adapted.chains import BadValue, MediaDir
 
     with pytest.raises(BadValue) as dropped:
         MediaDir(None, mounts=[("", media)]).read("b", "img/bomb.png")

@@ -14,7 +14,7 @@ import pytest
 
 from editstream import ByteTokenizer, ImageTransform, SftJSONLIterableDataset, T2IIterableDataset
 from editstream.adapters import resolve_mapping
-from editstream.adapters.inplace import InPlace
+from editstream.data.adapted.inplace import InPlace
 from editstream.testing.synth import write_synthetic_dataset
 from editstream.testing.synth_vlm import write_synthetic_vlm_dataset
 from helpers import VAE, error_lines, run_cli

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from editstream.adapters import builtin_names, run_adapter
 from editstream.cli.app import main as cli_main
-from editstream.data.layouts import in_place_entry
+from editstream.data.adapted.inplace import in_place_entry
 from editstream.data.open import open_data
 from editstream.data.rows import BadSample
 from editstream.packing.config import BagelDatasetConfig
@@ -120,7 +120,7 @@ def plan_passes(caplog) -> int:
 def test_the_plan_index_is_kept_reused_and_renewed_when_the_source_changes(tmp_path, caplog, monkeypatch):
     data_dir, _ = magicbrush(tmp_path / "hub", 9)
     monkeypatch.setenv("EDITSTREAM_CACHE", str(tmp_path / "cache"))
-    caplog.set_level(logging.INFO, logger="editstream.adapters.inplace")
+    caplog.set_level(logging.INFO, logger="editstream.data.adapted.inplace")
     recipe = config({"data_dir": str(data_dir), "from": "magicbrush"}, "parquet", 1)
 
     def units() -> list:
@@ -356,7 +356,7 @@ def test_listing_and_previewing_in_place_leave_no_archive_open(tmp_path, monkeyp
 def test_a_unit_of_jsonl_metadata_in_place_parses_only_its_own_lines(tmp_path, monkeypatch):
     """Listing counts a JSONL file's lines and keeps where every 100th starts (by the file's identity); a unit
     seeks there and parses its own lines only, so reading every unit parses each line once, not the file per unit."""
-    from editstream.adapters.sources import SCHEMA_ROWS
+    from editstream.data.adapted.sources import SCHEMA_ROWS
 
     monkeypatch.setenv("EDITSTREAM_CACHE", str(tmp_path / "cache"))
     root = x2i(tmp_path / "published")[0]

@@ -6,9 +6,9 @@ also converts it, :func:`peek` previews it and :class:`InPlace` trains on the so
 
 from __future__ import annotations
 
-from .chains import BadValue
-from .inplace import InPlace, Peeked, peek
-from .mapping import (
+from ..data.adapted.chains import BadValue
+from ..data.adapted.inplace import InPlace, Peeked, peek
+from ..data.adapted.mapping import (
     AdapterMapping,
     InstructionSource,
     MappingError,
@@ -18,8 +18,8 @@ from .mapping import (
     mapping_from_dict,
     resolve_mapping,
 )
+from ..data.adapted.where import Filter, FilterError, parse_filter
 from .run import NoChainsError, adapt, run_adapter, staging_dir
-from .where import Filter, FilterError, parse_filter
 
 __all__ = [
     "AdapterMapping",

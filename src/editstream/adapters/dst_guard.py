@@ -6,12 +6,13 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from ..conversion.dst import held_conversion
+from ..conversion.dst import ForeignFilesError, foreign_names, held_conversion
 from ..conversion.records import remove_previous
 from ..conversion.source import absolute
+from ..data.adapted.mapping import AdapterMapping
+from ..data.identity import fingerprint
 from ..io import storage
-from .mapping import AdapterMapping
-from .output import fingerprint, read_adaptation, remove_adaptation, write_adaptation
+from .output import read_adaptation, remove_adaptation, write_adaptation
 
 log = logging.getLogger(__name__)
 
@@ -65,3 +66,19 @@ def keep_note(dst: str, note: dict[str, Any], so: storage.StorageOptions | None)
     """Write ``note`` into ``dst`` unless it is there already."""
     if read_adaptation(dst, so) != note:
         write_adaptation(dst, note, so)
+
+
+def refuse_held_dst(
+    src: str, dst: str, parquet_dst: str, mapping: AdapterMapping, so: storage.StorageOptions | None
+) -> None:
+    """Refuse a DST holding foreign files or another conversion, or a staging holding another adaptation: both
+    places are checked before either is written."""
+    foreign = foreign_names(dst, so)
+    if foreign:
+        raise ForeignFilesError(dst, foreign)
+    held = held_conversion(dst, so)
+    if held is not None and held.rstrip("/") != absolute(parquet_dst).rstrip("/"):
+        raise refusal(f"DST {dst}", f"a WebDataset conversion of {held}", src, mapping)
+    other = other_than(parquet_dst, adaptation_note(src, mapping), so)
+    if other is not None:
+        raise refusal(f"DST {dst} (its staging {parquet_dst})", other, src, mapping)

@@ -16,8 +16,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..conversion.source import absolute
+from ..data.adapted.chains import to_table
 from ..io import storage
-from .chains import to_table
 
 DONE_DIR = "_editstream_adapt"
 """Sub-directory of DST holding one done record per output file."""
@@ -25,11 +25,6 @@ PARQUET_INFO = "parquet_info.json"
 REPORT = "adapt_report.json"
 ADAPTATION = "_editstream_adaptation.json"
 """What DST holds the adaptation of: its source and mapping (a run of another one is refused)."""
-
-
-def fingerprint(data: Any) -> str:
-    """sha256 of ``data`` as canonical JSON: what a done record must match to be kept."""
-    return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()
 
 
 def _record_url(dst: str, name: str) -> str:

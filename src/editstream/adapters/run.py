@@ -21,28 +21,12 @@ import pyarrow.parquet as pq
 
 from ..conversion import convert
 from ..conversion.config import check_apart
-from ..conversion.dst import ForeignFilesError, foreign_names, held_conversion
 from ..conversion.executors import Executor, ProcessPoolExecutor, TaskError, make_executor
-from ..conversion.source import absolute
-from ..data.identity import Identity, check_unchanged, difference, file_identity
-from ..format.safe_yaml import brief
-from ..io import storage
-from ..io.progress import Progress
-from ..io.words import counted
-from .chains import BadValue, ChainBuilder, MediaDir, output_schema
-from .dst_guard import adaptation_note, claim_dst, keep_note, other_than, refusal
-from .mapping import AdapterMapping, MappingError, resolve_mapping
-from .output import (
-    PARQUET_INFO,
-    ParquetOut,
-    fingerprint,
-    intact_record,
-    tidy_dst,
-    write_parquet_info,
-    write_record,
-    write_report,
-)
-from .plan import (
+from ..data.adapted.chains import BadValue, ChainBuilder, MediaDir, output_schema
+from ..data.adapted.mapping import AdapterMapping, MappingError, resolve_mapping
+from ..data.adapted.plan import (
+    DEFAULT_CHAINS_PER_FILE,
+    DEFAULT_ROWS_PER_GROUP,
     Mounts,
     OutputTask,
     Plan,
@@ -56,14 +40,25 @@ from .plan import (
     source_rows,
     unpack,
 )
-from .where import Filter
+from ..data.adapted.where import Filter
+from ..data.backends import TARGETS, get_backend
+from ..data.identity import Identity, check_unchanged, difference, file_identity, fingerprint
+from ..format.safe_yaml import brief
+from ..io import storage
+from ..io.progress import Progress
+from ..io.words import counted
+from .dst_guard import claim_dst, keep_note, refuse_held_dst
+from .output import (
+    PARQUET_INFO,
+    ParquetOut,
+    intact_record,
+    tidy_dst,
+    write_parquet_info,
+    write_record,
+    write_report,
+)
 
 log = logging.getLogger(__name__)
-
-DEFAULT_ROWS_PER_GROUP = 100
-"""Chains per output row group (a loader unit); the Hub's own image datasets use 100 rows."""
-DEFAULT_CHAINS_PER_FILE = 1000
-"""Chains per output file of a grouped adaptation (ungrouped ones keep one file per source file)."""
 
 
 PRELOAD = ("editstream.adapters.run",)
@@ -428,7 +423,6 @@ def adapt(
     return summary
 
 
-TARGETS = ("webdataset", "parquet")
 PARALLEL = ("workers", "engine", "ray_address", "executor")
 """Options both steps take: the adaptation's output files and the shards run on the same executor."""
 
@@ -443,7 +437,7 @@ def run_adapter(
     dst: str,
     adapter: str | Path | AdapterMapping,
     *,
-    to: str = "webdataset",
+    to: str = TARGETS[0],
     where: str | None = None,
     media_dir: str | None = None,
     split: str | None = None,
@@ -461,30 +455,23 @@ def run_adapter(
 
     A DST (or staging) holding another conversion is refused before anything is written, unless ``overwrite``."""
     if to not in TARGETS:
-        raise ValueError(f"to must be one of {TARGETS}, got {to!r}")
+        raise ValueError(f"to must be one of {list(TARGETS)}, got {to!r}")
+    shards = get_backend(to, "run_adapter").reads_shards
     parallel = {k: convert_options[k] for k in PARALLEL if k in convert_options}
     shard_only = sorted(k for k in convert_options if k not in PARALLEL)
-    if to == "parquet" and (staging is not None or shard_only):
+    if not shards and (staging is not None or shard_only):
         raise ValueError(f"staging and converter options apply to to='webdataset' only, not {shard_only}")
     mapping = resolve_mapping(adapter)
-    parquet_dst = dst if to == "parquet" else (staging or staging_dir(dst))
-    check_apart({"SRC": src, "DST": dst} if to == "parquet" else {"SRC": src, "staging": parquet_dst, "DST": dst})
-    foreign = foreign_names(dst, storage_options) if to == "webdataset" else []
-    if foreign and not overwrite:
-        raise ForeignFilesError(dst, foreign)
-    if to == "webdataset" and not overwrite:  # both places checked before either is written
-        shards = held_conversion(dst, storage_options)
-        if shards is not None and shards.rstrip("/") != absolute(parquet_dst).rstrip("/"):
-            raise refusal(f"DST {dst}", f"a WebDataset conversion of {shards}", src, mapping)
-        other = other_than(parquet_dst, adaptation_note(src, mapping), storage_options)
-        if other is not None:
-            raise refusal(f"DST {dst} (its staging {parquet_dst})", other, src, mapping)
+    parquet_dst = (staging or staging_dir(dst)) if shards else dst
+    check_apart({"SRC": src, "staging": parquet_dst, "DST": dst} if shards else {"SRC": src, "DST": dst})
+    if shards and not overwrite:
+        refuse_held_dst(src, dst, parquet_dst, mapping, storage_options)
     summary = adapt(
         src, parquet_dst, mapping, media_dir=media_dir, where=where, split=split, rows_per_group=rows_per_group,
         chains_per_file=chains_per_file, storage_options=storage_options, progress=progress, overwrite=overwrite,
         **parallel,
     )  # fmt: skip
-    if to == "parquet":
+    if not shards:
         return {"adapt": summary, "convert": None}
     converted = convert(
         parquet_dst,

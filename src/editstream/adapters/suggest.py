@@ -6,10 +6,10 @@ from __future__ import annotations
 import shlex
 from collections.abc import Sequence
 
+from ..data.adapted.mapping import builtin_names, builtin_path, load_mapping
+from ..data.adapted.plan import find_parquet_root
 from ..io import storage
 from ..io.parquet import open_parquet
-from .mapping import builtin_names, builtin_path, load_mapping
-from .plan import find_parquet_root
 
 
 def adapters_for_columns(columns: Sequence[str]) -> list[str]:

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from ..data.backends import TARGETS, get_backend
 from ..io import storage
 from ..io.words import counted
 from .app import SETTINGS, main
@@ -188,7 +189,7 @@ def _check(ctx: click.Context, opts: dict[str, Any]) -> None:
             f"{', '.join(refused)} cannot be used with --from/--mapping",
             "the mapping decides the kind and the adapter writes parquet_info.json itself: leave them out",
         )
-    if opts["target"] == "parquet":
+    if not get_backend(opts["target"], "--to").reads_shards:
         shard_only = given(ctx, [o for o in SHARD_OPTIONS if o != "overwrite"]) + given(ctx, ["staging"])
         if shard_only:
             raise UsageProblem(
@@ -217,7 +218,7 @@ def _adapt(src: str, dst: str, mapping: Any, opts: dict[str, Any], kw: dict[str,
     progress = not (kw["no_progress"] or SETTINGS.quiet)
     common = dict(where=opts["where"], media_dir=kw["media_dir"], split=opts["split"], storage_options=so)
     common["overwrite"] = kw["overwrite"]  # both targets: another adaptation (or conversion) in DST is replaced
-    if opts["target"] == "webdataset":
+    if get_backend(opts["target"], "--to").reads_shards:
         common.update({k: kw[k] for k in (*SHARD_OPTIONS, "workers", "engine", "ray_address")}, staging=opts["staging"])
     with running_executor(kw["engine"], kw["workers"], kw["ray_address"]) as runner:
         result: dict[str, Any] = run_adapter(
@@ -235,9 +236,9 @@ def convert_from(
     check_bucket(src, so)
     check_bucket(dst, so)
     from ..adapters import FilterError, MappingError, NoChainsError
-    from ..adapters.sources import SeveralSnapshotsError
     from ..conversion.config import PlacesOverlapError
     from ..conversion.dst import ForeignFilesError
+    from ..data.adapted.sources import SeveralSnapshotsError
 
     try:
         result = _adapt(src, dst, mapping, opts, kw, so)
@@ -283,13 +284,14 @@ def convert_from(
     "--mapping",
     "mapping_file",
     metavar="FILE",
-    help="Like --from, with your own YAML/JSON mapping file (copy a built-in one from editstream/adapters/builtin).",
+    help="Like --from, with your own YAML/JSON mapping file (copy a built-in one from "
+    "editstream/data/adapted/builtin).",
 )
 @click.option(
     "--to",
     "target",
-    type=click.Choice(["webdataset", "parquet"]),
-    default="webdataset",
+    type=click.Choice(TARGETS),
+    default=TARGETS[0],
     show_default=True,
     help="With --from/--mapping: webdataset writes shards to DST (from BAGEL parquet staged beside it); "
     "parquet writes BAGEL's parquet + parquet_info.json to DST.",

@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from ..data.backends import BACKENDS
+from ..data.backends import AUTO, BACKENDS, chosen_backend
 from ..io.words import counted
 from .app import main
 from .errors import DataProblem, UsageProblem, check_bucket, open_problem
@@ -29,7 +29,7 @@ def adapted_records(
 ) -> list[Any]:
     """The first ``n`` chains the adapter makes of DATA as preview records (a dropped row with its reason)."""
     from ..adapters import FilterError, MappingError, peek, resolve_mapping
-    from ..adapters.inplace import media_index_dir
+    from ..data.adapted.inplace import media_index_dir
     from ..preview.collect import to_record
     from ..preview.record import Record
 
@@ -66,7 +66,7 @@ def _records(
         return collect(
             data,
             n,
-            backend=None if backend == "auto" else backend,
+            backend=chosen_backend(backend, "--backend"),
             media_dir=media_dir,
             storage_options=opts,
             allow_outside_media_dir=allow_outside,
@@ -91,7 +91,7 @@ def _records(
 @click.option("-n", "--samples", "n", type=click.IntRange(min=1), default=16, show_default=True, help="Records shown.")
 @click.option(
     "--backend",
-    type=click.Choice(["auto", *BACKENDS]),
+    type=click.Choice([AUTO, *BACKENDS]),
     default="auto",
     show_default=True,
     help="auto: by what DATA holds; parquet (or source): the data as published (a parquet directory, a JSONL "
@@ -139,7 +139,7 @@ def preview(
         raise UsageProblem(f"-o {out}: the preview is written as .html or .png", "name the output OUT.html or OUT.png")
     opts = storage_options(storage_option, endpoint_url)
     if adapting["adapter"] is not None or adapting["mapping_file"] is not None:
-        if backend != "auto":
+        if chosen_backend(backend, "--backend") is not None:
             raise UsageProblem("--backend reads converted data; --from/--mapping read DATA in its own schema")
         records = adapted_records(data, n, media_dir, opts, **adapting)
     else:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from ..data.backends import BACKENDS
+from ..data.backends import AUTO, BACKENDS, chosen_backend
 from .app import main
 from .errors import DataProblem, UsageProblem, check_bucket, open_problem
 from .options import KindChoice, storage_options, trainable, with_storage_options
@@ -33,7 +33,7 @@ def _open_one(
 
     if not d.names_pattern(url, so):
         check_bucket(url, so)
-    wanted = None if backend == "auto" else backend
+    wanted = chosen_backend(backend, "--backend")
     try:
         handle = open_data(url, backend=wanted, storage_options=so, media_dir=media_dir)
         if not trainable(handle.kind):  # stream builds the kind's training dataset
@@ -118,7 +118,7 @@ def _open_all(data: tuple[str, ...], schema: str | None, so: Any, kw: dict[str, 
     """The DATA arguments opened, or read in place through ``--from`` / ``--mapping`` and listed now, so a
     bad mapping or folder fails before torch loads."""
     from ..adapters import MappingError
-    from ..adapters.inplace import in_place_entry
+    from ..data.adapted.inplace import in_place_entry
     from ..data.open import open_data
 
     refuse_repeated_data(data)
@@ -129,7 +129,8 @@ def _open_all(data: tuple[str, ...], schema: str | None, so: Any, kw: dict[str, 
         return resolve(data, kw.pop("backend"), schema, so, kw.pop("media_dir"))
     if adapter is not None and mapping is not None:
         raise UsageProblem("--from and --mapping both name the mapping", "give one of them")
-    if kw.pop("backend") not in ("auto", "parquet", "source"):
+    wanted = chosen_backend(kw.pop("backend"), "--backend")
+    if wanted is not None and wanted.reads_shards:
         raise UsageProblem("data read through an adapter is read on the parquet backend", "leave --backend out")
     options = {"where": where, "split": split, "media_dir": kw.pop("media_dir")}
     named = {"from": adapter} if adapter is not None else {"mapping": mapping}
@@ -176,7 +177,7 @@ def _check_rank(rank: int | None, world_size: int | None) -> None:
 @click.argument("data", nargs=-1, required=True)
 @click.option(
     "--backend",
-    type=click.Choice(["auto", *BACKENDS]),
+    type=click.Choice([AUTO, *BACKENDS]),
     default="auto",
     show_default=True,
     help="auto: by what DATA holds; parquet (or source): the data as published (directories of *.parquet, "

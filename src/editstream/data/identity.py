@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -49,3 +51,8 @@ def check_unchanged(url: str, expected: Mapping[str, Any], storage_options: Stor
             f"{url} changed since the conversion was planned ({what}); "
             "run the conversion again to convert it as it is now"
         )
+
+
+def fingerprint(data: Any) -> str:
+    """sha256 of ``data`` as canonical JSON: what a done record (or a kept plan index) must match to be kept."""
+    return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()

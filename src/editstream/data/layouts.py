@@ -4,7 +4,6 @@ backend, kind, row source and whole-entry count) or a :class:`LayoutError` sayin
 from __future__ import annotations
 
 import functools
-import importlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -16,6 +15,7 @@ from ..io.lines import read_jsonl_lines
 from ..io.parquet import open_parquet
 from ..io.storage import StorageOptions
 from ..kinds import DatasetKind, UnknownKindError, all_kinds, detect_kind, get_kind
+from .backends import PARQUET, WEBDATASET, Backend
 from .drops import DropLog
 from .rows import ListingRowSource
 from .shapes import data_shape
@@ -50,9 +50,8 @@ class KindMismatch(LayoutError):
 class BackendMismatch(LayoutError):
     """The backend asked for does not read this layout; ``right`` is the one that does."""
 
-    def __init__(self, url: Any, layout: Layout, wanted: str) -> None:
-        reads = {"parquet": "parquet files", "webdataset": "converted shards (no manifest.json)"}[wanted]
-        super().__init__(f"{url} holds {layout.holds}, not {reads}", f"use backend {layout.backend}")
+    def __init__(self, url: Any, layout: Layout, wanted: Backend) -> None:
+        super().__init__(f"{url} holds {layout.holds}, not {wanted.reads}", f"use backend {layout.backend}")
         self.right = layout.backend
         self.wanted = wanted
 
@@ -84,7 +83,7 @@ class Layout:
     title: ClassVar[str] = "data"
     holds: ClassVar[str] = "data"
     """What the entry holds, in a message: ``{url} holds {holds}``."""
-    backend: ClassVar[str] = "parquet"
+    backend: ClassVar[Backend] = PARQUET
 
     def detect_kind(self) -> DatasetKind:
         """The kind the data is, read from the data itself."""
@@ -114,20 +113,6 @@ class LayoutEntry:
     def layout(self, storage_options: StorageOptions | None) -> Layout:
         """The layout reading this entry (cheap: listing happens when its units are)."""
         raise NotImplementedError
-
-
-IN_PLACE_KEYS = ("from", "mapping", "where", "media_dir", "split")
-"""The keys of a ``dataset_info`` entry read in place through an adapter: ``from: NAME`` or ``mapping: FILE``
-(one of them), and the adaptation's ``where``, ``media_dir`` and ``split``."""
-
-
-def in_place_entry(meta: Mapping[str, Any], owner: str) -> LayoutEntry | None:
-    """The adapters layer's entry for a ``dataset_info`` entry with ``from:`` / ``mapping:`` (imported by
-    name: that layer sits above this one), else ``None``."""
-    if not any(key in meta for key in IN_PLACE_KEYS):
-        return None
-    entry: LayoutEntry | None = importlib.import_module("editstream.adapters.inplace").in_place_entry(meta, owner)
-    return entry
 
 
 def kind_of_columns(url: Any, columns: Sequence[str]) -> DatasetKind:
@@ -182,7 +167,7 @@ class ConvertedRoot(Layout):
 
     title: ClassVar[str] = "a converted root"
     holds: ClassVar[str] = "converted WebDataset shards (manifest.json)"
-    backend: ClassVar[str] = "webdataset"
+    backend: ClassVar[Backend] = WEBDATASET
 
     @functools.cached_property
     def manifest(self) -> Manifest:
@@ -215,7 +200,7 @@ class ForeignShards(Layout):
 
     title: ClassVar[str] = "foreign tar shards"
     holds: ClassVar[str] = "tar shards without a manifest"
-    backend: ClassVar[str] = "webdataset"
+    backend: ClassVar[Backend] = WEBDATASET
 
     def detect_kind(self) -> DatasetKind:
         return foreign_kind()
@@ -319,7 +304,7 @@ def recognise(url: Any, storage_options: StorageOptions | None = None) -> Layout
     raise _refusal(found)
 
 
-def layout_for_backend(entry: Any, backend: str, storage_options: StorageOptions | None = None) -> Layout:
+def layout_for_backend(entry: Any, backend: Backend, storage_options: StorageOptions | None = None) -> Layout:
     """The layout a ``data_dir_list`` entry has on ``backend``, told from its name alone so a dataset's
     constructor stays cheap (a registered layout is asked first on the parquet backend)."""
     if isinstance(entry, LayoutEntry):
@@ -327,7 +312,7 @@ def layout_for_backend(entry: Any, backend: str, storage_options: StorageOptions
         if layout.backend != backend:
             raise BackendMismatch(entry, layout, backend)
         return layout
-    if backend == "webdataset":
+    if backend.reads_shards:
         return (ForeignShards if is_foreign_entry(entry, storage_options) else ConvertedRoot)(entry, storage_options)
     if _RECOGNISERS and isinstance(entry, str):
         found = d.detect(entry, storage_options)

@@ -9,7 +9,7 @@ from typing import Any
 
 from ..io.storage import StorageOptions
 from ..kinds import DatasetKind, get_kind
-from .backends import check_backend
+from .backends import Backend, get_backend
 from .drops import DropLog
 from .layouts import BackendMismatch, Layout, SourceRequest, layout_for_backend, one_layout_type, recognise
 from .rows import ListingRowSource
@@ -38,7 +38,7 @@ class DataHandle:
         return self.layout.url
 
     @property
-    def backend(self) -> str:
+    def backend(self) -> Backend:
         return self.layout.backend
 
     @property
@@ -84,8 +84,9 @@ def open_data(
     """The data at ``path`` (anything :func:`~editstream.data.layouts.recognise` knows), opened; a given ``backend``
     or ``kind`` must fit it (a :class:`LayoutError` names the right one)."""
     layout = recognise(path, storage_options)
-    if backend is not None and check_backend(backend, "open_data") != layout.backend:
-        raise BackendMismatch(path, layout, check_backend(backend, "open_data"))
+    wanted = None if backend is None else get_backend(backend, "open_data")
+    if wanted is not None and wanted is not layout.backend:
+        raise BackendMismatch(path, layout, wanted)
     if kind is None:
         chosen = layout.detect_kind()
     else:
@@ -94,7 +95,7 @@ def open_data(
 
 
 def dataset_source(
-    entries: Sequence[Any], backend: str, request: SourceRequest, storage_options: StorageOptions | None = None
+    entries: Sequence[Any], backend: Backend, request: SourceRequest, storage_options: StorageOptions | None = None
 ) -> ListingRowSource:
     """The row source a training dataset reads its ``data_dir_list`` with (layouts told from names alone)."""
     layouts = [layout_for_backend(entry, backend, storage_options) for entry in entries] or [
@@ -106,4 +107,4 @@ def dataset_source(
 
 def entry_count(entry: Any, backend: str, storage_options: StorageOptions | None = None) -> int:
     """The ``num_used_data`` entry that reads every file (or shard) of a data directory once."""
-    return layout_for_backend(entry, check_backend(backend, "entry_count"), storage_options).count()
+    return layout_for_backend(entry, get_backend(backend, "entry_count"), storage_options).count()

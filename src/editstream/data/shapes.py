@@ -10,6 +10,7 @@ from ..format.manifest import Manifest
 from ..format.sft import SftInfo
 from ..io.storage import StorageOptions
 from ..kinds import DatasetKind, SourceShape
+from .backends import PARQUET, WEBDATASET, Backend
 from .rows import ListingRowSource
 from .sources.foreign import ForeignTarSource
 from .sources.jsonl import JsonlLineSource
@@ -19,12 +20,6 @@ from .sources.webdataset import TarSource
 
 if TYPE_CHECKING:
     from .layouts import SourceRequest
-
-SOURCE_OPTIONS = {
-    "parquet": ("retry", "file_order"),
-    "webdataset": ("retry", "block_size", "max_member_size", "prefetch", "columns", "readahead_bytes", "file_order"),
-}
-"""Keyword arguments each backend's source takes beyond the common ones (parquet-slice kinds)."""
 
 
 class ShapeMismatch(ValueError):
@@ -55,18 +50,18 @@ class DataShape:
         """The ``num_used_data`` entry that reads a converted root of this shape once."""
         raise NotImplementedError
 
-    def dataset_arguments(self, backend: str, entry: Any, count: int, media_dir: str | None) -> dict[str, Any]:
+    def dataset_arguments(self, backend: Backend, entry: Any, count: int, media_dir: str | None) -> dict[str, Any]:
         """The training dataset's arguments that read ``entry`` whole on ``backend``."""
         return {"data_dir_list": [entry], "num_used_data": [count], "backend": backend}
 
 
-def _options(backend: str, request: SourceRequest) -> dict[str, Any]:
+def _options(backend: Backend, request: SourceRequest) -> dict[str, Any]:
     """The arguments every parquet-slice source takes, and the backend's own options (unknown ones refused)."""
-    unknown = sorted(set(request.options) - set(SOURCE_OPTIONS[backend]))
+    unknown = sorted(set(request.options) - set(backend.options))
     if unknown:
         raise TypeError(
             f"dataset {request.dataset_name!r}: unknown keyword argument(s) {unknown} for backend "
-            f"{backend!r} (it takes {list(SOURCE_OPTIONS[backend])})"
+            f"{str(backend)!r} (it takes {list(backend.options)})"
         )
     options = dict(request.options)
     if request.sorted_files:
@@ -81,7 +76,7 @@ def _options(backend: str, request: SourceRequest) -> dict[str, Any]:
 
 
 def _parquet(entries: Sequence[Any], request: SourceRequest, so: StorageOptions | None) -> ListingRowSource:
-    return ParquetSource(parquet_info=request.parquet_info, storage_options=so, **_options("parquet", request))
+    return ParquetSource(parquet_info=request.parquet_info, storage_options=so, **_options(PARQUET, request))
 
 
 def _converted(entries: Sequence[Any], request: SourceRequest, so: StorageOptions | None) -> ListingRowSource:
@@ -89,12 +84,12 @@ def _converted(entries: Sequence[Any], request: SourceRequest, so: StorageOption
         raise TypeError(
             f"dataset {request.dataset_name!r}: columns applies to foreign shards (patterns), not converted roots"
         )
-    return TarSource(storage_options=so, **_options("webdataset", request))
+    return TarSource(storage_options=so, **_options(WEBDATASET, request))
 
 
 def _foreign(entries: Sequence[Any], request: SourceRequest, so: StorageOptions | None) -> ListingRowSource:
     schema = None if request.kind is None else request.kind.name
-    options = _options("webdataset", request)
+    options = _options(WEBDATASET, request)
     options.pop("file_order", None)  # shards a pattern names are always taken sorted: no directory order to keep
     return ForeignTarSource(storage_options=so, schema=schema, **options)
 
@@ -136,8 +131,8 @@ class JsonlLines(DataShape):
     def converted_count(self, manifest: Manifest) -> int:
         return SftInfo.from_manifest(manifest, manifest.source_root).num_lines
 
-    def dataset_arguments(self, backend: str, entry: Any, count: int, media_dir: str | None) -> dict[str, Any]:
-        if backend == "webdataset":
+    def dataset_arguments(self, backend: Backend, entry: Any, count: int, media_dir: str | None) -> dict[str, Any]:
+        if backend.reads_shards:
             return {"jsonl_path_list": None, "data_dir_list": [entry], "num_used_data": [count], "backend": backend}
         return {"jsonl_path_list": [entry], "data_dir_list": [media_dir], "num_used_data": [count], "backend": backend}
 

@@ -7,17 +7,22 @@ import importlib
 from types import ModuleType
 from typing import Any
 
+from . import datasets, loader, packing
+
 NEMO_PACKAGE = "nemo_automodel.components.datasets.multimodal"
 """NeMo's module tree that ``editstream.nemo`` mirrors."""
 
-REBOUND: dict[str, tuple[str, ...]] = {
-    "": ("BagelDatasetConfig", "DataConfig", "make_bagel_multimodal_dataset"),
-    ".datasets": ("BagelDatasetConfig", "make_bagel_multimodal_dataset"),
-    ".packing": ("DataConfig",),
-    ".loader": ("BagelDataloaderConfig",),
-}
-"""NeMo submodule (relative to ``NEMO_PACKAGE``) -> the names ``install()`` rebinds in it, each to the same name
-in ``editstream.nemo``'s twin of that module."""
+REBOUND: tuple[tuple[str, str, ModuleType], ...] = (
+    ("", "BagelDatasetConfig", datasets),
+    ("", "DataConfig", packing),
+    ("", "make_bagel_multimodal_dataset", datasets),
+    (".datasets", "BagelDatasetConfig", datasets),
+    (".datasets", "make_bagel_multimodal_dataset", datasets),
+    (".packing", "DataConfig", packing),
+    (".loader", "BagelDataloaderConfig", loader),
+)
+"""``(NeMo submodule relative to NEMO_PACKAGE, name, editstream's twin module)``: ``install()`` rebinds the name
+in NeMo's module to the twin's."""
 
 _saved: dict[tuple[str, str], Any] = {}
 
@@ -44,12 +49,10 @@ def install() -> None:
     process before the recipe's ``setup()``. An ``ImportError`` naming the package without NeMo Automodel."""
     if _saved:
         return
-    modules = {suffix: nemo_module(suffix) for suffix in REBOUND}
-    for suffix, names in REBOUND.items():
-        twin = importlib.import_module("editstream.nemo" + suffix)
-        for name in names:
-            _saved[(suffix, name)] = getattr(modules[suffix], name)
-            setattr(modules[suffix], name, getattr(twin, name))
+    modules = {suffix: nemo_module(suffix) for suffix, _, _ in REBOUND}  # all of NeMo first: none or every name
+    for suffix, name, twin in REBOUND:
+        _saved[(suffix, name)] = getattr(modules[suffix], name)
+        setattr(modules[suffix], name, getattr(twin, name))
 
 
 def uninstall() -> None:

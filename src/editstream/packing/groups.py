@@ -10,8 +10,8 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from ..data.backends import check_backend
-from ..data.layouts import IN_PLACE_KEYS, in_place_entry
+from ..data.adapted.inplace import IN_PLACE_KEYS, in_place_entry
+from ..data.backends import WEBDATASET, Backend, get_backend
 from ..io.parquet_info import ParquetInfo
 from ..loader.datasets.parameters import dataset_parameters
 from ..loader.datasets.registry import DATASET_REGISTRY
@@ -27,7 +27,7 @@ ENTRY_KEYS = (
     "jsonl_path",
     "backend",
     "storage_options",
-    "webdataset",
+    WEBDATASET,
     "num_files",
     "num_total_samples",
     *IN_PLACE_KEYS,
@@ -106,7 +106,13 @@ def _instantiate(group: str, args: dict[str, Any], group_status: Any, ctx: Group
     takes = dataset_parameters(dataset_cls)
     if ctx.image_dtype != "float32" and "image_dtype" not in args and "image_dtype" in takes:
         args = {**args, "image_dtype": ctx.image_dtype}
-    if args.get("backend") == "webdataset" and "jsonl_path_list" not in args and "jsonl_path_list" in takes:
+    backend = args.get("backend")
+    if (
+        backend is not None
+        and get_backend(backend, f"group {group!r}").reads_shards
+        and "jsonl_path_list" not in args
+        and "jsonl_path_list" in takes
+    ):
         # A converted root holds its JSONL copy: a shard-only entry (data_dir alone) names no JSONL.
         args = {**args, "jsonl_path_list": None}
     try:
@@ -163,7 +169,7 @@ def _check_entry_keys(group: str, name: str, meta: Any) -> None:
             f"{where}: unknown key(s) {unknown} in the entry of dataset {name!r} of group {group!r}; "
             f"an entry takes {list(ENTRY_KEYS)}"
         )
-    sub = meta.get("webdataset")
+    sub = meta.get(WEBDATASET)
     if isinstance(sub, Mapping):
         unknown = sorted(str(key) for key in sub if key not in WEBDATASET_KEYS)
         if unknown:
@@ -173,10 +179,10 @@ def _check_entry_keys(group: str, name: str, meta: Any) -> None:
             )
 
 
-def _location(group: str, name: str, meta: Mapping[str, Any], backend: str | None) -> Mapping[str, Any]:
-    """The entry to read: a ``webdataset:`` sub-entry replaces the source location on the webdataset backend."""
-    sub = meta.get("webdataset")
-    if sub is None or backend != "webdataset":
+def _location(group: str, name: str, meta: Mapping[str, Any], backend: Backend | None) -> Mapping[str, Any]:
+    """The entry to read: a ``webdataset:`` sub-entry replaces the source location on the backend reading shards."""
+    sub = meta.get(WEBDATASET)
+    if sub is None or backend is None or not backend.reads_shards:
         return meta
     if not isinstance(sub, Mapping) or "data_dir" not in sub:
         raise ValueError(
@@ -193,20 +199,19 @@ def attach_dataset_info(group: str, args: dict[str, Any], ctx: GroupContext) -> 
     (the group's and its entries' backend must agree; the webdataset backend reads no source-only key)."""
     names = args.pop("dataset_names", None)
     metas = _group_metas(group, names, ctx.dataset_info)
-    backend = _agreed_setting(group, names, metas, "backend", args.pop("backend", None))
-    if backend is not None:
-        check_backend(backend, f"group {group!r}")
-    if backend == "webdataset" and any("jsonl_path" in meta for meta in metas):
+    named = _agreed_setting(group, names, metas, "backend", args.pop("backend", None))
+    backend = None if named is None else get_backend(named, f"group {group!r}")
+    source_only = backend is not None and backend.reads_shards
+    if source_only and any("jsonl_path" in meta for meta in metas):
         args["jsonl_path_list"] = None  # the shards hold the lines: no JSONL is read on the webdataset backend
     for name, meta in zip(names, metas):
-        if backend == "webdataset" and "webdataset" not in meta and ("from" in meta or "mapping" in meta):
+        if source_only and WEBDATASET not in meta and ("from" in meta or "mapping" in meta):
             raise ValueError(
                 f"dataset_info[{group!r}][{name!r}]: data read through an adapter is read on the parquet backend; "
                 f"give its converted shards in a webdataset: sub-entry to read group {group!r} on webdataset"
             )
     metas = [_location(group, name, meta, backend) for name, meta in zip(names, metas)]
     storage_options = _agreed_setting(group, names, metas, "storage_options", args.pop("storage_options", None))
-    source_only = backend == "webdataset"
     args["data_dir_list"] = []
     for name, meta in zip(names, metas):
         if ctx.local_rank == 0:

@@ -9,7 +9,7 @@ import numbers
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from ...data.backends import check_backend
+from ...data.backends import PARQUET, get_backend
 from ...data.drops import FATAL
 from ...data.rows import LineRow, Position
 from ...data.sources.jsonl import JsonlLineSource
@@ -53,7 +53,7 @@ class SftJSONLIterableDataset(SourceIterableDataset):
         shuffle_lines: bool = False,
         shuffle_seed: int = 0,
         *,
-        backend: str | None = "parquet",
+        backend: str | None = PARQUET,
         storage_options: StorageOptions | None = None,
         retry: RetryPolicy | None = None,
         prefetch_bytes: int | None = None,
@@ -65,7 +65,7 @@ class SftJSONLIterableDataset(SourceIterableDataset):
         super().__init__(dataset_name, local_rank, world_size, num_workers)
         self.image_dtype = check_image_dtype(image_dtype, f"dataset {dataset_name!r}")
         self.fast_decode = check_fast_decode(fast_decode, f"dataset {dataset_name!r}")
-        self.backend = check_backend("parquet" if backend is None else backend, f"dataset {dataset_name!r}")
+        self.backend = PARQUET if backend is None else get_backend(backend, f"dataset {dataset_name!r}")
         self.transform = transform
         self.tokenizer = tokenizer
         self.frame_sampler = frame_sampler
@@ -79,7 +79,7 @@ class SftJSONLIterableDataset(SourceIterableDataset):
         self._check_lists()
         common: dict[str, Any] = {"dataset_name": dataset_name, "storage_options": storage_options}
         common["allow_outside_media_dir"] = allow_outside_media_dir
-        if self.backend == "webdataset":
+        if self.backend.reads_shards:
             self._check_sampler_reads_members()
             self.source = ShardLineSource(
                 **common, retry=retry, prefetch_bytes=prefetch_bytes, prefetch_samples=prefetch_samples
@@ -91,7 +91,7 @@ class SftJSONLIterableDataset(SourceIterableDataset):
         lengths = {"data_dir_list": len(self.data_dir_list), "num_used_data": len(self.num_used_data)}
         if self.jsonl_path_list is not None:
             lengths["jsonl_path_list"] = len(self.jsonl_path_list)
-        elif self.backend != "webdataset":
+        elif not self.backend.reads_shards:
             raise ValueError(f"dataset {self.dataset_name!r}: the {self.backend} backend needs jsonl_path_list")
         if len(set(lengths.values())) != 1:
             raise ValueError(f"dataset {self.dataset_name!r}: the lists must have one entry per dataset, got {lengths}")

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from ...data.backends import check_backend
+from ...data.backends import PARQUET, WEBDATASET, Backend, get_backend
 from ...data.layouts import SourceRequest
 from ...data.open import dataset_source
 from ...data.rows import ListingRowSource, close_rows
@@ -26,7 +26,7 @@ class ParquetStandardIterableDataset(SourceIterableDataset):
 
     source: ListingRowSource
     unit_granularity = "row_group"
-    default_backend = "parquet"
+    default_backend: Backend = PARQUET
     image_dtype = "float32"
     fast_decode = False
     column_types: Mapping[str, str] | None = None
@@ -58,7 +58,7 @@ class ParquetStandardIterableDataset(SourceIterableDataset):
         self.transform = transform
         self.vit_transform = vit_transform
         self.tokenizer = tokenizer
-        self.backend = check_backend(backend or self.default_backend, f"dataset {dataset_name!r}")
+        self.backend = get_backend(backend or self.default_backend, f"dataset {dataset_name!r}")
         self.storage_options = storage_options
         self.set_data_status(data_status)
         self.data_dir_list = [data_dir_list] if isinstance(data_dir_list, str) else list(data_dir_list)
@@ -89,7 +89,7 @@ class ParquetStandardIterableDataset(SourceIterableDataset):
         try:
             return self.source.list_units(dirs, counts)
         except ColumnTypeError:
-            if self.backend == "webdataset":
+            if self.backend.reads_shards:
                 self._refuse_other_schema(dirs)
             raise
 
@@ -140,4 +140,4 @@ def _sharing_storage(samples: Iterator[dict[str, Any]]) -> Iterator[dict[str, An
 class WebDatasetStandardIterableDataset(ParquetStandardIterableDataset):
     """The same dataset reading converted WebDataset shards by default (``backend="webdataset"``)."""
 
-    default_backend = "webdataset"
+    default_backend: Backend = WEBDATASET

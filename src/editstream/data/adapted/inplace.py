@@ -21,10 +21,15 @@ from typing import Any, ClassVar
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..data.identity import file_identity
-from ..data.layouts import IN_PLACE_KEYS, KindMismatch, Layout, LayoutEntry, SourceRequest
-from ..data.rows import BadSample, Row
-from ..data.units import (
+from ...format.columns import ColumnTypeError, column_type_problems
+from ...io import storage
+from ...io.parquet import open_parquet
+from ...io.storage import StorageOptions
+from ...kinds import DatasetKind, get_kind
+from ..identity import file_identity, fingerprint
+from ..layouts import KindMismatch, Layout, LayoutEntry, SourceRequest
+from ..rows import BadSample, Row
+from ..units import (
     FileUnit,
     Position,
     PositionError,
@@ -35,15 +40,11 @@ from ..data.units import (
     counted,
     repeat_to,
 )
-from ..format.columns import ColumnTypeError, column_type_problems
-from ..io import storage
-from ..io.parquet import open_parquet
-from ..io.storage import StorageOptions
-from ..kinds import DatasetKind, get_kind
 from .chains import BadValue, ChainBuilder, MediaDir, output_schema, to_table
 from .mapping import AdapterMapping, MappingError, builtin_path, load_mapping, resolve_mapping
-from .output import fingerprint
 from .plan import (
+    DEFAULT_CHAINS_PER_FILE,
+    DEFAULT_ROWS_PER_GROUP,
     Mounts,
     OutputTask,
     Plan,
@@ -59,7 +60,6 @@ from .plan import (
     source_rows,
     unpack,
 )
-from .run import DEFAULT_CHAINS_PER_FILE, DEFAULT_ROWS_PER_GROUP
 from .sources import close_mounts
 from .where import Filter
 
@@ -104,6 +104,11 @@ class InPlace(LayoutEntry):
             return _indexed(self, files, storage_options)
         finally:
             close_mounts(mounts)  # the units are read by each process through media it opens itself
+
+
+IN_PLACE_KEYS = ("from", "mapping", "where", "media_dir", "split")
+"""The keys of a ``dataset_info`` entry read in place through an adapter: ``from: NAME`` or ``mapping: FILE``
+(one of them), and the adaptation's ``where``, ``media_dir`` and ``split``."""
 
 
 def in_place_entry(meta: Mapping[str, Any], owner: str) -> InPlace | None:

@@ -14,7 +14,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from ..format.safe_yaml import brief
+from ...format.safe_yaml import brief
 
 
 class FilterError(ValueError):

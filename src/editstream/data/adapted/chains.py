@@ -13,9 +13,14 @@ from typing import Any
 
 import pyarrow as pa
 
-from ..data.archive_names import archive_stem
-from ..data.identity import Identity, file_identity
-from ..data.media import (
+from ...format.safe_yaml import brief
+from ...format.sft import MediaOutsideError, contained_media_path
+from ...io import storage
+from ...io.text import UndecodableRow
+from ...kinds import get_kind
+from ..archive_names import archive_stem
+from ..identity import Identity, file_identity
+from ..media import (
     ArchiveMedia,
     FolderMedia,
     MediaMissing,
@@ -23,11 +28,6 @@ from ..data.media import (
     MediaUnreadable,
     open_media,
 )
-from ..format.safe_yaml import brief
-from ..format.sft import MediaOutsideError, contained_media_path
-from ..io import storage
-from ..io.text import UndecodableRow
-from ..kinds import get_kind
 from .mapping import AdapterMapping, InstructionSource
 
 

@@ -13,9 +13,9 @@ from typing import Any
 
 import yaml
 
-from ..format.columns import normalize_type
-from ..format.safe_yaml import YamlBoundError, brief, load_yaml
-from ..kinds import DatasetKind, UnknownKindError, all_kinds, get_kind
+from ...format.columns import normalize_type
+from ...format.safe_yaml import YamlBoundError, brief, load_yaml
+from ...kinds import DatasetKind, UnknownKindError, all_kinds, get_kind
 from .where import Filter, FilterError, parse_filter
 
 INSTRUCTION_FORMATS = ("string", "list", "json")

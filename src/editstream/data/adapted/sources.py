@@ -24,10 +24,10 @@ from typing import IO, Any
 
 import pyarrow as pa
 
-from ..data.archive_names import archive_stem, is_split_part, part_order
-from ..data.identity import file_identity
-from ..data.media import ArchiveMedia, MediaSource, open_media
-from ..io import storage
+from ...io import storage
+from ..archive_names import archive_stem, is_split_part, part_order
+from ..identity import file_identity
+from ..media import ArchiveMedia, MediaSource, open_media
 from .chains import BadValue
 from .mapping import AdapterMapping
 

@@ -15,10 +15,10 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..data.media import MediaSource
-from ..format.safe_yaml import brief
-from ..io import storage
-from ..io.parquet import iter_row_group_batches, open_parquet
+from ...format.safe_yaml import brief
+from ...io import storage
+from ...io.parquet import iter_row_group_batches, open_parquet
+from ..media import MediaSource
 from .chains import BadValue, bad_cell, readable_rows
 from .mapping import AdapterMapping, MappingError
 from .sources import (
@@ -39,6 +39,11 @@ _GROUP_BITS = 20
 """A location packs (file, row group, row) into one int: row < 2**24, row group < 2**20."""
 
 log = logging.getLogger(__name__)
+
+DEFAULT_ROWS_PER_GROUP = 100
+"""Chains per output row group (a loader unit); the Hub's own image datasets use 100 rows."""
+DEFAULT_CHAINS_PER_FILE = 1000
+"""Chains per output file of a grouped adaptation (ungrouped ones keep one file per source file)."""
 
 
 def pack(file: int, row_group: int, row: int) -> int:
