@@ -314,7 +314,7 @@ def test_bad_arguments_fail_before_any_write(edit_src, tmp_path):
         convert(str(src), str(tmp_path / "o"), shard_size=10, progress=False)
     with pytest.raises(ValueError, match="schema"):
         convert(str(src), str(tmp_path / "o"), schema="t2i", progress=False)
-    with pytest.raises(FileNotFoundError, match="directory not found: .*missing"):
+    with pytest.raises(FileNotFoundError, match="source not found: .*missing"):
         convert(str(tmp_path / "missing"), str(tmp_path / "o"), progress=False)
     assert not (tmp_path / "o").exists()
     assert parse_size("1GiB") == 2**30 and parse_size("512MB") == 512 * 10**6

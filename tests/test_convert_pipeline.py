@@ -13,7 +13,8 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
-from editstream.conversion import convert, parquet_rows
+from editstream.conversion import convert
+from editstream.data.sources import parquet_slices as parquet_rows
 from editstream.testing.synth import write_synthetic_dataset
 
 GOLDEN = json.loads((Path(__file__).parent / "fixtures" / "convert_golden.json").read_text())

@@ -112,7 +112,8 @@ def tidy_dst(cfg: ConvertConfig, plan: Plan) -> None:
 
 def dry_run(src: str, dst: str, **options: Any) -> dict[str, Any]:
     """What ``convert(src, dst, **options)`` would do, planned but not written, and what DST holds now."""
-    schema, layout = resolve_source(src, options.pop("schema", None), options.pop("layout", "rowgroup"))
+    so = options.get("storage_options")
+    schema, layout = resolve_source(src, options.pop("schema", None), options.pop("layout", "rowgroup"), so)
     cfg = ConvertConfig(src=absolute(src), dst=absolute(dst), schema=schema, layout=layout, **options)
     plan = plan_conversion(cfg)
     rows = sum(sum(sizes) for sizes in plan.row_groups.values() if sizes is not None)

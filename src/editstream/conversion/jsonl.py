@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 from ..data.rows import LineRow
-from ..data.sources.jsonl import DirectoryMedia
+from ..data.sources.jsonl import DirectoryMedia, read_line_range
 from ..format import manifest as mf
 from ..format import sft
 from ..format.keys import key_stems
@@ -18,7 +18,6 @@ from ..format.sft import COLUMNS, LINE_COLUMN, LINES_COPY, MEDIA_COLUMN, SftInfo
 from ..io import service, storage
 from ..io.lines import LineDecodeError, decode_lines, line_start_offsets
 from ..io.prefetch import prefetch_ordered
-from ..io.retry import RetryPolicy
 from .problems import Problem
 from .records import ShardResult
 from .task import LinePart, Plan, ShardCutter, ShardTask, TaskMaker
@@ -172,15 +171,7 @@ def iter_line_rows(task: ShardTask) -> Iterator[tuple[mf.RowSlice, int, dict[str
     assert isinstance(part, LinePart) and len(task.slices) == 1
     s = task.slices[0]
     url = storage.join(task.src_root, s.file)
-    data = RetryPolicy().call(
-        lambda: storage.read_bytes(url, task.storage_options, start=part.byte_start, end=part.byte_stop)
-    )
-    where = f"{url}: bytes {part.byte_start}:{part.byte_stop}"
-    if hashlib.sha256(data).hexdigest() != part.sha256:
-        raise ValueError(f"{where} changed since planning; convert again")
-    lines = decode_lines(data, url)
-    if len(lines) != s.num_rows:
-        raise ValueError(f"{where} hold {len(lines)} lines, planned {s.num_rows}")
+    lines = read_line_range(url, part.byte_start, part.byte_stop, part.sha256, s.num_rows, task.storage_options)
     read_media = line_media(part.media_dir, task.storage_options, part.allow_outside)
     fetched = prefetch_ordered(lines, read_media, lambda _: 0, max_items=_LINES_AHEAD)
     for index, (line, media) in enumerate(fetched, start=s.start):

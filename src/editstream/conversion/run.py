@@ -71,7 +71,7 @@ def convert(
     A ``.jsonl`` ``src`` (or a JSONL + media ``schema``) has its media under ``media_dir`` (recorded: it
     orders the epoch); media outside it are refused unless ``allow_outside_media_dir``. Every ``engine``
     (or ``executor``) writes the same bytes; ``break_lock`` takes over a lock of a run known to be gone."""
-    schema, layout = resolve_source(src, schema, layout)
+    schema, layout = resolve_source(src, schema, layout, storage_options)
     given = {name: value for name, value in locals().items() if name in CONFIG_FIELDS}
     cfg = ConvertConfig(**{**given, "src": absolute(src), "dst": absolute(dst)})
     if executor is None and cfg.engine == "ray":

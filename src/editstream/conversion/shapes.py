@@ -7,17 +7,17 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ..data.sources.parquet_slices import PlannedSlices
 from ..format import manifest as mf
 from ..io.storage import StorageOptions
 from ..io.text import UndecodableRow
 from ..kinds import DatasetKind, RowProblem, SourceShape, UnknownKindError, get_kind
 from . import jsonl
 from .parquet_plan import check_parquet_options, check_parquet_root, plan_parquet_conversion
-from .parquet_rows import iter_parquet_rows
 from .problems import Problem
 from .records import ShardResult
 from .report import BadRow, checked_problems
-from .task import Plan, ShardTask
+from .task import ParquetPart, Plan, ShardTask
 
 if TYPE_CHECKING:
     from .config import ConvertConfig
@@ -82,11 +82,22 @@ class SourceStrategy:
         )
 
 
+def _parquet_rows(task: ShardTask) -> Iterator[tuple[mf.RowSlice, int, dict[str, Any]]]:
+    """A parquet task's rows, read through the planned-slice reader ``verify`` reads them back with."""
+    part = task.part
+    assert isinstance(part, ParquetPart)
+    known, whole = part.expected_rows is not None, part.row_group is not None
+    reader = PlannedSlices(
+        task.src_root, task.slices, task.storage_options, task.columns, dict(task.sources), known, whole
+    )
+    return reader.rows()
+
+
 PARQUET_SLICES = SourceStrategy(
     shape=SourceShape.PARQUET,
     check_options=check_parquet_options,
     plan=plan_parquet_conversion,
-    rows=iter_parquet_rows,
+    rows=_parquet_rows,
     place=lambda s, row: {"row_group": s.row_group, "row": row},
     first_problem_only=True,
     keep_note=(

@@ -3,13 +3,14 @@ hashed pass; problems are collected, never raised, so one run reports everything
 
 from __future__ import annotations
 
-import contextlib
+import itertools
 import math
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..data.layouts import ConvertedRoot
+from ..data.sources.parquet_slices import PlannedSlices
 from ..format import manifest as mf
 from ..format.idx import read_idx
 from ..format.keys import make_key
@@ -17,7 +18,6 @@ from ..format.rowcodec import RowCodecError, decode_sample
 from ..format.tarblock import BLOCK, TarFormatError
 from ..format.tarreader import iter_samples
 from ..io import storage
-from ..io.parquet import iter_row_group_rows, open_parquet
 from ..io.progress import Progress
 from ..io.ranged import open_read
 from ..io.words import counted
@@ -110,32 +110,26 @@ class _ShardVerifier:
             self.problems.append(Problem(kind, self.shard.path, detail))
 
     def _source_rows(self) -> Iterator[dict[str, Any] | None]:
-        """The source rows of the shard's samples, in order (streamed); ``None`` where unreadable."""
+        """The source rows of the shard's samples, in order (streamed, a slice at a time, through the reader the
+        converter used); ``None`` where unreadable."""
         assert self.source is not None
-        current: tuple[str, int] | None = None
-        rows: Iterator[tuple[int, dict[str, Any]]] = iter(())
-        with contextlib.ExitStack() as files:
-            for s, row_index in self.shard.kept_rows():
-                cannot = f"cannot read {s.file} row group {s.row_group}"
-                if current != (s.file, s.row_group):
-                    current = (s.file, s.row_group)
-                    files.close()
-                    url = storage.join(self.source, s.file)
+        for s, kept in itertools.groupby(self.shard.kept_rows(), key=lambda slot: slot[0]):
+            cannot = f"cannot read {s.file} row group {s.row_group}"
+            reading = PlannedSlices(self.source, [s], self.storage_options, zero_copy=False).rows()
+            rows: Iterator[tuple[mf.RowSlice, int, dict[str, Any]]] = reading
+            try:
+                for _, row_index in kept:
                     try:
-                        pf = files.enter_context(open_parquet(url, self.storage_options, streaming=True))
-                        rows = iter_row_group_rows(pf, url, s.row_group, s.start)
-                    except (OSError, IndexError) as exc:
+                        found = next((dict(row) for _, index, row in rows if index == row_index), None)
+                    except (OSError, IndexError, ValueError) as exc:
                         self.problem("source", f"{cannot}: {exc}")
-                        rows = iter(())
-                try:
-                    found = next((dict(row) for index, row in rows if index == row_index), None)
-                except (OSError, IndexError) as exc:
-                    self.problem("source", f"{cannot}: {exc}")
-                    found = None
-                else:
-                    if found is None:
-                        self.problem("source", f"source {s.file} row group {s.row_group} has no row {row_index}")
-                yield found
+                        rows, found = iter(()), None
+                    else:
+                        if found is None:
+                            self.problem("source", f"source {s.file} row group {s.row_group} has no row {row_index}")
+                    yield found
+            finally:
+                reading.close()
 
     def compare(self, key: str, row: dict[str, Any], slot: tuple[mf.RowSlice, int] | None, original: Any) -> None:
         """The sample against its source row (when read) and the shape's own check (a JSONL line's media now)."""

@@ -3,6 +3,7 @@ files as the reference does, except that a name outside the media directory is d
 
 from __future__ import annotations
 
+import hashlib
 import random
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -10,7 +11,7 @@ from typing import Any
 
 from ...format.sft import check_links, contained_media_path, is_frame_folder, media_path, sort_frames
 from ...io import storage
-from ...io.lines import read_jsonl_lines
+from ...io.lines import decode_lines, read_jsonl_lines
 from ...io.retry import RetryPolicy
 from ...io.storage import StorageOptions
 from ..rows import LineRow, Position
@@ -31,6 +32,21 @@ class LineEntry:
     image_dir: str
     origin: str
     """The JSONL it came from (the source file, for a converted root), for drop locations."""
+
+
+def read_line_range(
+    url: str, start: int, stop: int, sha256: str, num_lines: int, so: StorageOptions | None = None
+) -> list[str]:
+    """The lines in bytes ``[start, stop)`` of the JSONL at ``url`` (a conversion's shard of consecutive lines),
+    read with retries; an error when they are not the ``num_lines`` lines hashing to ``sha256`` that were planned."""
+    data = RetryPolicy().call(lambda: storage.read_bytes(url, so, start=start, end=stop))
+    where = f"{url}: bytes {start}:{stop}"
+    if hashlib.sha256(data).hexdigest() != sha256:
+        raise ValueError(f"{where} changed since planning; convert again")
+    lines = decode_lines(data, url)
+    if len(lines) != num_lines:
+        raise ValueError(f"{where} hold {len(lines)} lines, planned {num_lines}")
+    return lines
 
 
 class LineListing:
