@@ -306,6 +306,15 @@ def test_a_vlm_sft_root_is_refused_by_the_row_group_datasets(synth, tmp_path):
         ds.set_epoch(0)
 
 
+def test_the_cli_refuses_a_table_kind_for_a_jsonl_source_before_writing(synth, tmp_path):
+    """Whether a kind reads a JSONL file is the kind's data shape's answer, not a test of the file's suffix."""
+    out = tmp_path / "out"
+    run = run_cli("convert", synth["jsonl"], str(out), "--schema", "unified_edit", "--media-dir", synth["media_dir"])
+    assert run.returncode == 2, run.stderr
+    assert "is a JSONL file" in run.stderr and "--schema unified_edit needs a parquet directory" in run.stderr
+    assert not out.exists()
+
+
 def test_lines_that_are_not_conversation_records_are_bad_rows_at_conversion(tmp_path):
     """Metadata of another dataset given as vlm_sft (no conversations) is reported line by line when
     converted, instead of converting cleanly and being dropped, every line, in training."""

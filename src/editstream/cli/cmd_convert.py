@@ -15,8 +15,9 @@ from ..data.backends import TARGETS, get_backend
 from ..io import storage
 from ..io.words import counted
 from .app import SETTINGS, main
-from .errors import DataProblem, UsageProblem, check_bucket, parquet_columns, parquet_source
+from .errors import DataProblem, UsageProblem
 from .options import AdapterChoice, KindChoice, SizeType, storage_options, with_storage_options
+from .paths import check_bucket, parquet_columns, parquet_source
 
 if TYPE_CHECKING:  # imported where used, so loading the CLI stays light
     from ..data.layouts import JsonlFile, ParquetDirectory
@@ -41,9 +42,10 @@ def check_convert_usage(
     SRC, and a ``--schema`` that fits SRC (needed for a parquet SRC whose columns fit no kind)."""
     from ..conversion.config import PlacesOverlapError, check_apart
     from ..data.layouts import JsonlFile
+    from ..data.shapes import data_shape
     from ..kinds import get_kind
 
-    if isinstance(found, JsonlFile) and schema is not None and not get_kind(schema).source.reads_lines:
+    if isinstance(found, JsonlFile) and schema is not None and not data_shape(get_kind(schema)).reads(found.title):
         raise UsageProblem(f"{src} is a JSONL file (JSONL + media data); --schema {schema} needs a parquet directory")
     try:
         check_apart({"SRC": src, "DST": dst})

@@ -9,8 +9,9 @@ from typing import Any
 import click
 
 from .app import SETTINGS, main
-from .errors import DataProblem, UsageProblem, converted_root
+from .errors import DataProblem, UsageProblem
 from .options import storage_options, with_storage_options
+from .paths import converted_root
 
 
 def _find(dst: str, key: str, opts: dict[str, Any] | None) -> dict[str, bytes]:

@@ -12,8 +12,9 @@ import click
 from ..data.backends import AUTO, BACKENDS, chosen_backend
 from ..io.words import counted
 from .app import main
-from .errors import DataProblem, UsageProblem, check_bucket, open_problem
+from .errors import DataProblem, UsageProblem
 from .options import AdapterChoice, storage_options
+from .paths import check_bucket, open_problem
 
 
 def adapted_records(

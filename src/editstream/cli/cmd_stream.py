@@ -14,8 +14,9 @@ import click
 
 from ..data.backends import AUTO, BACKENDS, chosen_backend
 from .app import main
-from .errors import DataProblem, UsageProblem, check_bucket, open_problem
+from .errors import DataProblem, UsageProblem
 from .options import KindChoice, storage_options, trainable, with_storage_options
+from .paths import check_bucket, open_problem
 
 if TYPE_CHECKING:  # imported where used, so loading the CLI stays light
     from ..data.open import DataHandle

@@ -9,8 +9,9 @@ import sys
 import click
 
 from .app import SETTINGS, main
-from .errors import UsageProblem, check_bucket, converted_root
+from .errors import UsageProblem
 from .options import storage_options, with_storage_options
+from .paths import check_bucket, converted_root
 
 
 def _count_recipe(path: str, as_json: bool) -> None:

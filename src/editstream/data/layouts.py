@@ -218,12 +218,12 @@ class JsonlFile(Layout):
 
     def detect_kind(self) -> DatasetKind:
         for kind in all_kinds():
-            if kind.source.source_suffix == ".jsonl":
+            if data_shape(kind).reads(self.title):
                 return kind
         raise LayoutError(f"{self.url} is a JSONL file, and no registered dataset kind reads JSONL + media")
 
     def check_kind(self, kind: DatasetKind) -> DatasetKind:
-        if kind.source.source_suffix != ".jsonl":
+        if not data_shape(kind).reads(self.title):
             raise KindMismatch(self.url, self.detect_kind().name, kind.name, "a JSONL file")
         return kind
 

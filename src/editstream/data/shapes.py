@@ -46,6 +46,10 @@ class DataShape:
             )
         return builder(entries, request, so)
 
+    def reads(self, title: str) -> bool:
+        """Whether this shape reads the layout ``title`` (a JSONL file, a parquet directory, ...)."""
+        return title in self.builders
+
     def converted_count(self, manifest: Manifest) -> int:
         """The ``num_used_data`` entry that reads a converted root of this shape once."""
         raise NotImplementedError

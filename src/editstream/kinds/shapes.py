@@ -14,16 +14,6 @@ class SourceShape(enum.Enum):
     """One JSONL file (a line is a sample) plus a directory of the media the lines name."""
 
     @property
-    def source_suffix(self) -> str | None:
-        """The suffix of the one file a source of this shape is (``None``: a directory of files)."""
-        return ".jsonl" if self is SourceShape.JSONL_MEDIA else None
-
-    @property
-    def reads_lines(self) -> bool:
-        """Whether a sample is one line of a file plus the media it names (not a table row)."""
-        return self is SourceShape.JSONL_MEDIA
-
-    @property
     def takes_columns(self) -> bool:
         """Whether the kind's rows are table rows with columns (a parquet source's columns)."""
         return self is SourceShape.PARQUET

@@ -103,7 +103,7 @@ class TarSource:
             kind: DatasetKind | None = get_kind(manifest.schema)
         except UnknownKindError:
             kind = None
-        if kind is not None and kind.source.reads_lines:
+        if kind is not None and not kind.source.takes_columns:
             reader = "its own dataset" if kind.dataset is None else kind.dataset.rpartition(":")[2]
             raise ManifestError(
                 f"dataset {self.dataset_name!r}: {root} is a {kind.name} conversion (JSONL lines); "
