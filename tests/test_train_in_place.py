@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -386,3 +389,27 @@ def test_a_unit_of_jsonl_metadata_in_place_parses_only_its_own_lines(tmp_path, m
     parsed.clear()
     again = open_data(in_place_entry({"data_dir": str(root), "from": "x2i"}, "test"))
     assert again.units(again.source()) == units and not parsed  # the kept marks and types, not a count
+
+
+def test_reading_in_place_loads_no_converter_code(tmp_path):
+    """The in-place row source sits in data/: streaming a published set in place imports neither the converter
+    nor its front end (checked in a fresh interpreter, whose modules are only what the read needed)."""
+    root = magicbrush(tmp_path / "hub", 20)[0]
+    script = (
+        "import sys\n"
+        "from editstream.data.adapted.inplace import in_place_entry\n"
+        "from editstream.data.raw_rows import iter_rows\n"
+        f"entry = in_place_entry({{'data_dir': {str(root)!r}, 'from': 'magicbrush'}}, 'test')\n"
+        "rows = [row for _, row in zip(range(5), iter_rows(entry))]\n"
+        "print(len(rows), sorted({m.split('.')[1] for m in sys.modules if m.startswith('editstream.')}))\n"
+    )
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src"),
+        "EDITSTREAM_CACHE": str(tmp_path),
+    }
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    count, layers = run.stdout.split(" ", 1)
+    assert int(count) == 5
+    assert "conversion" not in layers and "adapters" not in layers, layers
