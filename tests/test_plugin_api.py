@@ -26,20 +26,35 @@ PLUGIN_NAMES = {
     "Certainty",
     "DatasetKind",
     "IMAGE_FORMATS",
+    "JsonlLineDataset",
+    "LINE_COLUMN",
     "Layout",
+    "MEDIA_COLUMN",
+    "NORMALIZATION_KEY",
+    "ParquetStandardIterableDataset",
     "ParquetSynth",
     "Part",
     "Record",
     "RowDataset",
     "RowProblem",
+    "SOURCES",
+    "SourceShape",
     "SynthOptions",
     "SynthRow",
+    "TAGS",
     "caption",
     "garbage",
     "image_header_problem",
+    "instruction",
+    "line_images",
     "make_image",
+    "pick",
+    "plan_item",
     "register",
+    "share_one_storage",
+    "transform_image",
     "write_parquet_kind",
+    "write_synthetic_vlm_dataset",
 }
 
 
@@ -49,6 +64,8 @@ def test_the_plugin_module_exports_what_a_kind_needs_and_nothing_private():
         assert getattr(editstream.plugin, name) is not None
     assert issubclass(editstream.plugin.RowDataset, InterleavedBaseIterableDataset)
     assert issubclass(UnifiedEditIterableDataset, editstream.plugin.RowDataset)
+    assert issubclass(SftJSONLIterableDataset, editstream.plugin.JsonlLineDataset)
+    assert issubclass(T2IIterableDataset, editstream.plugin.ParquetStandardIterableDataset)
     with pytest.raises(AttributeError, match="no attribute '_add_image'"):
         editstream.plugin._add_image  # noqa: B018
 
