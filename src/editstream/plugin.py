@@ -2,13 +2,13 @@
 names load on first use.
 
 - the record: :class:`DatasetKind`, :class:`RowProblem` (``Part``, ``Certainty``), :class:`SourceShape`,
-  :func:`register`, and the image check its row checks use;
-- the dataset bases: :class:`RowDataset` (table rows, with the sample builder), or
-  :class:`ParquetStandardIterableDataset` and :class:`JsonlLineDataset` (JSONL + media lines) for a kind that
-  builds its sample dict itself (``plan_item``, ``transform_image``, ``NORMALIZATION_KEY``, ``share_one_storage``);
+  :func:`register`, and what its row checks use (the image check; :func:`line_problems` for JSONL + media);
+- the dataset bases: :class:`RowDataset` (table rows) and :class:`LineDataset` (JSONL + media lines), both with the
+  sample builder, or :class:`ParquetStandardIterableDataset` and :class:`JsonlLineDataset` for a kind that builds
+  its sample dict itself (``plan_item``, ``transform_image``, ``NORMALIZATION_KEY``, ``share_one_storage``);
 - the preview's :class:`Record` (``Layout``), a converted line's columns and :func:`line_images`;
-- the synth helpers: :class:`SynthOptions`, :class:`ParquetSynth` / :func:`write_parquet_kind`, the VLM kind's
-  writer, and the content they draw."""
+- the synth helpers: :class:`SynthOptions`, :class:`ParquetSynth` / :func:`write_parquet_kind`,
+  :class:`JsonlSynth` / :func:`write_jsonl_kind`, the VLM kind's writer, and the content they draw."""
 
 from __future__ import annotations
 
@@ -19,14 +19,15 @@ from editstream import lazy_exports
 _EXPORTS = {
     **dict.fromkeys(("Certainty", "DatasetKind", "Part", "RowProblem", "SourceShape", "register"), "editstream.kinds"),
     **dict.fromkeys(("LINE_COLUMN", "MEDIA_COLUMN", "line_images"), "editstream.format.sft"),
+    "line_problems": "editstream.kinds.lines",
     "image_header_problem": "editstream.format.images",
-    **dict.fromkeys(("RowDataset", "plan_item"), "editstream.loader.datasets.interleave"),
+    **dict.fromkeys(("LineDataset", "RowDataset", "plan_item"), "editstream.loader.datasets.interleave"),
     "JsonlLineDataset": "editstream.loader.datasets.lines",
     "ParquetStandardIterableDataset": "editstream.loader.datasets.standard",
     **dict.fromkeys(("NORMALIZATION_KEY", "share_one_storage", "transform_image"), "editstream.loader.pixels"),
     **dict.fromkeys(("Layout", "Record"), "editstream.preview.record"),
     **dict.fromkeys(
-        ("ParquetSynth", "SynthOptions", "SynthRow", "write_parquet_kind"),
+        ("JsonlSynth", "ParquetSynth", "SynthOptions", "SynthRow", "write_jsonl_kind", "write_parquet_kind"),
         "editstream.testing.synth",
     ),
     **dict.fromkeys(
@@ -47,6 +48,8 @@ if TYPE_CHECKING:  # the same names for type checkers, without importing at run 
     from editstream.kinds import RowProblem as RowProblem
     from editstream.kinds import SourceShape as SourceShape
     from editstream.kinds import register as register
+    from editstream.kinds.lines import line_problems as line_problems
+    from editstream.loader.datasets.interleave import LineDataset as LineDataset
     from editstream.loader.datasets.interleave import RowDataset as RowDataset
     from editstream.loader.datasets.interleave import plan_item as plan_item
     from editstream.loader.datasets.lines import JsonlLineDataset as JsonlLineDataset
@@ -56,9 +59,11 @@ if TYPE_CHECKING:  # the same names for type checkers, without importing at run 
     from editstream.loader.pixels import transform_image as transform_image
     from editstream.preview.record import Layout as Layout
     from editstream.preview.record import Record as Record
+    from editstream.testing.synth import JsonlSynth as JsonlSynth
     from editstream.testing.synth import ParquetSynth as ParquetSynth
     from editstream.testing.synth import SynthOptions as SynthOptions
     from editstream.testing.synth import SynthRow as SynthRow
+    from editstream.testing.synth import write_jsonl_kind as write_jsonl_kind
     from editstream.testing.synth import write_parquet_kind as write_parquet_kind
     from editstream.testing.synth_content import IMAGE_FORMATS as IMAGE_FORMATS
     from editstream.testing.synth_content import SOURCES as SOURCES
