@@ -25,8 +25,10 @@ ALLOWED = {
     # synth code by dotted path, so it imports nothing above format.
     "kinds": {"io", "format"},
     # That code sits beside the record in the kind's package (kinds/<name>/dataset.py, preview.py,
-    # synth.py) and is built on the layers it serves.
-    KIND_CODE: {"io", "format", "kinds", "data", "loader", "preview", "testing"},
+    # synth.py) and is built on editstream.plugin alone, as a plug-in kind is (the top-level module,
+    # so not in this table; see test_kind_code_imports_editstream_only_through_the_plugin_module),
+    # besides its own record.
+    KIND_CODE: {"kinds"},
     # Opening data (units, rows, the row sources of every backend) sits under both the converter
     # and the loader, so each reads data the one way.
     "data": {"io", "format", "kinds"},
@@ -135,17 +137,91 @@ def test_the_import_check_sees_a_violation(tmp_path):
 
 def test_a_kind_record_importing_the_loader_is_caught_and_its_dataset_module_is_not(tmp_path):
     """A kind's record is loaded by every command, so it stays low; the dataset module beside it
-    may build on the loader, and nothing below the kind code may import that module."""
+    builds on the loader through editstream.plugin, and nothing below the kind code may import that module."""
     fake = tmp_path / "editstream"
     for package in ("kinds/demo", "loader/datasets", "format"):
         (fake / package).mkdir(parents=True)
     (fake / "kinds" / "demo" / "__init__.py").write_text("from ...format import images\nfrom ...loader import units\n")
-    (fake / "kinds" / "demo" / "dataset.py").write_text("from ...loader.datasets.interleave import RowDataset\n")
+    (fake / "kinds" / "demo" / "dataset.py").write_text(
+        "from editstream.plugin import RowDataset\nfrom . import COLUMNS\nfrom .sample import build\n"
+    )
     loader = fake / "loader" / "bad.py"
     loader.write_text("from ..kinds.demo import dataset\nfrom editstream.kinds.demo import KIND\n")
     assert layer_violations(fake / "kinds" / "demo" / "__init__.py", fake) == [("loader", 2)]
     assert layer_violations(fake / "kinds" / "demo" / "dataset.py", fake) == []
     assert layer_violations(loader, fake) == [(KIND_CODE, 1)]
+
+
+PLUGIN_MODULE = "editstream.plugin"
+
+
+def kind_code_modules(src: Path = SRC) -> list[Path]:
+    """The modules of the built-in kinds' packages other than their records (``kinds/<name>/__init__.py``)."""
+    return sorted(
+        path
+        for package in (src / "kinds").iterdir()
+        if package.is_dir() and (package / "__init__.py").exists()
+        for path in package.rglob("*.py")
+        if path != package / "__init__.py"
+    )
+
+
+def kind_code_imports(path: Path, src: Path = SRC) -> list[tuple[str, int]]:
+    """``(module, line)`` of each editstream module ``path`` imports other than :data:`PLUGIN_MODULE` and its own
+    kind's package: ``import_module`` strings and imports for the type checker counted too."""
+    own = ".".join(_module_name(path, src).split(".")[:3])
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        modules: list[str] = []
+        if isinstance(node, ast.ImportFrom):
+            base = _base_module(path, node, src)
+            modules = [f"{base}.{alias.name}" for alias in node.names] if base == "editstream" else [base]
+        elif isinstance(node, ast.Import):
+            modules = [alias.name for alias in node.names]
+        elif _named_module(node):
+            modules = [str(_named_module(node)).rstrip(".")]
+        for module in modules:
+            inside = module == own or module.startswith(own + ".")
+            if module.split(".")[0] == "editstream" and module != PLUGIN_MODULE and not inside:
+                found.append((module, node.lineno))
+    return sorted(found)
+
+
+@pytest.mark.parametrize("path", kind_code_modules(), ids=lambda p: str(p.relative_to(SRC)))
+def test_kind_code_imports_editstream_only_through_the_plugin_module(path):
+    """A built-in kind is written as a plug-in is: what its code builds on is what editstream.plugin offers."""
+    assert kind_code_imports(path) == [], f"{path.relative_to(SRC)} imports editstream besides {PLUGIN_MODULE}"
+
+
+def test_the_kind_code_check_sees_every_way_round_the_plugin_module(tmp_path):
+    fake = tmp_path / "editstream"
+    (fake / "kinds" / "demo").mkdir(parents=True)
+    (fake / "kinds" / "demo" / "__init__.py").write_text("from ..record import DatasetKind\n")
+    dataset = fake / "kinds" / "demo" / "dataset.py"
+    dataset.write_text(
+        "from editstream.plugin import RowDataset\n"
+        "from editstream import plugin\n"
+        "from . import COLUMNS\n"
+        "from .sample import build\n"
+        "from ..record import DatasetKind\n"
+        "from ...loader.datasets.interleave import RowDataset\n"
+        "import editstream.data.rows\n"
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n"
+        "    from editstream.loader.pixels import transform_image\n"
+        "import importlib\n"
+        "synth = importlib.import_module('editstream.testing.synth')\n"
+        "from editstream import convert\n"
+    )
+    assert kind_code_modules(fake) == [dataset]
+    assert kind_code_imports(dataset, fake) == [
+        ("editstream.convert", 13),
+        ("editstream.data.rows", 7),
+        ("editstream.kinds.record", 5),
+        ("editstream.loader.datasets.interleave", 6),
+        ("editstream.loader.pixels", 10),
+        ("editstream.testing.synth", 12),
+    ]
 
 
 def _too_long(path: Path) -> list[str]:

@@ -3,6 +3,7 @@ detection that picks the most specific kind and reports overlaps."""
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import subprocess
@@ -10,12 +11,15 @@ import sys
 import textwrap
 
 import pytest
+from PIL import Image
 
+from editstream import convert
 from editstream.kinds import (
     AmbiguousKindError,
     DatasetKind,
     KindPathError,
     KindPluginError,
+    SourceShape,
     all_kinds,
     detect_kind,
     get_kind,
@@ -151,3 +155,21 @@ def test_two_kinds_that_fit_equally_are_an_error_naming_both():
         assert "name the kind" in message
     finally:
         unregister("toy_twin")
+
+
+def test_a_jsonl_kind_named_by_an_alias_is_converted_under_its_own_name(tmp_path):
+    """The manifest records the kind's name whichever of its names the conversion was given, as for a parquet
+    kind, so every reader of the root finds the kind (and its record of the lines) under it."""
+    media = tmp_path / "media"
+    media.mkdir()
+    Image.new("RGB", (16, 12), (200, 40, 40)).save(media / "a.png")
+    (tmp_path / "lines.jsonl").write_text('{"image": "a.png"}\n{"image": "a.png"}\n')
+    register(DatasetKind(name="toy_lines", aliases=("toyl",), summary="toy", source=SourceShape.JSONL_MEDIA))
+    try:
+        dst = tmp_path / "wds"
+        summary = convert(str(tmp_path / "lines.jsonl"), str(dst), schema="toyl", media_dir=str(media), workers=1)
+        manifest = json.loads((dst / "manifest.json").read_text())
+        assert summary["schema"] == manifest["schema"] == "toy_lines"
+        assert manifest["extra"]["toy_lines"]["num_lines"] == 2
+    finally:
+        unregister("toy_lines")

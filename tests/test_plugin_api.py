@@ -26,20 +26,39 @@ PLUGIN_NAMES = {
     "Certainty",
     "DatasetKind",
     "IMAGE_FORMATS",
+    "JsonlLineDataset",
+    "JsonlSynth",
+    "LINE_COLUMN",
     "Layout",
+    "LineDataset",
+    "MEDIA_COLUMN",
+    "NORMALIZATION_KEY",
+    "ParquetStandardIterableDataset",
     "ParquetSynth",
     "Part",
     "Record",
     "RowDataset",
     "RowProblem",
+    "SOURCES",
+    "SourceShape",
     "SynthOptions",
     "SynthRow",
+    "TAGS",
     "caption",
     "garbage",
     "image_header_problem",
+    "instruction",
+    "line_images",
+    "line_problems",
     "make_image",
+    "pick",
+    "plan_item",
     "register",
+    "share_one_storage",
+    "transform_image",
+    "write_jsonl_kind",
     "write_parquet_kind",
+    "write_synthetic_vlm_dataset",
 }
 
 
@@ -49,6 +68,10 @@ def test_the_plugin_module_exports_what_a_kind_needs_and_nothing_private():
         assert getattr(editstream.plugin, name) is not None
     assert issubclass(editstream.plugin.RowDataset, InterleavedBaseIterableDataset)
     assert issubclass(UnifiedEditIterableDataset, editstream.plugin.RowDataset)
+    assert issubclass(editstream.plugin.LineDataset, InterleavedBaseIterableDataset)
+    assert issubclass(editstream.plugin.LineDataset, editstream.plugin.JsonlLineDataset)
+    assert issubclass(SftJSONLIterableDataset, editstream.plugin.JsonlLineDataset)
+    assert issubclass(T2IIterableDataset, editstream.plugin.ParquetStandardIterableDataset)
     with pytest.raises(AttributeError, match="no attribute '_add_image'"):
         editstream.plugin._add_image  # noqa: B018
 
@@ -89,6 +112,9 @@ def test_what_each_dataset_class_takes_and_needs():
     assert t2i["vit_transform"] is False  # taken (read through its **kwargs), not needed
     assert t2i["image_dtype"] is False and "storage_options" in t2i and t2i["data_dir_list"]
     assert sft["frame_sampler"] and "jsonl_path_list" in sft and "vit_transform" not in sft
+    lines = dataset_parameters(editstream.plugin.LineDataset)
+    assert lines["jsonl_path_list"] and lines["frame_sampler"] is False and lines["vit_transform"] is False
+    assert set(sft) <= set(lines)  # the base's arguments, frame_sampler a keyword: a kind without video needs none
 
     def factory(dataset_name: str, tokenizer: object, *, image_dtype: str = "float32") -> None: ...
 

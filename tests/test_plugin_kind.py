@@ -1,9 +1,10 @@
-"""The example plug-in kind (examples/plugin_kind), installed with real pip, works from the CLI end to end.
+"""The example plug-in kinds (examples/plugin_kind), installed with real pip, work end to end: the parquet
+kind ``subject_driven`` from the CLI, the JSONL + media kind ``edit_pairs`` through ``open_data``,
+``convert`` and its dataset on both backends.
 
 The package is installed into a temporary directory (``pip install --target``) that only this
-file's subprocesses see on their PYTHONPATH, so the rest of the suite never meets the kind.
-Nothing in editstream names ``subject_driven``: everything below comes through the
-``editstream.kinds`` entry point.
+file's subprocesses see on their PYTHONPATH, so the rest of the suite never meets the kinds.
+Nothing in editstream names them: everything below comes through the ``editstream.kinds`` entry point.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+from collections import Counter
 from typing import Any
 
 import pytest
@@ -173,27 +175,145 @@ def test_the_dataset_class_yields_identical_samples_on_both_backends(data, plugi
         assert plan[:2] == ["vae_image0", "vit_image0"]  # a reference image: conditioning only
 
 
-def test_a_recipe_group_named_after_the_kind_packs_its_samples(data, plugin_env):
-    names = run_python(
-        plugin_env,
+def first_packed_batch(env: dict[str, str], kind: str, data_dir: str, num_used: int) -> list[Any]:
+    """A recipe group named after ``kind`` (with a ViT transform) over the converted ``data_dir``, packed by
+    ``make_bagel_multimodal_dataset``: the dataset names of its first batch, and whether it holds ViT tokens."""
+    return run_python(
+        env,
         f"""
         import json
         from editstream import ByteTokenizer, make_bagel_multimodal_dataset
 
         tokenizer = ByteTokenizer()
-        group = {{"dataset_names": ["subjects"], "weight": 1.0, "num_used_data": [2], "backend": "webdataset",
+        group = {{"dataset_names": ["entry"], "weight": 1.0, "num_used_data": [{num_used}], "backend": "webdataset",
                   "image_transform_args": dict(max_image_size=64, min_image_size=32, image_stride=16),
                   "vit_image_transform_args": dict(max_image_size=56, min_image_size=28, image_stride=14)}}
         packer = make_bagel_multimodal_dataset(
             tokenizer=tokenizer, special_tokens=tokenizer.special_token_ids(),
-            grouped_datasets={{"{KIND}": group}},
-            dataset_info={{"{KIND}": {{"subjects": {{"data_dir": {str(data["root"] / "wds")!r}}}}}}},
+            grouped_datasets={{"{kind}": group}},
+            dataset_info={{"{kind}": {{"entry": {{"data_dir": {data_dir!r}}}}}}},
             local_rank=0, world_size=1, num_workers=0, expected_num_tokens=2048, max_num_tokens=2304,
             max_num_tokens_per_sample=2048, prefer_buffer_before=1024, max_buffer_size=4, data_seed=1,
         )
         packer.set_epoch(1)
         batch = next(iter(packer))
-        print(json.dumps(sorted({{d["dataset_name"] for d in batch["batch_data_indexes"]}})))
+        print(json.dumps([sorted({{d["dataset_name"] for d in batch["batch_data_indexes"]}}),
+                          "packed_vit_tokens" in batch]))
         """,
     )
-    assert names == [KIND]
+
+
+def test_a_recipe_group_named_after_the_kind_packs_its_samples(data, plugin_env):
+    assert first_packed_batch(plugin_env, KIND, str(data["root"] / "wds"), 2) == [[KIND], True]
+
+
+# --------------------------------------------------------------------------- the JSONL + media kind
+
+PAIRS = "edit_pairs"
+
+
+@pytest.fixture(scope="module")
+def pairs(plugin_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """A JSONL of 10 edit pairs and their images, written by the kind's synth function (3 bad lines planted),
+    converted with ``editstream.convert`` (the kind named: JSONL files are the VLM kind's unless told)."""
+    root = tmp_path_factory.mktemp("pairs")
+    args = ("--files", "1", "--row-groups", "1", "--rows", "10", "--max-side", "64", "--corrupt-fraction", "0.3")
+    synth = json.loads(cli(plugin_env, "-q", "synth", str(root / "src"), "--schema", "pairs", *args).stdout)
+    convert = f"""
+        import json, editstream
+        summary = editstream.convert({synth["jsonl"]!r}, {str(root / "wds")!r}, schema="pairs",
+                                     media_dir={synth["media_dir"]!r}, progress=False)
+        print(json.dumps(summary["schema"]))
+        """
+    return {"root": root, "synth": synth, "schema": run_python(plugin_env, convert)}
+
+
+def test_synth_writes_a_jsonl_its_images_and_the_planted_bad_lines(pairs):
+    synth, root = pairs["synth"], pairs["root"]
+    assert synth["schema"] == PAIRS and synth["num_lines"] == 10
+    lines = [json.loads(line) for line in (root / "src" / "data.jsonl").read_text().splitlines()]
+    assert len(lines) == 10 and all(len(line["image"]) == 2 for line in lines)
+    assert sorted(synth["bad_lines"].values()) == ["garbage_before", "missing_after", "no_instruction"]
+    written = {str(p.relative_to(root / "src" / "media")) for p in (root / "src" / "media").rglob("*.*")}
+    named = {name for line in lines for name in line["image"]}
+    assert written < named and len(named - written) == 1  # every image named, but the one planted missing
+
+
+def test_convert_records_the_kind_and_reports_each_planted_line(pairs):
+    root = pairs["root"]
+    assert pairs["schema"] == PAIRS
+    manifest = json.loads((root / "wds" / "manifest.json").read_text())
+    assert manifest["schema"] == PAIRS and manifest["extra"][PAIRS]["num_lines"] == 10
+    report = json.loads((root / "wds" / "report.json").read_text())
+    found = {r["line"]: r["reason"] for r in report["bad_rows"]}
+    planted = {int(line): kind for line, kind in pairs["synth"]["bad_lines"].items()}
+    assert sorted(found) == sorted(planted)
+    said = {
+        "garbage_before": "_before.",
+        "missing_after": "missing media 'pairs/",
+        "no_instruction": "instruction is ''",
+    }
+    assert all(said[kind] in found[line] for line, kind in planted.items()), found
+
+
+def test_open_data_reads_the_same_rows_and_samples_on_both_backends(pairs, plugin_env):
+    """The JSONL and its media (parquet backend, the kind named) and the converted root (webdataset backend, the
+    kind read from its manifest): the same raw rows, and the kind's dataset yields the same samples."""
+    synth = pairs["synth"]
+    found = run_python(
+        plugin_env,
+        f"""
+        import hashlib, itertools, json, editstream
+        from editstream import ByteTokenizer, ImageTransform
+
+        def digest(blob):
+            return None if blob is None else hashlib.sha256(blob).hexdigest()
+
+        out = {{}}
+        for path, given in (({synth["jsonl"]!r}, dict(kind="pairs", media_dir={synth["media_dir"]!r})),
+                            ({str(pairs["root"] / "wds")!r}, {{}})):
+            handle = editstream.open_data(path, **given)
+            rows = [r.row.record()[0] for r in editstream.iter_rows(path, **given)]
+            cls = handle.kind.dataset_class()
+            ds = cls(handle.kind.name, ImageTransform(64, 32, 16), ByteTokenizer(), num_workers=1,
+                     **handle.dataset_arguments())
+            units, _ = ds.get_data_paths_per_worker()
+            samples = [
+                [json.loads(units[s["data_indexes"]["data_indexes"]].line)["id"], s["text_ids_list"], s["num_tokens"],
+                 [item["type"] + str(item["loss"]) for item in s["sequence_plan"]],
+                 [float(t.sum()) for t in s["image_tensor_list"]]]
+                for s in itertools.islice(ds, 7)
+            ]
+            out[str(handle.backend)] = {{
+                "kind": handle.kind.name, "class": cls.__name__, "drops": ds.drop_counts, "samples": samples,
+                "order": [json.loads(unit.line)["id"] for unit in units],
+                "rows": [[r["line"], {{name: digest(blob) for name, blob in r["media"].items()}}] for r in rows],
+            }}
+        print(json.dumps(out))
+        """,
+    )
+    source, converted = found["parquet"], found["webdataset"]
+    assert source["kind"] == converted["kind"] == PAIRS and source["class"] == "EditPairsIterableDataset"
+    assert source["rows"] == converted["rows"] and len(source["rows"]) == 10
+    assert [None in media.values() for _, media in source["rows"]].count(True) == 1  # the planted missing image
+    assert source["samples"] == converted["samples"]
+    planted = {f"line-{int(line) - 1:05d}": kind for line, kind in synth["bad_lines"].items()}
+    order = source["order"]
+    assert order == converted["order"] and sorted(order) == [f"line-{i:05d}" for i in range(10)]
+    assert [s[0] for s in source["samples"]] == [i for i in order if i not in planted]  # each bad line dropped
+    for _, _, tokens, plan, _ in source["samples"]:
+        assert plan == ["vae_image0", "text0", "vae_image1"] and tokens > 0  # before, instruction, after (the loss)
+    last = order.index(source["samples"][-1][0])  # the drops counted by the last sample: the bad lines before it
+    reason = {"garbage_before": "jsonl_parse", "missing_after": "jsonl_parse", "no_instruction": "bad_row"}
+    expected = Counter(reason[planted[i]] for i in order[:last] if i in planted)
+    assert source["drops"] == converted["drops"] == dict(expected)
+
+
+def test_stream_and_a_recipe_group_read_the_jsonl_kind(pairs, plugin_env):
+    synth, root = pairs["synth"], pairs["root"]
+    given = ("--samples", "7", "--seed", "1")
+    on_source = cli(plugin_env, "stream", synth["jsonl"], "--schema", PAIRS, "--media-dir", synth["media_dir"], *given)
+    on_shards = json.loads(cli(plugin_env, "stream", str(root / "wds"), *given).stdout)
+    assert json.loads(on_source.stdout)["tokens"] == on_shards["tokens"] > 0 and on_shards["schema"] == PAIRS
+    packed = first_packed_batch(plugin_env, PAIRS, str(root / "wds"), 10)
+    assert packed == [[PAIRS], True]  # the group's ViT transform makes the image before a ViT item too

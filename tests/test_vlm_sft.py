@@ -22,7 +22,7 @@ import torch
 from PIL import Image
 
 from editstream import ByteTokenizer, FrameSampler, ImageTransform, SftJSONLIterableDataset
-from editstream.loader.sft_sample import change_format
+from editstream.kinds.vlm_sft.sample import change_format
 from editstream.testing.synth_vlm import write_synthetic_vlm_dataset
 from helpers import assert_batches_equal, first
 

@@ -7,6 +7,7 @@ from ..data.layouts import JsonlFile, Layout, LayoutError, recognise
 from ..format.detect import MISSING
 from ..io.storage import StorageOptions
 from ..io.storage import absolute as absolute
+from ..kinds import get_kind
 from .shapes import strategy_of
 
 
@@ -24,7 +25,8 @@ def _recognised(src: str, so: StorageOptions | None) -> Layout | None:
 def resolve_source(
     src: str, schema: str | None, layout: str, so: StorageOptions | None = None
 ) -> tuple[str | None, str]:
-    """``(schema, layout)`` for converting ``src``; a JSONL file with a parquet kind named is an error."""
+    """``(schema, layout)`` for converting ``src`` (a JSONL + media kind by its canonical name, as the manifest
+    records it); a JSONL file with a parquet kind named is an error."""
     found = _recognised(src, so)
     lines = isinstance(found, JsonlFile)
     if schema is None:
@@ -33,7 +35,7 @@ def resolve_source(
         schema = found.detect_kind().name
     fixed = strategy_of(schema).fixed_layout
     if fixed is not None:
-        return schema, fixed
+        return get_kind(schema).name, fixed
     if found is not None and lines:
         raise ValueError(
             f"{src} is a JSONL file (a {found.detect_kind().name} source); schema {schema!r} needs a parquet directory"

@@ -4,7 +4,7 @@ unreadable samples, and their positions."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -95,6 +95,19 @@ class LineRow:
 
     line: str
     media: MediaReader
+
+    def read(self, frame_sampler: Any, decode: Callable[[bytes, int], Any]) -> tuple[Any, list[Any] | None]:
+        """The parsed line and what its media give the parser, as the reference reads them: each ``"image"``
+        through ``decode(data, img_num)``, else the frames ``frame_sampler`` draws from its ``"video"`` (``None``:
+        a line naming neither); raises on a line or media that cannot be read."""
+        item = json.loads(self.line)
+        if "image" in item:
+            value = item["image"]
+            names = value if type(value) is list else [value]
+            return item, [decode(self.media.image_bytes(name), len(names)) for name in names]
+        if "video" in item:
+            return item, self.media.frames(item["video"], frame_sampler)
+        return item, None
 
     def record(self, entries: int | None = None, videos: bool = True) -> tuple[dict[str, Any], list[str]]:
         """The line as a converted sample holds it with its media read now, and the names refused as outside

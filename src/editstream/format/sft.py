@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import posixpath
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -102,6 +102,19 @@ def referenced_media(item: Any) -> list[tuple[str, bool]]:
     if "video" in item and isinstance(item["video"], str):
         return [(item["video"], is_frame_folder(item["video"]))]
     return []
+
+
+def line_images(item: Any, media: Mapping[str, Any], frames: int = 4) -> list[bytes | None]:
+    """The images a converted line's ``media`` hold for what the parsed line ``item`` references, in order, to
+    draw: an image's bytes (``None``: missing), a frame folder's first ``frames`` frames in the loader's order."""
+    images: list[bytes | None] = []
+    for name, is_folder in referenced_media(item):
+        value = media.get(name + ("/" if is_folder and not name.endswith("/") else ""), media.get(name))
+        if isinstance(value, dict):
+            images.extend(value[frame] for frame in sort_frames(value)[:frames])
+        elif isinstance(value, (bytes, type(None))):
+            images.append(value)
+    return images
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -1,7 +1,8 @@
 """Synthetic source datasets of any registered kind, for tests, demos and benchmarks.
 
 A kind's ``synth`` function writes from :class:`SynthOptions`; a parquet kind gives a :class:`ParquetSynth` to
-:func:`write_parquet_kind`. Rows follow from the seed and position: the same bytes in this process or a pool.
+:func:`write_parquet_kind`, a JSONL + media kind a :class:`JsonlSynth` to :func:`write_jsonl_kind`. Rows follow
+from the seed and position: the same bytes in this process or a pool.
 """
 
 from __future__ import annotations
@@ -27,12 +28,14 @@ from .synth_content import IMAGE_FORMATS
 
 __all__ = [
     "IMAGE_FORMATS",
+    "JsonlSynth",
     "ParquetSynth",
     "SynthOptions",
     "SynthRow",
     "SynthWriter",
     "file_name",
     "synth_kinds",
+    "write_jsonl_kind",
     "write_parquet_kind",
     "write_synthetic_dataset",
 ]
@@ -129,6 +132,20 @@ class ParquetSynth:
     code: int
 
 
+LineMaker = Callable[[SynthRow], tuple[dict[str, Any], dict[str, bytes]]]
+"""One JSONL line (a JSON object) and the media files it names (name under the media directory -> bytes)."""
+
+
+@dataclass(frozen=True)
+class JsonlSynth:
+    """How a JSONL + media kind's synthetic lines look: line maker, bad-line kinds, and a code mixed into each
+    line's seed so two kinds differ."""
+
+    make_line: LineMaker
+    corrupt_kinds: tuple[str, ...]
+    code: int
+
+
 def file_name(index: int) -> str:
     """Name of the ``index``-th parquet file; zero-padded so names sort in index order."""
     return f"part-{index:05d}.parquet"
@@ -150,7 +167,7 @@ def _build_rows(
     return rows, formats
 
 
-def plan_corrupt_rows(spec: ParquetSynth, options: SynthOptions) -> dict[int, str]:
+def plan_corrupt_rows(spec: ParquetSynth | JsonlSynth, options: SynthOptions) -> dict[int, str]:
     """Flat row index -> bad-row kind, chosen from the seed alone and cycled in position order."""
     total = options.total_rows
     count = int(round(options.corrupt_fraction * total))
@@ -251,6 +268,26 @@ def write_parquet_kind(out: str, options: SynthOptions, spec: ParquetSynth) -> d
         "corrupt_rows": corrupt_rows,
         "seed": options.seed,
     }
+
+
+def write_jsonl_kind(out: str, options: SynthOptions, spec: JsonlSynth) -> dict[str, Any]:
+    """Write ``options.total_rows`` lines of ``spec`` to ``out/data.jsonl`` and the media they name under
+    ``out/media``; returns both paths, the line count and the planted bad lines (1-based line -> kind)."""
+    corrupt = plan_corrupt_rows(spec, options)
+    low, high = options.sides(_DEFAULT_SIDES)
+    so = options.storage_options
+    media_dir = storage.join(out, "media")
+    lines = []
+    for index in range(options.total_rows):
+        rng = np.random.default_rng(np.random.SeedSequence([options.seed, spec.code, index]))
+        line, media = spec.make_line(SynthRow(index, f"line-{index:05d}", rng, corrupt.get(index), low, high))
+        for name, blob in media.items():
+            storage.write_bytes(storage.join(media_dir, name), blob, so)
+        lines.append(json.dumps(line, ensure_ascii=False) + "\n")
+    jsonl = storage.join(out, "data.jsonl")
+    storage.write_bytes(jsonl, "".join(lines).encode("utf-8"), so)
+    bad_lines = {index + 1: kind for index, kind in sorted(corrupt.items())}
+    return {"jsonl": jsonl, "media_dir": media_dir, "num_lines": len(lines), "bad_lines": bad_lines}
 
 
 def synth_kinds() -> list[DatasetKind]:

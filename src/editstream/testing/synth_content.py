@@ -140,6 +140,7 @@ def garbage(rng: np.random.Generator) -> bytes:
 
 
 def pick(rng: np.random.Generator, words: tuple[Any, ...]) -> Any:
+    """One of ``words``, drawn from ``rng``."""
     return words[int(rng.integers(0, len(words)))]
 
 
@@ -169,6 +170,7 @@ def instruction(rng: np.random.Generator) -> list[str]:
 
 
 def caption(rng: np.random.Generator) -> str:
+    """A short caption of a photo-like image: a style, a coloured object and a scene."""
     color, obj, scene = pick(rng, _COLORS), pick(rng, _OBJECTS), pick(rng, _SCENES)
     style = pick(rng, ("a photo of", "a close-up of", "a wide shot of", "a drawing of"))
     return f"{style} a {color} {obj} in {scene}"

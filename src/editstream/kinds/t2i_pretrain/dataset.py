@@ -8,9 +8,7 @@ import random
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ...loader.datasets.interleave import plan_item
-from ...loader.datasets.standard import ParquetStandardIterableDataset
-from ...loader.pixels import NORMALIZATION_KEY, transform_image
+from editstream.plugin import NORMALIZATION_KEY, ParquetStandardIterableDataset, plan_item, transform_image
 
 logger = logging.getLogger("editstream")
 

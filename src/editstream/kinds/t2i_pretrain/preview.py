@@ -6,7 +6,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from ...preview.record import Record
+from editstream.plugin import Record
 
 
 def captioned_image(title: str, row: Mapping[str, Any]) -> Record:

@@ -8,8 +8,16 @@ from typing import Any
 
 import pyarrow as pa
 
-from ...testing.synth import ParquetSynth, SynthOptions, SynthRow, write_parquet_kind
-from ...testing.synth_content import IMAGE_FORMATS, caption, garbage, make_image
+from editstream.plugin import (
+    IMAGE_FORMATS,
+    ParquetSynth,
+    SynthOptions,
+    SynthRow,
+    caption,
+    garbage,
+    make_image,
+    write_parquet_kind,
+)
 
 CAPTIONED_IMAGE_ARROW = pa.schema([("row_id", pa.string()), ("image", pa.binary()), ("captions", pa.string())])
 """Arrow schema of a synthetic text-to-image file."""

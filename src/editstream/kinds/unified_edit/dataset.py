@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from ...loader.datasets.interleave import RowDataset
+from editstream.plugin import RowDataset
 
 
 class UnifiedEditIterableDataset(RowDataset):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ...preview.record import Layout, Record
+from editstream.plugin import Layout, Record
 
 
 def edit_chain(title: str, row: Mapping[str, Any]) -> Record:

@@ -8,8 +8,19 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from ...testing.synth import ParquetSynth, SynthOptions, SynthRow, write_parquet_kind
-from ...testing.synth_content import IMAGE_FORMATS, SOURCES, TAGS, garbage, instruction, make_image, pick
+from editstream.plugin import (
+    IMAGE_FORMATS,
+    SOURCES,
+    TAGS,
+    ParquetSynth,
+    SynthOptions,
+    SynthRow,
+    garbage,
+    instruction,
+    make_image,
+    pick,
+    write_parquet_kind,
+)
 
 EDIT_CHAIN_ARROW = pa.schema(
     [

@@ -7,8 +7,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from ...format.sft import LINE_COLUMN, MEDIA_COLUMN, referenced_media, sort_frames
-from ...preview.record import Record
+from editstream.plugin import LINE_COLUMN, MEDIA_COLUMN, Record, line_images
 
 
 def _turns(item: Any) -> list[str]:
@@ -26,14 +25,7 @@ def conversation(title: str, row: Mapping[str, Any]) -> Record:
         item = json.loads(line)
     except ValueError:
         return Record(title, [], [f"(line is not JSON: {line[:80]})"])
-    images: list[bytes | None] = []
     video = item.get("video") if isinstance(item, dict) and "image" not in item else None
     if isinstance(video, str) and not video.endswith("/"):  # a video file: named, not drawn
         return Record(title, [], [f"[video {item['video']}]", *_turns(item)])
-    for name, is_folder in referenced_media(item):
-        value = media.get(name + ("/" if is_folder and not name.endswith("/") else ""), media.get(name))
-        if isinstance(value, dict):  # a frame folder: its first frames, in the loader's frame order
-            images.extend(value[frame] for frame in sort_frames(value)[:4])
-        elif isinstance(value, (bytes, type(None))):
-            images.append(value)
-    return Record(title, images, _turns(item))
+    return Record(title, line_images(item, media), _turns(item))

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...testing.synth import SynthOptions
-from ...testing.synth_vlm import write_synthetic_vlm_dataset
+from editstream.plugin import SynthOptions, write_synthetic_vlm_dataset
 
 
 def write_conversations(out: str, options: SynthOptions) -> dict[str, Any]:

@@ -1,14 +1,16 @@
 """The sample builder (SPEC sections 2-3): text, image and video items appended to a sample's sequence
-plan, also under the reference's ``_init_data`` / ``_add_*`` names; :class:`RowDataset` joins it to rows."""
+plan, also under the reference's ``_init_data`` / ``_add_*`` names; :class:`RowDataset` joins it to table rows,
+:class:`LineDataset` to JSONL + media lines."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from ..distributed import DistributedIterableDataset
-from ..pixels import NORMALIZATION_KEY, append_image, transform_image
-from .standard import ParquetStandardIterableDataset
+from ..pixels import NORMALIZATION_KEY, append_image, load_image, transform_image
+from .lines import JsonlLineDataset
+from .standard import ParquetStandardIterableDataset, sharing_storage
 
 
 def plan_item(kind: str, enable_cfg: int, loss: int) -> dict[str, Any]:
@@ -98,3 +100,36 @@ class InterleavedBaseIterableDataset(DistributedIterableDataset):
 
 class RowDataset(InterleavedBaseIterableDataset, ParquetStandardIterableDataset):
     """A kind's training dataset over its table rows on either backend; a subclass defines ``parse_row``."""
+
+
+class LineDataset(InterleavedBaseIterableDataset, JsonlLineDataset):
+    """A JSONL + media kind's training dataset on either backend: a subclass builds the sample of a read line in
+    ``line_sample`` with the builder above; ViT items need the ``vit_transform`` keyword."""
+
+    def __init__(
+        self,
+        dataset_name: str,
+        transform: Any,
+        tokenizer: Any,
+        jsonl_path_list: Sequence[str] | None,
+        data_dir_list: Sequence[str],
+        num_used_data: Sequence[int],
+        *args: Any,
+        frame_sampler: Any = None,
+        vit_transform: Any = None,
+        **kwargs: Any,
+    ) -> None:
+        """:class:`JsonlLineDataset`'s arguments, its frame sampler a keyword (``None``: the kind reads no video),
+        and the transform of ViT items (``None``: the kind makes none)."""
+        given = (dataset_name, transform, tokenizer, frame_sampler, jsonl_path_list, data_dir_list, num_used_data)
+        super().__init__(*given, *args, **kwargs)
+        self.vit_transform = vit_transform
+
+    def decode_image(self, data: bytes, img_num: int) -> Any:
+        """One image of a line, decoded for both transforms (reduced with ``fast_decode``)."""
+        return load_image(data, (self.transform, self.vit_transform), self.fast_decode, img_num=img_num)
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        """The samples; with ``image_dtype="uint8"`` each sample's images share one storage."""
+        samples = super().__iter__()
+        return samples if self.image_dtype != "uint8" else sharing_storage(samples)

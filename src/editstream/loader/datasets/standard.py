@@ -122,14 +122,15 @@ class ParquetStandardIterableDataset(SourceIterableDataset):
     def __iter__(self) -> Iterator[dict[str, Any]]:
         """The samples; with ``image_dtype="uint8"`` each sample's images share one storage."""
         samples = super().__iter__()
-        return samples if self.image_dtype != "uint8" else _sharing_storage(samples)
+        return samples if self.image_dtype != "uint8" else sharing_storage(samples)
 
     def load_image(self, data: Any) -> Any:
         """Decode one image of a row: exactly as the reference, or reduced with ``fast_decode``."""
         return load_image(data, (self.transform, self.vit_transform), self.fast_decode)
 
 
-def _sharing_storage(samples: Iterator[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+def sharing_storage(samples: Iterator[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+    """``samples``, each with its uint8 images moved into one storage (``share_one_storage``)."""
     try:
         for sample in samples:
             yield share_one_storage(sample)

@@ -1,41 +1,26 @@
-"""One VLM fine-tuning JSONL line -> one sample, in the reference's two steps (:func:`read_row`, its
-try-block, and :func:`build_sample`), media read through a ``MediaReader`` so both backends agree."""
+"""One VLM fine-tuning JSONL line -> one sample, in the reference's two steps: the read line's rule for a video
+(:func:`expand_video_marker`, in its try-block) and :func:`build_sample` from the conversation's elements."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import Any
 
-from ..data.rows import MediaReader
-from .datasets.interleave import plan_item
-from .pixels import NORMALIZATION_KEY, share_one_storage, transform_image
+from editstream.plugin import NORMALIZATION_KEY, plan_item, share_one_storage, transform_image
 
 VIDEO_MARKER = "<video>"
 IMAGE_MARKER = "<image>"
 
 
-def read_row(
-    line: str, media: MediaReader, frame_sampler: Any, decode: Callable[[bytes, int], Any]
-) -> tuple[Any, list[Any] | None]:
-    """The parsed line (``<video>`` already replaced) and its images or frames (``None``: text only),
-    each image through ``decode(data, img_num)``; raises on anything the reference's try-block catches."""
-    item = json.loads(line)
-    images: list[Any] | None = None
-    if "image" in item:
-        value = item["image"]
-        names = value if type(value) is list else [value]
-        images = [decode(media.image_bytes(name), len(names)) for name in names]
-    elif "video" in item:
-        images = media.frames(item["video"], frame_sampler)
-        markers = IMAGE_MARKER * len(images)
-        for turn in item["conversations"]:
-            # the reference checks only the first turn: a miss there raises
-            if VIDEO_MARKER in turn["value"]:
-                turn["value"] = turn["value"].replace(VIDEO_MARKER, markers)
-                break
-            raise ValueError("Cannot find <video> in the conversation!")
-    return item, images
+def expand_video_marker(item: Any, frames: Any) -> None:
+    """Replace ``<video>`` in the first turn of a video line by one ``<image>`` per frame drawn (``frames``, as the
+    sampler returned them); raises when the first turn has none (the reference checks only that turn)."""
+    markers = IMAGE_MARKER * len(frames)
+    for turn in item["conversations"]:
+        if VIDEO_MARKER in turn["value"]:
+            turn["value"] = turn["value"].replace(VIDEO_MARKER, markers)
+            break
+        raise ValueError("Cannot find <video> in the conversation!")
 
 
 def change_format(data: Any, num_images: int) -> list[dict[str, Any]]:
