@@ -113,7 +113,7 @@ def make_source(root: Path, gb: float) -> Path:
     want = {"files": files, "groups": groups, "rows": rows_per_group, "min_side": 256, "max_side": 1024, "seed": 0}
     if marker.exists() and json.loads(marker.read_text()).get("params") == want and dir_bytes(src) >= gb * 1e9:
         return src
-    from editstream.testing.synth import write_synthetic_dataset
+    from editstream.sandbox.synth import write_synthetic_dataset
 
     if src.exists():
         shutil.rmtree(src)

@@ -53,7 +53,7 @@ from typing import Any
 
 import torch
 
-from editstream.testing.s3server import LocalS3Server
+from editstream.sandbox.s3server import LocalS3Server
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from machine import describe

@@ -36,7 +36,7 @@ sys.path.insert(1, str(Path(__file__).resolve().parents[1] / "tests"))  # the fa
 
 import convert as convert_bench
 
-from editstream.testing.s3server import LocalS3Server
+from editstream.sandbox.s3server import LocalS3Server
 from faultproxy import FaultProxy
 
 BUCKET = "latency-bench"

@@ -32,8 +32,8 @@ import numpy as np
 import torch
 
 from editstream import ByteTokenizer, FrameSampler, ImageTransform, SftJSONLIterableDataset, convert
-from editstream.testing.s3server import LocalS3Server
-from editstream.testing.synth_vlm import write_synthetic_vlm_dataset
+from editstream.sandbox.s3server import LocalS3Server
+from editstream.sandbox.synth_vlm import write_synthetic_vlm_dataset
 
 BUCKET = "vlm-bench"
 

@@ -31,7 +31,7 @@ from editstream import (
     write_synthetic_vlm_dataset,
 )
 from editstream.io.words import counted
-from editstream.testing.s3server import LocalS3Server
+from editstream.sandbox.s3server import LocalS3Server
 
 RECIPE = Path(__file__).resolve().parent / "configs" / "bagel_recipe.yaml"
 GROUP_DATA = {"t2i_pretrain": "t2i", "unified_edit": "edit", "vlm_sft": "vlm"}

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from editstream.testing.s3server import LocalS3Server
+from editstream.sandbox.s3server import LocalS3Server
 
 FAKE_KEY = "testing-key"
 FAKE_SECRET = "testing-secret"

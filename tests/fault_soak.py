@@ -21,8 +21,8 @@ from editstream.conversion.run import convert
 from editstream.io.retry import RetryPolicy
 from editstream.loader.tokenizer import ByteTokenizer
 from editstream.loader.transforms import ImageTransform
-from editstream.testing.s3server import LocalS3Server
-from editstream.testing.synth import synth_kinds, write_synthetic_dataset
+from editstream.sandbox.s3server import LocalS3Server
+from editstream.sandbox.synth import synth_kinds, write_synthetic_dataset
 from faultproxy import FaultPlan, FaultProxy
 
 SOAK_KINDS = ("reset_mid_body", "http_503", "reset_mid_body", "http_500", "reset_mid_body", "stall")

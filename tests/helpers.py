@@ -39,7 +39,7 @@ from editstream import ByteTokenizer, PackedDataset, make_bagel_multimodal_datas
 from editstream.conversion import convert
 from editstream.loader.iteration import SourceIterableDataset
 from editstream.packing.config import BagelDatasetConfig
-from editstream.testing.synth import write_synthetic_dataset
+from editstream.sandbox.synth import write_synthetic_dataset
 
 # --------------------------------------------------------------------------- data to test with
 # Small images keep the tests fast; stride 16 (VAE) and 14 (ViT) as in BAGEL.

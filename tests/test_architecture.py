@@ -35,17 +35,17 @@ ALLOWED = {
     "conversion": {"io", "format", "kinds", "data"},
     "loader": {"io", "format", "kinds", "data"},
     "packing": {"io", "format", "kinds", "data", "loader"},
-    # test tooling sits above both (the soak uses both)
-    "testing": {"io", "format", "kinds", "data", "conversion", "loader"},
+    # the sandbox (synthetic datasets, a local S3 server for the demo and the tests) sits above both
+    "sandbox": {"io", "format", "kinds", "data", "conversion", "loader"},
     # The command line sits above everything (it was the top-level cli.py module).
-    "cli": {"io", "format", "kinds", "data", "conversion", "loader", "packing", "testing", "preview", "adapters"},
+    "cli": {"io", "format", "kinds", "data", "conversion", "loader", "packing", "sandbox", "preview", "adapters"},
     "preview": {"io", "format", "kinds", "data", "loader"},
     # Source adapters turn public datasets' own schemas into a kind's rows, then hand them to the
     # converter through its public API; the cli wires them in, nothing below imports them.
     "adapters": {"io", "format", "kinds", "data", "conversion"},
     # NeMo Automodel's module tree, served by editstream's loader and packer (and the hook that
     # points NeMo's recipe at them); it may import everything below the command line.
-    "nemo": {"io", "format", "kinds", KIND_CODE, "data", "conversion", "loader", "packing", "testing", "preview"}
+    "nemo": {"io", "format", "kinds", KIND_CODE, "data", "conversion", "loader", "packing", "sandbox", "preview"}
     | {"adapters"},
 }
 MAX_FILE_LINES = 500
@@ -210,7 +210,7 @@ def test_the_kind_code_check_sees_every_way_round_the_plugin_module(tmp_path):
         "if TYPE_CHECKING:\n"
         "    from editstream.loader.pixels import transform_image\n"
         "import importlib\n"
-        "synth = importlib.import_module('editstream.testing.synth')\n"
+        "synth = importlib.import_module('editstream.sandbox.synth')\n"
         "from editstream import convert\n"
     )
     assert kind_code_modules(fake) == [dataset]
@@ -220,7 +220,7 @@ def test_the_kind_code_check_sees_every_way_round_the_plugin_module(tmp_path):
         ("editstream.kinds.record", 5),
         ("editstream.loader.datasets.interleave", 6),
         ("editstream.loader.pixels", 10),
-        ("editstream.testing.synth", 12),
+        ("editstream.sandbox.synth", 12),
     ]
 
 

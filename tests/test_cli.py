@@ -297,7 +297,7 @@ def test_ctrl_c_exits_130_and_says_a_rerun_resumes(tmp_path):
     import subprocess
     import sys
 
-    from editstream.testing.synth import write_synthetic_dataset
+    from editstream.sandbox.synth import write_synthetic_dataset
     from helpers import SRC_DIR, paused_convert_command
 
     src, dst = tmp_path / "src", tmp_path / "dst"

@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from editstream.testing.synth_vlm import write_synthetic_vlm_dataset
+from editstream.sandbox.synth_vlm import write_synthetic_vlm_dataset
 from helpers import SRC_DIR, error_lines, run_cli, synth_and_convert
 
 

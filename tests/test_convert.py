@@ -26,7 +26,7 @@ from editstream.format.idx import read_idx
 from editstream.format.rowcodec import decode_sample
 from editstream.format.tarreader import iter_samples
 from editstream.io.parquet import read_row_group_rows
-from editstream.testing.synth import write_synthetic_dataset
+from editstream.sandbox.synth import write_synthetic_dataset
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,7 @@ import pytest
 
 from editstream.conversion import convert
 from editstream.data.sources import parquet_slices as parquet_rows
-from editstream.testing.synth import write_synthetic_dataset
+from editstream.sandbox.synth import write_synthetic_dataset
 
 GOLDEN = json.loads((Path(__file__).parent / "fixtures" / "convert_golden.json").read_text())
 CASES: dict[str, dict[str, Any]] = {

@@ -22,7 +22,7 @@ ray = pytest.importorskip("ray")
 from editstream.conversion import PROGRESS_DIR, ConvertConfig, convert, convert_shard, plan_conversion  # noqa: E402
 from editstream.conversion.executors import RayExecutor, TaskError, make_executor  # noqa: E402
 from editstream.format import manifest as mf  # noqa: E402
-from editstream.testing.synth import write_synthetic_dataset  # noqa: E402
+from editstream.sandbox.synth import write_synthetic_dataset  # noqa: E402
 
 pytestmark = pytest.mark.ray
 

@@ -14,7 +14,7 @@ import pytest
 from editstream.conversion import PROGRESS_DIR, convert
 from editstream.conversion.verify import verify
 from editstream.format import manifest as mf
-from editstream.testing.synth import write_synthetic_dataset
+from editstream.sandbox.synth import write_synthetic_dataset
 from helpers import paused_convert_command
 
 EDITSTREAM = Path(sys.executable).with_name("editstream")

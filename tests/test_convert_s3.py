@@ -16,7 +16,7 @@ from editstream.conversion.inspect import find_sample
 from editstream.conversion.verify import verify
 from editstream.format import manifest as mf
 from editstream.io.parquet import read_row_group_rows, row_group_sizes
-from editstream.testing.synth import write_synthetic_dataset
+from editstream.sandbox.synth import write_synthetic_dataset
 
 EDITSTREAM = Path(sys.executable).with_name("editstream")
 

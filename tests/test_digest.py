@@ -22,7 +22,7 @@ from editstream.data.sources.webdataset import TarSource
 from editstream.format import manifest as mf
 from editstream.format import tarblock as tb
 from editstream.format.tarwriter import _header
-from editstream.testing.synth import write_synthetic_dataset
+from editstream.sandbox.synth import write_synthetic_dataset
 
 EDITSTREAM = Path(sys.executable).with_name("editstream")
 

@@ -9,7 +9,7 @@ import collections
 import pytest
 
 from editstream import BagelDatasetConfig, convert, merge_states
-from editstream.testing.synth_vlm import write_synthetic_vlm_dataset
+from editstream.sandbox.synth_vlm import write_synthetic_vlm_dataset
 from helpers import BACKEND_DIRS, VAE, VIT, build_dataloader, json_roundtrip, synth_pipeline_data, torch_roundtrip
 
 pytest.importorskip("torchdata.stateful_dataloader")

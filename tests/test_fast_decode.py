@@ -41,7 +41,7 @@ from editstream.format.images import DEFAULT_MAX_IMAGE_PIXELS
 from editstream.loader.decode import ImageRejected, decode_image
 from editstream.loader.fast_decode import FAST_DECODE_MARGIN, ReducedImage, decode_image_reduced
 from editstream.loader.pixels import load_image
-from editstream.testing.synth_vlm import write_synthetic_vlm_dataset
+from editstream.sandbox.synth_vlm import write_synthetic_vlm_dataset
 from helpers import VAE, VIT, make_real_packer, synth_and_convert
 from photos import photographic_image, photographic_jpeg
 

@@ -20,7 +20,7 @@ from botocore.config import Config
 from botocore.exceptions import ClientError
 from fsspec.exceptions import FSTimeoutError
 
-from editstream.testing.s3server import LocalS3Server
+from editstream.sandbox.s3server import LocalS3Server
 from faultproxy import FAULT_KINDS, FaultPlan, FaultProxy
 
 KEY = "testing"

@@ -13,7 +13,7 @@ import pytest
 from editstream import ByteTokenizer, ImageTransform, UnifiedEditIterableDataset
 from editstream.conversion import convert
 from editstream.format.manifest import Manifest
-from editstream.testing.synth import write_synthetic_dataset
+from editstream.sandbox.synth import write_synthetic_dataset
 from helpers import VAE, VIT, assert_batches_equal, first
 
 

@@ -33,7 +33,7 @@ from editstream.kinds.unified_edit.dataset import UnifiedEditIterableDataset
 from editstream.loader.pixels import NORMALIZATION_KEY, transform_image
 from editstream.loader.transforms import normalize_pixels
 from editstream.packing import normalize as norm_mod
-from editstream.testing.synth_vlm import write_synthetic_vlm_dataset
+from editstream.sandbox.synth_vlm import write_synthetic_vlm_dataset
 from helpers import (
     REGISTRY,
     SMALL_PACKING,

@@ -17,7 +17,7 @@ from editstream.conversion import convert
 from editstream.conversion.verify import verify
 from editstream.io.parquet import batch_rows
 from editstream.io.text import InvalidText, UndecodableRow
-from editstream.testing.synth import write_synthetic_dataset
+from editstream.sandbox.synth import write_synthetic_dataset
 from helpers import VAE, VIT, assert_batches_equal, first
 
 BAD_ROW = 2

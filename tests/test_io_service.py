@@ -22,7 +22,7 @@ from editstream.data.sources.foreign import ForeignTarSource
 from editstream.data.sources.sft_shards import ShardLineSource
 from editstream.data.sources.webdataset import TarSource
 from editstream.io import IOConfig, readahead, service
-from editstream.testing.synth_vlm import write_synthetic_vlm_dataset
+from editstream.sandbox.synth_vlm import write_synthetic_vlm_dataset
 from helpers import synth_and_convert, write_foreign_shards
 
 HANG_GUARD = 60.0

@@ -15,7 +15,7 @@ import pytest
 
 from editstream import ParquetStandardIterableDataset
 from editstream.conversion import convert
-from editstream.testing.synth import write_synthetic_dataset
+from editstream.sandbox.synth import write_synthetic_dataset
 from helpers import check_state_contract, run_cli
 
 

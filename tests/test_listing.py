@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from editstream import ByteTokenizer, ImageTransform, UnifiedEditIterableDataset
-from editstream.testing.synth import write_synthetic_dataset
+from editstream.sandbox.synth import write_synthetic_dataset
 from helpers import (
     FOREIGN_SHARDS,
     VAE,

@@ -148,7 +148,7 @@ def test_a_twin_dataset_without_a_rank_reads_rank_0_of_1s_rows_under_torchrun(mo
     from editstream import ByteTokenizer, ImageTransform
     from editstream import UnifiedEditIterableDataset as EditstreamsOwn
     from editstream.nemo.interleave import UnifiedEditIterableDataset
-    from editstream.testing.synth import write_synthetic_dataset
+    from editstream.sandbox.synth import write_synthetic_dataset
     from helpers import VAE, VIT
 
     write_synthetic_dataset(str(tmp_path), num_files=2, row_groups_per_file=2, rows_per_group=2, seed=3)

@@ -24,8 +24,8 @@ import editstream
 from editstream import ByteTokenizer, ImageTransform, UnifiedEditIterableDataset
 from editstream.data.layouts import LayoutError, unregister_layout
 from editstream.data.open import open_data
-from editstream.testing.synth import write_synthetic_dataset
-from editstream.testing.synth_vlm import write_synthetic_vlm_dataset
+from editstream.sandbox.synth import write_synthetic_dataset
+from editstream.sandbox.synth_vlm import write_synthetic_vlm_dataset
 from helpers import SRC_DIR, VAE, VIT, assert_batches_equal, first, run_cli
 
 PLANTED = '''

@@ -17,7 +17,7 @@ import torch
 
 from editstream import ByteTokenizer, ImageTransform, T2IIterableDataset, UnifiedEditIterableDataset
 from editstream.conversion import convert
-from editstream.testing.synth import write_synthetic_dataset
+from editstream.sandbox.synth import write_synthetic_dataset
 from helpers import VAE, VIT, synth_and_convert
 from helpers import first as first_items  # the loop below names a variable `first`
 

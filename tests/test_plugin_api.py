@@ -80,7 +80,7 @@ def test_a_kind_record_built_on_the_plugin_module_stays_cheap():
     code = (
         "import sys\n"
         "from editstream.plugin import DatasetKind, Layout, Part, Record, RowProblem, image_header_problem\n"
-        "print(sorted(m for m in ('torch', 'pyarrow', 'editstream.loader', 'editstream.testing') if m in sys.modules))"
+        "print(sorted(m for m in ('torch', 'pyarrow', 'editstream.loader', 'editstream.sandbox') if m in sys.modules))"
     )
     env = {**os.environ, "PYTHONPATH": str(SRC_DIR)}
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)

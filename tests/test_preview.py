@@ -22,7 +22,7 @@ import pytest
 from PIL import Image
 
 from editstream.loader.decode import decode_image
-from editstream.testing.synth_vlm import write_synthetic_vlm_dataset
+from editstream.sandbox.synth_vlm import write_synthetic_vlm_dataset
 from helpers import error_lines, run_cli, synth_and_convert, write_foreign_shards
 
 

@@ -13,7 +13,7 @@ from tests.helpers import synth_and_convert
 import editstream
 from editstream.data.raw_rows import BadRawRow, RawRow
 from editstream.data.rows import DropRow
-from editstream.testing.synth import write_synthetic_dataset
+from editstream.sandbox.synth import write_synthetic_dataset
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,7 @@ from editstream.conversion import convert, plan_conversion
 from editstream.conversion.config import ConvertConfig
 from editstream.conversion.shard import convert_shard
 from editstream.data.identity import SourceChangedError, file_identity
-from editstream.testing.synth import write_synthetic_dataset
+from editstream.sandbox.synth import write_synthetic_dataset
 from helpers import SRC_DIR, paused_convert_command
 
 

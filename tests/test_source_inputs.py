@@ -15,8 +15,8 @@ import pytest
 from editstream import ByteTokenizer, ImageTransform, SftJSONLIterableDataset, T2IIterableDataset
 from editstream.adapters import resolve_mapping
 from editstream.data.adapted.inplace import InPlace
-from editstream.testing.synth import write_synthetic_dataset
-from editstream.testing.synth_vlm import write_synthetic_vlm_dataset
+from editstream.sandbox.synth import write_synthetic_dataset
+from editstream.sandbox.synth_vlm import write_synthetic_vlm_dataset
 from helpers import VAE, error_lines, run_cli
 from hub_shapes import hqedit, magicbrush, png, ultraedit
 from published_layouts import as_hub_cache, x2i

@@ -16,7 +16,7 @@ from PIL import Image, UnidentifiedImageError
 from editstream.cli import main as cli_main
 from editstream.io import storage
 from editstream.io.ranged import open_read
-from editstream.testing.synth import IMAGE_FORMATS, write_synthetic_dataset
+from editstream.sandbox.synth import IMAGE_FORMATS, write_synthetic_dataset
 
 
 def _sniff(data: bytes) -> str:

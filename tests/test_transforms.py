@@ -272,7 +272,7 @@ def test_garbage_bytes_raise(data):
 def test_decode_image_equals_plain_pillow_for_every_synthetic_format(fmt):
     """editstream's decode (limits, Pillow's format factory) gives the reference's pixels:
     ``pil_img2rgb(Image.open(BytesIO(b)))``, for every format the synthetic data writes."""
-    from editstream.testing.synth_content import make_image
+    from editstream.sandbox.synth_content import make_image
 
     for seed in range(3):
         data = make_image(np.random.default_rng(seed), 24, 200, fmt)

@@ -19,7 +19,7 @@ from editstream.conversion.verify import verify
 from editstream.format import manifest as mf
 from editstream.format.idx import encode_idx, read_idx
 from editstream.io.parquet import read_row_group_rows
-from editstream.testing.synth import write_synthetic_dataset
+from editstream.sandbox.synth import write_synthetic_dataset
 
 EDITSTREAM = Path(sys.executable).with_name("editstream")
 

@@ -14,7 +14,7 @@ from PIL import Image
 from editstream.format.images import sniff_extension
 from editstream.format.sft import extract_frame_number, sort_frames
 from editstream.loader.video import FrameSampler, get_frame_indices, read_frames_folder
-from editstream.testing.synth_vlm import can_write_video
+from editstream.sandbox.synth_vlm import can_write_video
 
 
 def seeded(seed=0):

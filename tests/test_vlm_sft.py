@@ -23,7 +23,7 @@ from PIL import Image
 
 from editstream import ByteTokenizer, FrameSampler, ImageTransform, SftJSONLIterableDataset
 from editstream.kinds.vlm_sft.sample import change_format
-from editstream.testing.synth_vlm import write_synthetic_vlm_dataset
+from editstream.sandbox.synth_vlm import write_synthetic_vlm_dataset
 from helpers import assert_batches_equal, first
 
 SMALL = dict(max_image_size=64, min_image_size=32, image_stride=16)

@@ -22,7 +22,7 @@ from editstream.conversion.verify import verify
 from editstream.format import manifest as mf
 from editstream.format.sft import SftInfo
 from editstream.format.tarreader import iter_samples
-from editstream.testing.synth_vlm import write_synthetic_vlm_dataset
+from editstream.sandbox.synth_vlm import write_synthetic_vlm_dataset
 from helpers import assert_batches_equal, first, run_cli
 
 SRC = Path(__file__).resolve().parents[1] / "src"

@@ -19,7 +19,7 @@ import torch
 from editstream import ByteTokenizer, FrameSampler, ImageTransform, SftJSONLIterableDataset, convert
 from editstream.format.manifest import Manifest
 from editstream.io.prefetch import prefetch_ordered
-from editstream.testing.synth_vlm import write_synthetic_vlm_dataset
+from editstream.sandbox.synth_vlm import write_synthetic_vlm_dataset
 from helpers import assert_batches_equal, first
 
 SMALL = dict(max_image_size=64, min_image_size=32, image_stride=16)

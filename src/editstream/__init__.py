@@ -29,8 +29,8 @@ _MODULES = {
     "editstream.packing.collate": ("collate_fn", "bagel_packed_collate_fn", "collate_wrapper", "SimpleCustomBatch"),
     "editstream.packing.normalize": ("normalize_batch",),
     "editstream.packing.dataloader": ("make_bagel_multimodal_dataset", "BagelDataloaderConfig", "BagelDataloaderBuild"),
-    "editstream.testing.synth": ("write_synthetic_dataset",),
-    "editstream.testing.synth_vlm": ("write_synthetic_vlm_dataset",),
+    "editstream.sandbox.synth": ("write_synthetic_dataset",),
+    "editstream.sandbox.synth_vlm": ("write_synthetic_vlm_dataset",),
     "editstream.io.retry": ("RetryPolicy",),
     "editstream.conversion.run": ("convert",),
     "editstream.packing.checkpoint.merge": ("merge_states",),
@@ -75,8 +75,8 @@ if TYPE_CHECKING:  # the same names, visible to type checkers and IDEs without i
     from editstream.packing.dataset import PackedDataset as PackedDataset
     from editstream.packing.normalize import normalize_batch as normalize_batch
     from editstream.packing.steps import EpochSteps as EpochSteps
-    from editstream.testing.synth import write_synthetic_dataset as write_synthetic_dataset
-    from editstream.testing.synth_vlm import write_synthetic_vlm_dataset as write_synthetic_vlm_dataset
+    from editstream.sandbox.synth import write_synthetic_dataset as write_synthetic_dataset
+    from editstream.sandbox.synth_vlm import write_synthetic_vlm_dataset as write_synthetic_vlm_dataset
 
 __all__ = sorted(_EXPORTS) + ["__version__"]
 

@@ -28,13 +28,13 @@ _EXPORTS = {
     **dict.fromkeys(("Layout", "Record"), "editstream.preview.record"),
     **dict.fromkeys(
         ("JsonlSynth", "ParquetSynth", "SynthOptions", "SynthRow", "write_jsonl_kind", "write_parquet_kind"),
-        "editstream.testing.synth",
+        "editstream.sandbox.synth",
     ),
     **dict.fromkeys(
         ("IMAGE_FORMATS", "SOURCES", "TAGS", "caption", "garbage", "instruction", "make_image", "pick"),
-        "editstream.testing.synth_content",
+        "editstream.sandbox.synth_content",
     ),
-    "write_synthetic_vlm_dataset": "editstream.testing.synth_vlm",
+    "write_synthetic_vlm_dataset": "editstream.sandbox.synth_vlm",
 }
 
 if TYPE_CHECKING:  # the same names for type checkers, without importing at run time
@@ -59,21 +59,21 @@ if TYPE_CHECKING:  # the same names for type checkers, without importing at run 
     from editstream.loader.pixels import transform_image as transform_image
     from editstream.preview.record import Layout as Layout
     from editstream.preview.record import Record as Record
-    from editstream.testing.synth import JsonlSynth as JsonlSynth
-    from editstream.testing.synth import ParquetSynth as ParquetSynth
-    from editstream.testing.synth import SynthOptions as SynthOptions
-    from editstream.testing.synth import SynthRow as SynthRow
-    from editstream.testing.synth import write_jsonl_kind as write_jsonl_kind
-    from editstream.testing.synth import write_parquet_kind as write_parquet_kind
-    from editstream.testing.synth_content import IMAGE_FORMATS as IMAGE_FORMATS
-    from editstream.testing.synth_content import SOURCES as SOURCES
-    from editstream.testing.synth_content import TAGS as TAGS
-    from editstream.testing.synth_content import caption as caption
-    from editstream.testing.synth_content import garbage as garbage
-    from editstream.testing.synth_content import instruction as instruction
-    from editstream.testing.synth_content import make_image as make_image
-    from editstream.testing.synth_content import pick as pick
-    from editstream.testing.synth_vlm import write_synthetic_vlm_dataset as write_synthetic_vlm_dataset
+    from editstream.sandbox.synth import JsonlSynth as JsonlSynth
+    from editstream.sandbox.synth import ParquetSynth as ParquetSynth
+    from editstream.sandbox.synth import SynthOptions as SynthOptions
+    from editstream.sandbox.synth import SynthRow as SynthRow
+    from editstream.sandbox.synth import write_jsonl_kind as write_jsonl_kind
+    from editstream.sandbox.synth import write_parquet_kind as write_parquet_kind
+    from editstream.sandbox.synth_content import IMAGE_FORMATS as IMAGE_FORMATS
+    from editstream.sandbox.synth_content import SOURCES as SOURCES
+    from editstream.sandbox.synth_content import TAGS as TAGS
+    from editstream.sandbox.synth_content import caption as caption
+    from editstream.sandbox.synth_content import garbage as garbage
+    from editstream.sandbox.synth_content import instruction as instruction
+    from editstream.sandbox.synth_content import make_image as make_image
+    from editstream.sandbox.synth_content import pick as pick
+    from editstream.sandbox.synth_vlm import write_synthetic_vlm_dataset as write_synthetic_vlm_dataset
 
 __all__ = sorted(_EXPORTS)
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

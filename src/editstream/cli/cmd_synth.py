@@ -13,7 +13,7 @@ from .options import KindChoice
 
 def _first_synth_kind() -> str:
     """The default ``--schema``: the first registered kind that can write synthetic data."""
-    from ..testing.synth import synth_kinds
+    from ..sandbox.synth import synth_kinds
 
     return synth_kinds()[0].name
 
@@ -54,7 +54,7 @@ def _first_synth_kind() -> str:
 def synth(out: str, no_progress: bool, **options: Any) -> None:
     """Write a synthetic source dataset of a kind to OUT: parquet files plus parquet_info.json, or a
     JSONL file with its media directory (--files x --row-groups x --rows lines)."""
-    from ..testing.synth import write_synthetic_dataset
+    from ..sandbox.synth import write_synthetic_dataset
 
     summary = write_synthetic_dataset(out, progress=not (no_progress or SETTINGS.quiet), **options)
     click.echo(json.dumps(summary, indent=2, default=str))

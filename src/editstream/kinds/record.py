@@ -88,7 +88,7 @@ class DatasetKind:
     preview: str | None = None
     """Dotted path of the preview function (``editstream.preview.record.PreviewFunction``)."""
     synth: str | None = None
-    """Dotted path of the synth function (``editstream.testing.synth.SynthWriter``)."""
+    """Dotted path of the synth function (``editstream.sandbox.synth.SynthWriter``)."""
     detectable: bool = True
     """Whether a parquet source whose columns include ``columns`` is taken to be of this kind."""
     image_columns: tuple[str, ...] | None = None

@@ -72,5 +72,5 @@ EDIT_CHAINS = ParquetSynth(
 
 
 def write_edit_chains(out: str, options: SynthOptions) -> dict[str, Any]:
-    """The image-editing kind's synth function (see :data:`~editstream.testing.synth.SynthWriter`)."""
+    """The image-editing kind's synth function (see :data:`~editstream.sandbox.synth.SynthWriter`)."""
     return write_parquet_kind(out, options, EDIT_CHAINS)

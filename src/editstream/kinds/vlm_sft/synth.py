@@ -1,5 +1,5 @@
 """The VLM fine-tuning kind's synth function: a LLaVA-style JSONL and its media, as
-:func:`~editstream.testing.synth_vlm.write_synthetic_vlm_dataset` writes them, from the common options."""
+:func:`~editstream.sandbox.synth_vlm.write_synthetic_vlm_dataset` writes them, from the common options."""
 
 from __future__ import annotations
 
