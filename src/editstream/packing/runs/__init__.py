@@ -4,14 +4,12 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
+from ..roles import PackingHost
 from ..spec import PackingSpec
 from .elastic import ElasticRun
 from .reference import ReferenceRun
-
-if TYPE_CHECKING:
-    from ..dataset import PackedDataset
 
 
 class PackingRun(Protocol):
@@ -35,6 +33,6 @@ class PackingRun(Protocol):
         """Make the next iteration run epoch ``epoch`` from its start (elastic epochs)."""
 
 
-def packing_run(packer: PackedDataset, spec: PackingSpec) -> PackingRun:
+def packing_run(packer: PackingHost, spec: PackingSpec) -> PackingRun:
     """The run ``spec`` asks for: elastic epochs when ``spec.elastic``, else the reference's stream."""
     return ElasticRun(packer, spec.elastic_streams) if spec.elastic else ReferenceRun(packer)
