@@ -11,7 +11,7 @@ from typing import Any
 from ..packing import config
 from ..packing import dataset as packed
 from ..packing.spec import EXTENSIONS
-from ..packing.surfaces import requiring, with_fields
+from ..packing.surfaces import REQUIRED, with_defaults, with_fields
 
 __all__ = ["BagelDatasetConfig", "DataConfig", "PackedDataset"]
 
@@ -21,7 +21,9 @@ class PackedDataset(packed.PackedDataset):
     as in NeMo (editstream's own ``PackedDataset`` reads missing ones from the process group); editstream's
     options are keyword-only."""
 
-    __init__ = requiring(("local_rank", "world_size", "num_workers"), packed.PackedDataset.__init__)
+    __init__ = with_defaults(
+        packed.PackedDataset.__init__, local_rank=REQUIRED, world_size=REQUIRED, num_workers=REQUIRED
+    )
 
     def load_state_dict(self, state_dict: Mapping[str, Any]) -> None:
         """Resume from a state (NeMo's keyword name ``state_dict``); see editstream's ``PackedDataset``."""

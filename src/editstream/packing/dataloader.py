@@ -103,7 +103,7 @@ def make_bagel_multimodal_dataset(
     data_seed: int = DEFAULT_DATA_SEED,
     dataset_info: Mapping[str, Any] | None = None,
     registry: Mapping[str, Callable[..., Any]] | None = None,
-    knobs: Mapping[str, Any],
+    **knobs: Any,
 ) -> PackedDataset:
     """``BagelDatasetConfig(...).build(..., global_seed=data_seed)`` in one call (every field but the paths; the
     spec's knobs in NeMo's places)."""

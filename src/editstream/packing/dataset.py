@@ -62,7 +62,7 @@ class PackedDataset(torch.utils.data.IterableDataset[dict[str, Any]]):
         global_seed: int | None = None,
         *,
         registry: GroupRegistryMapping | None = None,
-        knobs: Mapping[str, Any],
+        **knobs: Any,
     ) -> None:
         super().__init__()
         self.image_dtype = check_image_dtype(knobs["image_dtype"], "PackedDataset")

@@ -22,48 +22,48 @@ TYPES = {field.name: field.type for field in dataclasses.fields(PackingSpec)}
 
 
 def with_knobs(places: Places) -> Callable[[Callable[..., R]], Callable[..., R]]:
-    """Give a function whose last parameter is ``knobs`` the spec's fields ``places[name]`` as parameters after
-    its parameter ``name`` (of that one's kind, with the spec's defaults): ``inspect.signature`` shows them in
-    place, a call binds to that signature, and the function gets their values by name in ``knobs``."""
+    """Give a function ending in ``**knobs`` the spec's fields ``places[name]`` as parameters after its parameter
+    ``name`` (of that one's kind, with the spec's defaults) in place of ``**knobs``: ``inspect.signature`` shows
+    them there, a call binds to them, and the function gets their values by name in ``knobs``."""
 
     def splice(function: Callable[..., R]) -> Callable[..., R]:
         own = inspect.signature(function)
         parameters: list[inspect.Parameter] = []
         for parameter in own.parameters.values():
-            parameters += [parameter] if parameter.name != "knobs" else []
+            parameters += [] if parameter.kind is parameter.VAR_KEYWORD else [parameter]  # **knobs gives way
             for name in places.get(parameter.name, ()):
                 default, annotation = getattr(DEFAULTS, name), TYPES[name]
                 parameters.append(inspect.Parameter(name, parameter.kind, default=default, annotation=annotation))
-        public = own.replace(parameters=parameters)
-        names = {name for group in places.values() for name in group}
-
-        @functools.wraps(function)
-        def call(*args: Any, **kwargs: Any) -> R:
-            bound = public.bind(*args, **kwargs)
-            bound.apply_defaults()
-            given = {name: value for name, value in bound.arguments.items() if name not in names}
-            return function(**given, knobs={name: bound.arguments[name] for name in names})
-
-        call.__signature__ = public  # type: ignore[attr-defined]
-        return call
+        return behind(own.replace(parameters=parameters), function, by_name=True)
 
     return splice
 
 
-def requiring(names: Sequence[str], function: Callable[..., R]) -> Callable[..., R]:
-    """``function`` with its parameters ``names`` required (no default): NeMo's twin of an editstream surface
-    that fills them in itself; a call without one is Python's ``TypeError``, as with NeMo's."""
-    public = inspect.signature(function)
-    strict = public.replace(
-        parameters=[p.replace(default=p.empty) if p.name in names else p for p in public.parameters.values()]
-    )
+REQUIRED = inspect.Parameter.empty
+"""As a default for :func:`with_defaults`: the parameter has none (a call must give it)."""
+
+
+def with_defaults(function: Callable[..., R], **defaults: Any) -> Callable[..., R]:
+    """``function`` with other defaults for the parameters named (``REQUIRED``: none): NeMo's twin of an editstream
+    surface, whose signature shows NeMo's defaults and whose calls reach ``function`` with them filled in."""
+    own = inspect.signature(function)
+    if not set(defaults) <= set(own.parameters):
+        raise TypeError(f"{function.__qualname__} has no parameter {sorted(set(defaults) - set(own.parameters))}")
+    twin = [p.replace(default=defaults.get(p.name, p.default)) for p in own.parameters.values()]
+    return behind(own.replace(parameters=twin), function, by_name=False)
+
+
+def behind(public: inspect.Signature, function: Callable[..., R], *, by_name: bool) -> Callable[..., R]:
+    """``function`` behind the signature ``public`` (what ``inspect.signature`` reports): a call binds to it,
+    defaults filled in, and reaches ``function`` with every argument by name (``by_name``) or as bound."""
 
     @functools.wraps(function)
     def call(*args: Any, **kwargs: Any) -> R:
-        strict.bind(*args, **kwargs)
-        return function(*args, **kwargs)
+        bound = public.bind(*args, **kwargs)
+        bound.apply_defaults()
+        return function(**bound.arguments) if by_name else function(*bound.args, **bound.kwargs)
 
-    call.__signature__ = strict  # type: ignore[attr-defined]
+    call.__signature__ = public  # type: ignore[attr-defined]
     return call
 
 
