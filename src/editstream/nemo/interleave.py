@@ -25,9 +25,8 @@ class InterleavedBaseIterableDataset(interleave.InterleavedBaseIterableDataset):
 
 
 class ParquetStandardIterableDataset(standard.ParquetStandardIterableDataset):
-    """editstream's row dataset with NeMo's positional signature and defaults (``parquet_info`` required,
-    ``local_rank=0, world_size=1``); editstream's options (``backend``, ``storage_options``, ``image_dtype``,
-    ``fast_decode``, backend options) stay keyword-only extras."""
+    """editstream's row dataset with NeMo's positional signature and defaults (:data:`NEMO_ROW_DEFAULTS`);
+    editstream's options (``backend``, ``storage_options``, ``image_dtype``, ...) stay keyword-only extras."""
 
     __init__ = with_defaults(standard.ParquetStandardIterableDataset.__init__, **NEMO_ROW_DEFAULTS)
 

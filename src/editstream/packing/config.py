@@ -54,9 +54,8 @@ def load_mapping(
 @with_fields({"dataset_info_path": PACKER_KEYWORDS, "data_seed": (*SEQUENCE_KNOBS, *EXTENSIONS)})
 class BagelDatasetConfig:
     """The dataset section of a BAGEL recipe: ``grouped_datasets`` maps a group name (a kind or a ``DATASET_REGISTRY``
-    key) to its arguments, ``dataset_info`` group -> dataset name -> location (either from a ``*_path`` file); then
-    the spec's knobs, in NeMo's places: its budgets after the files, its sequence knobs and editstream's after
-    ``data_seed`` (read them typed through :meth:`spec`)."""
+    key) to its arguments, ``dataset_info`` group -> dataset name -> location (either from a ``*_path`` file), then
+    the spec's knobs in NeMo's places (read them typed through :meth:`spec`)."""
 
     grouped_datasets: Mapping[str, Any] | None = None
     grouped_datasets_path: str | None = None

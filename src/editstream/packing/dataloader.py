@@ -107,10 +107,9 @@ def make_bagel_multimodal_dataset(
 ) -> PackedDataset:
     """``BagelDatasetConfig(...).build(..., global_seed=data_seed)`` in one call (every field but the paths; the
     spec's knobs in NeMo's places)."""
-    config = BagelDatasetConfig(
+    return BagelDatasetConfig(
         grouped_datasets=grouped_datasets, dataset_info=dataset_info, data_seed=data_seed, **knobs
-    )
-    return config.build(
+    ).build(
         tokenizer=tokenizer,
         special_tokens=special_tokens,
         rank=local_rank,

@@ -103,7 +103,7 @@ class PackedDataset(torch.utils.data.IterableDataset[dict[str, Any]]):
             raise ValueError(f"the group weights must sum to more than 0, got {weights}")
         self.drops = DropLog(dataset_name="PackedDataset")
         self.elastic = self.spec.elastic
-        self.run = packing_run(self, self.spec)
+        self.run = packing_run(self)
 
     def build_datasets(
         self, datasets_metainfo: Mapping[str, Mapping[str, Any]], data_status: Mapping[str, Any] | None

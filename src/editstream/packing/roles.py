@@ -1,6 +1,5 @@
-"""What the packing strategies use of the packer, as two Protocols (``PackedDataset`` is both): the draws and the
-batch loops pack sequences through :class:`SequencePacking`, the runs add a layout, datasets and seeds
-(:class:`PackingHost`). So neither imports the dataset, and a run sees a subclass's overrides, as NeMo's does."""
+"""What the packing strategies use of the packer (``PackedDataset`` is both Protocols): the draws and batch loops
+pack through :class:`SequencePacking`, the runs add :class:`PackingHost`'s layout, datasets and seeds."""
 
 from __future__ import annotations
 
@@ -14,8 +13,7 @@ from .spec import PackingSpec
 
 
 class SequencePacking(Protocol):
-    """Packing one sequence: the spec's budgets, the groups by index (name, mandatory, weight), where drops are
-    counted, and the packer's three callbacks (NeMo's method names)."""
+    """Packing one sequence: the spec, the groups by index, the drop log, NeMo's callbacks (a subclass may override)."""
 
     spec: PackingSpec
     group_names: list[str]
@@ -29,8 +27,7 @@ class SequencePacking(Protocol):
 
 
 class PackingHost(SequencePacking, Protocol):
-    """What a run adds: the layout its states record and check, the groups' datasets it reads and saves, and the
-    seeds (the run's worker reseed, the elastic epochs' base, a state's seeds to restore)."""
+    """What a run adds: the layout its states record and check, the datasets it reads and saves, the seeds."""
 
     local_rank: int
     world_size: int

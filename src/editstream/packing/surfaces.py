@@ -1,6 +1,5 @@
-"""The packing spec's fields as NeMo's surfaces take them: spliced into a function's signature or a config's
-dataclass fields after a named parameter, with the spec's types and defaults. Each knob is declared once, in
-:class:`~editstream.packing.spec.PackingSpec`, and each surface keeps NeMo's names, order, kinds and defaults."""
+"""NeMo's surfaces derived from the packing spec: its fields spliced into a function's signature or a config's
+dataclass fields in NeMo's places (with the spec's types and defaults), and NeMo's twins' other defaults."""
 
 from __future__ import annotations
 
@@ -12,21 +11,16 @@ from typing import Any, TypeVar
 
 from .spec import DEFAULTS, PackingSpec
 
-Places = Mapping[str, Sequence[str]]
-"""Where the spec's fields go: after the parameter (or field) each key names, the fields its value lists."""
-R = TypeVar("R")
 T = TypeVar("T")
 
-TYPES = {field.name: field.type for field in dataclasses.fields(PackingSpec)}
-"""Each spec field's annotation, as written in ``PackingSpec``."""
+TYPES = {field.name: field.type for field in dataclasses.fields(PackingSpec)}  # as written in PackingSpec
 
 
-def with_knobs(places: Places) -> Callable[[Callable[..., R]], Callable[..., R]]:
+def with_knobs(places: Mapping[str, Sequence[str]]) -> Callable[[Callable[..., T]], Callable[..., T]]:
     """Give a function ending in ``**knobs`` the spec's fields ``places[name]`` as parameters after its parameter
-    ``name`` (of that one's kind, with the spec's defaults) in place of ``**knobs``: ``inspect.signature`` shows
-    them there, a call binds to them, and the function gets their values by name in ``knobs``."""
+    ``name`` (of its kind): ``inspect.signature`` shows them there, and their values come in ``knobs``."""
 
-    def splice(function: Callable[..., R]) -> Callable[..., R]:
+    def splice(function: Callable[..., T]) -> Callable[..., T]:
         own = inspect.signature(function)
         parameters: list[inspect.Parameter] = []
         for parameter in own.parameters.values():
@@ -43,7 +37,7 @@ REQUIRED = inspect.Parameter.empty
 """As a default for :func:`with_defaults`: the parameter has none (a call must give it)."""
 
 
-def with_defaults(function: Callable[..., R], **defaults: Any) -> Callable[..., R]:
+def with_defaults(function: Callable[..., T], **defaults: Any) -> Callable[..., T]:
     """``function`` with other defaults for the parameters named (``REQUIRED``: none): NeMo's twin of an editstream
     surface, whose signature shows NeMo's defaults and whose calls reach ``function`` with them filled in."""
     own = inspect.signature(function)
@@ -53,12 +47,12 @@ def with_defaults(function: Callable[..., R], **defaults: Any) -> Callable[..., 
     return behind(own.replace(parameters=twin), function, by_name=False)
 
 
-def behind(public: inspect.Signature, function: Callable[..., R], *, by_name: bool) -> Callable[..., R]:
+def behind(public: inspect.Signature, function: Callable[..., T], *, by_name: bool) -> Callable[..., T]:
     """``function`` behind the signature ``public`` (what ``inspect.signature`` reports): a call binds to it,
     defaults filled in, and reaches ``function`` with every argument by name (``by_name``) or as bound."""
 
     @functools.wraps(function)
-    def call(*args: Any, **kwargs: Any) -> R:
+    def call(*args: Any, **kwargs: Any) -> T:
         bound = public.bind(*args, **kwargs)
         bound.apply_defaults()
         return function(**bound.arguments) if by_name else function(*bound.args, **bound.kwargs)
@@ -67,7 +61,7 @@ def behind(public: inspect.Signature, function: Callable[..., R], *, by_name: bo
     return call
 
 
-def with_fields(places: Places) -> Callable[[type[T]], type[T]]:
+def with_fields(places: Mapping[str, Sequence[str]]) -> Callable[[type[T]], type[T]]:
     """Give a class about to become a dataclass the spec's fields ``places[name]`` (annotation and default) after
     its own field ``name``, so the config has NeMo's field order; after a ``KW_ONLY`` marker they are keyword-only."""
 

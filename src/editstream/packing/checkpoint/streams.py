@@ -24,8 +24,7 @@ class Cursors(Protocol):
 
 @dataclass
 class StreamRun:
-    """One logical stream inside a worker, as the elastic run drives it and its state is written from: its
-    batches, draws' cursors, buffer and RNG point."""
+    """One logical stream in a worker (batches, cursors, buffer, RNG point): the elastic run's, saved here."""
 
     stream: int
     draws: Cursors

@@ -7,7 +7,6 @@ from collections.abc import Iterator, Mapping
 from typing import Any, Protocol
 
 from ..roles import PackingHost
-from ..spec import PackingSpec
 from .elastic import ElasticRun
 from .reference import ReferenceRun
 
@@ -33,6 +32,7 @@ class PackingRun(Protocol):
         """Make the next iteration run epoch ``epoch`` from its start (elastic epochs)."""
 
 
-def packing_run(packer: PackingHost, spec: PackingSpec) -> PackingRun:
-    """The run ``spec`` asks for: elastic epochs when ``spec.elastic``, else the reference's stream."""
+def packing_run(packer: PackingHost) -> PackingRun:
+    """The run the packer's spec asks for: elastic epochs when ``spec.elastic``, else the reference's stream."""
+    spec = packer.spec
     return ElasticRun(packer, spec.elastic_streams) if spec.elastic else ReferenceRun(packer)
