@@ -318,16 +318,16 @@ def _is_main_block(node: ast.AST) -> bool:
     )
 
 
-def _runtime_imports(tree: ast.AST) -> list[ast.Import | ast.ImportFrom]:
+def _runtime_imports(tree: ast.AST, typing_too: bool = False) -> list[ast.Import | ast.ImportFrom]:
     """Every import that runs, at module level or inside a function (lazy ones count), an
     ``import_module`` call with a written-out name counted as an ``import`` of that module;
-    imports under ``if TYPE_CHECKING:`` are for the type checker only and never run, and a script's
-    ``if __name__ == "__main__":`` block imports into another module (``__main__``)."""
+    imports under ``if TYPE_CHECKING:`` are for the type checker only and never run (``typing_too``
+    counts them), and a script's ``if __name__ == "__main__":`` block imports into another module."""
     found: list[ast.Import | ast.ImportFrom] = []
     stack = [tree]
     while stack:
         node = stack.pop()
-        if _is_type_checking_block(node) or _is_main_block(node):
+        if (_is_type_checking_block(node) and not typing_too) or _is_main_block(node):
             continue
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             found.append(node)
@@ -348,15 +348,16 @@ def _base_module(path: Path, node: ast.ImportFrom, src: Path) -> str:
     return ".".join(package + ([node.module] if node.module else []))
 
 
-def import_edges(path: Path, src: Path = SRC) -> list[tuple[str, str, int]]:
-    """``(imported module, imported name or "", line)`` for every editstream import of ``path``.
+def import_edges(path: Path, src: Path = SRC, typing_too: bool = False) -> list[tuple[str, str, int]]:
+    """``(imported module, imported name or "", line)`` for every editstream import of ``path`` (with
+    ``typing_too``, those under ``if TYPE_CHECKING:`` as well).
 
     ``from pkg import mod`` is an import of the module ``pkg.mod`` when that module exists;
     ``from mod import name`` of ``mod``.
     """
     known = {_module_name(p, src) for p in src.rglob("*.py")}
     edges = []
-    for node in _runtime_imports(ast.parse(path.read_text())):
+    for node in _runtime_imports(ast.parse(path.read_text()), typing_too):
         if isinstance(node, ast.Import):
             edges.extend((alias.name, "", node.lineno) for alias in node.names if alias.name in known)
             continue
@@ -443,6 +444,65 @@ def test_the_cycle_check_sees_a_lazy_cycle_and_a_private_import(tmp_path):
     ]
     assert ("editstream.conversion.a", "_helper", 2) in import_edges(fake / "conversion" / "b.py", fake)
     assert [t for t, _, _ in import_edges(fake / "conversion" / "c.py", fake)] == ["editstream.conversion.b"]
+
+
+PACKING_BELOW = {
+    "editstream.packing.checkpoint": (
+        "editstream.packing.draws",
+        "editstream.packing.runs",
+        "editstream.packing.dataset",
+    ),
+    "editstream.packing.runs": ("editstream.packing.dataset",),
+    "editstream.packing.draws": ("editstream.packing.dataset",),
+}
+"""Inside the packer, what a part may not import, even for the type checker: the checkpoint code sits below the
+strategies (runs) and their draws, and those see the packer only through ``packing.roles``."""
+
+
+def _within(name: str, package: str) -> bool:
+    return name == package or name.startswith(package + ".")
+
+
+def packing_upward_imports(src: Path = SRC) -> list[str]:
+    """``module:line imports target`` for every import (lazy and ``TYPE_CHECKING`` ones included) that
+    :data:`PACKING_BELOW` forbids."""
+    return sorted(
+        {
+            f"{_module_name(path, src)}:{line} imports {target}"
+            for path in src.rglob("*.py")
+            for part, banned in PACKING_BELOW.items()
+            if _within(_module_name(path, src), part)
+            for target, _, line in import_edges(path, src, typing_too=True)
+            if any(_within(target, above) for above in banned)
+        }
+    )
+
+
+def test_the_checkpoint_code_sits_below_the_strategies_which_never_see_the_dataset():
+    assert packing_upward_imports() == []
+
+
+def test_the_packing_order_check_sees_typing_and_lazy_imports(tmp_path):
+    fake = tmp_path / "editstream"
+    for package in ("packing/checkpoint", "packing/runs"):
+        (fake / package).mkdir(parents=True)
+        (fake / package / "__init__.py").write_text("")
+    for module in ("__init__", "packing/__init__", "packing/dataset", "packing/draws", "packing/roles"):
+        (fake / f"{module}.py").write_text("")
+    (fake / "packing" / "checkpoint" / "refs.py").write_text(
+        "from typing import TYPE_CHECKING\nfrom ..roles import Host\nif TYPE_CHECKING:\n    from ..draws import B\n"
+        "def f():\n    import editstream.packing.runs\n"
+    )
+    (fake / "packing" / "runs" / "loop.py").write_text(
+        "import typing\nif typing.TYPE_CHECKING:\n    from .. import dataset\nfrom ..checkpoint import refs\n"
+    )
+    (fake / "packing" / "draws.py").write_text("from .roles import Host\nfrom .dataset import PackedDataset\n")
+    assert packing_upward_imports(fake) == [
+        "editstream.packing.checkpoint.refs:4 imports editstream.packing.draws",
+        "editstream.packing.checkpoint.refs:6 imports editstream.packing.runs",
+        "editstream.packing.draws:2 imports editstream.packing.dataset",
+        "editstream.packing.runs.loop:3 imports editstream.packing.dataset",
+    ]
 
 
 # --------------------------------------------------------------------------- one place per kind

@@ -14,9 +14,10 @@ import inspect
 import pytest
 
 from editstream import BagelDataloaderConfig, BagelDatasetConfig, PackedDataset, make_bagel_multimodal_dataset
-from editstream.packing.dataloader import FACTORY_CONFIG_FIELDS
+from editstream.nemo import BagelDatasetConfig as TwinConfig
+from editstream.nemo import PackedDataset as TwinPacker
 from editstream.packing.spec import DEFAULTS, EXTENSIONS, FIELDS, PACKER_KEYWORDS, SEQUENCE_KNOBS, PackingSpec
-from helpers import make_packer
+from helpers import REGISTRY, SPECIAL, make_packer, toy_info
 
 NEMO = "nemo_automodel.components.datasets.multimodal"
 
@@ -29,6 +30,8 @@ def _nemo_importable() -> bool:
 
 
 needs_nemo = pytest.mark.skipif(not _nemo_importable(), reason="NeMo Automodel is not importable here")
+FACTORY_CONFIG_FIELDS = tuple(f.name for f in dataclasses.fields(BagelDatasetConfig) if not f.name.endswith("_path"))
+"""The config fields ``make_bagel_multimodal_dataset`` takes as keyword arguments (all but the files)."""
 
 
 def parameters(function) -> dict[str, inspect.Parameter]:
@@ -113,6 +116,29 @@ def test_a_packer_builds_its_spec_from_its_keywords_and_its_config():
     assert packer.spec.expected_num_tokens == packer.expected_num_tokens == 64
     assert packer.spec.max_buffer_size == 3 and packer.spec.vit_patch_size == 2  # the config's knob
     assert packer.elastic is False and packer.spec.elastic is False
+
+
+def test_the_spliced_signatures_bind_calls_as_they_read():
+    """The knobs spliced in from the spec are real parameters: passed by position in NeMo's order, they reach
+    the spec; a name no surface has, or a twin's required argument left out, is Python's TypeError."""
+    groups = {"toy": {"dataset_names": ["d0"], "weight": 1.0, "kind": "sized", "sizes": [4]}}
+    config = BagelDatasetConfig(groups, None, None, None, 64, 64, 96, 32, 3, False, False, 7)
+    assert (config.expected_num_tokens, config.max_buffer_size, config.data_seed) == (64, 3, 7)
+    positional = (config, None, SPECIAL, 0, 1, 0, 64, 64, 96, 32, 3)
+    packer = PackedDataset(*positional, dataset_info=toy_info("toy"), registry=REGISTRY, elastic_streams=2)
+    assert (packer.spec.max_num_tokens, packer.spec.max_buffer_size, packer.spec.elastic_streams) == (96, 3, 2)
+    assert packer.max_buffer_size == 3 and packer.prefer_buffer_before == 32
+    twin = TwinPacker(*positional, dataset_info=toy_info("toy"), registry=REGISTRY)
+    assert twin.spec == dataclasses.replace(packer.spec, elastic_streams=None)
+    with pytest.raises(TypeError, match="local_rank"):
+        TwinPacker(config, None, SPECIAL, dataset_info=toy_info("toy"), registry=REGISTRY)
+    with pytest.raises(TypeError, match="max_num_token"):
+        PackedDataset(config, None, SPECIAL, 0, 1, 0, max_num_token=96)
+    with pytest.raises(TypeError):
+        make_bagel_multimodal_dataset(None, SPECIAL, groups)
+    assert [f.name for f in dataclasses.fields(TwinConfig) if f.kw_only] == list(EXTENSIONS)
+    with pytest.raises(TypeError):
+        TwinConfig(groups, None, None, None, 64, 64, 96, 32, 3, False, False, 7, *[0.1] * 3, 2, 4, 2, 4, "uint8")
 
 
 # --------------------------------------------------------------------------- against NeMo's own surfaces

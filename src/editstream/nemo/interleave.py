@@ -10,7 +10,10 @@ from typing import Any
 from ..data.units import Unit
 from ..kinds.unified_edit import dataset as edit
 from ..loader.datasets import interleave, standard
-from ..loader.distributed import DataStatus
+from ..packing.surfaces import REQUIRED, with_defaults
+
+NEMO_ROW_DEFAULTS: dict[str, Any] = {"parquet_info": REQUIRED, "local_rank": 0, "world_size": 1}
+"""Where NeMo's row datasets' defaults differ from editstream's (which reads the rank and world size itself)."""
 
 __all__ = ["InterleavedBaseIterableDataset", "ParquetStandardIterableDataset", "UnifiedEditIterableDataset"]
 
@@ -18,31 +21,14 @@ __all__ = ["InterleavedBaseIterableDataset", "ParquetStandardIterableDataset", "
 class InterleavedBaseIterableDataset(interleave.InterleavedBaseIterableDataset):
     """editstream's sequence-builder base with NeMo's signature (``local_rank=0, world_size=1``)."""
 
-    def __init__(self, dataset_name: str, local_rank: int = 0, world_size: int = 1, num_workers: int = 8) -> None:
-        super().__init__(dataset_name, local_rank, world_size, num_workers)
+    __init__ = with_defaults(interleave.InterleavedBaseIterableDataset.__init__, local_rank=0, world_size=1)
 
 
 class ParquetStandardIterableDataset(standard.ParquetStandardIterableDataset):
-    """editstream's row dataset with NeMo's positional signature and defaults; ``options`` are editstream's
-    keyword-only extras (``backend``, ``storage_options``, ``image_dtype``, ``fast_decode``, backend options)."""
+    """editstream's row dataset with NeMo's positional signature and defaults (:data:`NEMO_ROW_DEFAULTS`);
+    editstream's options (``backend``, ``storage_options``, ``image_dtype``, ...) stay keyword-only extras."""
 
-    def __init__(
-        self,
-        dataset_name: str,
-        transform: Any,
-        tokenizer: Any,
-        vit_transform: Any,
-        data_dir_list: Sequence[str],
-        num_used_data: Sequence[int],
-        parquet_info: Mapping[str, Any] | None,
-        local_rank: int = 0,
-        world_size: int = 1,
-        num_workers: int = 8,
-        data_status: DataStatus | None = None,
-        **options: Any,
-    ) -> None:
-        given = (dataset_name, transform, tokenizer, vit_transform, data_dir_list, num_used_data, parquet_info)
-        super().__init__(*given, local_rank, world_size, num_workers, data_status, **options)
+    __init__ = with_defaults(standard.ParquetStandardIterableDataset.__init__, **NEMO_ROW_DEFAULTS)
 
     def get_data_paths(  # type: ignore[override]  # NeMo's signature, not the base's
         self, data_dir_list: Sequence[str], num_used_data: Sequence[int], parquet_info: Mapping[str, Any] | None
@@ -52,22 +38,6 @@ class ParquetStandardIterableDataset(standard.ParquetStandardIterableDataset):
 
 
 class UnifiedEditIterableDataset(edit.UnifiedEditIterableDataset):
-    """editstream's edit dataset with NeMo's positional signature and defaults (``options`` as above)."""
+    """editstream's edit dataset with NeMo's positional signature and defaults (the options as above)."""
 
-    def __init__(
-        self,
-        dataset_name: str,
-        transform: Any,
-        tokenizer: Any,
-        vit_transform: Any,
-        data_dir_list: Sequence[str],
-        num_used_data: Sequence[int],
-        parquet_info: Mapping[str, Any] | None,
-        local_rank: int = 0,
-        world_size: int = 1,
-        num_workers: int = 8,
-        data_status: DataStatus | None = None,
-        **options: Any,
-    ) -> None:
-        given = (dataset_name, transform, tokenizer, vit_transform, data_dir_list, num_used_data, parquet_info)
-        super().__init__(*given, local_rank, world_size, num_workers, data_status, **options)
+    __init__ = with_defaults(edit.UnifiedEditIterableDataset.__init__, **NEMO_ROW_DEFAULTS)

@@ -16,7 +16,8 @@ from ..format.safe_yaml import YamlBoundError, load_yaml
 from ..io.storage import read_bytes
 from .dataset import PackedDataset
 from .groups import GroupRegistryMapping
-from .spec import DEFAULTS, FIELDS, PackingSpec, is_int
+from .spec import EXTENSIONS, FIELDS, PACKER_KEYWORDS, SEQUENCE_KNOBS, PackingSpec, is_int
+from .surfaces import with_fields
 
 DEFAULT_DATA_SEED = 42
 """The seed of ``set_epoch`` (the rank slices) when a config names none."""
@@ -50,33 +51,17 @@ def load_mapping(
 
 
 @dataclass
+@with_fields({"dataset_info_path": PACKER_KEYWORDS, "data_seed": (*SEQUENCE_KNOBS, *EXTENSIONS)})
 class BagelDatasetConfig:
     """The dataset section of a BAGEL recipe: ``grouped_datasets`` maps a group name (a kind or a ``DATASET_REGISTRY``
-    key) to its arguments, ``dataset_info`` group -> dataset name -> location (either from a ``*_path`` file); knobs."""
+    key) to its arguments, ``dataset_info`` group -> dataset name -> location (either from a ``*_path`` file), then
+    the spec's knobs in NeMo's places (read them typed through :meth:`spec`)."""
 
     grouped_datasets: Mapping[str, Any] | None = None
     grouped_datasets_path: str | None = None
     dataset_info: Mapping[str, Any] | None = None
     dataset_info_path: str | None = None
-    expected_num_tokens: int = DEFAULTS.expected_num_tokens
-    max_num_tokens_per_sample: int = DEFAULTS.max_num_tokens_per_sample
-    max_num_tokens: int = DEFAULTS.max_num_tokens
-    prefer_buffer_before: int = DEFAULTS.prefer_buffer_before
-    max_buffer_size: int = DEFAULTS.max_buffer_size
-    interpolate_pos: bool = DEFAULTS.interpolate_pos
-    use_flex: bool = DEFAULTS.use_flex
     data_seed: int = DEFAULT_DATA_SEED
-    text_cond_dropout_prob: float = DEFAULTS.text_cond_dropout_prob
-    vit_cond_dropout_prob: float = DEFAULTS.vit_cond_dropout_prob
-    vae_cond_dropout_prob: float = DEFAULTS.vae_cond_dropout_prob
-    vae_image_downsample: int = DEFAULTS.vae_image_downsample
-    max_latent_size: int = DEFAULTS.max_latent_size
-    vit_patch_size: int = DEFAULTS.vit_patch_size
-    max_num_patch_per_side: int = DEFAULTS.max_num_patch_per_side
-    # editstream's fields (documented on PackingSpec)
-    image_dtype: str = DEFAULTS.image_dtype
-    elastic: bool = DEFAULTS.elastic
-    elastic_streams: int | None = DEFAULTS.elastic_streams
 
     def __post_init__(self) -> None:
         for name, path in (("grouped_datasets", self.grouped_datasets_path), ("dataset_info", self.dataset_info_path)):

@@ -3,7 +3,6 @@ StatefulDataLoader that resumes at exactly the next batch) and the one-call fact
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -14,8 +13,9 @@ from .checkpoint.points import seed_all
 from .collate import bagel_packed_collate_fn
 from .config import DEFAULT_DATA_SEED, BagelDatasetConfig
 from .dataset import PackedDataset
-from .spec import DEFAULTS
+from .spec import EXTENSIONS, PACKER_KEYWORDS, SEQUENCE_KNOBS
 from .stateful import stateful_loader_class
+from .surfaces import with_knobs
 
 
 @dataclass(frozen=True)
@@ -90,10 +90,7 @@ class BagelDataloaderConfig:
         return BagelDataloaderBuild(dataloader=dataloader, dataset=dataset)
 
 
-FACTORY_CONFIG_FIELDS = tuple(f.name for f in dataclasses.fields(BagelDatasetConfig) if not f.name.endswith("_path"))
-"""The config fields :func:`make_bagel_multimodal_dataset` takes as keyword arguments (all but the files)."""
-
-
+@with_knobs({"num_workers": PACKER_KEYWORDS, "data_seed": SEQUENCE_KNOBS, "registry": EXTENSIONS})
 def make_bagel_multimodal_dataset(
     *,
     tokenizer: Any,
@@ -102,32 +99,17 @@ def make_bagel_multimodal_dataset(
     local_rank: int = 0,
     world_size: int = 1,
     num_workers: int = 4,
-    expected_num_tokens: int = DEFAULTS.expected_num_tokens,
-    max_num_tokens_per_sample: int = DEFAULTS.max_num_tokens_per_sample,
-    max_num_tokens: int = DEFAULTS.max_num_tokens,
-    prefer_buffer_before: int = DEFAULTS.prefer_buffer_before,
-    max_buffer_size: int = DEFAULTS.max_buffer_size,
-    interpolate_pos: bool = DEFAULTS.interpolate_pos,
-    use_flex: bool = DEFAULTS.use_flex,
     data_status: Mapping[str, Any] | None = None,
     data_seed: int = DEFAULT_DATA_SEED,
-    text_cond_dropout_prob: float = DEFAULTS.text_cond_dropout_prob,
-    vit_cond_dropout_prob: float = DEFAULTS.vit_cond_dropout_prob,
-    vae_cond_dropout_prob: float = DEFAULTS.vae_cond_dropout_prob,
-    vae_image_downsample: int = DEFAULTS.vae_image_downsample,
-    max_latent_size: int = DEFAULTS.max_latent_size,
-    vit_patch_size: int = DEFAULTS.vit_patch_size,
-    max_num_patch_per_side: int = DEFAULTS.max_num_patch_per_side,
     dataset_info: Mapping[str, Any] | None = None,
     registry: Mapping[str, Callable[..., Any]] | None = None,
-    image_dtype: str = DEFAULTS.image_dtype,
-    elastic: bool = DEFAULTS.elastic,
-    elastic_streams: int | None = DEFAULTS.elastic_streams,
+    **knobs: Any,
 ) -> PackedDataset:
-    """``BagelDatasetConfig(...).build(..., global_seed=data_seed)`` in one call (every field but the paths)."""
-    arguments = locals()
-    config = BagelDatasetConfig(**{name: arguments[name] for name in FACTORY_CONFIG_FIELDS})
-    return config.build(
+    """``BagelDatasetConfig(...).build(..., global_seed=data_seed)`` in one call (every field but the paths; the
+    spec's knobs in NeMo's places)."""
+    return BagelDatasetConfig(
+        grouped_datasets=grouped_datasets, dataset_info=dataset_info, data_seed=data_seed, **knobs
+    ).build(
         tokenizer=tokenizer,
         special_tokens=special_tokens,
         rank=local_rank,

@@ -15,7 +15,8 @@ from .accumulator import SamplePacker, SequenceStatus, SpecialTokens
 from .groups import GroupContext, GroupDataset, GroupRegistryMapping, build_group_datasets
 from .runs import packing_run
 from .sequence import flattened_position_ids
-from .spec import DEFAULTS, FIELDS, PACKER_KEYWORDS, SEQUENCE_KNOBS, GroupedDatasetConfig, PackingSpec, is_int
+from .spec import EXTENSIONS, PACKER_KEYWORDS, SEQUENCE_KNOBS, GroupedDatasetConfig, PackingSpec, is_int
+from .surfaces import with_knobs
 
 logger = logging.getLogger(__name__)
 
@@ -47,6 +48,7 @@ class PackedDataset(torch.utils.data.IterableDataset[dict[str, Any]]):
     ``expected_num_tokens``, the global RNGs reseeded per rank and worker as in BAGEL; NeMo's keywords and
     ``data_config``'s knobs become one :class:`PackingSpec`."""
 
+    @with_knobs({"num_workers": PACKER_KEYWORDS, "registry": EXTENSIONS})
     def __init__(
         self,
         data_config: GroupedDatasetConfig,
@@ -55,34 +57,30 @@ class PackedDataset(torch.utils.data.IterableDataset[dict[str, Any]]):
         local_rank: int | None = None,
         world_size: int | None = None,
         num_workers: int = 8,
-        expected_num_tokens: int = DEFAULTS.expected_num_tokens,
-        max_num_tokens_per_sample: int = DEFAULTS.max_num_tokens_per_sample,
-        max_num_tokens: int = DEFAULTS.max_num_tokens,
-        prefer_buffer_before: int = DEFAULTS.prefer_buffer_before,
-        max_buffer_size: int = DEFAULTS.max_buffer_size,
-        interpolate_pos: bool = DEFAULTS.interpolate_pos,
-        use_flex: bool = DEFAULTS.use_flex,
         data_status: Mapping[str, Any] | None = None,
         dataset_info: Mapping[str, Mapping[str, Mapping[str, Any]]] | None = None,
         global_seed: int | None = None,
         *,
         registry: GroupRegistryMapping | None = None,
-        image_dtype: str = DEFAULTS.image_dtype,
-        elastic: bool = DEFAULTS.elastic,
-        elastic_streams: int | None = DEFAULTS.elastic_streams,
+        **knobs: Any,
     ) -> None:
-        given = {name: value for name, value in locals().items() if name in FIELDS}  # the spec's keywords
         super().__init__()
-        self.image_dtype = check_image_dtype(image_dtype, "PackedDataset")
+        self.image_dtype = check_image_dtype(knobs["image_dtype"], "PackedDataset")
         local_rank, world_size = resolve_rank_and_world(local_rank, world_size)
         if data_config.grouped_datasets is None or (dataset_info is None and data_config.dataset_info_path):
             data_config = data_config.resolved()  # the config names files: read them (an editstream convenience)
         if dataset_info is None:
             dataset_info = data_config.dataset_info
-        self.spec = PackingSpec(**{name: getattr(data_config, name) for name in SEQUENCE_KNOBS}, **given)
+        self.spec = spec = PackingSpec(**{name: getattr(data_config, name) for name in SEQUENCE_KNOBS}, **knobs)
         _check_layout(local_rank, world_size, num_workers, special_tokens, dataset_info)
         assert dataset_info is not None and data_config.grouped_datasets is not None
-        vars(self).update({name: getattr(self.spec, name) for name in PACKER_KEYWORDS})  # NeMo's attributes
+        self.expected_num_tokens = spec.expected_num_tokens  # NeMo's attributes, read from the spec
+        self.max_num_tokens_per_sample = spec.max_num_tokens_per_sample
+        self.max_num_tokens = spec.max_num_tokens
+        self.prefer_buffer_before = spec.prefer_buffer_before
+        self.max_buffer_size = spec.max_buffer_size
+        self.interpolate_pos = spec.interpolate_pos
+        self.use_flex = spec.use_flex
         self.tokenizer = tokenizer
         self.data_config = data_config
         self.local_rank, self.world_size, self.num_workers = local_rank, world_size, num_workers
@@ -105,7 +103,7 @@ class PackedDataset(torch.utils.data.IterableDataset[dict[str, Any]]):
             raise ValueError(f"the group weights must sum to more than 0, got {weights}")
         self.drops = DropLog(dataset_name="PackedDataset")
         self.elastic = self.spec.elastic
-        self.run = packing_run(self, self.spec)
+        self.run = packing_run(self)
 
     def build_datasets(
         self, datasets_metainfo: Mapping[str, Mapping[str, Any]], data_status: Mapping[str, Any] | None

@@ -6,34 +6,16 @@ from __future__ import annotations
 import logging
 import random
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..loader.origins import ParseOrigin, Traced, TracedDataset
 from .accumulator import SequenceStatus
 from .checkpoint.points import draw_point
+from .roles import SequencePacking
 from .spec import PackingSpec
 from .validation import sample_problem
 
-if TYPE_CHECKING:
-    from .dataset import PackedDataset
-
 logger = logging.getLogger(__name__)
-
-
-@dataclass
-class Buffered:
-    """A sample waiting in a run's buffer (FIFO), its group and, when known, where its parse began."""
-
-    sample: dict[str, Any]
-    group: int
-    origin: ParseOrigin | None
-    lead: bool = False
-    """An exact epoch's sample that did not fit beside a mandatory opening: it opens the next sequence."""
-
-
-SampleBuffer = list[Buffered]
-"""A run's buffer, oldest first."""
 
 
 def draw_group(cumprobs: list[float]) -> int:
@@ -67,7 +49,7 @@ class GroupDraws:
     """One stream's group iterators: the next valid sample of a group, and where it came from (``origins``).
     ``finite`` (elastic epochs): a group that ends is marked exhausted instead of being an error."""
 
-    def __init__(self, packer: PackedDataset, iterators: list[Traced], *, finite: bool = False) -> None:
+    def __init__(self, packer: SequencePacking, iterators: list[Traced], *, finite: bool = False) -> None:
         self.packer = packer
         self.iterators = iterators
         self.finite = finite
@@ -98,7 +80,7 @@ class GroupDraws:
         self.packer.drops.record(reason, {"data_indexes": where}, detail)
 
 
-def finish(packer: PackedDataset, status: SequenceStatus, batch_data_indexes: list[Any]) -> dict[str, Any]:
+def finish(packer: SequencePacking, status: SequenceStatus, batch_data_indexes: list[Any]) -> dict[str, Any]:
     """The batch of a full sequence, with the ``data_indexes`` of every sample in it."""
     batch = packer.to_tensor(status)
     batch["batch_data_indexes"] = batch_data_indexes
@@ -107,7 +89,7 @@ def finish(packer: PackedDataset, status: SequenceStatus, batch_data_indexes: li
 
 
 def open_with_mandatory(
-    packer: PackedDataset, draws: GroupDraws, status: SequenceStatus, batch_data_indexes: list[Any]
+    packer: SequencePacking, draws: GroupDraws, status: SequenceStatus, batch_data_indexes: list[Any]
 ) -> SequenceStatus:
     """Start a sequence with one sample of every mandatory group (strictly under the sample limit)."""
     for group, mandatory in enumerate(packer.is_mandatory):

@@ -1,5 +1,5 @@
-"""``PackingSpec``: every packing knob in one frozen record, its defaults (NeMo's) written once; NeMo's keyword
-surfaces take their defaults from :data:`DEFAULTS` and build a spec, so one rule checks each value."""
+"""``PackingSpec``: every packing knob in one frozen record, each with its type, default (NeMo's) and NeMo surface
+written once; the surfaces are derived from it (:mod:`.surfaces`) and build a spec, so one rule checks each value."""
 
 from __future__ import annotations
 
@@ -9,32 +9,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-BUDGETS = (
-    "expected_num_tokens",
-    "max_num_tokens_per_sample",
-    "max_num_tokens",
-    "prefer_buffer_before",
-    "max_buffer_size",
-)
-"""The token budgets and the buffer's knobs."""
-PACKER_KEYWORDS = (*BUDGETS, "interpolate_pos", "use_flex")
-"""The fields ``PackedDataset`` takes as NeMo's keyword arguments."""
-SEQUENCE_KNOBS = (
-    "text_cond_dropout_prob",
-    "vit_cond_dropout_prob",
-    "vae_cond_dropout_prob",
-    "vae_image_downsample",
-    "max_latent_size",
-    "vit_patch_size",
-    "max_num_patch_per_side",
-)
-"""The fields ``PackedDataset`` reads from its ``data_config``, as NeMo's does."""
-EXTENSIONS = ("image_dtype", "elastic", "elastic_streams")
-"""editstream's fields: ``PackedDataset`` keywords after NeMo's, passed by ``build()`` only when set."""
+PACKER, SEQUENCE, EXTENSION = "packer keyword", "sequence knob", "extension"
+"""Where NeMo's surfaces take a field: a ``PackedDataset`` keyword, a knob ``PackedDataset`` reads from its
+``data_config`` (as NeMo's does), or editstream's own (a keyword after NeMo's, passed by ``build()`` only when set)."""
 
 _PROBABILITIES = ("text_cond_dropout_prob", "vit_cond_dropout_prob", "vae_cond_dropout_prob")
 _NON_NEGATIVE = ("prefer_buffer_before", "max_buffer_size")
-_POSITIVE = tuple(name for name in (*BUDGETS, *SEQUENCE_KNOBS) if name not in _PROBABILITIES + _NON_NEGATIVE)
+
+
+def knob(default: Any, surface: str) -> Any:
+    """A spec field: its default and the surface (:data:`PACKER`, :data:`SEQUENCE`, :data:`EXTENSION`) it is on."""
+    return dataclasses.field(default=default, metadata={"surface": surface})
 
 
 def is_int(value: Any) -> bool:
@@ -68,25 +53,25 @@ def _problem(name: str, value: Any) -> str | None:
 class PackingSpec:
     """How samples are packed: budgets, sequence layout, batch image dtype, elastic epochs (validated on creation)."""
 
-    expected_num_tokens: int = 32768
-    max_num_tokens_per_sample: int = 16384
-    max_num_tokens: int = 36864
-    prefer_buffer_before: int = 16384
-    max_buffer_size: int = 50
-    interpolate_pos: bool = False
-    use_flex: bool = False
-    text_cond_dropout_prob: float = 0.1
-    vit_cond_dropout_prob: float = 0.4
-    vae_cond_dropout_prob: float = 0.1
-    vae_image_downsample: int = 16
-    max_latent_size: int = 32
-    vit_patch_size: int = 14
-    max_num_patch_per_side: int = 70
-    image_dtype: str = "float32"
+    expected_num_tokens: int = knob(32768, PACKER)
+    max_num_tokens_per_sample: int = knob(16384, PACKER)
+    max_num_tokens: int = knob(36864, PACKER)
+    prefer_buffer_before: int = knob(16384, PACKER)
+    max_buffer_size: int = knob(50, PACKER)
+    interpolate_pos: bool = knob(False, PACKER)
+    use_flex: bool = knob(False, PACKER)
+    text_cond_dropout_prob: float = knob(0.1, SEQUENCE)
+    vit_cond_dropout_prob: float = knob(0.4, SEQUENCE)
+    vae_cond_dropout_prob: float = knob(0.1, SEQUENCE)
+    vae_image_downsample: int = knob(16, SEQUENCE)
+    max_latent_size: int = knob(32, SEQUENCE)
+    vit_patch_size: int = knob(14, SEQUENCE)
+    max_num_patch_per_side: int = knob(70, SEQUENCE)
+    image_dtype: str = knob("float32", EXTENSION)
     """``"uint8"`` hands batches over as uint8 pixels (see ``editstream.normalize_batch``)."""
-    elastic: bool = False
+    elastic: bool = knob(False, EXTENSION)
     """Finite, exact epochs over logical streams that resume at any layout (docs/checkpoints.md)."""
-    elastic_streams: int | None = None
+    elastic_streams: int | None = knob(None, EXTENSION)
     """The number of logical streams (default: world_size x num_workers of the first launch)."""
 
     def __post_init__(self) -> None:
@@ -105,6 +90,13 @@ class PackingSpec:
 
 
 FIELDS = tuple(f.name for f in dataclasses.fields(PackingSpec))
+PACKER_KEYWORDS, SEQUENCE_KNOBS, EXTENSIONS = (
+    tuple(f.name for f in dataclasses.fields(PackingSpec) if f.metadata["surface"] == surface)
+    for surface in (PACKER, SEQUENCE, EXTENSION)
+)
+"""The fields on each surface, in the spec's order (which is NeMo's)."""
+_POSITIVE = tuple(f.name for f in dataclasses.fields(PackingSpec) if f.type == "int" and f.name not in _NON_NEGATIVE)
+"""The integer knobs: positive counts, but for the buffer's two (non-negative)."""
 DEFAULTS = PackingSpec()
 """Every knob at its default: the one place the defaults of the keyword surfaces come from."""
 
@@ -116,5 +108,4 @@ class GroupedDatasetConfig(Protocol):
     dataset_info: Mapping[str, Any] | None
     dataset_info_path: str | None
 
-    def resolved(self) -> GroupedDatasetConfig:
-        """A copy with ``grouped_datasets`` and ``dataset_info`` read from their files."""
+    def resolved(self) -> GroupedDatasetConfig: ...  # a copy with both read from their files

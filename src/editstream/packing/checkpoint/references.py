@@ -5,13 +5,28 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from ...data.units import Unit
 from ...loader.origins import ParseOrigin, RecreateError, TracedDataset
-from ..draws import Buffered, SampleBuffer
 from .chain import ChainEncoder, decode_points
 from .points import RngPoint, apply_point
+
+
+@dataclass
+class Buffered:
+    """A sample waiting in a run's buffer (FIFO), its group and, when known, where its parse began."""
+
+    sample: dict[str, Any]
+    group: int
+    origin: ParseOrigin | None
+    lead: bool = False
+    """An exact epoch's sample that did not fit beside a mandatory opening: it opens the next sequence."""
+
+
+SampleBuffer = list[Buffered]
+"""A run's buffer, oldest first."""
 
 
 def buffer_state(

@@ -3,16 +3,41 @@ per worker, its streams and the fingerprint (groups, unit counts, seed) a resume
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 from ...data.units import Unit
 from ...loader.origins import ParseOrigin
+from .chain import ChainEncoder
 from .formats import ELASTIC_FORMAT, MERGED_FORMAT, MERGED_FORMATS, OLD_ELASTIC_FORMAT, OLD_MERGED_FORMAT
-from .references import buffer_state
+from .points import RngPoint
+from .references import SampleBuffer, buffer_state
 
-if TYPE_CHECKING:
-    from ..runs.elastic import StreamRun
+
+class Cursors(Protocol):
+    """Where a stream's reading is: each group's last drawn row (an origin) and whether the group ran out."""
+
+    origins: list[ParseOrigin | None]
+    exhausted: list[bool]
+
+
+@dataclass
+class StreamRun:
+    """One logical stream in a worker (batches, cursors, buffer, RNG point): the elastic run's, saved here."""
+
+    stream: int
+    draws: Cursors
+    buffer: SampleBuffer
+    rng: RngPoint
+    shares: list[int]
+    """Units of each group in this stream's share of the epoch (an exhausted group's state says it ended there)."""
+    batches_of: Iterator[dict[str, Any]] | None = None
+    started: bool = False
+    done: bool = False
+    batches: int = 0
+    """Batches this stream has yielded in the epoch: the fewest goes next, so a resume keeps the turns."""
+    encoder: ChainEncoder = field(default_factory=ChainEncoder)
 
 
 def fingerprint(group_names: Sequence[str], unit_lists: Sequence[Sequence[Unit]], seed: int) -> dict[str, Any]:

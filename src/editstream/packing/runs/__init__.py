@@ -4,14 +4,11 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
-from ..spec import PackingSpec
+from ..roles import PackingHost
 from .elastic import ElasticRun
 from .reference import ReferenceRun
-
-if TYPE_CHECKING:
-    from ..dataset import PackedDataset
 
 
 class PackingRun(Protocol):
@@ -35,6 +32,7 @@ class PackingRun(Protocol):
         """Make the next iteration run epoch ``epoch`` from its start (elastic epochs)."""
 
 
-def packing_run(packer: PackedDataset, spec: PackingSpec) -> PackingRun:
-    """The run ``spec`` asks for: elastic epochs when ``spec.elastic``, else the reference's stream."""
+def packing_run(packer: PackingHost) -> PackingRun:
+    """The run the packer's spec asks for: elastic epochs when ``spec.elastic``, else the reference's stream."""
+    spec = packer.spec
     return ElasticRun(packer, spec.elastic_streams) if spec.elastic else ReferenceRun(packer)

@@ -7,22 +7,19 @@ from __future__ import annotations
 import random
 import zlib
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
 from ...loader.origins import TracedDataset
 from ...loader.units import epoch_order, stream_share
 from ..checkpoint import streams as saved_streams
-from ..checkpoint.chain import ChainEncoder
 from ..checkpoint.formats import ELASTIC_FORMAT, copy_tree, elastic_state
-from ..checkpoint.points import RngPoint, apply_point, capture_point, draw_point, seed_all
-from ..checkpoint.references import restore_buffer
-from ..draws import Buffered, GroupDraws, SampleBuffer, finish, limit_exceeded, sample_tokens
-
-if TYPE_CHECKING:
-    from ..dataset import PackedDataset
+from ..checkpoint.points import apply_point, capture_point, draw_point, seed_all
+from ..checkpoint.references import Buffered, SampleBuffer, restore_buffer
+from ..checkpoint.streams import StreamRun
+from ..draws import GroupDraws, finish, limit_exceeded, sample_tokens
+from ..roles import PackingHost, SequencePacking
 
 
 def stream_seed(base: int, epoch: int, stream: int) -> int:
@@ -65,7 +62,7 @@ def own_turn(num_streams: int, rank: int, world_size: int, saved: Iterable[str])
     return 0
 
 
-def epoch_datasets(packer: PackedDataset) -> list[TracedDataset]:
+def epoch_datasets(packer: PackingHost) -> list[TracedDataset]:
     """The groups' datasets, each one that reads units in a given order, or a TypeError naming the group."""
     datasets: list[TracedDataset] = []
     for name, dataset in zip(packer.group_names, packer.grouped_datasets):
@@ -104,7 +101,7 @@ def _live_groups(draws: GroupDraws, weights: Sequence[float]) -> list[bool]:
 class LosslessSequence:
     """The sequence being packed in an exact epoch, and what it holds."""
 
-    def __init__(self, packer: PackedDataset) -> None:
+    def __init__(self, packer: SequencePacking) -> None:
         self.packer = packer
         self.status = packer.set_sequence_status()
         self.indexes: list[Any] = []
@@ -121,7 +118,7 @@ class LosslessSequence:
         return finish(self.packer, self.status, self.indexes)
 
 
-def _too_big(packer: PackedDataset, draws: GroupDraws, sample: dict[str, Any]) -> bool:
+def _too_big(packer: SequencePacking, draws: GroupDraws, sample: dict[str, Any]) -> bool:
     """Whether a sample fits no sequence at all (counted as ``oversize``): the only drop of an exact epoch."""
     num_tokens, spec = sample_tokens(sample), packer.spec
     if limit_exceeded(num_tokens, spec) is None:
@@ -135,7 +132,7 @@ def _too_big(packer: PackedDataset, draws: GroupDraws, sample: dict[str, Any]) -
     return True
 
 
-def _open(packer: PackedDataset, draws: GroupDraws, buffer: SampleBuffer) -> LosslessSequence:
+def _open(packer: SequencePacking, draws: GroupDraws, buffer: SampleBuffer) -> LosslessSequence:
     """A new sequence: the buffer's lead sample first, then one sample of each mandatory group with rows
     left (one with no room waits in the buffer)."""
     sequence = LosslessSequence(packer)
@@ -156,7 +153,7 @@ def _open(packer: PackedDataset, draws: GroupDraws, buffer: SampleBuffer) -> Los
 
 
 def _take(
-    packer: PackedDataset, draws: GroupDraws, buffer: SampleBuffer, sequence: LosslessSequence
+    packer: SequencePacking, draws: GroupDraws, buffer: SampleBuffer, sequence: LosslessSequence
 ) -> tuple[Buffered, int | None] | None:
     """The next candidate and its buffer slot (None: freshly drawn), or None at the epoch's end; the buffer
     (first fit, else first) is preferred while the sequence is short or no group has rows."""
@@ -175,7 +172,7 @@ def _take(
     return buffer[slot], slot
 
 
-def lossless_batches(packer: PackedDataset, draws: GroupDraws, buffer: SampleBuffer) -> Iterator[dict[str, Any]]:
+def lossless_batches(packer: SequencePacking, draws: GroupDraws, buffer: SampleBuffer) -> Iterator[dict[str, Any]]:
     """One epoch of batches packing every row that fits a sequence exactly once: a sample that does not fit waits
     in the buffer (the sequence is yielded when full), one not fitting beside a mandatory opening leads the next
     sequence, and the buffer is drained at the end."""
@@ -210,30 +207,12 @@ def lossless_batches(packer: PackedDataset, draws: GroupDraws, buffer: SampleBuf
         yield sequence.batch()
 
 
-@dataclass
-class StreamRun:
-    """One logical stream inside a worker: its packer loop, buffer, draws and RNG point."""
-
-    stream: int
-    draws: GroupDraws
-    buffer: SampleBuffer
-    rng: RngPoint
-    shares: list[int]
-    """Units of each group in this stream's share of the epoch (an exhausted group's state says it ended there)."""
-    batches_of: Iterator[dict[str, Any]] | None = None
-    started: bool = False
-    done: bool = False
-    batches: int = 0
-    """Batches this stream has yielded in the epoch: the fewest goes next, so a resume keeps the turns."""
-    encoder: ChainEncoder = field(default_factory=ChainEncoder)
-
-
 class ElasticRuntime:
     """The logical streams of one process, opened (fresh at the epoch's start, or where ``saved`` says) for one
     epoch, run in turn."""
 
     def __init__(
-        self, packer: PackedDataset, num_streams: int, epoch: int, saved: Mapping[str, Any] | None, turn: int = 0
+        self, packer: PackingHost, num_streams: int, epoch: int, saved: Mapping[str, Any] | None, turn: int = 0
     ) -> None:
         self.packer = packer
         self.num_streams = num_streams
@@ -280,7 +259,7 @@ class ElasticRuntime:
         else:
             seed_all(stream_seed(self.packer.seed_base(), self.epoch, stream))
             run = StreamRun(stream, draws, [], capture_point(), shares)
-        run.batches_of = lossless_batches(self.packer, run.draws, run.buffer)
+        run.batches_of = lossless_batches(self.packer, draws, run.buffer)
         return run
 
     def batches(self) -> Iterator[dict[str, Any]]:
@@ -313,7 +292,7 @@ class ElasticRuntime:
 class ElasticRun:
     """Elastic epochs as a packing run: the next epoch per iteration, its state, resuming any layout's."""
 
-    def __init__(self, packer: PackedDataset, elastic_streams: int | None) -> None:
+    def __init__(self, packer: PackingHost, elastic_streams: int | None) -> None:
         self.packer = packer
         self.fixed_streams = elastic_streams
         default = packer.world_size * max(1, packer.num_workers)

@@ -5,20 +5,18 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ...loader.distributed import current_worker_id
 from ..checkpoint import formats
 from ..checkpoint.chain import ChainEncoder
 from ..checkpoint.points import RngPoint, apply_point, capture_point, seed_all
-from ..checkpoint.references import buffer_state, restore_buffer
-from ..draws import Buffered, GroupDraws, SampleBuffer, draw_group, finish, open_with_mandatory, sample_tokens, traced
-
-if TYPE_CHECKING:
-    from ..dataset import PackedDataset
+from ..checkpoint.references import Buffered, SampleBuffer, buffer_state, restore_buffer
+from ..draws import GroupDraws, draw_group, finish, open_with_mandatory, sample_tokens, traced
+from ..roles import PackingHost, SequencePacking
 
 
-def reference_batches(packer: PackedDataset, draws: GroupDraws, buffer: SampleBuffer) -> Iterator[dict[str, Any]]:
+def reference_batches(packer: SequencePacking, draws: GroupDraws, buffer: SampleBuffer) -> Iterator[dict[str, Any]]:
     """BAGEL's packing loop, endless, draw for draw."""
     spec, weights = packer.spec, packer.grouped_weights
     total = sum(weights)
@@ -69,7 +67,7 @@ class LiveIteration:
 class ReferenceRun:
     """The reference packing as a run: endless batches, a state between any two, resumed at the same layout."""
 
-    def __init__(self, packer: PackedDataset) -> None:
+    def __init__(self, packer: PackingHost) -> None:
         self.packer = packer
         self.epoch = 0  # kept for the loader's epoch bookkeeping; the reference has no epochs
         self.draws: GroupDraws | None = None
