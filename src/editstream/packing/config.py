@@ -8,7 +8,7 @@ import dataclasses
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
@@ -62,6 +62,12 @@ class BagelDatasetConfig:
     dataset_info: Mapping[str, Any] | None = None
     dataset_info_path: str | None = None
     data_seed: int = DEFAULT_DATA_SEED
+
+    if TYPE_CHECKING:  # the spec's knobs are spliced in at import, where a type checker cannot see them
+
+        def __init__(self, *args: Any, **fields: Any) -> None: ...
+
+        def __getattr__(self, name: str) -> Any: ...
 
     def __post_init__(self) -> None:
         for name, path in (("grouped_datasets", self.grouped_datasets_path), ("dataset_info", self.dataset_info_path)):
