@@ -19,8 +19,6 @@ from .reasons import judge
 
 logger = logging.getLogger("editstream")
 
-__all__ = ["BadSample", "DropRow", "SourceIterableDataset"]
-
 
 def _unit_order(units: Sequence[Unit], start: int) -> Iterator[Unit]:
     """The units a stream reads, in order: from ``start`` to the end, then every pass from the first."""
