@@ -29,14 +29,12 @@ def _human(n: float) -> str:
 class Progress:
     """Counts ``done`` of ``total`` (``unit``), plus rows and bytes for the rate shown beside it."""
 
-    def __init__(
-        self, desc: str, total: int | None, unit: str, enabled: bool = True, stream: TextIO | None = None
-    ) -> None:
+    def __init__(self, desc: str, total: int | None, unit: str, enabled: bool = True) -> None:
         self.desc = desc
         self.total = total
         self.unit = unit
         self.enabled = enabled
-        self.stream = stream if stream is not None else sys.stderr
+        self.stream: TextIO = sys.stderr
         self.done = self.rows = self.bytes = self.lines = 0
         self.t0 = self.last_line = time.perf_counter()
         self.interval = _interval()
