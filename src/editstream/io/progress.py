@@ -35,7 +35,7 @@ class Progress:
         self.unit = unit
         self.enabled = enabled
         self.stream: TextIO = sys.stderr
-        self.done = self.rows = self.bytes = self.lines = 0
+        self.done = self.rows = self.bytes = 0
         self.t0 = self.last_line = time.perf_counter()
         self.interval = _interval()
         self.bar: Any = None
@@ -78,11 +78,7 @@ class Progress:
         now = time.perf_counter()
         if now - self.last_line >= self.interval:
             self.last_line = now
-            self._print()
-
-    def _print(self) -> None:
-        print(self.line(), file=self.stream, flush=True)
-        self.lines += 1
+            print(self.line(), file=self.stream, flush=True)
 
     def close(self) -> None:
         """Close the bar, or print the last line (only when there was something to count)."""
@@ -92,7 +88,7 @@ class Progress:
             self.bar.close()
             self.bar = None
         elif self.done:
-            self._print()
+            print(self.line(), file=self.stream, flush=True)
         self.enabled = False
 
     def __enter__(self) -> Progress:
