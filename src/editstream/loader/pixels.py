@@ -70,7 +70,7 @@ def share_one_storage(sample: dict[str, Any]) -> dict[str, Any]:
     a worker's hand-off costs a shared-memory segment and a file descriptor per storage, not per tensor."""
     images = sample["image_tensor_list"]
     picked = [i for i, t in enumerate(images) if isinstance(t, torch.Tensor) and t.dtype == torch.uint8]
-    if len(picked) < 2:
+    if len({images[i].untyped_storage().data_ptr() for i in picked}) < 2:  # shared already (or one image)
         return sample
     flat = torch.empty(sum(images[i].numel() for i in picked), dtype=torch.uint8)
     offset = 0

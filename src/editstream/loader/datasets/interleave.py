@@ -4,13 +4,13 @@ plan, also under the reference's ``_init_data`` / ``_add_*`` names; :class:`RowD
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from ..distributed import DistributedIterableDataset
 from ..pixels import NORMALIZATION_KEY, transform_image
 from .lines import JsonlLineDataset
-from .standard import ParquetStandardIterableDataset, sharing_storage
+from .standard import ParquetStandardIterableDataset
 
 
 def plan_item(kind: str, enable_cfg: int, loss: int) -> dict[str, Any]:
@@ -126,8 +126,3 @@ class LineDataset(InterleavedBaseIterableDataset, JsonlLineDataset):
         given = (dataset_name, transform, tokenizer, frame_sampler, jsonl_path_list, data_dir_list, num_used_data)
         super().__init__(*given, *args, **kwargs)
         self.vit_transform = vit_transform
-
-    def __iter__(self) -> Iterator[dict[str, Any]]:
-        """The samples; with ``image_dtype="uint8"`` each sample's images share one storage."""
-        samples = super().__iter__()
-        return samples if self.image_dtype != "uint8" else sharing_storage(samples)

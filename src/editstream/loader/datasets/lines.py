@@ -33,7 +33,6 @@ class JsonlLineDataset(SourceIterableDataset):
     :meth:`line_sample` (``None``: nothing to learn, dropped as ``no_loss_labels``)."""
 
     unit_noun = "JSONL lines"
-    image_dtype = "float32"
     fast_decode = False
     vit_transform: Any = None
     """The transform of ViT items, which images are also decoded for (``None``: the kind makes none)."""
