@@ -10,11 +10,10 @@ from helpers import run_cli
 
 
 @pytest.mark.parametrize(
-    ("n", "noun", "plural", "expected"),
-    [(1, "shard", None, "1 shard"), (0, "shard", None, "0 shards"), (4, "entry", "entries", "4 entries")],
+    ("n", "noun", "expected"), [(1, "shard", "1 shard"), (0, "shard", "0 shards"), (4, "source row", "4 source rows")]
 )
-def test_a_count_takes_the_singular_for_one_only(n, noun, plural, expected):
-    assert counted(n, noun, plural) == expected
+def test_a_count_takes_the_singular_for_one_only(n, noun, expected):
+    assert counted(n, noun) == expected
 
 
 def test_an_unfinished_conversion_counts_its_shards_in_words():

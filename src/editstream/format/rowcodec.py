@@ -233,11 +233,9 @@ def _fast_parse(raw: bytes, members: Mapping[str, bytes]) -> tuple[Any, set[str]
         _PARSERS.append(parser)
 
 
-def decode_sample(
-    key: str, members: Mapping[str, bytes], *, strict: bool = True, invalid_text: bool = False
-) -> dict[str, Any]:
-    """The original row of a sample from its members (keyed by suffix). With ``strict`` a member the JSON does
-    not reference is an error (no data lost silently); text that was not UTF-8 is one unless ``invalid_text``
+def decode_sample(key: str, members: Mapping[str, bytes], *, invalid_text: bool = False) -> dict[str, Any]:
+    """The original row of a sample from its members (keyed by suffix). A member the JSON does not reference
+    is an error (no data lost silently); so is text that was not UTF-8, unless ``invalid_text``
     (``verify`` compares its :class:`~editstream.io.text.InvalidText` values with the source)."""
     raw = members.get(JSON_SUFFIX)
     if raw is None:
@@ -247,7 +245,7 @@ def decode_sample(
         row, used = fast
     else:
         row, used = _general_parse(key, raw, members, invalid_text)
-    if strict and (len(members) != len(used) + 1 or JSON_SUFFIX in used):
+    if len(members) != len(used) + 1 or JSON_SUFFIX in used:
         extra = set(members) - used - {JSON_SUFFIX}
         if extra:
             raise RowCodecError(f"sample {key!r}: members {sorted(extra)} are not referenced by the JSON member")

@@ -36,7 +36,6 @@ _FIXED_SUM = sum(_FIXED_MODE_IDS) + sum(_FIXED_MTIME) + sum(_FIXED_TAIL) + 8 * o
 
 _HEADER = struct.Struct("100s24s12s12s8sc355s")
 """A GNU header block: name (NUL-padded), mode/uid/gid, size, mtime, checksum, typeflag, the rest."""
-_ZEROS = bytes(tb.BLOCK)
 
 
 def _header(name: bytes, size: int, typeflag: bytes) -> bytes:
@@ -89,13 +88,13 @@ def member_bytes(name: str, data: bytes | bytearray | memoryview) -> list[bytes 
     if len(raw) > 100:
         long_data = raw + b"\0"
         chunks.append(_header(tb.LONGLINK, len(long_data), b"L"))
-        chunks.append(long_data + _ZEROS[: tb.padding(len(long_data))])
+        chunks.append(long_data + tb.ZERO_BLOCK[: tb.padding(len(long_data))])
         raw = raw[:100]
     chunks.append(_header(raw, size, b"0"))
     if size:
         chunks.append(data)
         if size % tb.BLOCK:
-            chunks.append(_ZEROS[: tb.padding(size)])
+            chunks.append(tb.ZERO_BLOCK[: tb.padding(size)])
     return chunks
 
 
@@ -209,24 +208,9 @@ class TarWriter:
                 raise ValueError(f"sample {key!r} has two members named {a!r}")
         offset = self._pos
         chunks: list[Any] = []
-        size = 0
-        prefix = key.encode("utf-8") + b"."
         for suffix, data in items:
-            raw = prefix + suffix.encode("utf-8")
-            n = len(data)
-            if len(raw) > 100 or b"\0" in raw:
-                parts = member_bytes(f"{key}.{suffix}", data)
-                chunks += parts
-                size += sum(len(c) for c in parts)
-                continue
-            chunks.append(_header(raw, n, b"0"))
-            pad = -n % tb.BLOCK
-            if n:
-                chunks.append(data)
-                if pad:
-                    chunks.append(_ZEROS[:pad])
-            size += tb.BLOCK + n + pad
-        self._emit(chunks, size)
+            chunks += member_bytes(f"{key}.{suffix}", data)
+        self._emit(chunks, sum(map(len, chunks)))
         self.offsets.append(offset)
         return offset
 

@@ -29,15 +29,13 @@ def _human(n: float) -> str:
 class Progress:
     """Counts ``done`` of ``total`` (``unit``), plus rows and bytes for the rate shown beside it."""
 
-    def __init__(
-        self, desc: str, total: int | None, unit: str, enabled: bool = True, stream: TextIO | None = None
-    ) -> None:
+    def __init__(self, desc: str, total: int | None, unit: str, enabled: bool = True) -> None:
         self.desc = desc
         self.total = total
         self.unit = unit
         self.enabled = enabled
-        self.stream = stream if stream is not None else sys.stderr
-        self.done = self.rows = self.bytes = self.lines = 0
+        self.stream: TextIO = sys.stderr
+        self.done = self.rows = self.bytes = 0
         self.t0 = self.last_line = time.perf_counter()
         self.interval = _interval()
         self.bar: Any = None
@@ -80,11 +78,7 @@ class Progress:
         now = time.perf_counter()
         if now - self.last_line >= self.interval:
             self.last_line = now
-            self._print()
-
-    def _print(self) -> None:
-        print(self.line(), file=self.stream, flush=True)
-        self.lines += 1
+            print(self.line(), file=self.stream, flush=True)
 
     def close(self) -> None:
         """Close the bar, or print the last line (only when there was something to count)."""
@@ -94,7 +88,7 @@ class Progress:
             self.bar.close()
             self.bar = None
         elif self.done:
-            self._print()
+            print(self.line(), file=self.stream, flush=True)
         self.enabled = False
 
     def __enter__(self) -> Progress:

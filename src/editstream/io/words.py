@@ -3,6 +3,6 @@
 from __future__ import annotations
 
 
-def counted(n: int, noun: str, plural: str | None = None) -> str:
-    """``n`` and ``noun``, the noun in the plural (``plural``, or ``noun + "s"``) unless ``n`` is 1."""
-    return f"{n} {noun if n == 1 else plural or noun + 's'}"
+def counted(n: int, noun: str) -> str:
+    """``n`` and ``noun``, the noun with an ``s`` unless ``n`` is 1."""
+    return f"{n} {noun if n == 1 else noun + 's'}"

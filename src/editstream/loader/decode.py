@@ -114,11 +114,6 @@ def load_pixels(image: Image.Image) -> Image.Image:
     return image
 
 
-def open_image(data: bytes | bytearray | memoryview, *, max_pixels: int = DEFAULT_MAX_IMAGE_PIXELS) -> Image.Image:
-    """A decoded (loaded) PIL image of ``data``, within the limits; raises for bytes no decoder accepts."""
-    return load_pixels(opened_image(bytes(data), max_pixels))
-
-
 def decode_image(data: bytes | bytearray | memoryview, *, max_pixels: int = DEFAULT_MAX_IMAGE_PIXELS) -> Image.Image:
     """Decode image bytes into an RGB PIL image exactly as the reference does, within the limits."""
-    return owned_rgb(open_image(data, max_pixels=max_pixels))
+    return owned_rgb(load_pixels(opened_image(bytes(data), max_pixels)))

@@ -15,11 +15,10 @@ from ..format.columns import ColumnTypeError
 from ..kinds import DatasetKind, kind_of_dataset
 from .distributed import DistributedIterableDataset, WorkerStatus, current_worker_id
 from .origins import ParseOrigin, PutPoint, RecreateError, TakePoint, Traced, gather_rows
+from .pixels import share_one_storage
 from .reasons import judge
 
 logger = logging.getLogger("editstream")
-
-__all__ = ["BadSample", "DropRow", "SourceIterableDataset"]
 
 
 def _unit_order(units: Sequence[Unit], start: int) -> Iterator[Unit]:
@@ -38,6 +37,8 @@ class SourceIterableDataset(DistributedIterableDataset):
     parser_failure_budget: int = 16
     """Rows in a row whose ``parse_row`` raised something other than a data error before the stream stops."""
     unit_noun = "units"  # what the error for a pass that yielded nothing calls a unit
+    image_dtype = "float32"
+    """With ``"uint8"`` the images of each sample ``iter(dataset)`` yields share one storage."""
     _take_point: TakePoint | None = None
     """Set by :meth:`iter_with_origins`: called before each parse, its result kept in ``_last_origin``."""
     _last_origin: ParseOrigin | None = None
@@ -103,7 +104,7 @@ class SourceIterableDataset(DistributedIterableDataset):
             for unit_position in range(start_unit, len(units)):
                 for data in self._read_unit(units[unit_position], unit_position, after, worker_id):
                     yielded += 1
-                    yield data
+                    yield share_one_storage(data) if self.image_dtype == "uint8" else data
                 after = None
             if full_pass and yielded == 0:
                 raise self._empty_pass_error(worker_id, len(units))

@@ -65,19 +65,12 @@ def transform_image(
     return transform(image, **kwargs), None
 
 
-def append_image(data: dict[str, Any], tensor: torch.Tensor, normalization: Normalization | None) -> None:
-    """Append ``tensor`` to the sample's ``image_tensor_list`` (and its normalization, when the sample lists them)."""
-    data["image_tensor_list"].append(tensor)
-    if NORMALIZATION_KEY in data:
-        data[NORMALIZATION_KEY].append(normalization)
-
-
 def share_one_storage(sample: dict[str, Any]) -> dict[str, Any]:
     """``sample`` with its uint8 images moved into views of one storage (values and shapes unchanged):
     a worker's hand-off costs a shared-memory segment and a file descriptor per storage, not per tensor."""
     images = sample["image_tensor_list"]
     picked = [i for i, t in enumerate(images) if isinstance(t, torch.Tensor) and t.dtype == torch.uint8]
-    if len(picked) < 2:
+    if len({images[i].untyped_storage().data_ptr() for i in picked}) < 2:  # shared already (or one image)
         return sample
     flat = torch.empty(sum(images[i].numel() for i in picked), dtype=torch.uint8)
     offset = 0

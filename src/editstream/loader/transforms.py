@@ -104,11 +104,6 @@ class ImageTransform:
         limits = {"max_size": self.max_image_size, "min_size": self.min_image_size, "stride": self.stride}
         return target_size(width, height, **limits, max_pixels=self.max_pixels, img_num=img_num)
 
-    def num_tokens(self, width: int, height: int, img_num: int = 1) -> int:
-        """Image tokens a ``width`` x ``height`` image costs after this transform (``H*W // stride**2``)."""
-        w, h = self.target_size(width, height, img_num)
-        return w * h // self.stride**2
-
     @property
     def normalization(self) -> Normalization:
         """The ``(mean, std)`` this transform normalizes with, per channel."""

@@ -16,7 +16,7 @@ from PIL import Image
 from ..format.sft import extract_frame_number, is_frame_folder, media_path, sort_frames
 from ..io import storage
 from ..io.storage import StorageOptions
-from .decode import open_image
+from .decode import load_pixels, opened_image
 
 __all__ = [
     "FrameSampler",
@@ -70,7 +70,7 @@ def get_frame_indices(
 
 def decode_frame(data: bytes) -> Image.Image:
     """One folder frame as the reference reads it (``convert("RGB")``, alpha dropped), within the limits."""
-    return open_image(data).convert("RGB")
+    return load_pixels(opened_image(bytes(data))).convert("RGB")
 
 
 def pick_folder_frames(

@@ -4,13 +4,13 @@ plan, also under the reference's ``_init_data`` / ``_add_*`` names; :class:`RowD
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from ..distributed import DistributedIterableDataset
-from ..pixels import NORMALIZATION_KEY, append_image, load_image, transform_image
+from ..pixels import NORMALIZATION_KEY, transform_image
 from .lines import JsonlLineDataset
-from .standard import ParquetStandardIterableDataset, sharing_storage
+from .standard import ParquetStandardIterableDataset
 
 
 def plan_item(kind: str, enable_cfg: int, loss: int) -> dict[str, Any]:
@@ -45,7 +45,9 @@ class InterleavedBaseIterableDataset(DistributedIterableDataset):
         """Append ``image`` through ``transform`` (or a copy of ``done``, its output), counting its tokens."""
         tensor, norm = done if done is not None else transform_image(transform, image, self.image_dtype)
         data["num_tokens"] += tensor.shape[1] * tensor.shape[2] // transform.stride**2
-        append_image(data, tensor if done is None else tensor.clone(), norm)
+        data["image_tensor_list"].append(tensor if done is None else tensor.clone())
+        if NORMALIZATION_KEY in data:  # the sample lists normalizations (uint8 images)
+            data[NORMALIZATION_KEY].append(norm)
         return tensor, norm
 
     def add_image(
@@ -124,12 +126,3 @@ class LineDataset(InterleavedBaseIterableDataset, JsonlLineDataset):
         given = (dataset_name, transform, tokenizer, frame_sampler, jsonl_path_list, data_dir_list, num_used_data)
         super().__init__(*given, *args, **kwargs)
         self.vit_transform = vit_transform
-
-    def decode_image(self, data: bytes, img_num: int) -> Any:
-        """One image of a line, decoded for both transforms (reduced with ``fast_decode``)."""
-        return load_image(data, (self.transform, self.vit_transform), self.fast_decode, img_num=img_num)
-
-    def __iter__(self) -> Iterator[dict[str, Any]]:
-        """The samples; with ``image_dtype="uint8"`` each sample's images share one storage."""
-        samples = super().__iter__()
-        return samples if self.image_dtype != "uint8" else sharing_storage(samples)

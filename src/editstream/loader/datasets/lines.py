@@ -33,8 +33,9 @@ class JsonlLineDataset(SourceIterableDataset):
     :meth:`line_sample` (``None``: nothing to learn, dropped as ``no_loss_labels``)."""
 
     unit_noun = "JSONL lines"
-    image_dtype = "float32"
     fast_decode = False
+    vit_transform: Any = None
+    """The transform of ViT items, which images are also decoded for (``None``: the kind makes none)."""
     source: JsonlLineSource | ShardLineSource
 
     def __init__(
@@ -182,5 +183,5 @@ class JsonlLineDataset(SourceIterableDataset):
         raise NotImplementedError
 
     def decode_image(self, data: bytes, img_num: int) -> Any:
-        """One image of a line: exactly as the reference, or reduced with ``fast_decode``."""
-        return load_image(data, (self.transform,), self.fast_decode, img_num=img_num)
+        """One image of a line, for each transform: exactly as the reference, or reduced with ``fast_decode``."""
+        return load_image(data, (self.transform, self.vit_transform), self.fast_decode, img_num=img_num)

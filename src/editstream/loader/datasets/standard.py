@@ -3,13 +3,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ...data.backends import PARQUET, WEBDATASET, Backend, get_backend
 from ...data.layouts import SourceRequest
 from ...data.open import dataset_source
-from ...data.rows import ListingRowSource, close_rows
+from ...data.rows import ListingRowSource
 from ...data.units import Unit, refuse_repeated_sources
 from ...format.columns import ColumnTypeError
 from ...format.manifest import Manifest
@@ -17,7 +17,7 @@ from ...io.storage import StorageOptions
 from ...kinds import UnknownKindError, get_kind
 from ..distributed import DataStatus
 from ..iteration import SourceIterableDataset
-from ..pixels import check_fast_decode, check_image_dtype, load_image, share_one_storage
+from ..pixels import check_fast_decode, check_image_dtype, load_image
 
 
 class ParquetStandardIterableDataset(SourceIterableDataset):
@@ -27,7 +27,6 @@ class ParquetStandardIterableDataset(SourceIterableDataset):
     source: ListingRowSource
     unit_granularity = "row_group"
     default_backend: Backend = PARQUET
-    image_dtype = "float32"
     fast_decode = False
     column_types: Mapping[str, str] | None = None
     """The columns ``parse_row`` reads and their types, checked when a source is opened (default: its kind's)."""
@@ -119,23 +118,9 @@ class ParquetStandardIterableDataset(SourceIterableDataset):
                     f"{own.name}; read it with {reader} (group {other.name})"
                 ) from None
 
-    def __iter__(self) -> Iterator[dict[str, Any]]:
-        """The samples; with ``image_dtype="uint8"`` each sample's images share one storage."""
-        samples = super().__iter__()
-        return samples if self.image_dtype != "uint8" else sharing_storage(samples)
-
     def load_image(self, data: Any) -> Any:
         """Decode one image of a row: exactly as the reference, or reduced with ``fast_decode``."""
         return load_image(data, (self.transform, self.vit_transform), self.fast_decode)
-
-
-def sharing_storage(samples: Iterator[dict[str, Any]]) -> Iterator[dict[str, Any]]:
-    """``samples``, each with its uint8 images moved into one storage (``share_one_storage``)."""
-    try:
-        for sample in samples:
-            yield share_one_storage(sample)
-    finally:
-        close_rows(samples)
 
 
 class WebDatasetStandardIterableDataset(ParquetStandardIterableDataset):
