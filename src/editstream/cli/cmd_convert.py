@@ -16,7 +16,7 @@ from ..io import storage
 from ..io.words import counted
 from .app import SETTINGS, main
 from .errors import DataProblem, UsageProblem
-from .options import AdapterChoice, KindChoice, SizeType, storage_options, with_storage_options
+from .options import KindChoice, LiveChoice, SizeType, adapter_names, with_storage_options
 from .paths import check_bucket, parquet_columns, parquet_source
 
 if TYPE_CHECKING:  # imported where used, so loading the CLI stays light
@@ -278,7 +278,7 @@ def convert_from(
 @click.option(
     "--from",
     "adapter",
-    type=AdapterChoice(),
+    type=LiveChoice(adapter_names),
     help="SRC is this public dataset in its own Hub schema (data/*.parquet, HF Image structs): adapt its "
     "rows to BAGEL edit chains first. See 'Bring your dataset' in the README.",
 )
@@ -372,16 +372,15 @@ def convert_from(
     is_flag=True,
     help="Take over DST's lock now, when you know the conversion that holds it is dead.",
 )
-@with_storage_options
+@with_storage_options()
 @click.pass_context
-def convert(ctx: click.Context, src: str, dst: str, **kw: Any) -> None:
+def convert(ctx: click.Context, src: str, dst: str, so: dict[str, Any] | None, **kw: Any) -> None:
     """Convert the parquet dataset SRC (or a JSONL file of VLM conversations, with --media-dir) into WebDataset
     tar shards under DST (local or s3://). A JSONL becomes shards of consecutive lines
     (--samples-per-shard, 1000 by default, or --shard-size). With --from NAME or --mapping FILE, SRC is
     a public dataset in its own schema (a Hub data/ directory): its rows are adapted to BAGEL edit
     chains first (--to parquet writes BAGEL parquet instead of shards). An interrupted run resumes
     when run again."""
-    so = storage_options(kw.pop("storage_option"), kw.pop("endpoint_url"))
     adapting = {k: kw.pop(k) for k in ADAPTER_OPTIONS}
     layout = _layout(ctx, kw.pop("layout"), kw["shard_size"], kw["samples_per_shard"])
     if adapting["adapter"] is not None or adapting["mapping_file"] is not None:
