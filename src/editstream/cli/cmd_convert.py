@@ -66,43 +66,31 @@ def check_convert_usage(
         return
     if media_dir is not None:
         raise UsageProblem(f"--media-dir is for a JSONL SRC; {src} is a parquet directory", "leave --media-dir out")
-    if schema is None:
-        _check_detectable(src, dst, found)
-    else:
-        _check_schema_fits(found, schema, dst)
+    _check_columns(src, dst, found, schema)
 
 
-def _check_detectable(src: str, dst: str, found: ParquetDirectory) -> None:
-    """A parquet SRC without ``--schema`` must have the columns of a kind detection recognises; columns a
-    built-in adapter reads (a public dataset, ``--from`` forgotten) get that ``--from`` command as advice."""
+def _check_columns(src: str, dst: str, found: ParquetDirectory, schema: str | None) -> None:
+    """A parquet SRC has the columns ``--schema`` needs, or without it those of a kind detection recognises; columns
+    a built-in adapter reads (a public dataset, ``--from`` forgotten) get that ``--from`` command as advice."""
     from ..adapters.suggest import from_advice
-    from ..kinds import all_kinds, detect_kind
+    from ..kinds import all_kinds, detect_kind, get_kind
 
-    columns = parquet_columns(found)
-    if detect_kind(columns) is not None:
-        return
-    names = ", ".join(k.name for k in all_kinds() if k.source.takes_columns and k.detectable and k.columns)
-    raise UsageProblem(
-        f"cannot tell the dataset kind of {src} from its columns {columns} ({names} need other columns)",
-        from_advice(columns, src, dst)
-        or f"pass --schema NAME; --schema {catch_all_kind()} converts the rows as they are",
-    )
-
-
-def _check_schema_fits(found: ParquetDirectory, schema: str, dst: str) -> None:
-    """A ``--schema`` that lacks columns of the data is a usage error naming the kind that fits."""
-    from ..kinds import detect_kind, get_kind
-
-    kind = get_kind(schema)
-    if not kind.columns:
+    kind = None if schema is None else get_kind(schema)
+    if kind is not None and not kind.columns:
         return
     columns = parquet_columns(found)
-    missing = [c for c in kind.columns if c not in columns]
-    if not missing:
-        return
-    from ..adapters.suggest import from_advice
-
     fits = detect_kind(columns)
+    if kind is None:
+        if fits is not None:
+            return
+        names = ", ".join(k.name for k in all_kinds() if k.source.takes_columns and k.detectable and k.columns)
+        raise UsageProblem(
+            f"cannot tell the dataset kind of {src} from its columns {columns} ({names} need other columns)",
+            from_advice(columns, src, dst)
+            or f"pass --schema NAME; --schema {catch_all_kind()} converts the rows as they are",
+        )
+    if all(c in columns for c in kind.columns):
+        return
     advice = (
         f"these columns are {fits.name} data: pass --schema {fits.name} or leave --schema out"
         if fits
@@ -415,33 +403,28 @@ def convert(ctx: click.Context, src: str, dst: str, so: dict[str, Any] | None, *
         )
 
 
-def _run(src: str, dst: str, *, engine: str, workers: int | None, ray_address: str | None, **kw: Any) -> dict[str, Any]:
-    from ..conversion import convert as run
-
-    if kw.pop("dry_run"):
-        from ..conversion.dst import dry_run
-
-        kw.pop("break_lock")
-        return dry_run(src, dst, workers=workers, engine=engine, progress=False, **_api(kw))
-    with running_executor(engine, workers, ray_address) as runner:
-        progress = not (kw.get("no_progress") or SETTINGS.quiet)
-        return run(
-            src,
-            dst,
-            workers=workers,
-            engine=engine,
-            ray_address=ray_address,
-            executor=runner,
-            progress=progress,
-            break_lock=kw["break_lock"],
-            **_api(kw),
-        )
-
-
 API_OPTIONS: tuple[str, ...] = ("schema", "layout", "storage_options", "media_dir", "allow_outside_media_dir")
 API_OPTIONS += ("parquet_info", "shard_size", "samples_per_shard", "overwrite", "drop_bad_rows", "digest")
+API_OPTIONS += ("workers", "engine")
 """The command's options that ``conversion.convert`` (and its dry run) take by the same name."""
 
 
-def _api(kw: dict[str, Any]) -> dict[str, Any]:
-    return {k: kw[k] for k in API_OPTIONS}
+def _run(src: str, dst: str, **kw: Any) -> dict[str, Any]:
+    """The conversion, or with ``--dry-run`` its plan (no executor started, no lock taken)."""
+    from ..conversion import convert as run
+    from ..conversion.dst import dry_run
+
+    api = {k: kw[k] for k in API_OPTIONS}
+    if kw["dry_run"]:
+        return dry_run(src, dst, progress=False, **api)
+    with running_executor(kw["engine"], kw["workers"], kw["ray_address"]) as runner:
+        progress = not (kw["no_progress"] or SETTINGS.quiet)
+        return run(
+            src,
+            dst,
+            ray_address=kw["ray_address"],
+            executor=runner,
+            progress=progress,
+            break_lock=kw["break_lock"],
+            **api,
+        )
