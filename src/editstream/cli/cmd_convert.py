@@ -156,14 +156,11 @@ def given(ctx: click.Context, names: Sequence[str]) -> list[str]:
     return [flags[name] for name in names if ctx.get_parameter_source(name) not in default]
 
 
-def refuse_adapter_options(ctx: click.Context) -> None:
-    """``--to``/``--where``/``--split``/``--staging`` without ``--from``/``--mapping`` are a usage error."""
-    stray = given(ctx, ONLY_WITH_ADAPTER)
+def refuse_given(ctx: click.Context, names: Sequence[str], only: str, advice: str) -> None:
+    """The options among ``names`` typed on the command line are a usage error: they apply to ``only`` only."""
+    stray = given(ctx, names)
     if stray:
-        raise UsageProblem(
-            f"{', '.join(stray)} appl{'ies' if len(stray) == 1 else 'y'} to an adaptation only",
-            "add --from NAME (a built-in adapter) or --mapping FILE, or leave them out",
-        )
+        raise UsageProblem(f"{', '.join(stray)} appl{'ies' if len(stray) == 1 else 'y'} to {only} only", advice)
 
 
 def _one_line(exc: BaseException) -> str:
@@ -180,12 +177,8 @@ def _check(ctx: click.Context, opts: dict[str, Any]) -> None:
             "the mapping decides the kind and the adapter writes parquet_info.json itself: leave them out",
         )
     if not get_backend(opts["target"], "--to").reads_shards:
-        shard_only = given(ctx, [o for o in SHARD_OPTIONS if o != "overwrite"]) + given(ctx, ["staging"])
-        if shard_only:
-            raise UsageProblem(
-                f"{', '.join(shard_only)} appl{'ies' if len(shard_only) == 1 else 'y'} to --to webdataset only",
-                "--to parquet writes BAGEL parquet into DST: leave them out",
-            )
+        shard_only = [*(o for o in SHARD_OPTIONS if o != "overwrite"), "staging"]
+        refuse_given(ctx, shard_only, "--to webdataset", "--to parquet writes BAGEL parquet into DST: leave them out")
 
 
 def _resolve(opts: dict[str, Any]) -> Any:
@@ -374,7 +367,8 @@ def convert(ctx: click.Context, src: str, dst: str, so: dict[str, Any] | None, *
     if adapting["adapter"] is not None or adapting["mapping_file"] is not None:
         convert_from(ctx, src, dst, adapting, dict(kw, layout=layout), so)
         return
-    refuse_adapter_options(ctx)
+    advice = "add --from NAME (a built-in adapter) or --mapping FILE, or leave them out"
+    refuse_given(ctx, ONLY_WITH_ADAPTER, "an adaptation", advice)
     if not kw["dry_run"]:
         from ..conversion.executors import warm_up
 
