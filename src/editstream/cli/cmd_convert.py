@@ -16,7 +16,7 @@ from ..io import storage
 from ..io.words import counted
 from .app import SETTINGS, main
 from .errors import DataProblem, UsageProblem
-from .options import AdapterChoice, KindChoice, SizeType, storage_options, with_storage_options
+from .options import KindChoice, LiveChoice, SizeType, adapter_names, with_storage_options
 from .paths import check_bucket, parquet_columns, parquet_source
 
 if TYPE_CHECKING:  # imported where used, so loading the CLI stays light
@@ -66,43 +66,31 @@ def check_convert_usage(
         return
     if media_dir is not None:
         raise UsageProblem(f"--media-dir is for a JSONL SRC; {src} is a parquet directory", "leave --media-dir out")
-    if schema is None:
-        _check_detectable(src, dst, found)
-    else:
-        _check_schema_fits(found, schema, dst)
+    _check_columns(src, dst, found, schema)
 
 
-def _check_detectable(src: str, dst: str, found: ParquetDirectory) -> None:
-    """A parquet SRC without ``--schema`` must have the columns of a kind detection recognises; columns a
-    built-in adapter reads (a public dataset, ``--from`` forgotten) get that ``--from`` command as advice."""
+def _check_columns(src: str, dst: str, found: ParquetDirectory, schema: str | None) -> None:
+    """A parquet SRC has the columns ``--schema`` needs, or without it those of a kind detection recognises; columns
+    a built-in adapter reads (a public dataset, ``--from`` forgotten) get that ``--from`` command as advice."""
     from ..adapters.suggest import from_advice
-    from ..kinds import all_kinds, detect_kind
+    from ..kinds import all_kinds, detect_kind, get_kind
 
-    columns = parquet_columns(found)
-    if detect_kind(columns) is not None:
-        return
-    names = ", ".join(k.name for k in all_kinds() if k.source.takes_columns and k.detectable and k.columns)
-    raise UsageProblem(
-        f"cannot tell the dataset kind of {src} from its columns {columns} ({names} need other columns)",
-        from_advice(columns, src, dst)
-        or f"pass --schema NAME; --schema {catch_all_kind()} converts the rows as they are",
-    )
-
-
-def _check_schema_fits(found: ParquetDirectory, schema: str, dst: str) -> None:
-    """A ``--schema`` that lacks columns of the data is a usage error naming the kind that fits."""
-    from ..kinds import detect_kind, get_kind
-
-    kind = get_kind(schema)
-    if not kind.columns:
+    kind = None if schema is None else get_kind(schema)
+    if kind is not None and not kind.columns:
         return
     columns = parquet_columns(found)
-    missing = [c for c in kind.columns if c not in columns]
-    if not missing:
-        return
-    from ..adapters.suggest import from_advice
-
     fits = detect_kind(columns)
+    if kind is None:
+        if fits is not None:
+            return
+        names = ", ".join(k.name for k in all_kinds() if k.source.takes_columns and k.detectable and k.columns)
+        raise UsageProblem(
+            f"cannot tell the dataset kind of {src} from its columns {columns} ({names} need other columns)",
+            from_advice(columns, src, dst)
+            or f"pass --schema NAME; --schema {catch_all_kind()} converts the rows as they are",
+        )
+    if all(c in columns for c in kind.columns):
+        return
     advice = (
         f"these columns are {fits.name} data: pass --schema {fits.name} or leave --schema out"
         if fits
@@ -168,14 +156,11 @@ def given(ctx: click.Context, names: Sequence[str]) -> list[str]:
     return [flags[name] for name in names if ctx.get_parameter_source(name) not in default]
 
 
-def refuse_adapter_options(ctx: click.Context) -> None:
-    """``--to``/``--where``/``--split``/``--staging`` without ``--from``/``--mapping`` are a usage error."""
-    stray = given(ctx, ONLY_WITH_ADAPTER)
+def refuse_given(ctx: click.Context, names: Sequence[str], only: str, advice: str) -> None:
+    """The options among ``names`` typed on the command line are a usage error: they apply to ``only`` only."""
+    stray = given(ctx, names)
     if stray:
-        raise UsageProblem(
-            f"{', '.join(stray)} appl{'ies' if len(stray) == 1 else 'y'} to an adaptation only",
-            "add --from NAME (a built-in adapter) or --mapping FILE, or leave them out",
-        )
+        raise UsageProblem(f"{', '.join(stray)} appl{'ies' if len(stray) == 1 else 'y'} to {only} only", advice)
 
 
 def _one_line(exc: BaseException) -> str:
@@ -192,12 +177,8 @@ def _check(ctx: click.Context, opts: dict[str, Any]) -> None:
             "the mapping decides the kind and the adapter writes parquet_info.json itself: leave them out",
         )
     if not get_backend(opts["target"], "--to").reads_shards:
-        shard_only = given(ctx, [o for o in SHARD_OPTIONS if o != "overwrite"]) + given(ctx, ["staging"])
-        if shard_only:
-            raise UsageProblem(
-                f"{', '.join(shard_only)} appl{'ies' if len(shard_only) == 1 else 'y'} to --to webdataset only",
-                "--to parquet writes BAGEL parquet into DST: leave them out",
-            )
+        shard_only = [*(o for o in SHARD_OPTIONS if o != "overwrite"), "staging"]
+        refuse_given(ctx, shard_only, "--to webdataset", "--to parquet writes BAGEL parquet into DST: leave them out")
 
 
 def _resolve(opts: dict[str, Any]) -> Any:
@@ -278,7 +259,7 @@ def convert_from(
 @click.option(
     "--from",
     "adapter",
-    type=AdapterChoice(),
+    type=LiveChoice(adapter_names),
     help="SRC is this public dataset in its own Hub schema (data/*.parquet, HF Image structs): adapt its "
     "rows to BAGEL edit chains first. See 'Bring your dataset' in the README.",
 )
@@ -372,22 +353,22 @@ def convert_from(
     is_flag=True,
     help="Take over DST's lock now, when you know the conversion that holds it is dead.",
 )
-@with_storage_options
+@with_storage_options()
 @click.pass_context
-def convert(ctx: click.Context, src: str, dst: str, **kw: Any) -> None:
+def convert(ctx: click.Context, src: str, dst: str, so: dict[str, Any] | None, **kw: Any) -> None:
     """Convert the parquet dataset SRC (or a JSONL file of VLM conversations, with --media-dir) into WebDataset
     tar shards under DST (local or s3://). A JSONL becomes shards of consecutive lines
     (--samples-per-shard, 1000 by default, or --shard-size). With --from NAME or --mapping FILE, SRC is
     a public dataset in its own schema (a Hub data/ directory): its rows are adapted to BAGEL edit
     chains first (--to parquet writes BAGEL parquet instead of shards). An interrupted run resumes
     when run again."""
-    so = storage_options(kw.pop("storage_option"), kw.pop("endpoint_url"))
     adapting = {k: kw.pop(k) for k in ADAPTER_OPTIONS}
     layout = _layout(ctx, kw.pop("layout"), kw["shard_size"], kw["samples_per_shard"])
     if adapting["adapter"] is not None or adapting["mapping_file"] is not None:
         convert_from(ctx, src, dst, adapting, dict(kw, layout=layout), so)
         return
-    refuse_adapter_options(ctx)
+    advice = "add --from NAME (a built-in adapter) or --mapping FILE, or leave them out"
+    refuse_given(ctx, ONLY_WITH_ADAPTER, "an adaptation", advice)
     if not kw["dry_run"]:
         from ..conversion.executors import warm_up
 
@@ -416,33 +397,28 @@ def convert(ctx: click.Context, src: str, dst: str, **kw: Any) -> None:
         )
 
 
-def _run(src: str, dst: str, *, engine: str, workers: int | None, ray_address: str | None, **kw: Any) -> dict[str, Any]:
-    from ..conversion import convert as run
-
-    if kw.pop("dry_run"):
-        from ..conversion.dst import dry_run
-
-        kw.pop("break_lock")
-        return dry_run(src, dst, workers=workers, engine=engine, progress=False, **_api(kw))
-    with running_executor(engine, workers, ray_address) as runner:
-        progress = not (kw.get("no_progress") or SETTINGS.quiet)
-        return run(
-            src,
-            dst,
-            workers=workers,
-            engine=engine,
-            ray_address=ray_address,
-            executor=runner,
-            progress=progress,
-            break_lock=kw["break_lock"],
-            **_api(kw),
-        )
-
-
 API_OPTIONS: tuple[str, ...] = ("schema", "layout", "storage_options", "media_dir", "allow_outside_media_dir")
 API_OPTIONS += ("parquet_info", "shard_size", "samples_per_shard", "overwrite", "drop_bad_rows", "digest")
+API_OPTIONS += ("workers", "engine")
 """The command's options that ``conversion.convert`` (and its dry run) take by the same name."""
 
 
-def _api(kw: dict[str, Any]) -> dict[str, Any]:
-    return {k: kw[k] for k in API_OPTIONS}
+def _run(src: str, dst: str, **kw: Any) -> dict[str, Any]:
+    """The conversion, or with ``--dry-run`` its plan (no executor started, no lock taken)."""
+    from ..conversion import convert as run
+    from ..conversion.dst import dry_run
+
+    api = {k: kw[k] for k in API_OPTIONS}
+    if kw["dry_run"]:
+        return dry_run(src, dst, progress=False, **api)
+    with running_executor(kw["engine"], kw["workers"], kw["ray_address"]) as runner:
+        progress = not (kw["no_progress"] or SETTINGS.quiet)
+        return run(
+            src,
+            dst,
+            ray_address=kw["ray_address"],
+            executor=runner,
+            progress=progress,
+            break_lock=kw["break_lock"],
+            **api,
+        )

@@ -13,7 +13,7 @@ from ..data.backends import AUTO, BACKENDS, chosen_backend
 from ..io.words import counted
 from .app import main
 from .errors import DataProblem, UsageProblem
-from .options import AdapterChoice, storage_options
+from .options import LiveChoice, adapter_names, with_storage_options
 from .paths import check_bucket, open_problem
 
 
@@ -105,7 +105,7 @@ def _records(
 @click.option(
     "--from",
     "adapter",
-    type=AdapterChoice(),
+    type=LiveChoice(adapter_names),
     help="DATA is this public dataset in its own Hub schema: show the chains its adapter makes (nothing is written).",
 )
 @click.option("--mapping", "mapping_file", metavar="FILE", help="Like --from, with a mapping file.")
@@ -116,8 +116,7 @@ def _records(
     is_flag=True,
     help="JSONL DATA: read image names outside --media-dir (absolute, or climbing out with ..); refused by default.",
 )
-@click.option("--endpoint-url", help="S3 endpoint URL (e.g. MinIO).")
-@click.option("--storage-option", "storage_option", multiple=True, metavar="KEY=VALUE", help="fsspec storage option.")
+@with_storage_options(short=False)
 def preview(
     data: str,
     out: str,
@@ -125,8 +124,7 @@ def preview(
     backend: str,
     media_dir: str | None,
     allow_outside_media_dir: bool,
-    endpoint_url: str | None,
-    storage_option: tuple[str, ...],
+    so: dict[str, Any] | None,
     **adapting: Any,
 ) -> None:
     """Draw the first records of DATA (a converted root, a parquet directory, shards by pattern, or a
@@ -138,17 +136,16 @@ def preview(
     suffix = os.path.splitext(out)[1].lower()
     if suffix not in (".html", ".htm", ".png"):
         raise UsageProblem(f"-o {out}: the preview is written as .html or .png", "name the output OUT.html or OUT.png")
-    opts = storage_options(storage_option, endpoint_url)
     if adapting["adapter"] is not None or adapting["mapping_file"] is not None:
         if chosen_backend(backend, "--backend") is not None:
             raise UsageProblem("--backend reads converted data; --from/--mapping read DATA in its own schema")
-        records = adapted_records(data, n, media_dir, opts, **adapting)
+        records = adapted_records(data, n, media_dir, so, **adapting)
     else:
         stray = [f"--{k}" for k in ("where", "split") if adapting[k] is not None]
         if stray:
             advice = "add --from NAME or --mapping FILE, or leave them out"
             raise UsageProblem(f"{', '.join(stray)} apply to --from/--mapping only", advice)
-        records = _records(data, n, backend, media_dir, opts, allow_outside_media_dir)
+        records = _records(data, n, backend, media_dir, so, allow_outside_media_dir)
     if not records:
         raise DataProblem(f"{data} holds no records to preview")
     via = adapting["adapter"] or adapting["mapping_file"]

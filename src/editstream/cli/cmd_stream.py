@@ -15,7 +15,7 @@ import click
 from ..data.backends import AUTO, BACKENDS, chosen_backend
 from .app import main
 from .errors import DataProblem, UsageProblem
-from .options import KindChoice, storage_options, trainable, with_storage_options
+from .options import KindChoice, trainable, with_storage_options
 from .paths import check_bucket, open_problem
 
 if TYPE_CHECKING:  # imported where used, so loading the CLI stays light
@@ -231,13 +231,12 @@ def _check_rank(rank: int | None, world_size: int | None) -> None:
 @click.option("--mapping", "mapping_file", metavar="FILE", help="As --from, with a mapping file.")
 @click.option("--where", help="With --from/--mapping: a filter replacing the mapping's own.")
 @click.option("--split", help="With --from/--mapping: read only {split}-*.parquet.")
-@with_storage_options
+@with_storage_options()
 def stream(data: tuple[str, ...], schema: str | None, samples: int, workers: int, seed: int, **kw: Any) -> None:
     """Stream samples from DATA (parquet directories, converted roots, shard patterns, a JSONL file
     with --media-dir, or a public dataset read in place with --from) through the dataset class of its
     kind and report throughput and drops (all worker processes)."""
-    opts = storage_options(kw.pop("storage_option"), kw.pop("endpoint_url"))
-    found = _open_all(data, schema, opts, kw)  # before torch loads: mistakes fail fast
+    found = _open_all(data, schema, kw.pop("so"), kw)  # before torch loads: mistakes fail fast
     _check_rank(kw["rank"], kw["world_size"])
     import torch
 

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import json
 import sys
+from typing import Any
 
 import click
 
 from .app import SETTINGS, main
 from .errors import UsageProblem
-from .options import storage_options, with_storage_options
+from .options import with_storage_options
 from .paths import check_bucket, converted_root
 
 
@@ -49,7 +50,7 @@ def _count_recipe(path: str, as_json: bool) -> None:
 @click.option("--workers", type=click.IntRange(min=1), help="Worker processes (default: the CPU count).")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.option("--no-progress", is_flag=True, help="No progress bar or progress lines.")
-@with_storage_options
+@with_storage_options()
 def verify(
     dst: str | None,
     recipe: str | None,
@@ -57,8 +58,7 @@ def verify(
     workers: int | None,
     as_json: bool,
     no_progress: bool,
-    storage_option: tuple[str, ...],
-    endpoint_url: str | None,
+    so: dict[str, Any] | None,
 ) -> None:
     """Re-read every shard of DST and check it against the manifest; exit 1 on any mismatch.
     With --recipe, count what the recipe's limits keep instead (exit 0 with the table)."""
@@ -73,12 +73,11 @@ def verify(
             raise UsageProblem("--source checks a conversion, not a --recipe", "leave out one of them")
         return _count_recipe(recipe, as_json)
     assert dst is not None
-    opts = storage_options(storage_option, endpoint_url)
-    converted_root(dst, opts, "verify")
+    converted_root(dst, so, "verify")
     if source is not None:
-        check_bucket(source, opts)
+        check_bucket(source, so)
         try:
-            recognise(source, opts)
+            recognise(source, so)
         except LayoutError as exc:
             found = exc.found.kind if exc.found is not None else None
             if found == d.MISSING:
@@ -89,9 +88,7 @@ def verify(
                 raise UsageProblem(
                     f"--source {source} is one parquet file", "give the directory DST was converted from"
                 ) from None
-    report = run(
-        dst, source=source, workers=workers, storage_options=opts, progress=not (no_progress or SETTINGS.quiet)
-    )
+    report = run(dst, source=source, workers=workers, storage_options=so, progress=not (no_progress or SETTINGS.quiet))
     click.echo(json.dumps(report.to_dict(), indent=2) if as_json else report.format())
     if not report.ok:
         sys.exit(1)

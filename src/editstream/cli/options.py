@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import click
@@ -11,22 +12,28 @@ import click
 from ..kinds import DatasetKind, all_kinds, get_kind
 
 
-class KindChoice(click.Choice[str]):
-    """The names and aliases of the registered kinds ``want`` accepts, read each time (a plug-in installed
-    later is offered too); the value is the kind's canonical name."""
+class LiveChoice(click.Choice[str]):
+    """A choice whose names ``names()`` reads when they are needed: a plug-in installed later is offered too, and
+    ``editstream --help`` loads nothing to list them."""
 
-    def __init__(self, want: Callable[[DatasetKind], bool] | None = None) -> None:
+    def __init__(self, names: Callable[[], Iterable[str]]) -> None:
         super().__init__((), case_sensitive=True)
-        self.want = want
+        self.names = names
 
     @property
     def choices(self) -> tuple[str, ...]:
-        """Every name and alias of the wanted kinds, in registry order."""
-        return tuple(n for kind in all_kinds() if self.want is None or self.want(kind) for n in kind.names)
+        return tuple(self.names())
 
     @choices.setter
     def choices(self, value: Any) -> None:
-        """Ignored: the choices always come from the registry."""
+        """Ignored: the choices are always read from ``names()``."""
+
+
+class KindChoice(LiveChoice):
+    """The names and aliases of the registered kinds ``want`` accepts; the value is the kind's canonical name."""
+
+    def __init__(self, want: Callable[[DatasetKind], bool] | None = None) -> None:
+        super().__init__(lambda: (n for kind in all_kinds() if want is None or want(kind) for n in kind.names))
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
         if isinstance(value, DatasetKind):
@@ -34,22 +41,11 @@ class KindChoice(click.Choice[str]):
         return get_kind(str(super().convert(value, param, ctx))).name
 
 
-class AdapterChoice(click.Choice[str]):
-    """The built-in adapter names, read when needed so ``editstream --help`` does not load the adapters."""
+def adapter_names() -> list[str]:
+    """``--from``'s names: the built-in adapters (mapping files shipped with the package), sorted."""
+    from ..adapters import builtin_names
 
-    def __init__(self) -> None:
-        super().__init__((), case_sensitive=True)
-
-    @property
-    def choices(self) -> tuple[str, ...]:
-        """The names of the mapping files shipped with the package, sorted."""
-        from ..adapters import builtin_names
-
-        return tuple(builtin_names())
-
-    @choices.setter
-    def choices(self, value: Any) -> None:
-        """Ignored: the choices always come from the shipped mapping files."""
+    return builtin_names()
 
 
 def trainable(kind: DatasetKind) -> bool:
@@ -73,25 +69,29 @@ def storage_options(pairs: tuple[str, ...], endpoint_url: str | None) -> dict[st
     return opts or None
 
 
-_STORAGE_OPTIONS = [
-    click.option(
-        "-o",
-        "--storage-option",
-        "storage_option",
-        multiple=True,
-        metavar="KEY=VALUE",
-        help="fsspec storage option for the paths (repeatable), e.g. -o anon=true. The standard AWS "
-        "variables (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_ENDPOINT_URL ...) work too.",
-    ),
-    click.option("--endpoint-url", help="S3 endpoint URL (e.g. MinIO); same as -o endpoint_url=..."),
-]
+def with_storage_options(short: bool = True) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Add ``-o/--storage-option`` (without ``-o`` where ``short`` is false) and ``--endpoint-url`` to a command,
+    which is given them parsed (:func:`storage_options`) as ``so``."""
+    flag = "-o" if short else "--storage-option"
 
+    def add(command: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(command)
+        def parsed(*args: Any, storage_option: tuple[str, ...], endpoint_url: str | None, **kwargs: Any) -> Any:
+            return command(*args, so=storage_options(storage_option, endpoint_url), **kwargs)
 
-def with_storage_options(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Add ``-o/--storage-option`` and ``--endpoint-url`` to a command."""
-    for option in reversed(_STORAGE_OPTIONS):
-        fn = option(fn)
-    return fn
+        pairs = click.option(
+            *(["-o"] if short else []),
+            "--storage-option",
+            "storage_option",
+            multiple=True,
+            metavar="KEY=VALUE",
+            help=f"fsspec storage option for the paths (repeatable), e.g. {flag} anon=true. The standard AWS "
+            "variables (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_ENDPOINT_URL ...) work too.",
+        )
+        endpoint = click.option("--endpoint-url", help=f"S3 endpoint URL (e.g. MinIO); same as {flag} endpoint_url=...")
+        return pairs(endpoint(parsed))
+
+    return add
 
 
 class SizeType(click.ParamType[int]):

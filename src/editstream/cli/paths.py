@@ -104,9 +104,7 @@ def converted_root(url: str, storage_options: dict[str, Any] | None, command: st
     )
 
 
-def parquet_source(
-    url: str, storage_options: dict[str, Any] | None, dst: str | None = None
-) -> ParquetDirectory | JsonlFile:
+def parquet_source(url: str, storage_options: dict[str, Any] | None, dst: str) -> ParquetDirectory | JsonlFile:
     """``url`` must be a directory of parquet files or a JSONL file (of a JSONL + media kind); for a Hub download
     without ``--from`` the error suggests the ``convert`` into ``dst`` with the adapter that fits."""
     from ..data.layouts import ConvertedRoot, ForeignShards, JsonlFile, ParquetDirectory
@@ -124,7 +122,7 @@ def parquet_source(
         raise UsageProblem(f"SRC {url} holds tar shards, not parquet files", "give the parquet directory as SRC")
     from ..adapters.suggest import hub_layout_advice
 
-    advice = hub_layout_advice(url, dst, storage_options) if dst is not None else None
+    advice = hub_layout_advice(url, dst, storage_options)
     if advice is not None:  # a public dataset's download given without --from: a usage slip
         raise UsageProblem(f"no *.parquet files in {url} itself", advice)
     raise DataProblem(f"no *.parquet files in {url}", "give the directory that holds the parquet files")

@@ -22,28 +22,27 @@ from editstream.nemo.hook import install  # absolute: NeMo's launcher runs this 
 __all__ = ["FinetuneRecipeForMultimodal", "PretrainRecipeForMultimodal", "main"]
 
 
-class FinetuneRecipeForMultimodal(NemoFinetuneRecipe):  # type: ignore[misc]
-    """NeMo's BAGEL fine-tuning recipe, reading its data through editstream (``install()`` on construction)."""
+class _ReadsThroughEditstream:
+    """NeMo's BAGEL recipe, reading its data through editstream (``install()`` on construction) and restoring
+    at a new DP size too (docs/nemo.md)."""
+
+    checkpointer: Any
 
     def __init__(self, cfg: Any) -> None:
         install()
-        super().__init__(cfg)
+        super().__init__(cfg)  # type: ignore[call-arg]  # NeMo's recipe, next in the MRO
 
     def load_checkpoint(self, restore_from: str | None = None) -> None:
-        make_dp_aware(self.checkpointer)  # restores at a new DP size too: docs/nemo.md
-        super().load_checkpoint(restore_from)
+        make_dp_aware(self.checkpointer)
+        super().load_checkpoint(restore_from)  # type: ignore[misc]
 
 
-class PretrainRecipeForMultimodal(NemoPretrainRecipe):  # type: ignore[misc]
-    """NeMo's BAGEL pretraining recipe, reading its data through editstream (``install()`` on construction)."""
+class FinetuneRecipeForMultimodal(_ReadsThroughEditstream, NemoFinetuneRecipe):  # type: ignore[misc]
+    """NeMo's BAGEL fine-tuning recipe, reading its data through editstream."""
 
-    def __init__(self, cfg: Any) -> None:
-        install()
-        super().__init__(cfg)
 
-    def load_checkpoint(self, restore_from: str | None = None) -> None:
-        make_dp_aware(self.checkpointer)  # restores at a new DP size too: docs/nemo.md
-        super().load_checkpoint(restore_from)
+class PretrainRecipeForMultimodal(_ReadsThroughEditstream, NemoPretrainRecipe):  # type: ignore[misc]
+    """NeMo's BAGEL pretraining recipe, reading its data through editstream."""
 
 
 def recipe_class(recipe: Any) -> type:
