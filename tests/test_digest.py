@@ -50,7 +50,7 @@ def test_the_chosen_digest_is_recorded_and_verified(src, tmp_path, digest):
     out = tmp_path / "out"
     convert(str(src), str(out), workers=1, progress=False, digest=digest)
     raw = json.loads((out / mf.MANIFEST_NAME).read_text())
-    assert (raw["format_version"], raw["digest"]) == (2, digest)
+    assert (raw["format_version"], raw["digest"]) == (3, digest)
     other = "sha256" if digest == "xxh3_128" else "xxh3_128"
     for shard in raw["shards"]:
         data = (out / shard["path"]).read_bytes()
@@ -121,7 +121,7 @@ def test_manifests_without_the_named_digest_are_refused():
     for change, message in [
         ({"digest": "md5"}, "unknown digest"),
         ({"format_version": 1}, "unknown digest 'xxh3_128' for format version 1"),
-        ({"format_version": 3}, "not supported"),
+        ({"format_version": 4}, "not supported"),
         ({"digest": "sha256"}, "no sha256 digest"),
     ]:
         with pytest.raises(mf.ManifestError, match=message):

@@ -18,7 +18,9 @@ import pytest
 import torch
 
 from editstream import ByteTokenizer, ImageTransform, UnifiedEditIterableDataset
+from editstream.conversion.verify import verify
 from editstream.data.drops import FailureBudgetExceeded
+from editstream.format.idx import decode_idx
 from editstream.io.retry import RetryPolicy
 from faultproxy import FaultPlan, FaultProxy
 from helpers import VAE, VIT, synth_and_convert
@@ -174,12 +176,14 @@ def _damage(root, shard_path, how):
     "how,reason", [("truncate", "unreadable_unit"), ("bad_header", "unreadable_unit"), ("missing_member", "bad_sample")]
 )
 def test_corrupt_shard_is_dropped_and_counted_and_the_stream_goes_on(data, tmp_path, how, reason):
+    """With ``verify_reads`` a local shard that no longer hashes to its digest is read by the checking tar reader,
+    which finds each fault where it is (a truncated shard goes there in either mode: its size differs)."""
     root = tmp_path / "wds"
     shutil.copytree(data / "wds", root)
     manifest = json.loads((root / "manifest.json").read_text())
     shard = manifest["shards"][0]["path"]
     what = _damage(root, shard, how)
-    ds = edit(root)
+    ds = edit(root, verify_reads=how != "truncate")
     n = sum(s["num_samples"] for s in manifest["shards"])
     stream = positions(take(ds, n))  # more than a full pass: the stream went on past the damage
     unit, row = unit_position(ds, root, manifest["shards"][0]), row_of(what)
@@ -196,6 +200,28 @@ def test_corrupt_shard_is_dropped_and_counted_and_the_stream_goes_on(data, tmp_p
         assert drop.location["key"] in what
 
 
+@pytest.mark.parametrize("how", ["bad_header", "missing_member"])
+def test_without_verify_reads_damage_outside_the_members_data_is_not_read(data, tmp_path, how, monkeypatch):
+    """The default local read slices members through the member table and hashes nothing: a header damaged
+    after conversion is never parsed, so the stream is the undamaged one; ``verify`` still reports the shard, and
+    EDITSTREAM_VERIFY_READS=1 turns the per-read check back on."""
+    root = tmp_path / "wds"
+    shutil.copytree(data / "wds", root)
+    manifest = json.loads((root / "manifest.json").read_text())
+    n = sum(s["num_samples"] for s in manifest["shards"])
+    undamaged = edit(root)
+    clean = fingerprint(take(undamaged, n))
+    _damage(root, manifest["shards"][0]["path"], how)
+    damaged = edit(root)
+    assert fingerprint(take(damaged, n)) == clean and damaged.drops.counts == undamaged.drops.counts
+    assert not verify(str(root)).ok
+    monkeypatch.setenv("EDITSTREAM_VERIFY_READS", "1")
+    checked = edit(root)
+    take(checked, n)
+    reason = "unreadable_unit" if how == "bad_header" else "bad_sample"
+    assert checked.drops.counts[reason] > 0 and not undamaged.drops.counts.get(reason)
+
+
 def test_member_over_the_size_cap_is_a_dropped_unit(data):
     ds = edit(data / "wds", max_member_size=2048)
     ds.unit_failure_budget = 1
@@ -210,8 +236,8 @@ def test_manifest_that_does_not_match_the_shard(data, tmp_path):
     shutil.copytree(data / "wds", root)
     manifest = json.loads((root / "manifest.json").read_text())
     idx0 = root / (manifest["shards"][0]["path"] + ".idx")
-    offsets0 = struct.unpack(f"<{idx0.stat().st_size // 8}Q", idx0.read_bytes())
-    manifest["shards"][0]["num_bytes"] = offsets0[-2] + 700  # the manifest claims a shorter shard
+    last_sample = decode_idx(idx0.read_bytes())[0][-1]
+    manifest["shards"][0]["num_bytes"] = last_sample + 700  # the manifest claims a shorter shard
     (root / "manifest.json").write_text(json.dumps(manifest))
     ds = edit(root)
     stream = positions(take(ds, 30))  # more than a pass
@@ -220,8 +246,8 @@ def test_manifest_that_does_not_match_the_shard(data, tmp_path):
     assert [r for u, r in stream if u == unit and r >= last] == []
     assert ds.drops.counts["unreadable_unit"] == times_passed(stream, (unit, last - 0.5)) > 0
     idx = root / (manifest["shards"][2]["path"] + ".idx")
-    values = struct.unpack(f"<{idx.stat().st_size // 8}Q", idx.read_bytes())
-    idx.write_bytes(struct.pack(f"<{len(values) - 1}Q", *values[1:]))  # one offset short
+    offsets, end = decode_idx(idx.read_bytes())
+    idx.write_bytes(struct.pack(f"<{len(offsets)}Q", *offsets[1:], end))  # a format-1 idx, one offset short
     resumed = edit(root)
     unit = (f"{manifest['source_root']}/{manifest['shards'][2]['source_file']}", manifest["shards"][2]["row_group"])
     resumed.load_state_dict({"data_status": [[resumed.data_paths_per_rank.index(unit), 0]]})

@@ -17,6 +17,7 @@ from ..format import manifest as mf
 from ..format.detect import PROGRESS_DIR_NAME as PROGRESS_DIR
 from ..format.digest import hexdigest, new_hasher, recorded
 from ..format.idx import IdxError, decode_idx
+from ..format.member_table import is_member_table
 from ..format.sft import LINES_COPY
 from ..format.tarblock import END_OF_ARCHIVE
 from ..io import service, storage
@@ -74,13 +75,16 @@ def idx_digest(data: bytes, algorithm: str) -> dict[str, Any]:
 
 
 def _idx_is_intact(dst_root: str, shard: mf.ShardInfo, storage_options: dict[str, Any] | None, digest: Any) -> bool:
-    """The idx exists, matches ``digest`` (:func:`idx_digest`) when one was recorded, and fits its shard."""
+    """The idx exists, matches ``digest`` (:func:`idx_digest`) when one was recorded, and fits its shard as a
+    member table (an earlier version's plain offsets mean the shard is written again, in today's format)."""
     try:
         data = storage.read_bytes(storage.join(dst_root, shard.idx_path), storage_options)
     except FileNotFoundError:
         return False
     found = recorded(digest)
     if digest is not None and (found is None or idx_digest(data, found[0]) != digest):
+        return False
+    if not is_member_table(data):
         return False
     try:
         offsets, end = decode_idx(data)

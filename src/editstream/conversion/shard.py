@@ -8,7 +8,7 @@ import time
 from dataclasses import dataclass, field, replace
 
 from ..format import manifest as mf
-from ..format.idx import encode_idx, idx_path_for
+from ..format.idx import idx_path_for
 from ..format.keys import make_key
 from ..format.rowcodec import encode_members
 from ..format.tarwriter import TarWriter
@@ -83,7 +83,7 @@ def _convert_shard_once(task: ShardTask) -> ShardResult:
     counts = work.counts
     actual_slices = [replace(s, stop=s.start + counts.get((s.file, s.row_group, s.start), 0)) for s in task.slices]
     idx_path = idx_path_for(task.shard_path)
-    idx = encode_idx(writer.offsets, writer.end_offset)
+    idx = writer.table().encode()  # shard format 2: the idx is the member table
     # No fsync either: the done record holds the idx's size and digest, so a torn idx is redone.
     storage.write_bytes(storage.join(task.dst_root, idx_path), idx, task.storage_options, fsync=False)
     info = mf.ShardInfo(

@@ -12,11 +12,13 @@ from typing import Any
 from ..data.layouts import ConvertedRoot
 from ..data.sources.parquet_slices import PlannedSlices
 from ..format import manifest as mf
-from ..format.idx import read_idx
+from ..format.idx import decode_idx
 from ..format.keys import make_key
+from ..format.member_table import MemberTable, TableBuilder, is_member_table
 from ..format.rowcodec import RowCodecError, decode_sample
 from ..format.tarblock import BLOCK, TarFormatError
 from ..format.tarreader import iter_samples
+from ..format.tarwriter import lay_out
 from ..io import storage
 from ..io.progress import Progress
 from ..io.ranged import open_read
@@ -97,6 +99,9 @@ class _ShardVerifier:
     compared: int = 0
     end_offset: int | None = None
     columns_reported: bool = False
+    tabled: bool = False
+    """The manifest says the idx is a member table (version 3 on): it must be the table of what the walk reads."""
+    table: TableBuilder = field(default_factory=TableBuilder)
 
     @property
     def url(self) -> str:
@@ -157,6 +162,8 @@ class _ShardVerifier:
             for i, (key, offset, members) in enumerate(iter_samples(reader, source=self.url)):
                 self.keys.append(key)
                 self.offsets.append(offset)
+                if self.tabled:
+                    self.table.add(key, offset, lay_out(key, offset, [(s, len(d)) for s, d in members.items()])[0])
                 slot = next(expected, None)
                 original = next(originals, None) if originals is not None and slot is not None else None
                 want = None if slot is None else make_key(self.stems[slot[0].file], slot[0].row_group, slot[1])
@@ -172,6 +179,20 @@ class _ShardVerifier:
             self.end_offset = reader.pos - BLOCK
         except TarFormatError as exc:
             self.problem("tar_format", f"{type(exc).__name__}: {exc}")
+
+    def check_table(self, data: bytes, size: int) -> None:
+        """A format-2 idx must be, byte for byte, the member table of the samples the walk read."""
+        if not is_member_table(data):
+            self.problem("idx", "the manifest's version says the idx is a member table, but it holds plain offsets")
+            return
+        if self.end_offset is None:
+            return  # the walk stopped at a tar fault, already reported
+        found = MemberTable.decode(data)
+        want = self.table.finish(self.end_offset, size)
+        if found != want:
+            fields = ("keys", "sample_offsets", "first_member", "suffixes", "data_offsets", "sizes", "shard_size")
+            differs = [name for name in fields if getattr(found, name) != getattr(want, name)]
+            self.problem("idx", f"the member table differs from the shard in its {', '.join(differs)}")
 
     def totals(self, size: int, digest: str, idx: tuple[list[int], int] | None) -> None:
         shard = self.shard
@@ -201,8 +222,10 @@ def _check_shard(verifier: _ShardVerifier) -> _ShardVerifier:
         return verifier
     idx_url = storage.join(verifier.root, verifier.shard.idx_path)
     idx: tuple[list[int], int] | None = None
+    data: bytes | None = None
     try:
-        idx = read_idx(idx_url, so)
+        data = storage.read_bytes(idx_url, so)
+        idx = decode_idx(data, idx_url)
     except FileNotFoundError:
         verifier.problem("missing_idx", f"{idx_url} does not exist")
     except mf.ManifestError as exc:
@@ -212,6 +235,8 @@ def _check_shard(verifier: _ShardVerifier) -> _ShardVerifier:
         verifier.walk(reader)
         reader.drain()
     verifier.totals(reader.pos, reader.hash.hexdigest(), idx)
+    if verifier.tabled and idx is not None and data is not None:
+        verifier.check_table(data, reader.pos)
     return verifier
 
 
@@ -283,6 +308,7 @@ def verify(
             source=src if shape.compares_rows else None,
             storage_options=storage_options,
             columns=tuple(c["name"] for c in m.columns),
+            tabled=m.member_tables,
             sample_check=sample_check,
         )
         for s in m.shards

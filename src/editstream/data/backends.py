@@ -35,7 +35,17 @@ WEBDATASET = Backend(
     "webdataset",
     "converted shards (no manifest.json)",
     True,
-    ("retry", "block_size", "max_member_size", "prefetch", "columns", "readahead_bytes", "file_order"),
+    (
+        "retry",
+        "block_size",
+        "max_member_size",
+        "prefetch",
+        "columns",
+        "readahead_bytes",
+        "file_order",
+        "verify_reads",
+        "member_bytes",
+    ),
 )
 
 BACKENDS: Mapping[str, Backend] = MappingProxyType({"parquet": PARQUET, "source": PARQUET, "webdataset": WEBDATASET})

@@ -95,6 +95,8 @@ def _foreign(entries: Sequence[Any], request: SourceRequest, so: StorageOptions 
     schema = None if request.kind is None else request.kind.name
     options = _options(WEBDATASET, request)
     options.pop("file_order", None)  # shards a pattern names are always taken sorted: no directory order to keep
+    for name in ("verify_reads", "member_bytes"):  # foreign shards are always streamed: checked, and bytes
+        options.pop(name, None)
     return ForeignTarSource(storage_options=so, schema=schema, **options)
 
 

@@ -1,5 +1,6 @@
-"""The ``.tar.idx`` sidecar beside each shard: ``num_samples + 1`` little-endian uint64, each sample's first
-header offset then the end offset (Megatron-Energon's layout), so a resume seeks instead of rescanning."""
+"""The ``.tar.idx`` sidecar beside each shard, so a resume seeks instead of rescanning. Format 1 (manifests before
+version 3, and Megatron-Energon's): ``num_samples + 1`` little-endian uint64, each sample's first header offset then
+the end offset. Format 2: the shard's member table (:mod:`.member_table`), which holds those offsets too."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import struct
 from ..io import storage
 from ..io.retry import RetryPolicy
 from .manifest import ManifestError
+from .member_table import MemberTable, MemberTableError, is_member_table
 from .tarreader import iter_samples
 
 
@@ -30,13 +32,24 @@ def encode_idx(offsets: list[int], end_offset: int) -> bytes:
 
 
 def decode_idx(data: bytes, where: str = "<idx>") -> tuple[list[int], int]:
-    """``(sample offsets, end offset)`` from idx bytes; raises :class:`IdxError` when malformed."""
+    """``(sample offsets, end offset)`` from idx bytes of either format; raises :class:`IdxError` when malformed."""
+    if is_member_table(data):
+        table = decode_table(data, where)
+        return table.sample_offsets[:-1], table.end_offset
     if len(data) < 8 or len(data) % 8:
         raise IdxError(f"{where}: idx size {len(data)} is not a positive multiple of 8")
     values = list(struct.unpack(f"<{len(data) // 8}Q", data))
     if any(b < a for a, b in zip(values, values[1:])):
         raise IdxError(f"{where}: idx offsets are not sorted")
     return values[:-1], values[-1]
+
+
+def decode_table(data: bytes, where: str = "<idx>") -> MemberTable:
+    """The member table in format-2 idx bytes; an :class:`IdxError` for anything else."""
+    try:
+        return MemberTable.decode(data, where)
+    except MemberTableError as exc:
+        raise IdxError(str(exc)) from None
 
 
 def read_idx(

@@ -1,5 +1,6 @@
 """The converter's output description: ``manifest.json``, written last, so its presence means a
-conversion finished. Version 2 names the digest algorithm; version 1 manifests (``sha256``) still read."""
+conversion finished. Version 3 says the idx files are member tables (shard format 2), version 2 names the digest
+algorithm; versions 1 (``sha256``) and 2 still read."""
 
 from __future__ import annotations
 
@@ -14,8 +15,10 @@ from .digest import ALGORITHMS, HEX_LENGTH
 from .paths import relative_path_problem
 
 FORMAT_NAME = "editstream-webdataset"
-FORMAT_VERSION = 2
-READABLE_VERSIONS = (1, 2)
+FORMAT_VERSION = 3
+READABLE_VERSIONS = (1, 2, 3)
+MEMBER_TABLE_VERSION = 3
+"""The first version whose shards' idx files are member tables (shard format 2, :mod:`.member_table`)."""
 """Versions this editstream reads: 1 (sha256 digests only) and 2 (the digest algorithm recorded)."""
 MANIFEST_NAME = "manifest.json"
 REPORT_NAME = "report.json"
@@ -174,6 +177,11 @@ class Manifest:
     @property
     def num_samples(self) -> int:
         return sum(s.num_samples for s in self.shards)
+
+    @property
+    def member_tables(self) -> bool:
+        """Whether its shards' idx files are member tables (format 2), which readers slice shards through."""
+        return self.format_version >= MEMBER_TABLE_VERSION
 
     @property
     def num_bytes(self) -> int:

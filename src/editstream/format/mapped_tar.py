@@ -1,5 +1,7 @@
-"""Samples of a local shard the converter wrote, sliced from one memory map with no header checked: a shard
-with its manifest's xxh3-128 digest is what :mod:`.tarwriter` made; anything else goes to the streaming reader."""
+"""Samples of a local shard the converter wrote, sliced from one memory map with no header parsed one by one.
+Shard format 2 (:func:`table_samples`): through its member table, members handed out as read-only memoryviews of
+the map, the shard hashed only when asked. Format 1 (:func:`mapped_samples`): the headers walked once, after the
+whole shard hashed to its manifest digest. Anything that does not fit goes to the streaming reader."""
 
 from __future__ import annotations
 
@@ -10,6 +12,9 @@ from collections.abc import Generator
 import xxhash
 
 from . import tarblock as tb
+from .digest import new_hasher
+from .member_table import MemberTable
+from .rowcodec import JSON_SUFFIX
 
 Sample = tuple[str, int, dict[str, tuple[int, int]]]
 """``(key, offset of its first header, {suffix: (data start, data end)})``."""
@@ -91,3 +96,70 @@ def _slices(buf: mmap.mmap, samples: list[Sample]) -> Generator[tuple[str, int, 
             yield key, offset, {suffix: buf[a:b] for suffix, (a, b) in members.items()}
     finally:
         buf.close()
+
+
+Members = dict[str, "bytes | memoryview"]
+
+
+def table_samples(
+    path: str,
+    table: MemberTable,
+    index: int,
+    num_bytes: int,
+    *,
+    digest: tuple[str, str] | None = None,
+    as_bytes: bool = False,
+) -> Generator[tuple[str, int, Members], None, None] | None:
+    """``(key, offset, {suffix: data})`` of the shard at ``path`` from sample ``index`` on, sliced through its
+    member ``table``: each member a read-only memoryview of one map (``bytes`` with ``as_bytes``; the JSON member
+    always). ``None`` when the file is not the table's shard (its size, or the names in its first and last member
+    headers), or, given ``digest`` (``(algorithm, hex)``), when it does not hash to it."""
+    if table.shard_size != num_bytes:
+        return None
+    try:
+        with open(path, "rb") as f:
+            if os.fstat(f.fileno()).st_size != num_bytes or num_bytes < tb.BLOCK:
+                return None
+            buf = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    except (OSError, ValueError):  # missing, or a filesystem that cannot map: the streaming reader says why
+        return None
+    if not _headers_match(buf, table) or (digest is not None and not _hashes_to(buf, digest)):
+        buf.close()
+        return None
+    return _table_slices(buf, table, index, as_bytes)
+
+
+def _headers_match(buf: mmap.mmap, table: MemberTable) -> bool:
+    """Whether the first and last members' headers name what the table says (a table of another shard, or a
+    shard rewritten since, fails this at the cost of two compares)."""
+    if not table.suffixes:
+        return True
+    for sample in {0, table.num_samples - 1}:
+        j = table.first_member[sample]
+        name = f"{table.keys[sample]}.{table.suffixes[j]}".encode()[:100]
+        head = table.data_offsets[j] - tb.BLOCK
+        if head < 0 or buf[head : head + len(name)] != name:
+            return False
+    return True
+
+
+def _hashes_to(buf: mmap.mmap, digest: tuple[str, str]) -> bool:
+    hasher = new_hasher(digest[0])
+    hasher.update(buf)  # type: ignore[arg-type]  # a buffer, as hashlib and xxhash take
+    return hasher.hexdigest() == digest[1]
+
+
+def _table_slices(
+    buf: mmap.mmap, table: MemberTable, index: int, as_bytes: bool
+) -> Generator[tuple[str, int, Members], None, None]:
+    # The map is never closed here: members handed out keep it alive, and it is unmapped once the last is freed.
+    view = memoryview(buf)
+    keys, offsets, first = table.keys, table.sample_offsets, table.first_member
+    suffixes, starts, sizes = table.suffixes, table.data_offsets, table.sizes
+    for i in range(index, table.num_samples):
+        members: Members = {}
+        for j in range(first[i], first[i + 1]):
+            suffix, start = suffixes[j], starts[j]
+            data = view[start : start + sizes[j]]
+            members[suffix] = bytes(data) if as_bytes or suffix == JSON_SUFFIX else data
+        yield keys[i], offsets[i], members

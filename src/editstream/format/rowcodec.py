@@ -240,6 +240,8 @@ def decode_sample(key: str, members: Mapping[str, bytes], *, invalid_text: bool 
     raw = members.get(JSON_SUFFIX)
     if raw is None:
         raise RowCodecError(f"sample {key!r} has no {JSON_SUFFIX!r} member (members: {sorted(members)})")
+    if type(raw) is not bytes:  # a memoryview member: the JSON parsers take bytes
+        raw = bytes(raw)
     fast = _fast_parse(raw, members)
     if fast is not None and type(fast[0]) is dict:
         row, used = fast

@@ -13,6 +13,7 @@ from typing import IO, Any
 
 from . import tarblock as tb
 from .digest import DEFAULT_DIGEST, new_hasher
+from .member_table import MemberTable, TableBuilder
 
 _MODE = 0o644
 _IOV_MAX = 512
@@ -77,6 +78,21 @@ def _writev_all(fd: int, chunks: list[Any]) -> None:
             i += 1
 
 
+def lay_out(key: str, offset: int, members: Iterable[tuple[str, int]]) -> tuple[list[tuple[str, int, int]], int]:
+    """Where :func:`member_bytes` puts each member of a sample whose first header is at ``offset``: ``(suffix,
+    data offset, size)`` for each ``(suffix, size)`` in order, and the offset after the last (the member table's
+    rule, which ``verify`` applies to what it reads)."""
+    placed: list[tuple[str, int, int]] = []
+    pos = offset
+    for suffix, size in members:
+        name_size = len(f"{key}.{suffix}".encode())
+        if name_size > 100:  # a long-name record: its header and the NUL-terminated name, padded
+            pos += tb.BLOCK + name_size + 1 + tb.padding(name_size + 1)
+        placed.append((suffix, pos + tb.BLOCK, size))
+        pos += tb.BLOCK + size + tb.padding(size)
+    return placed, pos
+
+
 def member_bytes(name: str, data: bytes | bytearray | memoryview) -> list[bytes | bytearray | memoryview]:
     """The chunks of one regular-file member: header(s), data, padding; names above 100 bytes get a
     GNU ``././@LongLink`` record first, as GNU tar does."""
@@ -121,6 +137,7 @@ class TarWriter:
         self._pos = 0
         self._closed = False
         self.offsets: list[int] = []
+        self._table = TableBuilder()
         self._queue: queue.Queue[list[Any] | None] | None = None
         self._thread: threading.Thread | None = None
         self._error: BaseException | None = None
@@ -210,8 +227,10 @@ class TarWriter:
         chunks: list[Any] = []
         for suffix, data in items:
             chunks += member_bytes(f"{key}.{suffix}", data)
-        self._emit(chunks, sum(map(len, chunks)))
+        placed, end = lay_out(key, offset, [(suffix, len(data)) for suffix, data in items])
+        self._emit(chunks, end - offset)
         self.offsets.append(offset)
+        self._table.add(key, offset, placed)
         return offset
 
     def close(self) -> None:
@@ -233,6 +252,12 @@ class TarWriter:
     @property
     def num_bytes(self) -> int:
         return self._pos
+
+    def table(self) -> MemberTable:
+        """The shard's offset table (:mod:`.member_table`), known once closed."""
+        if not self._closed:
+            raise ValueError("the member table is known only after close()")
+        return self._table.finish(self.end_offset, self.num_bytes)
 
     @property
     def digest(self) -> str:

@@ -32,6 +32,8 @@ class ShardRef:
     info: ShardInfo
     stems: Mapping[str, str]
     """Key stem of each source file (relative name) the shard holds rows of."""
+    tabled: bool = False
+    """Its idx is a member table (manifest version 3 on: shard format 2)."""
 
     @property
     def num_bytes(self) -> int:
@@ -63,7 +65,8 @@ def source_order(manifest: Manifest, file_order: str) -> list[str]:
 def _refs(root: str, manifest: Manifest) -> Iterator[ShardRef]:
     stems = {f.path: f.key_stem for f in manifest.source_files}
     for shard in manifest.shards:
-        yield ShardRef(storage.join(root, shard.path), storage.join(root, shard.idx_path), shard, stems)
+        idx_url = storage.join(root, shard.idx_path)
+        yield ShardRef(storage.join(root, shard.path), idx_url, shard, stems, manifest.member_tables)
 
 
 class RowGroupShards:

@@ -3,12 +3,15 @@
 The manifest's layout (:mod:`.shard_layouts`) lists the units (with ``rowgroup``, the parquet backend's,
 bit for bit); remote shards are read ahead in retried ranged blocks along the unit order
 (:class:`~editstream.io.readahead.ReadAhead`), and a resume seeks to the sample's ``.tar.idx`` offset.
+A local shard of format 2 is sliced through its member table (:func:`~editstream.format.mapped_tar.table_samples`):
+its members reach ``parse_row`` as read-only memoryviews, and it is hashed on every read only with ``verify_reads``.
 """
 
 from __future__ import annotations
 
 import itertools
 import logging
+import os
 from collections.abc import Generator, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -16,9 +19,10 @@ from ...format.columns import ColumnTypeError, column_type_problems
 from ...format.idx import read_idx
 from ...format.keys import make_key
 from ...format.manifest import Manifest, ManifestError
-from ...format.mapped_tar import mapped_samples
+from ...format.mapped_tar import mapped_samples, table_samples
+from ...format.member_table import MemberTable
 from ...format.rowcodec import decode_sample
-from ...format.tarblock import DEFAULT_MAX_MEMBER_SIZE
+from ...format.tarblock import BLOCK, DEFAULT_MAX_MEMBER_SIZE, MemberTooLargeError
 from ...format.tarreader import iter_samples
 from ...io import storage
 from ...io.readahead import SourceReads
@@ -33,6 +37,17 @@ from .shard_layouts import LAYOUTS, PositionOf, RowGroupShards, ShardMismatchErr
 logger = logging.getLogger("editstream")
 
 DEFAULT_BLOCK_SIZE = 4 << 20
+VERIFY_READS_ENV = "EDITSTREAM_VERIFY_READS"
+"""Set to 1 to hash every local shard against its manifest digest before it is read (``verify_reads``)."""
+MEMBER_BYTES_ENV = "EDITSTREAM_MEMBER_BYTES"
+"""Set to 1 to hand members to ``parse_row`` as ``bytes`` instead of memoryviews (``member_bytes``)."""
+
+
+def env_flag(value: bool | None, name: str) -> bool:
+    """``value``, or when it is ``None`` whether the environment variable ``name`` is set to a true value."""
+    if value is not None:
+        return bool(value)
+    return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
 
 
 class TarSource:
@@ -52,6 +67,8 @@ class TarSource:
         column_types: Mapping[str, str] | None = None,
         readahead_bytes: int | None = None,
         file_order: str = "listing",
+        verify_reads: bool | None = None,
+        member_bytes: bool | None = None,
     ) -> None:
         if granularity not in ("row_group", "file"):
             raise ValueError(f"granularity must be 'row_group' or 'file', got {granularity!r}")
@@ -62,6 +79,8 @@ class TarSource:
         self.drops = drops if drops is not None else DropLog(dataset_name)
         self.max_member_size = max_member_size
         self.column_types = dict(column_types or {})
+        self.verify_reads = env_flag(verify_reads, VERIFY_READS_ENV)
+        self.member_bytes = env_flag(member_bytes, MEMBER_BYTES_ENV)
         self._layout: RowGroupShards | SizeShards | None = None
         self.known_manifests: dict[str, Manifest] = {}
         """Manifests of roots already read by whoever opened the data (``iter_rows``), used instead of a read."""
@@ -127,12 +146,58 @@ class TarSource:
             yield from self._read_shard(shard, index, position_of)
 
     def _read_shard(self, shard: ShardRef, index: int, position_of: PositionOf) -> Iterator[tuple[Position, Any]]:
-        """Rows of one shard from sample ``index`` on: a resume starts at the idx's offset of that sample, or,
-        when the key found there is not the manifest's (a wrong idx), skips to it from the shard's start."""
+        """Rows of one shard from sample ``index`` on, through its member table or else the tar itself."""
+        if index >= shard.num_samples:
+            return
+        samples = self._tabled(shard, index) or self._untabled(shard, index)
+        count = index
+        for key, _, members in samples:
+            position = position_of(count, key)
+            count += 1
+            try:
+                row: Any = Row(decode_sample(key, members))
+            except Exception as exc:  # noqa: BLE001 - a damaged sample is a dropped row
+                row = BadSample(exc, {"shard": shard.url, "key": key})
+            yield position, row
+        if count != shard.num_samples:
+            raise ShardMismatchError(f"{shard.url}: ended after {count} samples, the manifest says {shard.num_samples}")
+
+    def _tabled(self, shard: ShardRef, index: int) -> Iterator[tuple[str, int, Mapping[str, Any]]] | None:
+        """The samples of a local format-2 shard from ``index``, sliced through its member table; ``None`` (after
+        a warning saying why) when the table or the shard is not what the manifest describes."""
+        if not shard.tabled or not storage.is_local(shard.url):
+            return None
+        try:
+            table = MemberTable.decode(storage.read_bytes(shard.idx_url, self.storage_options), shard.idx_url)
+        except (OSError, ValueError) as exc:
+            logger.warning("%s: %s; reading the shard with the tar reader", shard.url, exc)
+            return None
+        if table.num_samples != shard.num_samples or table.keys[index] != self._expected_key(shard, index):
+            logger.warning("%s: its member table is not the manifest's; reading it with the tar reader", shard.url)
+            return None
+        too_large = next((j for j, size in enumerate(table.sizes) if size > self.max_member_size), None)
+        if too_large is not None:
+            name = f"{table.keys[table.sample_of(too_large)]}.{table.suffixes[too_large]}"
+            raise MemberTooLargeError(
+                f"{shard.url}: member {name!r} at offset {table.data_offsets[too_large] - BLOCK} has "
+                f"{table.sizes[too_large]} bytes, above the cap of {self.max_member_size}"
+            )
+        if index:
+            logger.debug("resume: reading %s from byte %d (sample %d)", shard.url, table.sample_offsets[index], index)
+        digest = shard.info.digest if self.verify_reads else None
+        found = table_samples(
+            storage.local_path(shard.url), table, index, shard.num_bytes, digest=digest, as_bytes=self.member_bytes
+        )
+        if found is None:
+            what = "its size, headers or digest" if self.verify_reads else "its size or headers"
+            logger.warning("%s: %s differ from its member table; reading it with the tar reader", shard.url, what)
+        return found
+
+    def _untabled(self, shard: ShardRef, index: int) -> Iterator[tuple[str, int, Mapping[str, Any]]]:
+        """The samples of a shard from ``index`` through its tar headers: a resume starts at the idx's offset of
+        that sample, or, when the key found there is not the manifest's (a wrong idx), skips to it from the start."""
         start = 0
         if index > 0:
-            if index >= shard.num_samples:
-                return
             start = read_idx(shard.idx_url, self.storage_options, shard.num_samples)[0][index]
             logger.debug("resume: reading %s from byte %d (sample %d)", shard.url, start, index)
         samples = self._samples(shard, start)
@@ -147,17 +212,7 @@ class TarSource:
             for _ in range(index):
                 next(samples, None)
             head = next(samples, None)
-        count = index
-        for key, _, members in itertools.chain((head,) if head is not None else (), samples):
-            position = position_of(count, key)
-            count += 1
-            try:
-                row: Any = Row(decode_sample(key, members))
-            except Exception as exc:  # noqa: BLE001 - a damaged sample is a dropped row
-                row = BadSample(exc, {"shard": shard.url, "key": key})
-            yield position, row
-        if count != shard.num_samples:
-            raise ShardMismatchError(f"{shard.url}: ended after {count} samples, the manifest says {shard.num_samples}")
+        return itertools.chain((head,) if head is not None else (), samples)
 
     def _samples(self, shard: ShardRef, start: int) -> Generator[tuple[str, int, dict[str, bytes]], None, None]:
         """``(key, offset, members)`` of the shard's samples from byte ``start``: from a memory map when the local
