@@ -169,11 +169,11 @@ class Recording(editstream.UnifiedEditIterableDataset):
         return super().parse_row(row)
 
 
-def parse_row_member_types(root: Path, **options: object) -> set[type]:
+def parse_row_member_types(root: Path, backend: str, **options: object) -> set[type]:
     Recording.seen = []
     ds = Recording(
         "unified_edit", ImageTransform(**VAE), ByteTokenizer(), ImageTransform(**VIT), [str(root)], [2], None,
-        backend="webdataset", num_workers=0, **options,
+        backend=backend, num_workers=0, **options,
     )  # fmt: skip
     it = iter(ds)
     samples = [next(it) for _ in range(6)]
@@ -181,13 +181,14 @@ def parse_row_member_types(root: Path, **options: object) -> set[type]:
     return set(Recording.seen)
 
 
-def test_parse_row_gets_views_and_bytes_by_option_or_environment(roots, monkeypatch):
-    _, wds = roots
-    assert parse_row_member_types(wds) == {memoryview}
-    assert parse_row_member_types(wds, member_bytes=True) == {bytes}
+@pytest.mark.parametrize("backend", ["webdataset", "parquet"])
+def test_parse_row_gets_views_and_bytes_by_option_or_environment(roots, monkeypatch, backend):
+    root = roots[1] if backend == "webdataset" else roots[0]
+    assert parse_row_member_types(root, backend) == {memoryview}
+    assert parse_row_member_types(root, backend, member_bytes=True) == {bytes}
     monkeypatch.setenv("EDITSTREAM_MEMBER_BYTES", "1")
-    assert parse_row_member_types(wds) == {bytes}
-    assert parse_row_member_types(wds, member_bytes=False) == {memoryview}  # the option wins over the variable
+    assert parse_row_member_types(root, backend) == {bytes}
+    assert parse_row_member_types(root, backend, member_bytes=False) == {memoryview}  # the option wins
 
 
 def test_verify_reports_a_table_that_does_not_describe_its_shard(roots, tmp_path):

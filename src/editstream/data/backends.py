@@ -30,7 +30,7 @@ class Backend(str):
         return get_backend, (str(self), "a pickled backend")
 
 
-PARQUET = Backend("parquet", "parquet files", False, ("retry", "file_order"))
+PARQUET = Backend("parquet", "parquet files", False, ("retry", "file_order", "member_bytes"))
 WEBDATASET = Backend(
     "webdataset",
     "converted shards (no manifest.json)",

@@ -76,7 +76,7 @@ def _binary_views(arr: pa.Array) -> list[memoryview | None]:
     if n == 0:
         return []
     offsets = np.frombuffer(offsets_buf, dtype=dtype)[arr.offset : arr.offset + n + 1].tolist()
-    data = memoryview(data_buf) if data_buf is not None else memoryview(b"")
+    data = memoryview(data_buf).cast("B") if data_buf is not None else memoryview(b"")  # unsigned, as bytes compare
     views: list[memoryview | None] = [data[offsets[i] : offsets[i + 1]] for i in range(n)]
     return _with_nulls(arr, views)
 
@@ -169,10 +169,16 @@ def iter_row_group_batches(
 
 
 def iter_row_group_rows(
-    pf: pq.ParquetFile, url: str, row_group: int, start: int = 0, stop: int | None = None
+    pf: pq.ParquetFile,
+    url: str,
+    row_group: int,
+    start: int = 0,
+    stop: int | None = None,
+    *,
+    binary_views: bool = False,
 ) -> Iterator[tuple[int, dict[str, Any]]]:
     """``(row index, row)`` for rows ``[start, stop)`` of one row group (``iter_row_group_batches``, row by row)."""
-    for first, rows in iter_row_group_batches(pf, url, row_group, start, stop):
+    for first, rows in iter_row_group_batches(pf, url, row_group, start, stop, binary_views=binary_views):
         yield from enumerate(rows, start=first)
 
 

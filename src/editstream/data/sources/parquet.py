@@ -31,6 +31,7 @@ from ..units import (
     counted,
     repeat_to,
 )
+from .read_options import MEMBER_BYTES_ENV, env_flag
 
 GRANULARITIES = ("row_group", "file")
 
@@ -79,6 +80,7 @@ class ParquetSource:
         column_types: Mapping[str, str] | None = None,
         retry: RetryPolicy | None = None,
         file_order: str = "listing",
+        member_bytes: bool | None = None,
     ) -> None:
         self.file_order = check_file_order(file_order, f"dataset {dataset_name!r}")
         if granularity not in GRANULARITIES:
@@ -90,6 +92,8 @@ class ParquetSource:
         self.drops = drops if drops is not None else DropLog(dataset_name)
         self.column_types = dict(column_types or {})
         self.retry = retry
+        self.binary_views = not env_flag(member_bytes, MEMBER_BYTES_ENV)
+        """Binary values are handed out as memoryviews of Arrow's buffers (no ``bytes`` made per value)."""
         self._kept: tuple[str, pq.ParquetFile, contextlib.ExitStack] | None = None
         """The file of the last unit read, open for the next unit (closed by ``plan_units``)."""
 
@@ -110,7 +114,7 @@ class ParquetSource:
         try:
             meta = pf.metadata
             for rg, first in typed.row_group_reads(after, meta.num_row_groups, lambda g: meta.row_group(g).num_rows):
-                for i, values in iter_row_group_rows(pf, typed.path, rg, first):
+                for i, values in iter_row_group_rows(pf, typed.path, rg, first, binary_views=self.binary_views):
                     yield typed.position(rg, i), _row_of(values)
         except BaseException:
             kept[2].close()

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import itertools
 import logging
-import os
 from collections.abc import Generator, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -32,22 +31,12 @@ from ...kinds import DatasetKind, UnknownKindError, get_kind
 from ..drops import DropLog
 from ..rows import BadSample, Row
 from ..units import Position, Unit, check_file_order, counted
+from .read_options import MEMBER_BYTES_ENV, VERIFY_READS_ENV, env_flag
 from .shard_layouts import LAYOUTS, PositionOf, RowGroupShards, ShardMismatchError, ShardRef, SizeShards
 
 logger = logging.getLogger("editstream")
 
 DEFAULT_BLOCK_SIZE = 4 << 20
-VERIFY_READS_ENV = "EDITSTREAM_VERIFY_READS"
-"""Set to 1 to hash every local shard against its manifest digest before it is read (``verify_reads``)."""
-MEMBER_BYTES_ENV = "EDITSTREAM_MEMBER_BYTES"
-"""Set to 1 to hand members to ``parse_row`` as ``bytes`` instead of memoryviews (``member_bytes``)."""
-
-
-def env_flag(value: bool | None, name: str) -> bool:
-    """``value``, or when it is ``None`` whether the environment variable ``name`` is set to a true value."""
-    if value is not None:
-        return bool(value)
-    return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
 
 
 class TarSource:
