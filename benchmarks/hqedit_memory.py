@@ -13,6 +13,7 @@ beside it). If a peak follows the row group, the table shows it growing with the
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import subprocess
@@ -123,6 +124,7 @@ def main() -> None:
     parser.add_argument("--out", default=str(REPO / "bench-out" / "hqedit-memory"))
     parser.add_argument("--sizes", default="100,200,400", help="File sizes in MB, one row group each.")
     parser.add_argument("--md", default=None, help="Also write the table to this file.")
+    parser.add_argument("--json", default=None, help="Also write the peaks (VmHWM, MB) as JSON here.")
     parser.add_argument(
         "--src", default=str(REPO / "src"), help="The editstream sources to measure (another checkout's)."
     )
@@ -134,6 +136,7 @@ def main() -> None:
     lines = ["| command | " + " | ".join(f"{mb} MB row group" for mb in args.sizes.split(",")) + " |"]
     lines.append("|---|" + "---:|" * len(args.sizes.split(",")))
     peaks: dict[str, list[str]] = {}
+    hwms: dict[str, list[float]] = {}
     for mb in args.sizes.split(","):
         root = Path(args.out) / f"{mb}mb"
         data = root / "hub" / "data" / "train-00000-of-00001.parquet"
@@ -145,12 +148,16 @@ def main() -> None:
         for name, argv in commands(root, rows).items():
             hwm, maxrss = measure(argv, root / "hwm.txt", args.src)
             peaks.setdefault(name, []).append(f"{hwm:.0f} ({maxrss:.0f})")
+            hwms.setdefault(name, []).append(hwm)
             print(f"{mb} MB ({rows} rows): {name}: VmHWM {hwm:.0f} MB, ru_maxrss {maxrss:.0f} MB", flush=True)
     lines += [f"| `{name}` | " + " | ".join(values) + " |" for name, values in peaks.items()]
     table = "\n".join(lines)
     print(table)
     if args.md:
         Path(args.md).write_text(table + "\n")
+    if args.json:
+        sizes = [int(mb) for mb in args.sizes.split(",")]
+        Path(args.json).write_text(json.dumps({"sizes_mb": sizes, "vmhwm_mb": hwms}, indent=1))
 
 
 if __name__ == "__main__":

@@ -14,9 +14,10 @@ threads or memory), and keeps the table each prints:
 - ``handoff.py`` (float32 vs uint8 hand-off) and ``fast_decode.py`` (opt-in fast decode);
 - ``peers.py``: editstream beside stock webdataset, Megatron-Energon, LitData and MosaicML
   streaming (each in a venv of its own, kept under ``bench-out/peers-venvs/``): preparation,
-  raw rows/s and decoded samples/s.
+  raw rows/s and decoded samples/s;
+- ``hqedit_memory.py``: peak RSS of reading one HQ-Edit-shaped row group, by its size.
 
-It then prints issue 29's speed goals, one row each with its ratio and whether it holds
+It then prints issue 40's speed goals, one row each with its ratio and whether it holds
 (``speed_goals.py``; the benchmarks they need: ``--only convert raw_rows s3_latency handoff
 fast_decode peers --peers litdata``), and writes ``benchmarks/RESULTS.md``: the machine and date,
 that table, a summary of the figures with their ratios to the peers and goals, and every benchmark's own table (a hand-written
@@ -115,6 +116,7 @@ def benches(out: str) -> list[Bench]:
             ["--pairs", "1", "--scale", "0.3", "--max-wait", "0"],
         ),
         Bench("peers", "peers.py", ["--repeat", "3"], ["--quick"]),
+        Bench("hqedit_memory", "hqedit_memory.py", ["--sizes", "100,200,400"], ["--sizes", "50,100"]),
     ]
 
 
@@ -122,7 +124,7 @@ def run(bench: Bench, quick: bool, out: Path) -> None:
     args = list(bench.quick if quick else bench.full)
     if bench.name in ("convert", "raw_rows", "s3_latency", "peers"):
         args += ["--out", str(out)]
-    elif bench.name in ("loader", "memory", "vlm_sft", "fast_decode"):
+    elif bench.name in ("loader", "memory", "vlm_sft", "fast_decode", "hqedit_memory"):
         args += ["--out", str(out / bench.name)]
     elif bench.name == "handoff":  # it shares the loader benchmark's cached data
         args += ["--out", str(out / "loader")]

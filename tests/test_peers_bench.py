@@ -122,4 +122,11 @@ def test_the_speed_goals_table_judges_each_figure_and_names_what_did_not_run():
     assert any("missing from raw_rows" in row for row in rows if isinstance(row, str))
     table = speed_goals.goals_table({"convert": convert})
     assert "| convert, 2 workers (time) | 3.00 s | `tar -cf`: 1.00 s | 3.00x | <= 1.2x | **no** |" in table
-    assert sum("not measured in this run" in line for line in table) == 7
+    assert sum("not measured in this run" in line for line in table) == 9
+    loader = {"rows": [{"row": "webdataset, local disk", "workers": 0, "samples_per_s": 50.0, "share_of_limit": 0.98}]}
+    memory = {"sizes_mb": [100, 400], "vmhwm_mb": {speed_goals.MEMORY_COMMAND: [400.0, 880.0]}}
+    rows = speed_goals.goal_rows({"loader": loader, "hqedit_memory": memory})
+    judged = {row[0]: row[3:] for row in rows if isinstance(row, tuple)}
+    assert judged["decoded samples, 1 process (webdataset backend, local)"] == (0.98, ">= 0.97", True)
+    memory_row = next(work for work in judged if work.startswith("peak RSS"))
+    assert judged[memory_row] == (2.2, "flat in the row group (<= 1.1x)", False)
