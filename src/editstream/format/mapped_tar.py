@@ -65,6 +65,17 @@ def _index(buf: mmap.mmap, max_member_size: int) -> list[Sample] | None:
     return samples if unique else None
 
 
+def _map(path: str, num_bytes: int) -> mmap.mmap | None:
+    """The file at ``path`` mapped read-only when it has the manifest's size ``num_bytes``, else ``None``."""
+    try:
+        with open(path, "rb") as f:
+            if os.fstat(f.fileno()).st_size != num_bytes or num_bytes < tb.BLOCK:
+                return None
+            return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    except (OSError, ValueError):  # missing, or a filesystem that cannot map: the streaming reader says why
+        return None
+
+
 def mapped_samples(
     path: str, start: int, num_bytes: int, digest: tuple[str, str], max_member_size: int = tb.DEFAULT_MAX_MEMBER_SIZE
 ) -> Generator[tuple[str, int, dict[str, bytes]], None, None] | None:
@@ -73,12 +84,8 @@ def mapped_samples(
     manifest's size ``num_bytes`` and ``digest`` (``(algorithm, hex)``, xxh3-128 only); ``None`` otherwise."""
     if digest[0] != "xxh3_128":
         return None
-    try:
-        with open(path, "rb") as f:
-            if os.fstat(f.fileno()).st_size != num_bytes or num_bytes < tb.BLOCK:
-                return None
-            buf = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-    except (OSError, ValueError):  # missing, or a filesystem that cannot map: the streaming reader says why
+    buf = _map(path, num_bytes)
+    if buf is None:
         return None
     samples = _index(buf, max_member_size) if xxhash.xxh3_128_hexdigest(buf) == digest[1] else None
     first = 0
@@ -116,12 +123,8 @@ def table_samples(
     headers), or, given ``digest`` (``(algorithm, hex)``), when it does not hash to it."""
     if table.shard_size != num_bytes:
         return None
-    try:
-        with open(path, "rb") as f:
-            if os.fstat(f.fileno()).st_size != num_bytes or num_bytes < tb.BLOCK:
-                return None
-            buf = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-    except (OSError, ValueError):  # missing, or a filesystem that cannot map: the streaming reader says why
+    buf = _map(path, num_bytes)
+    if buf is None:
         return None
     if not _headers_match(buf, table) or (digest is not None and not _hashes_to(buf, digest)):
         buf.close()
